@@ -1,0 +1,63 @@
+// Command streamgate is the streaming gateway for decoupled model serving.
+//
+//	streamgate engine   --grpc ADDR --models DIR   the Triton-compatible engine alone
+//	streamgate serve                               engine and gateway in one process
+//	streamgate gateway  --http ADDR --upstream ADDR[,ADDR...]
+//
+// Every flag also reads the environment variable STREAMGATE_<FLAG> (upper
+// case, dashes as underscores); a flag given on the command line wins.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "streamgate:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+const usage = `usage: streamgate <command> [flags]
+
+commands:
+  engine    serve the Triton-compatible gRPC engine
+  serve     engine and gateway in one process (coming with the gateway)
+  help      show this help
+
+Run 'streamgate <command> --help' for the flags of a command.
+`
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	switch args[0] {
+	case "engine":
+		cfg, err := parseEngine(args[1:], stderr)
+		if err != nil {
+			return err
+		}
+		return runEngine(ctx, cfg, log)
+	case "help", "-h", "--help":
+		fmt.Fprint(stderr, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}

@@ -1,0 +1,109 @@
+// Package backend defines what a model implementation provides to the engine
+// and what the engine gives it: a decoded Request, a Responder for streamed
+// responses, and the model's parsed configuration.
+//
+// A Backend is registered by name (config.pbtxt `backend:` field) with a
+// Factory. The engine's scheduler calls Execute once per request on one of the
+// model's instances; see Backend for the contract.
+package backend
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/streamgate/streamgate/engine/tensor"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// Request is one validated inference request.
+type Request struct {
+	ID           string
+	ModelName    string
+	ModelVersion string
+	// Inputs by name, already checked against the model's config (names,
+	// datatypes, shapes, byte sizes).
+	Inputs map[string]*tensor.Tensor
+	// Parameters are the request parameters other than the ones the engine
+	// interprets itself (triton_*, sequence_*, priority, timeout, streamgate_*).
+	Parameters map[string]*pb.InferParameter
+}
+
+// Response is one response of a request: output tensors (the engine drops
+// outputs the client did not request) and response parameters.
+type Response struct {
+	Outputs    []*tensor.Tensor
+	Parameters map[string]*pb.InferParameter
+}
+
+// Responder is how a running request talks back.
+//
+// Send delivers one non-final data response of a decoupled model. It blocks
+// while the client's stream is backed up and returns an error once ctx is
+// done or the request was cancelled; the backend should then stop and return.
+// Release frees the model instance early, so the scheduler may start the next
+// request while this one keeps sending (Triton's repeat WAIT). Both are safe
+// to call from the request's goroutine only.
+type Responder interface {
+	Send(ctx context.Context, r *Response) error
+	Release()
+}
+
+// Backend is one loaded model. Execute runs req on one model instance and
+// returns when the request is complete. Its results:
+//   - (final, nil): final (a data response with the final flag), or a
+//     flags-only final when final is nil;
+//   - (_, err): one error response with the final flag, text err.Error().
+//
+// A non-decoupled model must not call Send and must return its one response
+// as final. ctx is cancelled when the client cancels the request (RPC cancel
+// or in-band streamgate_cancel) or the server stops; backends that honour
+// cancellation check ctx before each response and return (nil, nil) or the
+// data they have.
+type Backend interface {
+	Execute(ctx context.Context, req *Request, r Responder) (*Response, error)
+}
+
+// Closer is implemented by backends that hold resources to release at
+// unload.
+type Closer interface {
+	Close() error
+}
+
+// Config is what a Factory gets: the model's parsed configuration and the
+// directory it was loaded from ("" for built-in models).
+type Config struct {
+	Model *pb.ModelConfig
+	Dir   string
+}
+
+// Factory validates cfg and builds a backend. Errors name the config field
+// at fault; the engine prefixes the file name.
+type Factory func(cfg Config) (Backend, error)
+
+// ErrCancelled is returned by Responder.Send once the request is cancelled.
+var ErrCancelled = errors.New("request cancelled")
+
+// Param returns the string value of config parameter key, or def.
+func Param(cfg *pb.ModelConfig, key, def string) string {
+	if p, ok := cfg.GetParameters()[key]; ok {
+		return p.GetStringValue()
+	}
+	return def
+}
+
+// Sleep waits for d or until ctx is done and reports whether the full
+// duration passed with ctx still live. d <= 0 only checks ctx.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

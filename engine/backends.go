@@ -1,0 +1,19 @@
+package engine
+
+import (
+	"github.com/streamgate/streamgate/engine/backend"
+	"github.com/streamgate/streamgate/engine/echo"
+	"github.com/streamgate/streamgate/engine/identity"
+	"github.com/streamgate/streamgate/engine/repeat"
+	"github.com/streamgate/streamgate/engine/square"
+)
+
+// DefaultBackends returns the backends the engine knows, by config name.
+func DefaultBackends() map[string]backend.Factory {
+	return map[string]backend.Factory{
+		"repeat":   repeat.New,
+		"square":   square.New,
+		"echo":     echo.New,
+		"identity": identity.New,
+	}
+}

@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc/status"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// writeQueue bounds the responses waiting for a stream's writer; backends
+// block in Send (backpressure) when it is full.
+const writeQueue = 256
+
+// ModelStreamInfer serves Triton's bidirectional stream. The handler
+// goroutine reads requests; one writer goroutine owns stream.Send; each
+// request runs in its own goroutine, owned by the handler's WaitGroup.
+// Half-close lets running requests finish, then the RPC ends OK; cancelling
+// the RPC cancels every request on it.
+func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	st := &streamState{srv: s, ctx: ctx, out: make(chan *pb.ModelStreamInferResponse, writeQueue), active: map[string][]*active{}}
+
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- st.write(stream, cancel) }()
+
+	var recvErr error
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				recvErr = err
+				cancel()
+			}
+			break
+		}
+		st.handle(req)
+	}
+	st.reqs.Wait()
+	close(st.out)
+	writeErr := <-writerDone
+	switch {
+	case recvErr != nil:
+		return status.Convert(recvErr).Err()
+	case writeErr != nil:
+		return writeErr
+	}
+	return nil
+}
+
+// streamState is what one ModelStreamInfer RPC shares between its reader,
+// writer and request goroutines.
+type streamState struct {
+	srv  *Server
+	ctx  context.Context
+	out  chan *pb.ModelStreamInferResponse
+	reqs sync.WaitGroup
+
+	mu     sync.Mutex
+	active map[string][]*active // by request id, for in-band cancel
+	fifo   []*ordered           // non-decoupled responses, in request order
+}
+
+type active struct{ cancel context.CancelFunc }
+
+// ordered is a non-decoupled request's slot in the stream's FIFO.
+type ordered struct {
+	resp *pb.ModelStreamInferResponse
+	done bool
+}
+
+// write owns stream.Send. After a send fails it cancels the stream and
+// keeps draining so that no sender blocks.
+func (st *streamState) write(stream pb.GRPCInferenceService_ModelStreamInferServer, cancel context.CancelFunc) error {
+	var err error
+	for r := range st.out {
+		if err != nil {
+			continue
+		}
+		if err = stream.Send(r); err != nil {
+			cancel()
+		}
+	}
+	return err
+}
+
+// enqueue hands r to the writer unless the stream is gone.
+func (st *streamState) enqueue(ctx context.Context, r *pb.ModelStreamInferResponse) error {
+	select {
+	case st.out <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (st *streamState) handle(req *pb.ModelInferRequest) {
+	id := req.GetId()
+	reject := func(err error) { _ = st.enqueue(st.ctx, rejectResponse(id, err)) }
+	p, err := parseParams(req.GetParameters())
+	if err != nil {
+		reject(err)
+		return
+	}
+	if p.cancel {
+		st.cancelID(id)
+		return
+	}
+	if st.srv.stopping.Load() {
+		reject(errShuttingDown)
+		return
+	}
+	m, err := st.srv.lookup(req.GetModelName(), req.GetModelVersion())
+	if err != nil {
+		reject(err)
+		return
+	}
+	br, wanted, err := m.decode(req, p.model)
+	if err != nil {
+		reject(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(st.ctx)
+	a := &active{cancel: cancel}
+	c := &call{model: m, req: br, wanted: wanted, version: req.GetModelVersion(), emptyFinal: p.emptyFinal}
+	st.mu.Lock()
+	st.active[id] = append(st.active[id], a)
+	if m.Decoupled {
+		c.out = decoupledSink{st}
+	} else {
+		slot := &ordered{}
+		st.fifo = append(st.fifo, slot)
+		c.out = &orderedSink{st: st, slot: slot}
+	}
+	st.mu.Unlock()
+	st.reqs.Go(func() {
+		defer st.forget(id, a)
+		st.srv.run(ctx, c)
+	})
+}
+
+// cancelID cancels every running request with this id (in-band cancel);
+// unknown ids are ignored.
+func (st *streamState) cancelID(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, a := range st.active[id] {
+		a.cancel()
+	}
+}
+
+func (st *streamState) forget(id string, a *active) {
+	a.cancel()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	list := st.active[id]
+	for i, x := range list {
+		if x == a {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(st.active, id)
+	} else {
+		st.active[id] = list
+	}
+}
+
+// decoupledSink writes responses as they come.
+type decoupledSink struct{ st *streamState }
+
+func (d decoupledSink) send(ctx context.Context, r *pb.ModelStreamInferResponse) error {
+	return d.st.enqueue(ctx, r)
+}
+
+func (d decoupledSink) finish(r *pb.ModelStreamInferResponse) {
+	if r != nil {
+		_ = d.st.enqueue(d.st.ctx, r)
+	}
+}
+
+// orderedSink releases a non-decoupled response once every earlier
+// non-decoupled request on the stream has been answered.
+type orderedSink struct {
+	st   *streamState
+	slot *ordered
+}
+
+func (o *orderedSink) send(context.Context, *pb.ModelStreamInferResponse) error { return nil }
+
+func (o *orderedSink) finish(r *pb.ModelStreamInferResponse) {
+	st := o.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	o.slot.resp, o.slot.done = r, true
+	for len(st.fifo) > 0 && st.fifo[0].done {
+		if head := st.fifo[0].resp; head != nil {
+			_ = st.enqueue(st.ctx, head)
+		}
+		st.fifo[0] = nil
+		st.fifo = st.fifo[1:]
+	}
+}

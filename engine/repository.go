@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/prototext"
 
@@ -23,9 +25,41 @@ const defaultMaxQueue = 16384
 func ParseConfig(data []byte) (*pb.ModelConfig, error) {
 	cfg := &pb.ModelConfig{}
 	if err := prototext.Unmarshal(data, cfg); err != nil {
-		return nil, err
+		msg := strings.ReplaceAll(err.Error(), "\u00a0", " ")
+		if f := fieldAt(data, msg); f != "" && !strings.Contains(msg, f) {
+			msg += " (field " + f + ")"
+		}
+		return nil, errors.New(msg)
 	}
 	return cfg, nil
+}
+
+var (
+	linePos   = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
+	lastField = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)\s*:?\s*[\[{]?\s*$`)
+)
+
+// fieldAt names the field whose value a prototext error points at, for
+// errors that give only a position.
+func fieldAt(data []byte, msg string) string {
+	m := linePos.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	line, _ := strconv.Atoi(m[1])
+	col, _ := strconv.Atoi(m[2])
+	lines := strings.Split(string(data), "\n")
+	if line < 1 || line > len(lines) {
+		return ""
+	}
+	text := lines[line-1]
+	if col-1 < len(text) && col >= 1 {
+		text = text[:col-1]
+	}
+	if f := lastField.FindStringSubmatch(text); f != nil {
+		return f[1]
+	}
+	return ""
 }
 
 // LoadRepository reads every <model>/config.pbtxt under fsys (Triton's

@@ -1,0 +1,199 @@
+package upstream
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// Call is one request in flight: read its responses with Recv, stop it with
+// Cancel. Cancel, ID and Done may be called from any goroutine; Recv from one
+// goroutine at a time.
+type Call struct {
+	c         *Client
+	req       *pb.ModelInferRequest
+	id        string // upstream id, unique per Client
+	origID    string // the caller's req.Id, put back on responses
+	decoupled bool
+	auto      bool // mode follows the target (CancelAuto)
+	q         chan *pb.ModelInferResponse
+
+	mode      atomic.Int32 // CancelMode in effect: inband, stream or none
+	delivered atomic.Bool  // a response was queued; no more failover
+	aborted   atomic.Bool  // ended by Cancel, ctx or Close: skip queued data
+
+	mu        sync.Mutex
+	st        *stream // the stream the call was last placed on
+	retried   bool
+	finished  bool
+	err       error // io.EOF or *Error; set once, before done closes
+	done      chan struct{}
+	stopWatch func() bool // stops the context.AfterFunc on Start's ctx
+}
+
+// ID returns the upstream request id: unique within the Client, sent as
+// ModelInferRequest.id.
+func (cl *Call) ID() string { return cl.id }
+
+// Target returns the address of the target the call was last placed on.
+func (cl *Call) Target() string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.st == nil {
+		return ""
+	}
+	return cl.st.t.addr
+}
+
+// Done is closed when the call has ended upstream. Responses received before
+// the end may still be waiting for Recv.
+func (cl *Call) Done() <-chan struct{} { return cl.done }
+
+// Recv returns the call's next response, in order. After the last one it
+// returns io.EOF: a data response carrying triton_final_response=true is
+// returned and the next Recv returns io.EOF; a flags-only final gives io.EOF
+// directly. A call that ends otherwise returns an *Error (after the
+// responses queued before the end, except for KindCancelled, KindDeadline
+// and Close, which return at once). If ctx ends first Recv returns
+// ctx.Err() and the call carries on.
+func (cl *Call) Recv(ctx context.Context) (*pb.ModelInferResponse, error) {
+	if cl.aborted.Load() {
+		return nil, cl.err
+	}
+	select {
+	case r := <-cl.q:
+		return r, nil
+	default:
+	}
+	select {
+	case r := <-cl.q:
+		return r, nil
+	case <-cl.done:
+		if !cl.aborted.Load() {
+			select {
+			case r := <-cl.q:
+				return r, nil
+			default:
+			}
+		}
+		return nil, cl.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Cancel ends the call with KindCancelled and cancels it upstream according
+// to the cancel mode. It is idempotent and does nothing after the end.
+func (cl *Call) Cancel() { cl.abort(errCancelled) }
+
+func (cl *Call) cancelMode() CancelMode { return CancelMode(cl.mode.Load()) }
+
+// finish ends the call with err; false if it had already ended.
+func (cl *Call) finish(err error, abort bool) bool {
+	cl.mu.Lock()
+	if cl.finished {
+		cl.mu.Unlock()
+		return false
+	}
+	cl.finishLocked(err, abort)
+	stop := cl.stopWatch
+	cl.stopWatch = nil
+	cl.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	return true
+}
+
+func (cl *Call) finishLocked(err error, abort bool) {
+	cl.finished = true
+	cl.err = err
+	if abort {
+		cl.aborted.Store(true)
+	}
+	close(cl.done)
+}
+
+// abort ends the call early (Cancel, Start's ctx, Close) and cancels it
+// upstream if it was still on a stream.
+func (cl *Call) abort(err *Error) {
+	cl.mu.Lock()
+	if cl.finished {
+		cl.mu.Unlock()
+		return
+	}
+	st := cl.st
+	cl.finishLocked(err, true)
+	stop := cl.stopWatch
+	cl.stopWatch = nil
+	cl.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if st != nil {
+		st.removeAndCancel(cl)
+	}
+}
+
+// watch ends the call when ctx ends.
+func (cl *Call) watch(ctx context.Context) {
+	stop := context.AfterFunc(ctx, func() { cl.abort(ctxError(ctx)) })
+	cl.mu.Lock()
+	if !cl.finished {
+		cl.stopWatch = stop
+		stop = nil
+	}
+	cl.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// placeErr is why a call that a stream refused cannot be placed at all:
+// its own end, or nil when placing may be tried again.
+func (cl *Call) placeErr() error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.finished {
+		return cl.err
+	}
+	return nil
+}
+
+// failover re-places cl, whose stream on from ended with why, once and
+// only if it has delivered nothing; otherwise it ends cl with why.
+func (c *Client) failover(cl *Call, from *target, why *Error) {
+	cl.mu.Lock()
+	if cl.finished {
+		cl.mu.Unlock()
+		return
+	}
+	closed := c.isClosed()
+	retry := !cl.retried && !cl.delivered.Load() && !closed
+	cl.retried = true
+	cl.mu.Unlock()
+	if closed {
+		cl.finish(errClosed, true)
+		return
+	}
+	if !retry {
+		cl.finish(why, false)
+		return
+	}
+	c.ctr.retries.Add(1)
+	t, err := c.pickTarget(nil, from)
+	if err == nil {
+		if cl.auto {
+			cl.mode.Store(int32(t.cancelModeCached()))
+		}
+		err = t.place(cl)
+	}
+	if err != nil {
+		if e, ok := AsError(err); ok && e.Kind != KindUnavailable {
+			err = why
+		}
+		cl.finish(err, false)
+	}
+}

@@ -1,0 +1,259 @@
+package upstream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// Client multiplexes requests onto pooled ModelStreamInfer streams to its
+// targets. Its methods are safe for concurrent use. Close stops it.
+type Client struct {
+	opts     Options
+	idPrefix string
+	seq      atomic.Uint64
+	streamID atomic.Uint64
+	rr       atomic.Uint64 // rotates ties between equally loaded targets
+	ctr      counters
+
+	// root is the parent of every stream's context; Close cancels it.
+	root       context.Context
+	cancelRoot context.CancelFunc
+
+	// targets is the current target set, replaced whole (copy on write)
+	// under mu when dns names re-resolve.
+	targets atomic.Pointer[[]*target]
+	// names are the "dns:///" entries of New's list; resolved closes after
+	// their first resolution (at once when there are none).
+	names    []string
+	resolved chan struct{}
+
+	mu     sync.Mutex // guards closed and wg.Add against Close
+	closed bool
+	wg     sync.WaitGroup // maintenance goroutine and every stream's run
+}
+
+// New returns a Client for targets: "host:port" addresses, or
+// "dns:///host:port" names whose every resolved address becomes a target
+// (resolved again every Options.ResolveInterval). It does no I/O: targets
+// are connected lazily, and a name is resolved in the background. opts may
+// be nil.
+func New(targets []string, opts *Options) (*Client, error) {
+	if len(targets) == 0 {
+		return nil, errors.New("upstream: no targets")
+	}
+	o := opts.withDefaults()
+	c := &Client{opts: o, idPrefix: newIDPrefix(), resolved: make(chan struct{})}
+	c.root, c.cancelRoot = context.WithCancel(context.Background())
+	var ts []*target
+	seen := map[string]bool{}
+	for _, a := range targets {
+		a = strings.TrimSpace(a)
+		if name, ok := strings.CutPrefix(a, "dns:///"); ok {
+			if _, _, err := splitHostPort(name); err != nil {
+				return nil, err
+			}
+			c.names = append(c.names, name)
+			continue
+		}
+		if a == "" || seen[a] {
+			continue
+		}
+		seen[a] = true
+		t, err := newTarget(c, a, "")
+		if err != nil {
+			for _, t := range ts {
+				t.close()
+			}
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	c.targets.Store(&ts)
+	if len(c.names) == 0 {
+		close(c.resolved)
+	}
+	c.wg.Add(1)
+	go c.maintain()
+	return c, nil
+}
+
+// Close ends every call (KindUnavailable, "client closed"), stops every
+// goroutine of the client, waits for them and closes the connections.
+// Later calls to Start fail. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancelRoot()
+	c.wg.Wait()
+	for _, t := range c.targetList() {
+		t.close()
+	}
+	return nil
+}
+
+// goStream runs f as a goroutine owned by the client; false if closed.
+func (c *Client) goStream(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *Client) targetList() []*target {
+	if p := c.targets.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Start sends req upstream and returns the handle of its responses. Start
+// takes ownership of req: it overwrites req.Id with a unique upstream id
+// (Call.ID; responses carry the caller's original id again) and adds
+// triton_enable_empty_final_response=true when the model is decoupled or its
+// config cannot be read. req must not be changed or reused afterwards.
+//
+// ctx bounds the whole call, not just Start: when it is done the call ends
+// (KindDeadline or KindCancelled) and is cancelled upstream. Start itself
+// blocks only to learn a target's capabilities and the model's config,
+// which are cached (Options.MetadataTTL).
+func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (*Call, error) {
+	if c.isClosed() {
+		return nil, errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(ctx)
+	}
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	t, err := c.pickTarget(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	decoupled := true
+	if cfg, err := t.modelConfig(ctx, req.GetModelName(), req.GetModelVersion()); err == nil {
+		decoupled = cfg.GetModelTransactionPolicy().GetDecoupled()
+	} else if ctx.Err() != nil {
+		return nil, ctxError(ctx)
+	}
+	cl := &Call{
+		c:         c,
+		req:       req,
+		origID:    req.GetId(),
+		id:        c.idPrefix + strconv.FormatUint(c.seq.Add(1), 36),
+		decoupled: decoupled,
+		auto:      c.opts.Cancel == CancelAuto,
+		q:         make(chan *pb.ModelInferResponse, c.opts.QueueSize),
+		done:      make(chan struct{}),
+	}
+	mode := c.opts.Cancel
+	if cl.auto {
+		mode = CancelStream
+		if t.inband(ctx) {
+			mode = CancelInband
+		} else if ctx.Err() != nil {
+			return nil, ctxError(ctx)
+		}
+	}
+	cl.mode.Store(int32(mode))
+	req.Id = cl.id
+	if decoupled {
+		if req.Parameters == nil {
+			req.Parameters = map[string]*pb.InferParameter{}
+		}
+		req.Parameters["triton_enable_empty_final_response"] = &pb.InferParameter{
+			ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true},
+		}
+	}
+	if err := t.place(cl); err != nil {
+		return nil, err
+	}
+	c.ctr.started.Add(1)
+	cl.watch(ctx)
+	return cl, nil
+}
+
+// pickTarget returns the admitted target with the fewest outstanding
+// requests, preferring healthy ones and, when another exists, not avoid.
+// While no target is healthy every target is a candidate, so that a
+// recovered target is used at once and a dead one fails fast.
+func (c *Client) pickTarget(ctx context.Context, avoid *target) (*target, error) {
+	select {
+	case <-c.resolved:
+	default:
+		if ctx == nil {
+			break
+		}
+		select {
+		case <-c.resolved:
+		case <-ctx.Done():
+			return nil, ctxError(ctx)
+		}
+	}
+	ts := c.targetList()
+	n := len(ts)
+	if n == 0 {
+		return nil, newError(KindUnavailable, codes.Unavailable, "no upstream targets")
+	}
+	start := int(c.rr.Add(1) % uint64(n))
+	var best *target
+	bestRank := 0
+	for i := range n {
+		t := ts[(start+i)%n]
+		if t.removed.Load() {
+			continue
+		}
+		// rank: healthy and not avoided first, then outstanding requests.
+		rank := 0
+		if !t.healthy.Load() {
+			rank += 2
+		}
+		if t == avoid {
+			rank++
+		}
+		if best == nil || rank < bestRank || (rank == bestRank && t.outstanding.Load() < best.outstanding.Load()) {
+			best, bestRank = t, rank
+		}
+	}
+	if best == nil {
+		return nil, newError(KindUnavailable, codes.Unavailable, "no upstream targets")
+	}
+	return best, nil
+}
+
+func newIDPrefix() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		b = [6]byte{byte(time.Now().UnixNano())}
+	}
+	return "sg-" + hex.EncodeToString(b[:]) + "-"
+}

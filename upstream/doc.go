@@ -1,0 +1,50 @@
+// Package upstream is the gRPC client side of the inference API: it carries
+// many client requests over a small pool of bidirectional ModelStreamInfer
+// streams to one or more targets (streamgate's engine or a real Triton) and
+// routes every response back to its request by id.
+//
+// Start with New (targets plus *Options, nil = defaults), then Client.Start,
+// which places one ModelInferRequest and returns a *Call; read its responses
+// in order with Call.Recv until io.EOF or an *Error, and stop it early with
+// Call.Cancel or by cancelling the context given to Start. Client.Close ends
+// everything.
+//
+// # How a request travels
+//
+// Start gives the request a unique id, sets triton_enable_empty_final_response
+// on decoupled models (so every end is visible, even after zero responses),
+// and places it on the least-loaded open stream of the least-outstanding
+// healthy target, opening a new stream lazily up to
+// Options.MaxStreamsPerTarget. Each stream has exactly two goroutines: a
+// sender, which owns Send, and a reader, which owns Recv and routes each
+// response into its request's bounded queue without ever blocking. A request
+// whose queue is full fails alone with KindTooSlow and is cancelled upstream.
+//
+// # Cancellation
+//
+// Triton cannot cancel one request on a shared stream. With CancelAuto a
+// target that advertises the "streamgate_cancel" extension gets an in-band
+// cancel message on the shared stream; any other target gets one stream per
+// request, and cancelling cancels that RPC. See CancelMode.
+//
+// # Failures
+//
+// When a stream breaks, its requests that have delivered nothing yet are
+// re-sent once on another stream (another target when there is one); the
+// others end with KindUnavailable. So are requests a draining target refuses
+// in-band ("server is shutting down"). New streams to a target whose
+// streams keep breaking wait with exponential backoff. Targets are
+// health-checked with ServerReady and ejected and re-admitted; a target that
+// fails its check has its streams drained (no new requests, half-closed
+// once empty) so that its graceful stop does not wait for them. While no
+// target is healthy, requests are still tried on all of them so recovery is
+// seen at once.
+//
+// # Goroutines
+//
+// A Client owns one maintenance goroutine (health checks, idle stream
+// closing, dns re-resolution) and two goroutines per open stream. Close
+// stops and waits for all of them. Client and Call methods are safe for
+// concurrent use, except that one Call's Recv must not be called from two
+// goroutines at once.
+package upstream

@@ -1,0 +1,135 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Kind says how a call ended when it did not end with io.EOF.
+type Kind int
+
+const (
+	// KindUnknown is the zero Kind; no error from this package has it.
+	KindUnknown Kind = iota
+	// KindModel: the target answered the request with an error_message.
+	KindModel
+	// KindUnavailable: the target or the stream carrying the request went
+	// away and the request could not be retried.
+	KindUnavailable
+	// KindCancelled: Call.Cancel was called or Start's context was
+	// cancelled.
+	KindCancelled
+	// KindTooSlow: the request's response queue overflowed because its
+	// consumer did not keep up; the request was cancelled upstream.
+	KindTooSlow
+	// KindDeadline: Start's context passed its deadline.
+	KindDeadline
+	// KindRejected: the request was not placed (no capacity left, the
+	// client is closed).
+	KindRejected
+)
+
+var kindNames = [...]string{
+	KindUnknown:     "unknown",
+	KindModel:       "model_error",
+	KindUnavailable: "upstream_unavailable",
+	KindCancelled:   "cancelled",
+	KindTooSlow:     "too_slow",
+	KindDeadline:    "deadline_exceeded",
+	KindRejected:    "rejected",
+}
+
+// String returns the snake_case name of k, e.g. "upstream_unavailable".
+func (k Kind) String() string {
+	if k < 0 || int(k) >= len(kindNames) {
+		return "unknown"
+	}
+	return kindNames[k]
+}
+
+// Error is how a call ends other than with io.EOF, and how Start refuses a
+// request. Message is safe to log; it may hold upstream text.
+type Error struct {
+	Kind Kind
+	// Message says what happened; for KindModel it is the target's
+	// error_message verbatim.
+	Message string
+	// Code is the closest gRPC code: the stream's status for
+	// KindUnavailable, a guess from the text for KindModel (NotFound for an
+	// unknown model, otherwise Unknown), the obvious one otherwise.
+	Code codes.Code
+}
+
+// Error returns "upstream: <kind>: <message>".
+func (e *Error) Error() string {
+	return "upstream: " + e.Kind.String() + ": " + e.Message
+}
+
+// Is reports whether target is an *Error of the same Kind, so that
+// errors.Is(err, &upstream.Error{Kind: upstream.KindTooSlow}) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Kind == e.Kind
+}
+
+// AsError returns the *Error in err's chain, if there is one.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return nil, false
+}
+
+func newError(k Kind, code codes.Code, msg string) *Error {
+	return &Error{Kind: k, Message: msg, Code: code}
+}
+
+// modelError is the error for an in-band error_message.
+func modelError(msg string) *Error {
+	code := codes.Unknown
+	if strings.Contains(msg, "unknown model") || strings.Contains(msg, "is not found") {
+		code = codes.NotFound
+	}
+	return newError(KindModel, code, msg)
+}
+
+// unavailable turns a stream or RPC failure into KindUnavailable, keeping
+// the gRPC code when there is one.
+func unavailable(what string, err error) *Error {
+	code := codes.Unavailable
+	msg := what
+	if err != nil {
+		if s, ok := status.FromError(err); ok && s.Code() != codes.OK {
+			code = s.Code()
+			if code == codes.Canceled || code == codes.DeadlineExceeded {
+				code = codes.Unavailable // our own stream teardown, not the caller's
+			}
+			msg += ": " + s.Message()
+		} else {
+			msg += ": " + err.Error()
+		}
+	}
+	return newError(KindUnavailable, code, msg)
+}
+
+// ctxError is the error for a call whose context ended.
+func ctxError(ctx context.Context) *Error {
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return newError(KindDeadline, codes.DeadlineExceeded, "deadline exceeded")
+	}
+	return newError(KindCancelled, codes.Canceled, "context cancelled")
+}
+
+var (
+	errCancelled = newError(KindCancelled, codes.Canceled, "cancelled by caller")
+	errTooSlow   = newError(KindTooSlow, codes.ResourceExhausted, "response queue full: consumer too slow")
+	errClosed    = newError(KindUnavailable, codes.Unavailable, "client closed")
+)
+
+// GRPCStatus makes status.FromError and status.Code work on an *Error.
+func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Error()) }

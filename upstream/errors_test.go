@@ -1,0 +1,117 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+func TestKindNames(t *testing.T) {
+	for k, want := range map[Kind]string{
+		KindModel:       "model_error",
+		KindUnavailable: "upstream_unavailable",
+		KindCancelled:   "cancelled",
+		KindTooSlow:     "too_slow",
+		KindDeadline:    "deadline_exceeded",
+		KindRejected:    "rejected",
+		Kind(99):        "unknown",
+	} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind(%d) = %q, want %q", int(k), got, want)
+		}
+	}
+}
+
+func TestErrorHelpers(t *testing.T) {
+	err := fmt.Errorf("relay: %w", errTooSlow)
+	e, ok := AsError(err)
+	if !ok || e.Kind != KindTooSlow {
+		t.Fatalf("AsError = %v, %v", e, ok)
+	}
+	if !errors.Is(err, &Error{Kind: KindTooSlow}) || errors.Is(err, &Error{Kind: KindModel}) {
+		t.Fatal("Is does not match by kind")
+	}
+	if _, ok := AsError(errors.New("other")); ok {
+		t.Fatal("AsError matched a foreign error")
+	}
+	if got := errTooSlow.Error(); got != "upstream: too_slow: response queue full: consumer too slow" {
+		t.Fatalf("Error() = %q", got)
+	}
+	if c := status.Code(errClosed); c != codes.Unavailable {
+		t.Fatalf("status.Code = %v", c)
+	}
+	if e := modelError("Request for unknown model: 'x' is not found"); e.Code != codes.NotFound {
+		t.Fatalf("unknown model code %v", e.Code)
+	}
+	if e := unavailable("stream ended", status.Error(codes.Internal, "boom")); e.Code != codes.Internal || e.Message != "stream ended: boom" {
+		t.Fatalf("unavailable = %+v", e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	if e := ctxError(ctx); e.Kind != KindDeadline {
+		t.Fatalf("ctxError(deadline) = %v", e)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	if e := ctxError(ctx); e.Kind != KindCancelled {
+		t.Fatalf("ctxError(cancel) = %v", e)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	o := (*Options)(nil).withDefaults()
+	if o.MaxStreamsPerTarget != 64 || o.MaxRequestsPerStream != 256 || o.QueueSize != 64 ||
+		o.Cancel != CancelAuto || o.KeepaliveTime < 5*time.Minute || o.Logger == nil {
+		t.Fatalf("defaults %+v", o)
+	}
+	if o.MaxStreamsPerTarget*o.MaxRequestsPerStream < 10000 {
+		t.Fatal("defaults cannot carry 10,000 requests to one target")
+	}
+	in := &Options{HealthInterval: 100 * time.Millisecond}
+	o = in.withDefaults()
+	if o.HealthTimeout != 100*time.Millisecond || in.HealthTimeout != 0 {
+		t.Fatalf("health timeout %v, caller's options changed: %v", o.HealthTimeout, in.HealthTimeout)
+	}
+	for _, m := range []CancelMode{CancelAuto, CancelInband, CancelStream, CancelNone} {
+		if got, err := ParseCancelMode(m.String()); got != m || err != nil {
+			t.Errorf("ParseCancelMode(%q) = %v, %v", m, got, err)
+		}
+	}
+	if _, err := ParseCancelMode("sometimes"); err == nil {
+		t.Error("ParseCancelMode accepted a bad name")
+	}
+	if _, err := New(nil, nil); err == nil {
+		t.Error("New accepted no targets")
+	}
+	if _, err := New([]string{"dns:///no-port"}, nil); err == nil {
+		t.Error("New accepted a dns name without a port")
+	}
+}
+
+func TestCheckRequest(t *testing.T) {
+	bad := "\xff"
+	for name, req := range map[string]*pb.ModelInferRequest{
+		"nil":           nil,
+		"model":         {ModelName: bad},
+		"parameter key": {ModelName: "m", Parameters: map[string]*pb.InferParameter{bad: {}}},
+		"parameter value": {ModelName: "m", Parameters: map[string]*pb.InferParameter{
+			"k": {ParameterChoice: &pb.InferParameter_StringParam{StringParam: bad}}}},
+		"input":  {ModelName: "m", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: bad}}},
+		"output": {ModelName: "m", Outputs: []*pb.ModelInferRequest_InferRequestedOutputTensor{{Name: bad}}},
+	} {
+		if e, ok := AsError(checkRequest(req)); !ok || e.Kind != KindRejected || e.Code != codes.InvalidArgument {
+			t.Errorf("%s: %v", name, e)
+		}
+	}
+	if err := checkRequest(repeatN(0, 2, 0)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,387 @@
+package upstream
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// TestFailover stops one of two engines under load. Its requests that had
+// delivered nothing are re-sent to the other engine and complete; those
+// that had delivered data end with KindUnavailable within a second.
+func TestFailover(t *testing.T) {
+	a, b := startEngine(t, ""), startEngine(t, "")
+	c := newTestClient(t, []string{a.addr, b.addr}, &Options{HealthInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	type started struct {
+		cl    *Call
+		base  int32
+		early bool // delivers its first response at once
+		onA   bool
+	}
+	var reqs []*started
+	for i := range 20 {
+		s := &started{base: int32(100 * i), early: i%4 < 2}
+		delays := []uint32{600, 10, 10}
+		if s.early {
+			delays = []uint32{0, 600, 10}
+		}
+		cl, err := c.Start(ctx, repeatDelays(s.base, delays))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.cl, s.onA = cl, cl.Target() == a.addr
+		reqs = append(reqs, s)
+	}
+	for _, s := range reqs {
+		if s.early {
+			if r, err := s.cl.Recv(ctx); err != nil || output(t, r, "OUT") != int64(s.base) {
+				t.Fatalf("first response %v, %v", r, err)
+			}
+		}
+	}
+	var onA [2]int
+	for _, s := range reqs {
+		if s.onA && s.early {
+			onA[0]++
+		} else if s.onA {
+			onA[1]++
+		}
+	}
+	if onA[0] == 0 || onA[1] == 0 {
+		t.Fatalf("placement: %d early and %d late requests on engine a", onA[0], onA[1])
+	}
+	stopped := time.Now()
+	a.stop()
+
+	var wg sync.WaitGroup
+	for _, s := range reqs {
+		wg.Go(func() {
+			rs, err := readAll(ctx, s.cl)
+			took := time.Since(stopped)
+			switch {
+			case s.onA && s.early:
+				wantKind(t, err, KindUnavailable)
+				if took > time.Second {
+					t.Errorf("request that had delivered data took %v to fail", took)
+				}
+			case s.onA:
+				if err != nil || s.cl.Target() != b.addr {
+					t.Errorf("request not failed over: %v, on %s", err, s.cl.Target())
+					return
+				}
+				checkRepeat(t, rs, s.base, 3)
+			default:
+				if err != nil {
+					t.Errorf("request on the healthy engine: %v", err)
+					return
+				}
+				if s.early { // its first response was read above
+					rs = append([]*pb.ModelInferResponse{nil}, rs...)
+				}
+				checkRepeatFrom(t, rs, s.base, 3)
+			}
+		})
+	}
+	wg.Wait()
+	st := c.Stats()
+	t.Logf("stats after failover: retries %d, breaks %d", st.Retries, st.StreamBreaks)
+	if st.Retries == 0 || st.StreamBreaks == 0 || st.InFlight != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	waitFor(t, 5*time.Second, "engine a ejected", func() bool { return !targetHealthy(c, a.addr) })
+	for range 10 { // new requests all go to b
+		cl, err := c.Start(ctx, repeatN(1, 1, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readAll(ctx, cl); err != nil || cl.Target() != b.addr {
+			t.Fatalf("after failover: %v on %s", err, cl.Target())
+		}
+	}
+}
+
+func targetHealthy(c *Client, addr string) bool {
+	for _, t := range c.Stats().Targets {
+		if t.Addr == addr {
+			return t.Healthy
+		}
+	}
+	return false
+}
+
+// TestRestartInProcess stops the only engine and starts a new one on the
+// same address: calls in flight end, the target is ejected, re-admitted,
+// and new calls succeed.
+func TestRestartInProcess(t *testing.T) {
+	e := startEngine(t, "")
+	c := newTestClient(t, []string{e.addr}, &Options{HealthInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := c.Start(ctx, repeatN(0, 10, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.stop()
+	_, err = readAll(ctx, cl)
+	wantKind(t, err, KindUnavailable)
+	waitFor(t, 5*time.Second, "ejection", func() bool { return !targetHealthy(c, e.addr) })
+	cl, err = c.Start(ctx, repeatN(0, 1, 0))
+	if err == nil {
+		_, err = readAll(ctx, cl)
+	}
+	wantKind(t, err, KindUnavailable)
+
+	startEngine(t, e.addr)
+	waitFor(t, 5*time.Second, "re-admission", func() bool { return targetHealthy(c, e.addr) })
+	cl, err = c.Start(ctx, repeatN(5, 3, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := readAll(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRepeat(t, rs, 5, 3)
+}
+
+// TestTargetNeverAnswers points the client at a TCP listener that accepts
+// connections and never speaks HTTP/2: every call must end by its
+// deadline, never hang.
+func TestTargetNeverAnswers(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		lis.Close()
+		<-acceptDone
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+
+	for _, mode := range []CancelMode{CancelAuto, CancelInband, CancelStream} {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := newTestClient(t, []string{lis.Addr().String()}, &Options{Cancel: mode, HealthInterval: 50 * time.Millisecond})
+			var wg sync.WaitGroup
+			for range 5 {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					defer cancel()
+					t0 := time.Now()
+					cl, err := c.Start(ctx, repeatN(0, 1, 0))
+					if err == nil {
+						_, err = readAll(context.Background(), cl)
+					}
+					wantKind(t, err, KindDeadline)
+					if took := time.Since(t0); took > 2*time.Second {
+						t.Errorf("call took %v to end", took)
+					}
+				})
+			}
+			wg.Wait()
+			waitFor(t, 5*time.Second, "ejection", func() bool { return !targetHealthy(c, lis.Addr().String()) })
+			if ok, err := c.ServerReady(ctxTimeout(t, 100*time.Millisecond)); ok || err == nil {
+				t.Fatalf("ServerReady = %v, %v", ok, err)
+			}
+		})
+	}
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// silentEngine is a gRPC server that answers metadata like the engine but
+// never answers a streamed request.
+type silentEngine struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	received chan string
+}
+
+func (s *silentEngine) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
+	return &pb.ServerMetadataResponse{Name: "silent", Extensions: []string{cancelExtension}}, nil
+}
+
+func (s *silentEngine) ModelConfig(_ context.Context, r *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	return &pb.ModelConfigResponse{Config: &pb.ModelConfig{Name: r.GetName(),
+		ModelTransactionPolicy: &pb.ModelTransactionPolicy{Decoupled: true}}}, nil
+}
+
+func (s *silentEngine) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		s.received <- r.GetId()
+	}
+}
+
+// TestStreamNeverAnswers: the target accepts requests on the stream and
+// never answers them. Calls end with KindDeadline and are cancelled in-band.
+func TestStreamNeverAnswers(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	se := &silentEngine{received: make(chan string, 100)}
+	pb.RegisterGRPCInferenceServiceServer(srv, se)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(lis)
+	}()
+	defer func() {
+		srv.Stop()
+		<-served
+	}()
+	c := newTestClient(t, []string{lis.Addr().String()}, &Options{HealthInterval: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	cl, err := c.Start(ctx, repeatN(0, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = readAll(context.Background(), cl)
+	wantKind(t, err, KindDeadline)
+	if id := <-se.received; id != cl.ID() {
+		t.Fatalf("request id %q", id)
+	}
+	if id := <-se.received; id != cl.ID() { // the in-band cancel
+		t.Fatalf("cancel id %q", id)
+	}
+	if s := c.Stats(); s.CancelsInband != 1 || s.InFlight != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestGracefulStop drains an engine: its running request completes, a
+// request it refuses because it is shutting down goes to another engine, and
+// its graceful stop does not wait for the client's idle streams.
+func TestGracefulStop(t *testing.T) {
+	a, b := startEngine(t, ""), startEngine(t, "")
+	c := newTestClient(t, []string{a.addr}, &Options{HealthInterval: -1, MaxStreamsPerTarget: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	long, err := c.Start(ctx, repeatN(0, 3, 150))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := long.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a.srv.GracefulStop(sctx)
+	}()
+	waitFor(t, 5*time.Second, "engine a to refuse requests", func() bool {
+		r, _ := a.srv.ServerReady(ctx, nil)
+		return !r.GetReady()
+	})
+	// b joins, not yet known to be healthy, so the next request still
+	// goes to a's open stream, is refused in-band and fails over.
+	bt, err := newTarget(c, b.addr, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt.healthy.Store(false)
+	ts := append(c.targetList(), bt)
+	c.targets.Store(&ts)
+	for i := range 3 {
+		cl, err := c.Start(ctx, repeatN(int32(10*i), 2, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := readAll(ctx, cl)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		checkRepeat(t, rs, int32(10*i), 2)
+		if cl.Target() != b.addr {
+			t.Fatalf("request %d served by %s", i, cl.Target())
+		}
+	}
+	rs, err := readAll(ctx, long)
+	if err != nil {
+		t.Fatalf("draining request: %v", err)
+	}
+	checkRepeatFrom(t, append([]*pb.ModelInferResponse{nil}, rs...), 0, 3)
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("engine a's graceful stop waits for the client")
+	}
+	if s := c.Stats(); s.Retries != 1 || s.StreamBreaks != 0 || targetHealthy(c, a.addr) || !targetHealthy(c, b.addr) {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestDrainOnNotReady: a health check that finds the target not ready
+// half-closes its idle streams, so its graceful stop completes.
+func TestDrainOnNotReady(t *testing.T) {
+	e := startEngine(t, "")
+	c := newTestClient(t, []string{e.addr}, &Options{HealthInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := c.Start(ctx, repeatN(0, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAll(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.StreamsOpen != 1 {
+		t.Fatalf("%d streams open", s.StreamsOpen)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.srv.GracefulStop(sctx)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("graceful stop waits for the client's idle stream")
+	}
+	if s := c.Stats(); s.StreamsOpen != 0 || s.StreamBreaks != 0 || targetHealthy(c, e.addr) {
+		t.Fatalf("stats %+v", s)
+	}
+}

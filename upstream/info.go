@@ -1,0 +1,166 @@
+package upstream
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// cancelExtension is the ServerMetadata extension of targets that accept
+// in-band cancellation.
+const cancelExtension = "streamgate_cancel"
+
+// infoCache is what a target caches about itself.
+type infoCache struct {
+	server   *cache[*pb.ServerMetadataResponse]
+	metadata *cache[*pb.ModelMetadataResponse]
+	config   *cache[*pb.ModelConfig]
+}
+
+func (ic *infoCache) init(ttl time.Duration) {
+	ic.server = newCache[*pb.ServerMetadataResponse](ttl)
+	ic.metadata = newCache[*pb.ModelMetadataResponse](ttl)
+	ic.config = newCache[*pb.ModelConfig](ttl)
+}
+
+func modelKey(name, version string) string { return name + "\x00" + version }
+
+func (t *target) serverMetadata(ctx context.Context) (*pb.ServerMetadataResponse, error) {
+	return t.info.server.get(ctx, "", func(ctx context.Context) (*pb.ServerMetadataResponse, error) {
+		return t.rpc.ServerMetadata(ctx, &pb.ServerMetadataRequest{})
+	})
+}
+
+func (t *target) modelMetadata(ctx context.Context, name, version string) (*pb.ModelMetadataResponse, error) {
+	return t.info.metadata.get(ctx, modelKey(name, version), func(ctx context.Context) (*pb.ModelMetadataResponse, error) {
+		return t.rpc.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: name, Version: version})
+	})
+}
+
+func (t *target) modelConfig(ctx context.Context, name, version string) (*pb.ModelConfig, error) {
+	return t.info.config.get(ctx, modelKey(name, version), func(ctx context.Context) (*pb.ModelConfig, error) {
+		r, err := t.rpc.ModelConfig(ctx, &pb.ModelConfigRequest{Name: name, Version: version})
+		return r.GetConfig(), err
+	})
+}
+
+// inband reports whether t advertises in-band cancellation, asking it if
+// the cached answer is missing or stale.
+func (t *target) inband(ctx context.Context) bool {
+	md, err := t.serverMetadata(ctx)
+	return err == nil && slices.Contains(md.GetExtensions(), cancelExtension)
+}
+
+// cancelModeCached is CancelAuto's choice for t without asking it.
+func (t *target) cancelModeCached() CancelMode {
+	if md, ok := t.info.server.peek(""); ok && slices.Contains(md.GetExtensions(), cancelExtension) {
+		return CancelInband
+	}
+	return CancelStream
+}
+
+// ServerLive reports whether any target is live, asking healthy targets
+// first. The error is the last target's when none answered.
+func (c *Client) ServerLive(ctx context.Context) (bool, error) {
+	return c.anyTarget(ctx, func(t *target) (bool, error) {
+		r, err := t.rpc.ServerLive(ctx, &pb.ServerLiveRequest{})
+		return r.GetLive(), err
+	})
+}
+
+// ServerReady reports whether any target is ready, asking healthy targets
+// first. The error is the last target's when none answered.
+func (c *Client) ServerReady(ctx context.Context) (bool, error) {
+	return c.anyTarget(ctx, func(t *target) (bool, error) {
+		r, err := t.rpc.ServerReady(ctx, &pb.ServerReadyRequest{})
+		return r.GetReady(), err
+	})
+}
+
+func (c *Client) anyTarget(ctx context.Context, ask func(*target) (bool, error)) (bool, error) {
+	if _, err := c.pickTarget(ctx, nil); err != nil {
+		return false, err
+	}
+	ts := slices.Clone(c.targetList())
+	slices.SortStableFunc(ts, func(a, b *target) int {
+		ha, hb := a.healthy.Load(), b.healthy.Load()
+		switch {
+		case ha == hb:
+			return 0
+		case ha:
+			return -1
+		}
+		return 1
+	})
+	var lastErr error
+	for _, t := range ts {
+		ok, err := ask(t)
+		if err == nil && ok {
+			return true, nil
+		}
+		if err != nil {
+			lastErr = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return false, lastErr
+}
+
+// ServerMetadata returns one target's ServerMetadata (cached). The answer
+// is shared: do not modify it.
+func (c *Client) ServerMetadata(ctx context.Context) (*pb.ServerMetadataResponse, error) {
+	t, err := c.pickTarget(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return t.serverMetadata(ctx)
+}
+
+// ModelReady asks one target whether a model version ("" = the target's
+// choice) is ready. Errors are gRPC status errors.
+func (c *Client) ModelReady(ctx context.Context, name, version string) (bool, error) {
+	t, err := c.pickTarget(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	r, err := t.rpc.ModelReady(ctx, &pb.ModelReadyRequest{Name: name, Version: version})
+	return r.GetReady(), err
+}
+
+// ModelMetadata returns a model's metadata from one target, cached per
+// target for Options.MetadataTTL. Errors from the target are gRPC status
+// errors (status.FromError gives the code, e.g. NotFound). The answer is
+// shared: do not modify it.
+func (c *Client) ModelMetadata(ctx context.Context, name, version string) (*pb.ModelMetadataResponse, error) {
+	t, err := c.pickTarget(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return t.modelMetadata(ctx, name, version)
+}
+
+// ModelConfig returns a model's configuration from one target (decoupled
+// or not, inputs, outputs), cached like ModelMetadata. The answer is
+// shared: do not modify it.
+func (c *Client) ModelConfig(ctx context.Context, name, version string) (*pb.ModelConfig, error) {
+	t, err := c.pickTarget(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return t.modelConfig(ctx, name, version)
+}
+
+// RepositoryIndex returns one target's model list, every model with its
+// state ("READY" for servable ones); not cached.
+func (c *Client) RepositoryIndex(ctx context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error) {
+	t, err := c.pickTarget(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := t.rpc.RepositoryIndex(ctx, &pb.RepositoryIndexRequest{})
+	return r.GetModels(), err
+}

@@ -1,0 +1,229 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/tensor"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// TestMain runs the tests, removes the streamgate binary built for them and
+// fails the run if any goroutine outlived its test.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	removeStreamgate()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// testEngine is an in-process engine serving the built-in models on a
+// loopback port.
+type testEngine struct {
+	srv  *engine.Server
+	addr string
+	done chan struct{}
+}
+
+// startEngine serves the engine on addr ("" = any free port) until the
+// test ends or stop is called.
+func startEngine(tb testing.TB, addr string) *testEngine {
+	tb.Helper()
+	srv, err := engine.New(engine.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var lis net.Listener
+	for i := 0; ; i++ { // a just-freed port may linger briefly
+		lis, err = net.Listen("tcp", addr)
+		if err == nil || i == 50 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := &testEngine{srv: srv, addr: lis.Addr().String(), done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		srv.Serve(lis)
+	}()
+	tb.Cleanup(e.stop)
+	return e
+}
+
+// stop ends the engine hard, as a crash would (every RPC fails).
+func (e *testEngine) stop() {
+	e.srv.Stop()
+	<-e.done
+}
+
+// newTestClient returns a client closed when the test ends.
+func newTestClient(tb testing.TB, targets []string, opts *Options) *Client {
+	tb.Helper()
+	c, err := New(targets, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// repeatRequest asks repeat_int32 for one response per value, the i-th
+// after delays[i] ms.
+func repeatRequest(vals []int32, delays []uint32, wait uint32) *pb.ModelInferRequest {
+	n := int64(len(vals))
+	req := &pb.ModelInferRequest{ModelName: "repeat_int32"}
+	tensorsToRequest(req,
+		tensor.NewInt32("IN", []int64{n}, vals),
+		tensor.NewUint32("DELAY", []int64{int64(len(delays))}, delays),
+		tensor.NewUint32("WAIT", []int64{1}, []uint32{wait}))
+	return req
+}
+
+// squareRequest asks square_int32 for n responses of OUT = n.
+func squareRequest(n int32) *pb.ModelInferRequest {
+	req := &pb.ModelInferRequest{ModelName: "square_int32"}
+	tensorsToRequest(req, tensor.NewInt32("IN", []int64{1}, []int32{n}))
+	return req
+}
+
+func tensorsToRequest(req *pb.ModelInferRequest, ts ...*tensor.Tensor) {
+	for _, t := range ts {
+		req.Inputs = append(req.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape})
+		req.RawInputContents = append(req.RawInputContents, t.Raw)
+	}
+}
+
+// repeatN is a repeat_int32 request for n responses base, base+1, ...
+// each delay ms apart.
+func repeatN(base int32, n int, delay uint32) *pb.ModelInferRequest {
+	delays := make([]uint32, n)
+	for i := range delays {
+		delays[i] = delay
+	}
+	return repeatDelays(base, delays)
+}
+
+// repeatDelays is a repeat_int32 request for responses base, base+1, ...,
+// the i-th after delays[i] ms.
+func repeatDelays(base int32, delays []uint32) *pb.ModelInferRequest {
+	vals := make([]int32, len(delays))
+	for i := range vals {
+		vals[i] = base + int32(i)
+	}
+	return repeatRequest(vals, delays, 0)
+}
+
+// output returns the int32 or uint32 value of a one-element output.
+func output(tb testing.TB, r *pb.ModelInferResponse, name string) int64 {
+	tb.Helper()
+	outs, err := tensor.FromResponse(r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, o := range outs {
+		if o.Name != name {
+			continue
+		}
+		switch o.Datatype {
+		case "INT32":
+			v, err := o.Int32s()
+			if err != nil || len(v) != 1 {
+				tb.Fatalf("output %s: %v %v", name, v, err)
+			}
+			return int64(v[0])
+		case "UINT32":
+			v, err := o.Uint32s()
+			if err != nil || len(v) != 1 {
+				tb.Fatalf("output %s: %v %v", name, v, err)
+			}
+			return int64(v[0])
+		}
+	}
+	tb.Fatalf("no output %s in %v", name, r)
+	return 0
+}
+
+// readAll reads a call to its end; err is nil after io.EOF.
+func readAll(ctx context.Context, cl *Call) ([]*pb.ModelInferResponse, error) {
+	var out []*pb.ModelInferResponse
+	for {
+		r, err := cl.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+}
+
+// checkRepeat checks responses base, base+1, ... with IDX 0, 1, ...
+func checkRepeat(tb testing.TB, rs []*pb.ModelInferResponse, base int32, n int) {
+	tb.Helper()
+	checkRepeatFrom(tb, rs, base, n)
+}
+
+// checkRepeatFrom is checkRepeat skipping nil entries (responses read
+// elsewhere).
+func checkRepeatFrom(tb testing.TB, rs []*pb.ModelInferResponse, base int32, n int) {
+	tb.Helper()
+	if len(rs) != n {
+		tb.Fatalf("got %d responses, want %d", len(rs), n)
+	}
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		if out, idx := output(tb, r, "OUT"), output(tb, r, "IDX"); out != int64(base)+int64(i) || idx != int64(i) {
+			tb.Fatalf("response %d: OUT=%d IDX=%d, want %d %d", i, out, idx, int64(base)+int64(i), i)
+		}
+	}
+}
+
+// waitFor polls cond every millisecond until it holds or d passes.
+func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// wantKind fails unless err is an *Error of kind k.
+func wantKind(tb testing.TB, err error, k Kind) *Error {
+	tb.Helper()
+	e, ok := AsError(err)
+	if !ok || e.Kind != k {
+		tb.Fatalf("err = %v, want kind %v", err, k)
+	}
+	return e
+}
+
+func tensorInt32(name string, vals ...int32) *tensor.Tensor {
+	return tensor.NewInt32(name, []int64{int64(len(vals))}, vals)
+}

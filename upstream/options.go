@@ -1,0 +1,158 @@
+package upstream
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// CancelMode says how a request is cancelled upstream.
+type CancelMode int
+
+const (
+	// CancelAuto uses CancelInband on targets whose ServerMetadata
+	// extensions contain "streamgate_cancel" and CancelStream elsewhere.
+	CancelAuto CancelMode = iota
+	// CancelInband shares streams and cancels a request by sending, on its
+	// stream, a request with its id, no inputs and the parameter
+	// streamgate_cancel=true. Only streamgate's engine understands it.
+	CancelInband
+	// CancelStream gives every request a stream of its own and cancels that
+	// RPC, which any Triton honours. It gives up multiplexing.
+	CancelStream
+	// CancelNone shares streams and never tells the target: a cancelled
+	// request stops being delivered but runs to its end upstream.
+	CancelNone
+)
+
+var cancelModeNames = [...]string{"auto", "inband", "stream", "none"}
+
+// String returns "auto", "inband", "stream" or "none".
+func (m CancelMode) String() string {
+	if m < 0 || int(m) >= len(cancelModeNames) {
+		return fmt.Sprintf("CancelMode(%d)", int(m))
+	}
+	return cancelModeNames[m]
+}
+
+// ParseCancelMode parses the names String returns.
+func ParseCancelMode(s string) (CancelMode, error) {
+	for i, n := range cancelModeNames {
+		if s == n {
+			return CancelMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown cancel mode %q (want auto, inband, stream or none)", s)
+}
+
+// Options configures a Client. The zero value of every field means its
+// default; a nil *Options means all defaults.
+type Options struct {
+	// MaxStreamsPerTarget caps the pooled ModelStreamInfer streams opened
+	// to one target. Default 64. Streams of CancelStream requests are not
+	// pooled and not counted.
+	MaxStreamsPerTarget int
+
+	// MaxRequestsPerStream caps the requests in flight on one pooled
+	// stream. Default 256, so one target carries up to 16384 requests with
+	// the default stream cap. Start fails with KindRejected beyond that.
+	MaxRequestsPerStream int
+
+	// QueueSize is how many responses of one request are buffered for its
+	// consumer. When a response finds the queue full the request fails
+	// with KindTooSlow and is cancelled upstream. Default 64.
+	QueueSize int
+
+	// Cancel is the cancellation mode. Default CancelAuto.
+	Cancel CancelMode
+
+	// HealthInterval is how often each target is checked with ServerReady.
+	// A target that is not ready has its streams drained. Default 2s;
+	// negative disables health checks: a target ejected because its
+	// streams failed is then re-admitted when a stream to it delivers a
+	// response.
+	HealthInterval time.Duration
+
+	// HealthTimeout bounds one ServerReady check. Default 1s, at most
+	// HealthInterval.
+	HealthTimeout time.Duration
+
+	// IdleStreamTimeout closes a pooled stream that has carried no request
+	// for this long. Default 60s; negative keeps idle streams open.
+	IdleStreamTimeout time.Duration
+
+	// MetadataTTL is how long ServerMetadata, ModelMetadata and ModelConfig
+	// answers are cached per target. Default 30s; negative disables caching
+	// (concurrent identical lookups are still shared).
+	MetadataTTL time.Duration
+
+	// ResolveInterval is how often a "dns:///host:port" target is resolved
+	// again to follow replicas coming and going. Default 30s.
+	ResolveInterval time.Duration
+
+	// KeepaliveTime is the HTTP/2 keepalive ping interval. Default 6m: a
+	// default Triton strikes a client that pings more often than every 5m
+	// without data and closes it after two strikes. Negative disables
+	// keepalive pings.
+	KeepaliveTime time.Duration
+
+	// StreamBackoff is the longest wait before a target whose last stream
+	// broke gets a new one; waits start at a tenth of it and double.
+	// Default 1s.
+	StreamBackoff time.Duration
+
+	// MaxMessageBytes limits one message in either direction. Default
+	// math.MaxInt32, as Triton.
+	MaxMessageBytes int
+
+	// DialOptions are appended to the client's own (insecure transport
+	// credentials, keepalive, message limits, reconnect backoff), so they
+	// can override any of them, e.g. with TLS credentials.
+	DialOptions []grpc.DialOption
+
+	// Logger receives stream breaks, ejections and re-admissions. Default:
+	// discard.
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of o (nil allowed) with defaults filled in.
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.MaxStreamsPerTarget <= 0 {
+		c.MaxStreamsPerTarget = 64
+	}
+	if c.MaxRequestsPerStream <= 0 {
+		c.MaxRequestsPerStream = 256
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 64
+	}
+	def(&c.HealthInterval, 2*time.Second)
+	def(&c.HealthTimeout, time.Second)
+	if c.HealthInterval > 0 && c.HealthTimeout > c.HealthInterval {
+		c.HealthTimeout = c.HealthInterval
+	}
+	def(&c.IdleStreamTimeout, 60*time.Second)
+	def(&c.MetadataTTL, 30*time.Second)
+	def(&c.ResolveInterval, 30*time.Second)
+	def(&c.KeepaliveTime, 6*time.Minute)
+	def(&c.StreamBackoff, time.Second)
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = math.MaxInt32
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

@@ -1,0 +1,468 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+type streamState int
+
+const (
+	stateNew     streamState = iota // placed on, not open yet
+	stateOpen                       // ModelStreamInfer is open
+	stateClosing                    // takes no calls; half-closes once empty
+	stateDead                       // ended; its calls were failed over
+)
+
+// stream is one ModelStreamInfer RPC and the calls on it. A pooled stream
+// carries up to MaxRequestsPerStream calls; a dedicated one (CancelStream)
+// carries one call and is cancelled with it.
+//
+// Goroutines: run (the sender, started by target.startStream and owned by
+// the Client's WaitGroup) and the reader it starts and waits for. Only the
+// sender calls Send and CloseSend, only the reader calls Recv. Everyone
+// else talks to the sender through sendq and wake.
+type stream struct {
+	t         *target
+	id        uint64
+	dedicated bool
+	gen       int64 // target's breakGen when created
+	ctx       context.Context
+	cancelCtx context.CancelFunc
+	wake      chan struct{} // capacity 1: "sendq or state changed"
+	load      atomic.Int32  // len(calls), readable without mu for placement
+	// selfClosed is set when we end the stream on purpose (idle, or the
+	// end of its dedicated call), so its end is not a failure.
+	selfClosed atomic.Bool
+	// closed mirrors state > stateOpen for lock-free placement scans.
+	closed atomic.Bool
+
+	mu        sync.Mutex
+	state     streamState
+	opened    bool             // ModelStreamInfer succeeded
+	calls     map[string]*Call // by upstream id
+	sendq     []sendItem
+	skipped   map[string]bool // in-band calls ended before their request was sent
+	idleSince time.Time       // when calls last became empty
+}
+
+// sendItem is a request to send: the call's request, or its in-band cancel.
+type sendItem struct {
+	call   *Call
+	cancel bool
+}
+
+// add registers cl on s and queues its request. It fails when cl already
+// ended or s is full, closing or dedicated to another call.
+func (s *stream) add(cl *Call) bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.finished {
+		return false
+	}
+	s.mu.Lock()
+	if s.state > stateOpen || (s.dedicated && len(s.calls) > 0) ||
+		(!s.dedicated && len(s.calls) >= s.t.c.opts.MaxRequestsPerStream) {
+		s.mu.Unlock()
+		return false
+	}
+	s.calls[cl.id] = cl
+	s.load.Add(1)
+	s.sendq = append(s.sendq, sendItem{call: cl})
+	s.mu.Unlock()
+	cl.st = s
+	s.t.outstanding.Add(1)
+	s.signal()
+	return true
+}
+
+// remove unregisters cl; false if it was not on s (any more).
+func (s *stream) remove(cl *Call) bool {
+	s.mu.Lock()
+	ok := s.removeLocked(cl)
+	s.mu.Unlock()
+	if ok {
+		s.t.outstanding.Add(-1)
+	}
+	return ok
+}
+
+func (s *stream) removeLocked(cl *Call) bool {
+	if s.calls[cl.id] != cl {
+		return false
+	}
+	delete(s.calls, cl.id)
+	s.load.Add(-1)
+	if len(s.calls) == 0 {
+		s.idleSince = time.Now()
+		if s.state == stateClosing {
+			s.finishClosingLocked()
+		}
+	}
+	return true
+}
+
+// removeAndCancel unregisters cl and cancels it upstream; false if it was
+// not on s (any more).
+func (s *stream) removeAndCancel(cl *Call) bool {
+	s.mu.Lock()
+	ok := s.removeLocked(cl)
+	if ok {
+		s.queueCancelLocked(cl)
+	}
+	s.mu.Unlock()
+	if ok {
+		s.t.outstanding.Add(-1)
+		s.cancelUpstream(cl)
+	}
+	return ok
+}
+
+// queueCancelLocked queues the in-band cancel of cl, just removed from s.
+// Doing it under the same lock as the removal keeps a closing stream from
+// half-closing in between.
+func (s *stream) queueCancelLocked(cl *Call) {
+	if cl.cancelMode() == CancelInband && s.state <= stateClosing {
+		s.sendq = append(s.sendq, sendItem{call: cl, cancel: true})
+	}
+}
+
+// cancelUpstream completes the cancellation of cl, removed from s with its
+// in-band cancel queued: it counts it, wakes the sender or, for a
+// dedicated stream, cancels the RPC.
+func (s *stream) cancelUpstream(cl *Call) {
+	ctr := &s.t.c.ctr
+	switch cl.cancelMode() {
+	case CancelInband:
+		ctr.cancelInband.Add(1)
+		s.signal()
+	case CancelStream:
+		ctr.cancelStream.Add(1)
+		if s.dedicated {
+			s.selfClosed.Store(true)
+			s.cancelCtx()
+		}
+	default:
+		ctr.cancelNone.Add(1)
+	}
+}
+
+func (s *stream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeIfIdle starts closing s when it has had no calls for idle; true if
+// it did (the caller drops s from the pool). Called with t.mu held.
+func (s *stream) closeIfIdle(now time.Time, idle time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state > stateOpen || len(s.calls) > 0 || now.Sub(s.idleSince) < idle {
+		return false
+	}
+	s.selfClosed.Store(true)
+	s.state = stateClosing
+	s.closed.Store(true)
+	s.finishClosingLocked()
+	return true
+}
+
+// finishClosingLocked ends a closing stream that has no calls left: the
+// sender half-closes an open one; one still opening is abandoned.
+func (s *stream) finishClosingLocked() {
+	if s.opened {
+		s.signal()
+	} else {
+		s.cancelCtx()
+	}
+}
+
+// drain stops s taking calls, to half-close it once the calls on it are
+// done (the target is shutting down), and drops it from the pool.
+func (s *stream) drain() {
+	s.mu.Lock()
+	if s.state <= stateOpen {
+		s.selfClosed.Store(true)
+		s.state = stateClosing
+		s.closed.Store(true)
+		if len(s.calls) == 0 {
+			s.finishClosingLocked()
+		}
+	}
+	s.mu.Unlock()
+	s.t.forget(s)
+}
+
+// run is the stream's sender goroutine: it waits out the target's backoff,
+// opens the RPC, starts the reader and sends until the stream ends, then
+// waits for the reader.
+func (s *stream) run() {
+	defer s.cancelCtx()
+	if d := s.t.openDelay(); d > 0 {
+		tm := time.NewTimer(d)
+		select {
+		case <-tm.C:
+		case <-s.ctx.Done():
+			tm.Stop()
+			s.closeWith(s.ctx.Err())
+			return
+		}
+	}
+	rpc, err := s.t.rpc.ModelStreamInfer(s.ctx)
+	if err != nil {
+		s.closeWith(err)
+		return
+	}
+	s.mu.Lock()
+	s.opened = true
+	if s.state == stateNew {
+		s.state = stateOpen
+	}
+	s.mu.Unlock()
+	s.signal() // a stream closed while opening half-closes now
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		s.readLoop(rpc)
+	}()
+	s.sendLoop(rpc)
+	<-readerDone
+}
+
+type streamRPC interface {
+	Send(*pb.ModelInferRequest) error
+	Recv() (*pb.ModelStreamInferResponse, error)
+	CloseSend() error
+}
+
+// sendLoop sends queued requests in order. It returns when the stream's
+// context ends, after a half-close, or when Send fails (the reader then
+// learns the stream's status from Recv).
+func (s *stream) sendLoop(rpc streamRPC) {
+	for {
+		select {
+		case <-s.wake:
+		case <-s.ctx.Done():
+			return
+		}
+		for {
+			msg, closeSend := s.next()
+			if msg != nil {
+				if err := rpc.Send(msg); err != nil {
+					return
+				}
+				continue
+			}
+			if closeSend {
+				rpc.CloseSend()
+				return
+			}
+			break
+		}
+	}
+}
+
+// next pops the next message to send. With none, closeSend says whether to
+// half-close: a dedicated stream after its one request, a closing stream
+// once its calls are done.
+func (s *stream) next() (msg *pb.ModelInferRequest, closeSend bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.sendq) > 0 {
+		it := s.sendq[0]
+		s.sendq[0] = sendItem{}
+		s.sendq = s.sendq[1:]
+		cl := it.call
+		if it.cancel {
+			if s.skipped[cl.id] {
+				delete(s.skipped, cl.id)
+				continue
+			}
+			return cancelRequest(cl.req), false
+		}
+		if s.calls[cl.id] != cl { // ended before it was sent
+			if cl.cancelMode() == CancelInband {
+				if s.skipped == nil {
+					s.skipped = map[string]bool{}
+				}
+				s.skipped[cl.id] = true
+			}
+			continue
+		}
+		return cl.req, false
+	}
+	s.sendq = nil
+	return nil, s.dedicated || (s.state == stateClosing && len(s.calls) == 0)
+}
+
+// cancelRequest is the in-band cancel of req: same id and model, no
+// inputs, streamgate_cancel=true.
+func cancelRequest(req *pb.ModelInferRequest) *pb.ModelInferRequest {
+	return &pb.ModelInferRequest{
+		ModelName:    req.GetModelName(),
+		ModelVersion: req.GetModelVersion(),
+		Id:           req.GetId(),
+		Parameters: map[string]*pb.InferParameter{
+			"streamgate_cancel": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}},
+		},
+	}
+}
+
+// readLoop is the reader goroutine: it routes every response and ends the
+// stream when Recv fails.
+func (s *stream) readLoop(rpc streamRPC) {
+	first := true
+	for {
+		m, err := rpc.Recv()
+		if err != nil {
+			s.closeWith(err)
+			return
+		}
+		if first {
+			first = false
+			s.t.breaks.Store(0) // the target answers: no more backoff
+			if s.t.c.opts.HealthInterval < 0 {
+				s.t.admit() // no health checks: re-admit passively
+			}
+		}
+		s.route(m)
+	}
+}
+
+// route hands one response to its call without blocking. It ends the call
+// on an error_message, on the final flag (or the one response of a
+// non-decoupled model), and when the call's queue is full.
+func (s *stream) route(m *pb.ModelStreamInferResponse) {
+	resp := m.GetInferResponse()
+	s.mu.Lock()
+	cl := s.calls[resp.GetId()]
+	if cl == nil {
+		s.mu.Unlock()
+		s.t.c.ctr.dropped.Add(1) // a cancelled or unknown request
+		return
+	}
+	var end error
+	tooSlow := false
+	if msg := m.GetErrorMessage(); msg != "" && isShuttingDown(msg) && !cl.delivered.Load() {
+		// Refused because the target is draining: nothing ran, so the
+		// request goes elsewhere, and this stream takes no more.
+		s.removeLocked(cl)
+		s.mu.Unlock()
+		s.t.outstanding.Add(-1)
+		s.drain()
+		s.t.eject("shutting down")
+		s.t.c.failover(cl, s.t, newError(KindUnavailable, codes.Unavailable, msg))
+		return
+	} else if msg != "" {
+		end = modelError(msg)
+	} else {
+		final := !cl.decoupled || isFinal(resp)
+		if !final || !flagsOnly(resp) {
+			if resp == nil {
+				resp = &pb.ModelInferResponse{}
+			}
+			resp.Id = cl.origID
+			select {
+			case cl.q <- resp:
+				cl.delivered.Store(true)
+			default:
+				end, tooSlow = errTooSlow, true
+			}
+		}
+		if final && end == nil {
+			end = io.EOF
+		}
+	}
+	if end == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.removeLocked(cl)
+	if tooSlow {
+		s.queueCancelLocked(cl)
+	}
+	s.mu.Unlock()
+	s.t.outstanding.Add(-1)
+	cl.finish(end, false)
+	if tooSlow {
+		s.t.c.ctr.overflows.Add(1)
+		s.cancelUpstream(cl)
+	}
+}
+
+// isShuttingDown recognises the in-band refusal of a draining Triton or
+// engine.
+func isShuttingDown(msg string) bool {
+	return strings.Contains(msg, "server is shutting down")
+}
+
+// isFinal reports the triton_final_response flag.
+func isFinal(r *pb.ModelInferResponse) bool {
+	return r.GetParameters()["triton_final_response"].GetBoolParam()
+}
+
+// flagsOnly reports whether r carries nothing but flags.
+func flagsOnly(r *pb.ModelInferResponse) bool {
+	if len(r.GetOutputs()) > 0 || len(r.GetRawOutputContents()) > 0 {
+		return false
+	}
+	for k := range r.GetParameters() {
+		if k != "triton_final_response" {
+			return false
+		}
+	}
+	return true
+}
+
+// closeWith ends s for cause and fails over the calls still on it. It is
+// idempotent: the first cause wins.
+func (s *stream) closeWith(cause error) {
+	s.mu.Lock()
+	if s.state == stateDead {
+		s.mu.Unlock()
+		return
+	}
+	s.state = stateDead
+	s.closed.Store(true)
+	calls := s.calls
+	s.calls = map[string]*Call{}
+	s.sendq = nil
+	s.load.Store(0)
+	s.mu.Unlock()
+	s.cancelCtx()
+	s.t.forget(s)
+	s.t.outstanding.Add(-int64(len(calls)))
+
+	c := s.t.c
+	broken := !s.selfClosed.Load() && !c.isClosed() && (len(calls) > 0 || !errors.Is(cause, io.EOF))
+	if broken {
+		s.t.noteBreak(s.gen)
+		c.ctr.breaks.Add(1)
+		c.opts.Logger.Warn("upstream stream broke", "target", s.t.addr, "stream", s.id, "requests", len(calls), "err", cause)
+		if status.Code(cause) == codes.Unavailable {
+			s.t.eject("stream: " + cause.Error())
+		}
+	}
+	if len(calls) == 0 {
+		return
+	}
+	why := unavailable("stream to "+s.t.addr+" ended", cause)
+	if errors.Is(cause, io.EOF) {
+		why = newError(KindUnavailable, codes.Unavailable, "stream to "+s.t.addr+" ended before the request")
+	}
+	for _, cl := range calls {
+		c.failover(cl, s.t, why)
+	}
+}

@@ -1,0 +1,280 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// target is one server: one shared grpc.ClientConn (which multiplexes all
+// of its streams on one HTTP/2 connection and reconnects by itself), its
+// stream pool, health and cached information.
+type target struct {
+	c    *Client
+	addr string
+	name string // the dns name it was resolved from, "" if listed
+	conn *grpc.ClientConn
+	rpc  pb.GRPCInferenceServiceClient
+
+	outstanding atomic.Int64 // calls placed on this target's streams
+	healthy     atomic.Bool  // admitted by health checks
+	removed     atomic.Bool  // gone from dns: no new calls, closed when drained
+	breaks      atomic.Int32 // consecutive stream failures, for backoff
+	breakGen    atomic.Int64 // bumped by each counted failure; see noteBreak
+
+	info infoCache
+
+	mu        sync.Mutex
+	streams   []*stream // pooled streams, in order of creation
+	dedicated map[*stream]struct{}
+}
+
+func newTarget(c *Client, addr, name string) (*target, error) {
+	o := &c.opts
+	dial := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(o.MaxMessageBytes),
+			grpc.MaxCallSendMsgSize(o.MaxMessageBytes),
+		),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay:  o.StreamBackoff / 10,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   5 * o.StreamBackoff,
+			},
+			MinConnectTimeout: 20 * time.Second,
+		}),
+	}
+	if o.KeepaliveTime > 0 {
+		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:    o.KeepaliveTime,
+			Timeout: 20 * time.Second,
+		}))
+	}
+	dial = append(dial, o.DialOptions...)
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: target %q: %w", addr, err)
+	}
+	t := &target{
+		c:         c,
+		addr:      addr,
+		name:      name,
+		conn:      conn,
+		rpc:       pb.NewGRPCInferenceServiceClient(conn),
+		dedicated: map[*stream]struct{}{},
+	}
+	t.info.init(o.MetadataTTL)
+	t.healthy.Store(true) // until a check or a stream says otherwise
+	return t, nil
+}
+
+func (t *target) close() { t.conn.Close() }
+
+// place puts cl on a stream of t: a dedicated new stream for
+// CancelStream, otherwise the least-loaded pooled stream, opening a new one
+// while every open stream is busy and the pool is below its cap.
+func (t *target) place(cl *Call) error {
+	if cl.cancelMode() == CancelStream {
+		s := t.newStream(true)
+		if !s.add(cl) {
+			s.cancelCtx()
+			if err := cl.placeErr(); err != nil {
+				return err
+			}
+			return newError(KindRejected, codes.Internal, "dedicated stream refused the request")
+		}
+		if !t.startStream(s) {
+			s.remove(cl)
+			return errClosed
+		}
+		return nil
+	}
+	perStream := t.c.opts.MaxRequestsPerStream
+	for range 8 { // a chosen stream may close or fill before add
+		t.mu.Lock()
+		var best *stream
+		for _, s := range t.streams {
+			if l := s.load.Load(); l < int32(perStream) && !s.closed.Load() && (best == nil || l < best.load.Load()) {
+				best = s
+			}
+		}
+		fresh := false
+		if (best == nil || best.load.Load() > 0) && len(t.streams) < t.c.opts.MaxStreamsPerTarget {
+			best, fresh = t.newStream(false), true
+			t.streams = append(t.streams, best)
+		}
+		t.mu.Unlock()
+		if best == nil {
+			return newError(KindRejected, codes.ResourceExhausted,
+				fmt.Sprintf("target %s is at its limit of %d streams of %d requests", t.addr, t.c.opts.MaxStreamsPerTarget, perStream))
+		}
+		added := best.add(cl)
+		if fresh && !t.startStream(best) {
+			t.forget(best)
+			return errClosed
+		}
+		if added {
+			return nil
+		}
+		if err := cl.placeErr(); err != nil {
+			return err
+		}
+	}
+	return newError(KindRejected, codes.ResourceExhausted, "no stream accepted the request")
+}
+
+func (t *target) newStream(dedicated bool) *stream {
+	s := &stream{
+		t:         t,
+		id:        t.c.streamID.Add(1),
+		dedicated: dedicated,
+		calls:     map[string]*Call{},
+		wake:      make(chan struct{}, 1),
+		idleSince: time.Now(),
+		gen:       t.breakGen.Load(),
+	}
+	s.ctx, s.cancelCtx = context.WithCancel(t.c.root)
+	return s
+}
+
+// startStream starts s's goroutines; false when the client is closed.
+func (t *target) startStream(s *stream) bool {
+	if s.dedicated {
+		t.mu.Lock()
+		t.dedicated[s] = struct{}{}
+		t.mu.Unlock()
+	}
+	if t.c.goStream(s.run) {
+		return true
+	}
+	// Never started: end it as if it broke, failing what it holds.
+	s.closeWith(errClosed)
+	return false
+}
+
+// forget drops s from the pool.
+func (t *target) forget(s *stream) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if i := slices.Index(t.streams, s); i >= 0 {
+		t.streams = slices.Delete(t.streams, i, i+1)
+	}
+	delete(t.dedicated, s)
+}
+
+// openDelay is how long a new stream waits before opening: zero normally,
+// growing from StreamBackoff/10 to StreamBackoff while streams keep
+// breaking.
+func (t *target) openDelay() time.Duration {
+	n := t.breaks.Load()
+	if n <= 0 {
+		return 0
+	}
+	max := t.c.opts.StreamBackoff
+	d := max / 10
+	for i := int32(1); i < n && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+// closeIdle closes pooled streams that carried nothing for the idle
+// timeout.
+func (t *target) closeIdle(now time.Time) {
+	idle := t.c.opts.IdleStreamTimeout
+	if idle <= 0 {
+		return
+	}
+	t.mu.Lock()
+	var keep []*stream
+	for _, s := range t.streams {
+		if s.closeIfIdle(now, idle) {
+			continue
+		}
+		keep = append(keep, s)
+	}
+	t.streams = keep
+	t.mu.Unlock()
+}
+
+// drainStreams drains every pooled stream of t.
+func (t *target) drainStreams() {
+	t.mu.Lock()
+	ss := slices.Clone(t.streams)
+	t.mu.Unlock()
+	for _, s := range ss {
+		s.drain()
+	}
+}
+
+// eject marks t unhealthy. Health checks re-admit it; without them a
+// stream to it that delivers a response does (see readLoop).
+func (t *target) eject(why string) {
+	if t.healthy.Swap(false) {
+		t.c.opts.Logger.Warn("upstream target ejected", "target", t.addr, "reason", why)
+	}
+}
+
+// admit marks t healthy. A target coming back gets new streams without
+// backoff.
+func (t *target) admit() {
+	if !t.healthy.Swap(true) {
+		t.breaks.Store(0)
+		t.c.opts.Logger.Info("upstream target re-admitted", "target", t.addr)
+	}
+}
+
+// noteBreak counts the failure of a stream created in generation gen
+// toward backoff. Streams that fail together (a connection dropping) were
+// created in the same generation and count once; the streams replacing them
+// belong to the next one.
+func (t *target) noteBreak(gen int64) {
+	if t.breakGen.CompareAndSwap(gen, gen+1) {
+		t.breaks.Add(1)
+	}
+}
+
+// check runs one health check.
+func (t *target) check(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, t.c.opts.HealthTimeout)
+	defer cancel()
+	r, err := t.rpc.ServerReady(ctx, &pb.ServerReadyRequest{})
+	switch {
+	case err == nil && r.GetReady():
+		t.admit()
+		return
+	case err == nil:
+		t.eject("server not ready")
+	default:
+		t.eject("ServerReady: " + err.Error())
+	}
+	// Not ready, or no new RPC gets through (a server that sent GOAWAY to
+	// stop gracefully refuses new RPCs while its open streams carry on):
+	// let the requests on its streams finish and half-close the streams,
+	// so that a graceful stop need not wait for them. New requests get new
+	// streams.
+	t.drainStreams()
+}
+
+func splitHostPort(name string) (string, string, error) {
+	h, p, err := net.SplitHostPort(name)
+	if err != nil || h == "" || p == "" {
+		return "", "", fmt.Errorf("upstream: target %q: want dns:///host:port", "dns:///"+name)
+	}
+	return h, p, nil
+}

@@ -43,5 +43,6 @@ func runEngine(ctx context.Context, cfg engineConfig, log *slog.Logger) error {
 	defer cancel()
 	srv.GracefulStop(sctx)
 	<-errc
+	log.Info("stopped")
 	return nil
 }

@@ -34,8 +34,9 @@ func main() {
 const usage = `usage: streamgate <command> [flags]
 
 commands:
-  engine    serve the Triton-compatible gRPC engine
-  serve     engine and gateway in one process (coming with the gateway)
+  serve     engine and gateway in one process (HTTP 127.0.0.1:8080, gRPC 127.0.0.1:8001)
+  engine    the Triton-compatible gRPC engine alone
+  gateway   the HTTP gateway alone, in front of an engine or a real Triton
   help      show this help
 
 Run 'streamgate <command> --help' for the flags of a command.
@@ -54,6 +55,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		return runEngine(ctx, cfg, log)
+	case "serve":
+		cfg, err := parseServe(args[1:], stderr)
+		if err != nil {
+			return err
+		}
+		return runServe(ctx, cfg, log)
+	case "gateway":
+		cfg, err := parseGateway(args[1:], stderr)
+		if err != nil {
+			return err
+		}
+		return runGateway(ctx, cfg, log)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return nil

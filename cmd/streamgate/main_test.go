@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// The tests here build the real binary and run it as a process.
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "streamgate")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startProcess runs bin with args and returns it with a buffer of its log.
+func startProcess(t *testing.T, bin string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var logBuf syncBuffer
+	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
+	cmd.Env = append(os.Environ(), "STREAMGATE_MODEL_DIR="+t.TempDir()) // no weights: fast start
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd, &logBuf
+}
+
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never became ready", url)
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, logs *syncBuffer) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("process did not exit after SIGTERM\n%s", logs.String())
+	}
+}
+
+func TestServeStreamsThenDrainsOnSIGTERM(t *testing.T) {
+	bin := buildBinary(t)
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	cmd, logs := startProcess(t, bin, "serve", "--http", httpAddr, "--grpc", grpcAddr, "--shutdown-grace", "5s")
+	base := "http://" + httpAddr
+	waitHTTP(t, base+"/readyz")
+
+	resp, err := http.Post(base+"/v2/models/repeat_int32/generate_stream", "application/json",
+		strings.NewReader(`{"IN":[7,8],"DELAY":[1,1],"WAIT":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(body, []byte(`"OUT":7`)) || !bytes.Contains(body, []byte(`"OUT":8`)) {
+		t.Fatalf("generate_stream body %q", body)
+	}
+
+	// The engine is also reachable directly over gRPC.
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	md, err := pb.NewGRPCInferenceServiceClient(conn).ServerMetadata(context.Background(), &pb.ServerMetadataRequest{})
+	if err != nil || md.GetName() != "streamgate" {
+		t.Fatalf("engine metadata %v %v", md, err)
+	}
+
+	// A long stream is running when SIGTERM arrives: it gets the grace
+	// period, then ends with an error event; the process exits 0.
+	long, err := http.Post(base+"/v2/models/repeat_int32/generate_stream", "application/json",
+		strings.NewReader(`{"IN":[1,2,3,4,5,6,7,8,9,10],"DELAY":[1000,1000,1000,1000,1000,1000,1000,1000,1000,1000],"WAIT":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Body.Close()
+	r := bufio.NewReader(long.Body)
+	if line, err := r.ReadString('\n'); err != nil || line == "" {
+		t.Fatalf("long stream: %q %v", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(r)
+	if !bytes.Contains(rest, []byte(`"error"`)) {
+		t.Fatalf("stream cut by shutdown did not end with an error event: %q", rest)
+	}
+	waitExit(t, cmd, logs)
+	if !strings.Contains(logs.String(), "stopped") {
+		t.Fatalf("no orderly stop in log:\n%s", logs.String())
+	}
+}
+
+func TestEngineSIGTERM(t *testing.T) {
+	bin := buildBinary(t)
+	addr := freeAddr(t)
+	cmd, logs := startProcess(t, bin, "engine", "--grpc", addr)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewGRPCInferenceServiceClient(conn)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ready, err := client.ServerReady(context.Background(), &pb.ServerReadyRequest{})
+		if err == nil && ready.GetReady() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engine never ready\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, cmd, logs)
+}
+
+func TestFlagsAndEnv(t *testing.T) {
+	t.Setenv("STREAMGATE_GRPC", "127.0.0.1:9")
+	cfg, err := parseEngine(nil, io.Discard)
+	if err != nil || cfg.GRPC != "127.0.0.1:9" {
+		t.Fatalf("env not read: %+v %v", cfg, err)
+	}
+	cfg, err = parseEngine([]string{"--grpc", "127.0.0.1:10"}, io.Discard)
+	if err != nil || cfg.GRPC != "127.0.0.1:10" {
+		t.Fatalf("flag does not win over env: %+v %v", cfg, err)
+	}
+	t.Setenv("STREAMGATE_SHUTDOWN_GRACE", "soon")
+	if _, err := parseEngine(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "STREAMGATE_SHUTDOWN_GRACE") {
+		t.Fatalf("bad env value: %v", err)
+	}
+	if err := run(context.Background(), []string{"nope"}, io.Discard); err == nil {
+		t.Fatal("unknown command accepted")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writers and the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/streamgate/streamgate/gateway/sse"
+)
+
+// startStream posts body and returns the open response; the caller reads
+// and closes it.
+func (s *stack) startStream(t *testing.T, ctx context.Context, path, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+	}
+	return resp
+}
+
+// A client that disconnects stops the engine's work for its request at
+// once, while another request on the same engine runs to its end.
+func TestClientGoneCancelsUpstream(t *testing.T) {
+	s := newStack(t, nil)
+	// 50000 words at 20ms each would run for 1000s: only cancellation
+	// ends it within the test.
+	long := `{"text_input":"` + words(50000) + `","stream":true,"parameters":{"delay_ms":20}}`
+	ctx, abort := context.WithCancel(t.Context())
+	resp := s.startStream(t, ctx, "/v2/models/echo/generate_stream", long)
+	r := sse.NewReader(resp.Body)
+	if ev, err := r.Next(); err != nil || !strings.Contains(ev.Data, `"text_output":"w0"`) {
+		t.Fatalf("first event %+v %v", ev, err)
+	}
+
+	other := s.startStream(t, t.Context(), "/v2/models/echo/generate_stream", `{"text_input":"`+words(40)+`","stream":true,"parameters":{"delay_ms":5}}`)
+	defer other.Body.Close()
+	otherReader := sse.NewReader(other.Body)
+	if _, err := otherReader.Next(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both requests executing", func() bool { return s.eng.InFlight() == 2 })
+
+	abort() // the client goes away
+	resp.Body.Close()
+	waitFor(t, "the abandoned request to stop in the engine", func() bool { return s.eng.InFlight() == 1 })
+
+	n := 1
+	for {
+		ev, err := otherReader.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(ev.Data, "error") {
+			t.Fatalf("other request failed: %s", ev.Data)
+		}
+		n++
+	}
+	if n != 41 { // 40 words, then the final response
+		t.Fatalf("other request got %d events, want 41", n)
+	}
+	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
+	waitFor(t, "client_gone metric", func() bool {
+		return s.gw.metrics.clientGone.With("sse").Get() == 1
+	})
+}
+
+// A non-streaming request whose client leaves is cancelled too.
+func TestClientGoneCancelsUnary(t *testing.T) {
+	s := newStack(t, nil)
+	ctx, abort := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v1/completions",
+			strings.NewReader(`{"model":"echo_slow","prompt":"`+words(50000)+`","max_tokens":50000}`))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "request executing", func() bool { return s.eng.InFlight() == 1 })
+	abort()
+	<-done
+	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
+}
+
+// One client that does not read its stream holds up nobody else: fast
+// streams beside it run to their end while it is stalled, and it ends
+// cleanly (complete, or with an in-band error if it fell too far behind).
+func TestSlowSSEReaderBesideFastOnes(t *testing.T) {
+	// Small socket buffers, so an unread stream stalls its writer soon.
+	s := newStack(t, &Options{MaxBodyBytes: 64 << 20}, func(srv *httptest.Server) {
+		srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+			if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {
+				tc.SetWriteBuffer(16 << 10)
+			}
+		}
+	})
+	// 300 events of 16 KiB, one per millisecond: far more than the
+	// buffers between the gateway and the client hold.
+	big := strings.Repeat("x", 16<<10)
+	slowText := strings.TrimSpace(strings.Repeat(big+" ", 300))
+	var slowConn *net.TCPConn
+	tinyBuffers := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetReadBuffer(16 << 10)
+				slowConn = tc
+			}
+			return c, err
+		},
+	}}
+	defer tinyBuffers.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+"/v2/models/echo/generate_stream",
+		strings.NewReader(`{"text_input":"`+slowText+`","stream":true,"parameters":{"delay_ms":1}}`))
+	slow, err := tinyBuffers.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Body.Close()
+	br := bufio.NewReader(slow.Body)
+	if _, err := br.Peek(1); err != nil { // the stream has started; now stall
+		t.Fatal(err)
+	}
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			resp, body := s.post(t, "/v2/models/echo/generate_stream", `{"text_input":"`+words(50)+`","stream":true}`)
+			evs := events(t, body)
+			if resp.StatusCode != 200 || len(evs) != 51 || strings.Contains(body, `"error"`) {
+				t.Errorf("fast stream: %d, %d events", resp.StatusCode, len(evs))
+			}
+		})
+	}
+	wg.Wait()
+
+	// Unread, the slow stream falls behind until upstream fails it alone.
+	waitFor(t, "the slow stream to overflow", func() bool {
+		return s.up.Stats().QueueOverflows == 1
+	})
+	// Now drain it (faster with a normal buffer): valid framing to its
+	// in-band error.
+	slowConn.SetReadBuffer(4 << 20)
+	r := sse.NewReader(br)
+	n, last := 0, ""
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("slow stream after %d events: %v", n, err)
+		}
+		if !ev.IsComment {
+			n++
+			last = ev.Data
+		}
+	}
+	if n >= 301 || last != `{"error":"response queue overflowed: the client did not keep up"}` {
+		t.Fatalf("slow stream ended after %d events with %s", n, last)
+	}
+	t.Logf("slow stream: %d events, then %s", n, last)
+	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
+}

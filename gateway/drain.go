@@ -1,0 +1,102 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+)
+
+// registry tracks the live inference requests and sockets so Drain can
+// wait for them, then end them.
+type registry struct {
+	mu       sync.Mutex
+	live     map[*liveStream]struct{}
+	draining bool
+	changed  chan struct{} // closed and replaced whenever live shrinks
+}
+
+// liveStream is one registered request or socket. soft is called when
+// draining starts (nil: nothing to do), hard when its time is up.
+type liveStream struct {
+	soft, hard func()
+}
+
+func newRegistry() *registry {
+	return &registry{live: map[*liveStream]struct{}{}, changed: make(chan struct{})}
+}
+
+// add registers e; it fails once draining has begun. The returned function
+// unregisters it.
+func (r *registry) add(e *liveStream) (remove func(), ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.draining {
+		return nil, false
+	}
+	r.live[e] = struct{}{}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			delete(r.live, e)
+			close(r.changed)
+			r.changed = make(chan struct{})
+		})
+	}, true
+}
+
+// snapshot returns the live entries and a channel closed at the next
+// change.
+func (r *registry) snapshot() ([]*liveStream, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*liveStream, 0, len(r.live))
+	for e := range r.live {
+		out = append(out, e)
+	}
+	return out, r.changed
+}
+
+// Drain shuts the gateway down gracefully. At once /readyz and
+// /v2/health/ready start failing, new inference requests get 503 with
+// Retry-After, and WebSocket sockets stop taking requests (and close with
+// 1001 as soon as they have none running). Running requests may finish
+// until ctx is done; then SSE streams end with an error event, non-streaming
+// requests get 503, and sockets close with 1001. Drain returns once every
+// request has ended: nil if all finished on their own, ctx.Err() if some
+// had to be ended. It does not close listeners; call http.Server.Shutdown
+// afterwards.
+func (s *Server) Drain(ctx context.Context) error {
+	s.draining.Store(true)
+	r := s.streams
+	r.mu.Lock()
+	r.draining = true
+	r.mu.Unlock()
+
+	live, _ := r.snapshot()
+	for _, e := range live {
+		if e.soft != nil {
+			e.soft()
+		}
+	}
+	var forced error
+	for {
+		live, changed := r.snapshot()
+		if len(live) == 0 {
+			return forced
+		}
+		if forced == nil {
+			select {
+			case <-changed:
+				continue
+			case <-ctx.Done():
+				forced = ctx.Err()
+				for _, e := range live {
+					e.hard()
+				}
+				continue
+			}
+		}
+		<-changed
+	}
+}

@@ -1,0 +1,218 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/streamgate/streamgate/gateway/generate"
+	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/textmodel"
+	"github.com/streamgate/streamgate/upstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// StatusClientClosed is the status logged for requests whose client went
+// away (nginx's 499); it is never written.
+const StatusClientClosed = 499
+
+// httpError is an error with what the client is told: a status, a
+// machine-readable code, a message safe to show, and for OpenAI routes the
+// parameter at fault. Err is the internal cause, logged and never sent.
+type httpError struct {
+	Status     int
+	Code       string
+	Msg        string
+	Param      string
+	RetryAfter bool
+	Err        error
+}
+
+func (e *httpError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%d %s: %s: %v", e.Status, e.Code, e.Msg, e.Err)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Msg)
+}
+
+func (e *httpError) Unwrap() error { return e.Err }
+
+var (
+	errDraining   = &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "server is shutting down", RetryAfter: true}
+	errClientGone = errors.New("client went away")
+	errNotOne     = &httpError{Status: http.StatusBadRequest, Code: "bad_request", Msg: "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"}
+)
+
+// codeForStatus is the code of errors that carry none of their own.
+func codeForStatus(st int) string {
+	switch st {
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusUnsupportedMediaType:
+		return "unsupported_media_type"
+	case http.StatusTooManyRequests:
+		return "too_many_requests"
+	case StatusClientClosed:
+		return "cancelled"
+	case http.StatusNotImplemented:
+		return "unimplemented"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	case http.StatusGatewayTimeout:
+		return "deadline_exceeded"
+	}
+	return "internal"
+}
+
+// grpcStatus maps a gRPC code to HTTP, as DESIGN.md "Failures" lists.
+func grpcStatus(c codes.Code) int {
+	switch c {
+	case codes.InvalidArgument, codes.Unknown, codes.AlreadyExists, codes.OutOfRange, codes.FailedPrecondition:
+		return http.StatusBadRequest
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.Canceled:
+		return StatusClientClosed
+	}
+	return http.StatusInternalServerError
+}
+
+// classify is the one place an error becomes what the client sees.
+func classify(err error) *httpError {
+	var (
+		he  *httpError
+		ge  *generate.Error
+		se  *generate.SyntaxError
+		oe  *openai.RequestError
+		mbe *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &oe):
+		return &httpError{Status: http.StatusBadRequest, Code: oe.Code, Msg: oe.Message, Param: oe.Param}
+	case errors.As(err, &se):
+		return &httpError{Status: http.StatusBadRequest, Code: "invalid_json", Msg: se.Error()}
+	case errors.As(err, &ge):
+		return &httpError{Status: http.StatusBadRequest, Code: "bad_request", Msg: ge.Msg}
+	case errors.As(err, &mbe):
+		return &httpError{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large",
+			Msg: "request body too large: the limit is " + strconv.FormatInt(mbe.Limit, 10) + " bytes"}
+	case errors.Is(err, textmodel.ErrNotText):
+		return &httpError{Status: http.StatusBadRequest, Code: "model_not_supported", Msg: err.Error(), Param: "model"}
+	case errors.Is(err, errClientGone), errors.Is(err, context.Canceled):
+		return &httpError{Status: StatusClientClosed, Code: "cancelled", Msg: "request cancelled", Err: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &httpError{Status: http.StatusGatewayTimeout, Code: "deadline_exceeded", Msg: "deadline exceeded", Err: err}
+	}
+	if ue, ok := upstream.AsError(err); ok {
+		return classifyUpstream(ue)
+	}
+	if s, ok := status.FromError(err); ok && s.Code() != codes.OK {
+		st := grpcStatus(s.Code())
+		e := &httpError{Status: st, Code: codeForStatus(st), Msg: s.Message(), Err: err}
+		if st >= 500 {
+			e.Msg = http.StatusText(st)
+			e.RetryAfter = st == http.StatusServiceUnavailable
+		}
+		return e
+	}
+	return &httpError{Status: http.StatusInternalServerError, Code: "internal", Msg: "internal error", Err: err}
+}
+
+func classifyUpstream(ue *upstream.Error) *httpError {
+	e := &httpError{Code: ue.Kind.String(), Err: ue}
+	switch ue.Kind {
+	case upstream.KindModel:
+		// The model's own text is what the client needs (Triton sends it
+		// too); its code is only a guess from that text.
+		e.Msg = ue.Message
+		e.Status = grpcStatus(ue.Code)
+		if e.Status >= 500 {
+			e.Status = http.StatusInternalServerError
+		}
+	case upstream.KindUnavailable:
+		e.Status, e.Msg, e.RetryAfter = http.StatusServiceUnavailable, "upstream unavailable", true
+	case upstream.KindRejected:
+		e.Status, e.Msg, e.RetryAfter = http.StatusServiceUnavailable, "upstream at capacity", true
+	case upstream.KindTooSlow:
+		e.Status, e.Msg = http.StatusServiceUnavailable, "response queue overflowed: the client did not keep up"
+	case upstream.KindDeadline:
+		e.Status, e.Msg = http.StatusGatewayTimeout, "deadline exceeded"
+	case upstream.KindCancelled:
+		e.Status, e.Msg = StatusClientClosed, "request cancelled"
+	default:
+		e.Status, e.Code, e.Msg = http.StatusInternalServerError, "internal", "internal error"
+	}
+	return e
+}
+
+// openAIType is the OpenAI error "type" for a status.
+func openAIType(st int) string {
+	switch {
+	case st == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case st >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+func (s *Server) setRetryAfter(w http.ResponseWriter, e *httpError) {
+	if e.RetryAfter || e.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(int((s.opts.RetryAfter+999_999_999)/1_000_000_000)))
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// tritonError writes Triton's {"error":"..."} for err.
+func (s *Server) tritonError(w http.ResponseWriter, r *http.Request, err error) {
+	e := s.logError(r, err)
+	if e.Status == StatusClientClosed {
+		return
+	}
+	s.setRetryAfter(w, e)
+	writeJSON(w, e.Status, generate.ErrorBody(e.Msg))
+}
+
+// openAIError writes OpenAI's {"error":{...}} for err.
+func (s *Server) openAIError(w http.ResponseWriter, r *http.Request, err error) {
+	e := s.logError(r, err)
+	if e.Status == StatusClientClosed {
+		return
+	}
+	s.setRetryAfter(w, e)
+	writeJSON(w, e.Status, openai.ErrorBody(e.Msg, openAIType(e.Status), e.Param, e.Code))
+}
+
+// logError classifies err and logs what the client will not see.
+func (s *Server) logError(r *http.Request, err error) *httpError {
+	e := classify(err)
+	if e.Status >= 500 && e.Err != nil {
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", e.Err)
+	}
+	return e
+}

@@ -1,0 +1,211 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/streamgate/streamgate/engine/tensor"
+	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/ws"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// fakeUpstream answers metadata for repeat_int32 and echo and runs every
+// request as a short canned stream, without a network.
+type fakeUpstream struct{}
+
+func tm(name, dt string, shape ...int64) *pb.ModelMetadataResponse_TensorMetadata {
+	return &pb.ModelMetadataResponse_TensorMetadata{Name: name, Datatype: dt, Shape: shape}
+}
+
+var fakeModels = map[string]*pb.ModelMetadataResponse{
+	"repeat_int32": {Name: "repeat_int32", Versions: []string{"1"}, Platform: "repeat",
+		Inputs:  []*pb.ModelMetadataResponse_TensorMetadata{tm("IN", "INT32", -1), tm("DELAY", "UINT32", -1), tm("WAIT", "UINT32", 1)},
+		Outputs: []*pb.ModelMetadataResponse_TensorMetadata{tm("OUT", "INT32", 1), tm("IDX", "UINT32", 1)}},
+	"echo": {Name: "echo", Versions: []string{"1"}, Platform: "echo",
+		Inputs: []*pb.ModelMetadataResponse_TensorMetadata{tm("text_input", "BYTES", 1), tm("stream", "BOOL", 1),
+			tm("sampling_parameters", "BYTES", 1), tm("exclude_input_in_output", "BOOL", 1)},
+		Outputs: []*pb.ModelMetadataResponse_TensorMetadata{tm("text_output", "BYTES", -1), tm("finish_reason", "BYTES", 1)}},
+}
+
+func (fakeUpstream) ServerLive(context.Context) (bool, error)  { return true, nil }
+func (fakeUpstream) ServerReady(context.Context) (bool, error) { return true, nil }
+func (fakeUpstream) ServerMetadata(context.Context) (*pb.ServerMetadataResponse, error) {
+	return &pb.ServerMetadataResponse{Name: "fake", Version: "0"}, nil
+}
+func (fakeUpstream) ModelReady(_ context.Context, name, _ string) (bool, error) {
+	return fakeModels[name] != nil, nil
+}
+func (fakeUpstream) ModelMetadata(_ context.Context, name, _ string) (*pb.ModelMetadataResponse, error) {
+	if md := fakeModels[name]; md != nil {
+		return md, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
+}
+func (fakeUpstream) RepositoryIndex(context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error) {
+	return []*pb.RepositoryIndexResponse_ModelIndex{{Name: "echo", State: "READY"}, {Name: "repeat_int32", State: "READY"}}, nil
+}
+
+type fakeCall struct {
+	ctx   context.Context
+	resps []*pb.ModelInferResponse
+}
+
+func (c *fakeCall) Recv(ctx context.Context) (*pb.ModelInferResponse, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(c.resps) == 0 {
+		return nil, io.EOF
+	}
+	r := c.resps[0]
+	c.resps = c.resps[1:]
+	return r, nil
+}
+
+func (c *fakeCall) Cancel() {}
+
+func fakeStart(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
+	if _, err := tensor.FromRequest(req); err != nil {
+		return nil, err
+	}
+	resp := func(outs ...*tensor.Tensor) *pb.ModelInferResponse {
+		r := &pb.ModelInferResponse{ModelName: req.GetModelName(), ModelVersion: "1"}
+		tensor.ToResponse(r, outs)
+		return r
+	}
+	c := &fakeCall{ctx: ctx}
+	if req.GetModelName() == "echo" {
+		c.resps = append(c.resps, resp(tensor.NewString("text_output", "h\xc3")), resp(tensor.NewString("text_output", "\xa9!"), tensor.NewString("finish_reason", "stop")))
+	} else {
+		c.resps = append(c.resps, resp(tensor.NewInt32("OUT", []int64{1}, []int32{7}), tensor.NewUint32("IDX", []int64{1}, []uint32{0})))
+	}
+	return c, nil
+}
+
+func fakeServer() *Server {
+	return newServer(fakeStart, fakeUpstream{}, &Options{MaxBodyBytes: 4096, SSE: &sse.Options{KeepAlive: -1}})
+}
+
+// checkResponse fails unless the recorded response is well formed for its
+// content type.
+func checkResponse(t *testing.T, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	body := rec.Body.Bytes()
+	switch ct := rec.Header().Get("Content-Type"); {
+	case ct == "application/json":
+		if !json.Valid(body) {
+			t.Fatalf("%d: invalid JSON %q", rec.Code, body)
+		}
+	case strings.HasPrefix(ct, "text/event-stream"):
+		if rec.Code != http.StatusOK {
+			t.Fatalf("event stream with status %d", rec.Code)
+		}
+		r := sse.NewReader(bytes.NewReader(body))
+		for {
+			ev, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("bad event stream %q: %v", body, err)
+			}
+			if ev.Data != "[DONE]" && !json.Valid([]byte(ev.Data)) {
+				t.Fatalf("event is not JSON: %q", ev.Data)
+			}
+		}
+	default:
+		t.Fatalf("status %d, unexpected Content-Type %q", rec.Code, ct)
+	}
+	if rec.Code >= 500 {
+		t.Fatalf("server error %d: %s", rec.Code, body)
+	}
+}
+
+func fuzzRoute(f *testing.F, paths []string, seeds []string) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	srv := fakeServer()
+	h := srv.Handler()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, p := range paths {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, p, bytes.NewReader(body))
+			h.ServeHTTP(rec, req)
+			checkResponse(t, rec)
+		}
+	})
+}
+
+func FuzzGenerateRoutes(f *testing.F) {
+	fuzzRoute(f, []string{"/v2/models/repeat_int32/generate", "/v2/models/repeat_int32/generate_stream", "/v2/models/echo/versions/1/generate_stream"}, []string{
+		`{"IN":[1,2],"DELAY":[0,0],"WAIT":1}`, `{"id":"x","parameters":{"a":1}}`, `{"text_input":"hi","stream":true}`,
+		`{"IN":["a"]}`, `{"triton_x":1}`, `[`, ``, `{"IN":[1],"IN":[2]}`,
+	})
+}
+
+func FuzzChatCompletionsRoute(f *testing.F) {
+	fuzzRoute(f, []string{"/v1/chat/completions"}, []string{
+		`{"model":"echo","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"echo","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"model":"repeat_int32","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"nope","messages":[]}`, `{"model":"echo","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"n":2}`,
+	})
+}
+
+func FuzzCompletionsRoute(f *testing.F) {
+	fuzzRoute(f, []string{"/v1/completions"}, []string{
+		`{"model":"echo","prompt":"hi"}`, `{"model":"echo","prompt":["hi"],"stream":true,"echo":true,"stop":["x"]}`,
+		`{"model":"echo","prompt":"hi","max_tokens":-1}`, `{"model":"echo","prompt":[1,2]}`,
+	})
+}
+
+func FuzzWebSocketRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"generate","id":"a","model":"repeat_int32","body":{"IN":[1],"DELAY":[0],"WAIT":0}}`,
+		`{"type":"chat.completions","id":"b","body":{"model":"echo","messages":[{"role":"user","content":"x"}]}}`,
+		`{"type":"completions","id":"c","body":{"model":"echo","prompt":"x"}}`,
+		`{"type":"generate","id":"d","model":"nope"}`, `{"type":"cancel","id":"e"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	srv := fakeServer()
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		req, fe := ws.ParseFrame(frame)
+		if fe != nil || req.Type == ws.TypeCancel {
+			return
+		}
+		err := srv.wsRequest(t.Context(), req, func(p []byte) error {
+			if !json.Valid(p) {
+				t.Fatalf("data is not JSON: %q", p)
+			}
+			return nil
+		})
+		if err != nil {
+			if e := classify(err); e.Status >= 500 || e.Code == "" || e.Msg == "" {
+				t.Fatalf("error %v classified as %+v", err, e)
+			}
+		}
+	})
+}
+
+// The fake stream splits "é" across two responses; the OpenAI chunks must
+// not.
+func TestUTF8KeptWhole(t *testing.T) {
+	rec := httptest.NewRecorder()
+	fakeServer().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+		strings.NewReader(`{"model":"echo","prompt":"x","stream":true}`)))
+	evs := events(t, rec.Body.String())
+	if len(evs) != 4 || !strings.Contains(evs[0], `"text":"h"`) || !strings.Contains(evs[1], `"text":"é!"`) {
+		t.Fatalf("events %q", evs)
+	}
+}

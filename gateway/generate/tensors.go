@@ -1,0 +1,265 @@
+package generate
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"strconv"
+
+	"github.com/streamgate/streamgate/engine/tensor"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// toTensor converts a JSON scalar or 1-D array into the input md describes.
+func toTensor(key string, raw json.RawMessage, md *pb.ModelMetadataResponse_TensorMetadata) (*tensor.Tensor, *Error) {
+	v, err := decodeValue(raw)
+	if err != nil {
+		return nil, errorf("unable to parse input '%s'", key)
+	}
+	elems, ok := v.([]any)
+	if !ok {
+		elems = []any{v}
+	}
+	dt := md.GetDatatype()
+	size := tensor.ElementSize(dt)
+	if size < 0 {
+		return nil, errorf("input '%s' has unsupported datatype %s", key, dt)
+	}
+	var rawData []byte
+	if size > 0 {
+		rawData = make([]byte, 0, size*len(elems))
+	}
+	for i, e := range elems {
+		var err *Error
+		rawData, err = appendElem(rawData, dt, e)
+		if err != nil {
+			return nil, errorf("unable to convert element %d of input '%s' to %s: %s", i, key, dt, err.Msg)
+		}
+	}
+	shape, ok := Shape(md.GetShape(), int64(len(elems)))
+	if !ok {
+		return nil, errorf("The schema can not convert input '%s' to tensor with proper shape", key)
+	}
+	return &tensor.Tensor{Name: key, Datatype: dt, Shape: shape, Raw: rawData}, nil
+}
+
+// Shape gives n elements the shape dims describes, as Triton's generate
+// does: fixed dims must divide n, the innermost -1 takes the remainder and
+// every other -1 becomes 1. ok is false when that is impossible.
+func Shape(dims []int64, n int64) (shape []int64, ok bool) {
+	shape = make([]int64, len(dims))
+	fixed, last := int64(1), -1
+	for i, d := range dims {
+		if d < 0 {
+			last = i
+			shape[i] = 1
+			continue
+		}
+		shape[i] = d
+		fixed *= d
+	}
+	if last < 0 {
+		return shape, fixed == n
+	}
+	if fixed == 0 {
+		shape[last] = 1
+		return shape, n == 0
+	}
+	if n%fixed != 0 {
+		return nil, false
+	}
+	shape[last] = n / fixed
+	return shape, true
+}
+
+func appendElem(dst []byte, dt string, v any) ([]byte, *Error) {
+	le := binary.LittleEndian
+	switch dt {
+	case "BYTES":
+		s, ok := v.(string)
+		if !ok {
+			return nil, typeErr(v, "a string")
+		}
+		dst = le.AppendUint32(dst, uint32(len(s)))
+		return append(dst, s...), nil
+	case "BOOL":
+		b, ok := v.(bool)
+		if !ok {
+			return nil, typeErr(v, "a boolean")
+		}
+		if b {
+			return append(dst, 1), nil
+		}
+		return append(dst, 0), nil
+	case "FP16", "BF16", "FP32", "FP64":
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, typeErr(v, "a number")
+		}
+		f, err := strconv.ParseFloat(string(n), 64)
+		if err != nil {
+			return nil, &Error{Msg: "number " + string(n) + " is out of range"}
+		}
+		switch dt {
+		case "FP16":
+			return le.AppendUint16(dst, F32ToF16(float32(f))), nil
+		case "BF16":
+			return le.AppendUint16(dst, F32ToBF16(float32(f))), nil
+		case "FP32":
+			return le.AppendUint32(dst, math.Float32bits(float32(f))), nil
+		}
+		return le.AppendUint64(dst, math.Float64bits(f)), nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return nil, typeErr(v, "an integer")
+	}
+	switch dt {
+	case "UINT8", "UINT16", "UINT32", "UINT64":
+		bits := 8 * tensor.ElementSize(dt)
+		u, err := strconv.ParseUint(string(n), 10, bits)
+		if err != nil {
+			return nil, &Error{Msg: string(n) + " is not an integer in range"}
+		}
+		switch bits {
+		case 8:
+			return append(dst, byte(u)), nil
+		case 16:
+			return le.AppendUint16(dst, uint16(u)), nil
+		case 32:
+			return le.AppendUint32(dst, uint32(u)), nil
+		}
+		return le.AppendUint64(dst, u), nil
+	default: // INT8..INT64
+		bits := 8 * tensor.ElementSize(dt)
+		i, err := strconv.ParseInt(string(n), 10, bits)
+		if err != nil {
+			return nil, &Error{Msg: string(n) + " is not an integer in range"}
+		}
+		switch bits {
+		case 8:
+			return append(dst, byte(int8(i))), nil
+		case 16:
+			return le.AppendUint16(dst, uint16(int16(i))), nil
+		case 32:
+			return le.AppendUint32(dst, uint32(int32(i))), nil
+		}
+		return le.AppendUint64(dst, uint64(i)), nil
+	}
+}
+
+func typeErr(v any, want string) *Error {
+	got := "null"
+	switch v.(type) {
+	case string:
+		got = "a string"
+	case bool:
+		got = "a boolean"
+	case json.Number:
+		got = "a number"
+	case []any:
+		got = "an array (only scalars or 1-D arrays are accepted)"
+	case map[string]any:
+		got = "an object"
+	}
+	return &Error{Msg: "expected " + want + ", got " + got}
+}
+
+// F32ToF16 converts to IEEE half precision, rounding to nearest even.
+func F32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	if b>>23&0xff == 0xff {
+		if mant != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	if exp >= 0x1f {
+		return sign | 0x7c00
+	}
+	if exp <= 0 {
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint32(14 - exp)
+		h := uint16(mant >> shift)
+		rem, halfway := mant&(1<<shift-1), uint32(1)<<(shift-1)
+		if rem > halfway || rem == halfway && h&1 == 1 {
+			h++
+		}
+		return sign | h
+	}
+	h := sign | uint16(exp)<<10 | uint16(mant>>13)
+	if rem := mant & 0x1fff; rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
+		h++ // a carry into the exponent is the correct rounding
+	}
+	return h
+}
+
+// F16ToF32 converts IEEE half precision to float32.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0:
+		e := int32(-14)
+		for mant&0x400 == 0 {
+			mant <<= 1
+			e--
+		}
+		return math.Float32frombits(sign | uint32(e+127)<<23 | (mant&0x3ff)<<13)
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp-15+127)<<23 | mant<<13)
+}
+
+// F32ToBF16 converts to bfloat16, rounding to nearest even.
+func F32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if f != f {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// BF16ToF32 converts bfloat16 to float32.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// NewTensor builds the input md describes from Go values: string for BYTES,
+// bool for BOOL, and int, int64, uint32, float64 or json.Number for the
+// numeric types. The shape follows Shape. Errors are *Error.
+func NewTensor(md *pb.ModelMetadataResponse_TensorMetadata, values ...any) (*tensor.Tensor, error) {
+	elems := make([]any, len(values))
+	for i, v := range values {
+		switch x := v.(type) {
+		case int:
+			elems[i] = json.Number(strconv.Itoa(x))
+		case int64:
+			elems[i] = json.Number(strconv.FormatInt(x, 10))
+		case uint32:
+			elems[i] = json.Number(strconv.FormatUint(uint64(x), 10))
+		case float64:
+			elems[i] = json.Number(strconv.FormatFloat(x, 'g', -1, 64))
+		default:
+			elems[i] = v
+		}
+	}
+	raw, err := json.Marshal(elems)
+	if err != nil {
+		return nil, &Error{Msg: err.Error()}
+	}
+	t, e := toTensor(md.GetName(), raw, md)
+	if e != nil {
+		return nil, e
+	}
+	return t, nil
+}

@@ -1,0 +1,172 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseChat(t *testing.T) {
+	r, err := ParseChat([]byte(`{"model":"echo","messages":[{"role":"system","content":"be brief"},
+		{"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
+		"stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":7,"temperature":0.2,
+		"top_p":0.9,"seed":3,"stop":"\n","n":1,"user":"u","logit_bias":{},"tools":[],"presence_penalty":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Model != "echo" || !r.Stream || !r.IncludeUsage || *r.Params.MaxTokens != 7 || *r.Params.Temperature != 0.2 ||
+		*r.Params.TopP != 0.9 || *r.Params.Seed != 3 || len(r.Params.Stop) != 1 || r.Messages[1].Content != "hi there" {
+		t.Fatalf("got %+v", r)
+	}
+	r, err = ParseChat([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"stop":["a","b"]}`))
+	if err != nil || r.Stream || r.Params.MaxTokens != nil || len(r.Params.Stop) != 2 {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+}
+
+var chatErrors = []struct{ body, param, code, msg string }{
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`, "n", "unsupported_parameter", "Unsupported parameter: 'n' must be 1"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"1":5}}`, "logit_bias", "unsupported_parameter", "logit_bias"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, "tools", "unsupported_parameter", "tools"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"}`, "tool_choice", "unsupported_parameter", "tool_choice"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}`, "logprobs", "unsupported_parameter", "logprobs"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"bogus":1}`, "bogus", "unknown_parameter", "Unrecognized request argument supplied: bogus"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":"5"}`, "max_tokens", "invalid_type", "Invalid type for 'max_tokens': expected an integer, but got a string instead."},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3}`, "temperature", "invalid_value", "Invalid value for 'temperature'"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"stop":[1]}`, "stop", "invalid_type", "stop"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}`, "stream_options", "invalid_value", "only allowed when 'stream' is true"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, "response_format", "unsupported_parameter", "response_format"},
+	{`{"model":"m","messages":[]}`, "messages", "invalid_value", "at least one message"},
+	{`{"model":"m"}`, "messages", "missing_required_parameter", "Missing required parameter: 'messages'."},
+	{`{"messages":[{"role":"user","content":"x"}]}`, "model", "missing_required_parameter", "Missing required parameter: 'model'."},
+	{`{"model":"m","messages":[{"role":"tool","content":"x"}]}`, "messages[0].role", "unsupported_parameter", "tool"},
+	{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "messages[0].content[0].type", "unsupported_parameter", "image_url"},
+	{`{"model":"m","messages":[{"role":"user"}]}`, "messages[0].content", "missing_required_parameter", "messages[0].content"},
+	{"{\"model\":\"m\",\n\"messages\":[}", "", "invalid_json", "at line 2, column 13"},
+	{`[]`, "", "invalid_json", "must be a JSON object"},
+	{``, "", "invalid_json", "must be a JSON object"},
+}
+
+func TestParseChatErrors(t *testing.T) {
+	for _, tc := range chatErrors {
+		_, err := ParseChat([]byte(tc.body))
+		var re *RequestError
+		if !errors.As(err, &re) || re.Param != tc.param || re.Code != tc.code || !strings.Contains(re.Message, tc.msg) {
+			t.Errorf("ParseChat(%s) = %#v, want param %q code %q containing %q", tc.body, err, tc.param, tc.code, tc.msg)
+		}
+	}
+}
+
+func TestParseCompletion(t *testing.T) {
+	r, err := ParseCompletion([]byte(`{"model":"echo","prompt":["one two"],"echo":true,"best_of":1,"suffix":"","logprobs":null}`))
+	if err != nil || r.Prompt != "one two" || !r.Echo || *r.Params.MaxTokens != DefaultCompletionMaxTokens {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+	for _, tc := range []struct{ body, param string }{
+		{`{"model":"m","prompt":[1,2]}`, "prompt"},
+		{`{"model":"m","prompt":["a","b"]}`, "prompt"},
+		{`{"model":"m","prompt":"a","logprobs":2}`, "logprobs"},
+		{`{"model":"m","prompt":"a","suffix":"x"}`, "suffix"},
+		{`{"model":"m","prompt":"a","best_of":2}`, "best_of"},
+		{`{"model":"m","prompt":"a","messages":[]}`, "messages"},
+		{`{"model":"m"}`, "prompt"},
+	} {
+		_, err := ParseCompletion([]byte(tc.body))
+		var re *RequestError
+		if !errors.As(err, &re) || re.Param != tc.param {
+			t.Errorf("ParseCompletion(%s) = %v, want param %q", tc.body, err, tc.param)
+		}
+	}
+}
+
+func TestChunks(t *testing.T) {
+	c := &Chunker{ID: "chatcmpl-1", Created: 5, Model: "echo", Chat: true}
+	want := []string{
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":5,"model":"echo","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`,
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":5,"model":"echo","choices":[{"index":0,"delta":{"content":"hi"},"logprobs":null,"finish_reason":null}]}`,
+		`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":5,"model":"echo","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}`,
+	}
+	got := []string{string(c.Role()), string(c.Delta("hi")), string(c.Finish("stop"))}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("chunk %d:\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+	c.IncludeUsage = true
+	if u := string(c.UsageChunk(Usage{1, 2, 3})); u != `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":5,"model":"echo","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}` {
+		t.Errorf("usage chunk %s", u)
+	}
+	if d := string(c.Delta("x")); !strings.HasSuffix(d, `"usage":null}`) {
+		t.Errorf("delta with include_usage %s", d)
+	}
+	tc := &Chunker{ID: "cmpl-1", Created: 5, Model: "echo"}
+	if d := string(tc.Delta("a")); d != `{"id":"cmpl-1","object":"text_completion","created":5,"model":"echo","choices":[{"index":0,"text":"a","logprobs":null,"finish_reason":null}]}` {
+		t.Errorf("completion delta %s", d)
+	}
+	if d := string(tc.Finish("length")); d != `{"id":"cmpl-1","object":"text_completion","created":5,"model":"echo","choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"length"}]}` {
+		t.Errorf("completion finish %s", d)
+	}
+	if d := string(c.Completion("hello", "stop", Usage{1, 1, 2})); d != `{"id":"chatcmpl-1","object":"chat.completion","created":5,"model":"echo","choices":[{"index":0,"message":{"role":"assistant","content":"hello","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}` {
+		t.Errorf("completion %s", d)
+	}
+	if e := string(ErrorBody("nope", "invalid_request_error", "n", "")); e != `{"error":{"message":"nope","type":"invalid_request_error","param":"n","code":null}}` {
+		t.Errorf("error body %s", e)
+	}
+	if l := string(ModelList(nil)); l != `{"object":"list","data":[]}` {
+		t.Errorf("model list %s", l)
+	}
+}
+
+func TestTemplate(t *testing.T) {
+	msgs := []ChatMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hello"}}
+	got, err := MustParseTemplate("default", DefaultTemplate).Render(msgs)
+	if err != nil || got != "system: be brief\nuser: hello\nassistant:" {
+		t.Fatalf("default = %q, %v", got, err)
+	}
+	got, _ = MustParseTemplate("raw", RawTemplate).Render(msgs[1:])
+	if got != "hello" {
+		t.Fatalf("raw = %q", got)
+	}
+	if _, err := ParseTemplate("bad", "{{.Nope"); err == nil {
+		t.Fatal("bad template parsed")
+	}
+}
+
+func FuzzParseChat(f *testing.F) {
+	for _, tc := range chatErrors {
+		f.Add([]byte(tc.body))
+	}
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseChat(body)
+		checkParsed(t, r != nil, err)
+	})
+}
+
+func FuzzParseCompletion(f *testing.F) {
+	for _, s := range []string{`{"model":"m","prompt":"x"}`, `{"model":"m","prompt":["x"],"max_tokens":1,"stop":["a"]}`, `{"prompt":[1]}`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseCompletion(body)
+		checkParsed(t, r != nil, err)
+	})
+}
+
+func checkParsed(t *testing.T, ok bool, err error) {
+	t.Helper()
+	if err == nil {
+		if !ok {
+			t.Fatal("nil request without error")
+		}
+		return
+	}
+	var re *RequestError
+	if !errors.As(err, &re) || re.Message == "" {
+		t.Fatalf("error %T %v", err, err)
+	}
+	if !json.Valid(ErrorBody(re.Message, "invalid_request_error", re.Param, re.Code)) {
+		t.Fatal("error body is not JSON")
+	}
+}

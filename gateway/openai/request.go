@@ -1,0 +1,526 @@
+// Package openai implements the wire format of OpenAI's chat completions
+// and completions APIs for the gateway: ParseChat and ParseCompletion
+// validate a request body (a *RequestError names the offending field),
+// Template renders chat messages into a model prompt, and Chunker builds
+// the exact objects of a response: streamed chunks, whole completions, the
+// usage chunk and error bodies.
+//
+// Supported: model, messages/prompt, stream, stream_options.include_usage,
+// max_tokens, max_completion_tokens, temperature, top_p, seed, stop (string
+// or list), n=1, user, and the no-op values of other fields. Anything the
+// gateway cannot honour (n>1, logit_bias, tools, logprobs, ...) is refused.
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/streamgate/streamgate/gateway/generate"
+	"github.com/streamgate/streamgate/gateway/textmodel"
+)
+
+// RequestError is an invalid request (HTTP 400, type
+// "invalid_request_error").
+type RequestError struct {
+	Message string
+	Param   string // the field at fault, "" if none
+	Code    string // e.g. "invalid_type", "unsupported_parameter"
+}
+
+func (e *RequestError) Error() string { return e.Message }
+
+// ChatMessage is one message of a chat request, its content flattened to
+// text.
+type ChatMessage struct {
+	Role    string
+	Content string
+	Name    string
+}
+
+// ChatRequest is a validated chat completions request.
+type ChatRequest struct {
+	Model        string
+	Messages     []ChatMessage
+	Stream       bool
+	IncludeUsage bool
+	Params       textmodel.Params
+}
+
+// CompletionRequest is a validated completions request.
+type CompletionRequest struct {
+	Model        string
+	Prompt       string
+	Stream       bool
+	IncludeUsage bool
+	Echo         bool
+	Params       textmodel.Params
+}
+
+// DefaultCompletionMaxTokens is OpenAI's max_tokens default for completions.
+const DefaultCompletionMaxTokens = 16
+
+// fields is a decoded request object with a record of what was used.
+type fields struct {
+	m map[string]json.RawMessage
+}
+
+func parseObject(body []byte) (*fields, error) {
+	members, err := generate.Members(body, "")
+	if err != nil {
+		if se, ok := err.(*generate.SyntaxError); ok {
+			return nil, &RequestError{Message: fmt.Sprintf("We could not parse the JSON body of your request: %s at line %d, column %d (offset %d).", se.Msg, se.Line, se.Column, se.Offset), Code: "invalid_json"}
+		}
+		return nil, &RequestError{Message: "The request body must be a JSON object.", Code: "invalid_json"}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, &RequestError{Message: "The request body must be a JSON object.", Code: "invalid_json"}
+	}
+	f := &fields{m: map[string]json.RawMessage{}}
+	for _, m := range members {
+		f.m[m.Key] = m.Value
+	}
+	return f, nil
+}
+
+// checkKnown refuses fields that are neither accepted nor known.
+func (f *fields) checkKnown(accepted map[string]bool) error {
+	var unknown []string
+	for k := range f.m {
+		if !accepted[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	return &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s", unknown[0]), Param: unknown[0], Code: "unknown_parameter"}
+}
+
+func isNull(raw json.RawMessage) bool { return raw == nil || string(bytes.TrimSpace(raw)) == "null" }
+
+func typeError(param, want string, raw json.RawMessage) error {
+	got := "a string"
+	switch c := bytes.TrimSpace(raw); {
+	case len(c) == 0:
+		got = "nothing"
+	case c[0] == '{':
+		got = "an object"
+	case c[0] == '[':
+		got = "an array"
+	case c[0] == 't' || c[0] == 'f':
+		got = "a boolean"
+	case c[0] == 'n':
+		got = "null"
+	case c[0] != '"':
+		got = "a number"
+	}
+	return &RequestError{Message: fmt.Sprintf("Invalid type for '%s': expected %s, but got %s instead.", param, want, got), Param: param, Code: "invalid_type"}
+}
+
+func valueError(param, msg string) error {
+	return &RequestError{Message: fmt.Sprintf("Invalid value for '%s': %s", param, msg), Param: param, Code: "invalid_value"}
+}
+
+func unsupported(param, why string) error {
+	return &RequestError{Message: fmt.Sprintf("Unsupported parameter: '%s' %s", param, why), Param: param, Code: "unsupported_parameter"}
+}
+
+func (f *fields) str(name string, required bool) (string, error) {
+	raw, ok := f.m[name]
+	if !ok || isNull(raw) {
+		if required {
+			return "", &RequestError{Message: fmt.Sprintf("Missing required parameter: '%s'.", name), Param: name, Code: "missing_required_parameter"}
+		}
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", typeError(name, "a string", raw)
+	}
+	return s, nil
+}
+
+func (f *fields) boolean(name string) (bool, error) {
+	raw, ok := f.m[name]
+	if !ok || isNull(raw) {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, typeError(name, "a boolean", raw)
+	}
+	return b, nil
+}
+
+func (f *fields) number(name string, lo, hi float64) (*float64, error) {
+	raw, ok := f.m[name]
+	if !ok || isNull(raw) {
+		return nil, nil
+	}
+	var v float64
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, typeError(name, "a decimal", raw)
+	}
+	if v < lo || v > hi || math.IsNaN(v) {
+		return nil, valueError(name, fmt.Sprintf("%g is out of range; it must be between %g and %g.", v, lo, hi))
+	}
+	return &v, nil
+}
+
+func (f *fields) integer(name string, lo, hi int64) (*int64, error) {
+	raw, ok := f.m[name]
+	if !ok || isNull(raw) {
+		return nil, nil
+	}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if c := bytes.TrimSpace(raw); len(c) > 0 && c[0] == '"' { // json.Number accepts "5"
+		return nil, typeError(name, "an integer", raw)
+	}
+	if err := dec.Decode(&n); err != nil {
+		return nil, typeError(name, "an integer", raw)
+	}
+	v, err := n.Int64()
+	if err != nil {
+		return nil, typeError(name, "an integer", raw)
+	}
+	if v < lo || v > hi {
+		return nil, valueError(name, fmt.Sprintf("%d is out of range; it must be between %d and %d.", v, lo, hi))
+	}
+	return &v, nil
+}
+
+// common reads the fields chat and completions share.
+func (f *fields) common(maxTokensNames ...string) (model string, stream, includeUsage bool, p textmodel.Params, err error) {
+	if model, err = f.str("model", true); err != nil {
+		return
+	}
+	if model == "" {
+		err = valueError("model", "it must not be empty.")
+		return
+	}
+	if stream, err = f.boolean("stream"); err != nil {
+		return
+	}
+	if raw, ok := f.m["stream_options"]; ok && !isNull(raw) {
+		var so map[string]json.RawMessage
+		if e := json.Unmarshal(raw, &so); e != nil {
+			err = typeError("stream_options", "an object", raw)
+			return
+		}
+		if !stream {
+			err = valueError("stream_options", "it is only allowed when 'stream' is true.")
+			return
+		}
+		for k, v := range so {
+			if k != "include_usage" {
+				err = &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: stream_options.%s", k), Param: "stream_options." + k, Code: "unknown_parameter"}
+				return
+			}
+			if e := json.Unmarshal(v, &includeUsage); e != nil && !isNull(v) {
+				err = typeError("stream_options.include_usage", "a boolean", v)
+				return
+			}
+		}
+	}
+	for _, name := range maxTokensNames {
+		var v *int64
+		if v, err = f.integer(name, 1, math.MaxInt32); err != nil {
+			return
+		}
+		if v != nil {
+			n := int(*v)
+			p.MaxTokens = &n
+		}
+	}
+	if p.Temperature, err = f.number("temperature", 0, 2); err != nil {
+		return
+	}
+	if p.TopP, err = f.number("top_p", 0, 1); err != nil {
+		return
+	}
+	if p.Seed, err = f.integer("seed", math.MinInt64, math.MaxInt64); err != nil {
+		return
+	}
+	if p.Stop, err = f.stop(); err != nil {
+		return
+	}
+	if n, e := f.integer("n", 1, 128); e != nil {
+		err = e
+		return
+	} else if n != nil && *n != 1 {
+		err = unsupported("n", "must be 1: this server returns one choice per request.")
+		return
+	}
+	if _, err = f.str("user", false); err != nil {
+		return
+	}
+	for _, name := range []string{"presence_penalty", "frequency_penalty"} {
+		var v *float64
+		if v, err = f.number(name, -2, 2); err != nil {
+			return
+		}
+		if v != nil && *v != 0 {
+			err = unsupported(name, "is not supported by this server; leave it unset or 0.")
+			return
+		}
+	}
+	if raw, ok := f.m["logit_bias"]; ok && !isNull(raw) && string(bytes.TrimSpace(raw)) != "{}" {
+		err = unsupported("logit_bias", "is not supported by this server.")
+	}
+	return
+}
+
+func (f *fields) stop() ([]string, error) {
+	raw, ok := f.m["stop"]
+	if !ok || isNull(raw) {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, typeError("stop", "a string or an array of strings", raw)
+	}
+	if len(list) > 4 {
+		return nil, valueError("stop", "at most 4 stop sequences are allowed.")
+	}
+	return list, nil
+}
+
+// refuse answers an unsupported error for each named field that is set to
+// something other than null or an allowed no-op value.
+func (f *fields) refuse(names map[string]string) error {
+	keys := make([]string, 0, len(names))
+	for k := range names {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		raw, ok := f.m[k]
+		if !ok || isNull(raw) {
+			continue
+		}
+		v := string(bytes.TrimSpace(raw))
+		if v == "false" || v == "[]" || v == "{}" || v == `"none"` || v == `"auto"` && k != "tools" {
+			continue
+		}
+		return unsupported(k, names[k])
+	}
+	return nil
+}
+
+var commonFields = []string{"model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "seed", "stop",
+	"n", "user", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "metadata", "store", "service_tier"}
+
+func accepted(extra ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, k := range append(commonFields, extra...) {
+		m[k] = true
+	}
+	return m
+}
+
+var chatFields = accepted("messages", "max_completion_tokens", "tools", "tool_choice", "functions", "function_call",
+	"parallel_tool_calls", "response_format", "modalities", "audio", "prediction", "reasoning_effort", "web_search_options")
+
+var chatRefused = map[string]string{
+	"tools":              "is not supported by this server (no tool calling).",
+	"tool_choice":        "is not supported by this server (no tool calling).",
+	"functions":          "is not supported by this server (no function calling).",
+	"function_call":      "is not supported by this server (no function calling).",
+	"logprobs":           "is not supported by this server.",
+	"top_logprobs":       "is not supported by this server.",
+	"modalities":         "is not supported by this server (text only).",
+	"audio":              "is not supported by this server (text only).",
+	"prediction":         "is not supported by this server.",
+	"reasoning_effort":   "is not supported by this server.",
+	"web_search_options": "is not supported by this server.",
+}
+
+// ParseChat validates a chat completions body.
+func ParseChat(body []byte) (*ChatRequest, error) {
+	f, err := parseObject(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkKnown(chatFields); err != nil {
+		return nil, err
+	}
+	if err := f.refuse(chatRefused); err != nil {
+		return nil, err
+	}
+	r := &ChatRequest{}
+	if r.Model, r.Stream, r.IncludeUsage, r.Params, err = f.common("max_tokens", "max_completion_tokens"); err != nil {
+		return nil, err
+	}
+	if raw, ok := f.m["response_format"]; ok && !isNull(raw) {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(raw, &rf) != nil || rf.Type != "text" {
+			return nil, unsupported("response_format", "is only supported with type 'text'.")
+		}
+	}
+	if r.Messages, err = f.messages(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (f *fields) messages() ([]ChatMessage, error) {
+	raw, ok := f.m["messages"]
+	if !ok || isNull(raw) {
+		return nil, &RequestError{Message: "Missing required parameter: 'messages'.", Param: "messages", Code: "missing_required_parameter"}
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, typeError("messages", "an array", raw)
+	}
+	if len(list) == 0 {
+		return nil, valueError("messages", "it must contain at least one message.")
+	}
+	out := make([]ChatMessage, 0, len(list))
+	for i, m := range list {
+		param := fmt.Sprintf("messages[%d]", i)
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(m, &obj); err != nil {
+			return nil, typeError(param, "an object", m)
+		}
+		mf := &fields{m: obj}
+		role, err := mf.str("role", true)
+		if err != nil {
+			return nil, &RequestError{Message: strings.Replace(err.Error(), "'role'", "'"+param+".role'", 1), Param: param + ".role", Code: err.(*RequestError).Code}
+		}
+		switch role {
+		case "system", "developer", "user", "assistant":
+		case "tool", "function":
+			return nil, unsupported(param+".role", "'"+role+"' is not supported by this server (no tool calling).")
+		default:
+			return nil, valueError(param+".role", fmt.Sprintf("'%s' is not one of 'system', 'developer', 'user', 'assistant'.", role))
+		}
+		for k := range obj {
+			switch k {
+			case "role", "content", "name", "refusal":
+			case "tool_calls", "function_call", "audio":
+				if !isNull(obj[k]) && string(bytes.TrimSpace(obj[k])) != "[]" {
+					return nil, unsupported(param+"."+k, "is not supported by this server.")
+				}
+			default:
+				return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s", param, k), Param: param + "." + k, Code: "unknown_parameter"}
+			}
+		}
+		content, err := messageContent(param+".content", obj["content"], role)
+		if err != nil {
+			return nil, err
+		}
+		name, err := mf.str("name", false)
+		if err != nil {
+			return nil, typeError(param+".name", "a string", obj["name"])
+		}
+		out = append(out, ChatMessage{Role: role, Content: content, Name: name})
+	}
+	return out, nil
+}
+
+func messageContent(param string, raw json.RawMessage, role string) (string, error) {
+	if isNull(raw) {
+		if role == "assistant" {
+			return "", nil
+		}
+		return "", &RequestError{Message: fmt.Sprintf("Missing required parameter: '%s'.", param), Param: param, Code: "missing_required_parameter"}
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", typeError(param, "a string or an array of content parts", raw)
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		pp := fmt.Sprintf("%s[%d]", param, i)
+		var typ, text string
+		if json.Unmarshal(p["type"], &typ) != nil {
+			return "", typeError(pp+".type", "a string", p["type"])
+		}
+		if typ != "text" {
+			return "", unsupported(pp+".type", fmt.Sprintf("'%s' is not supported by this server (text only).", typ))
+		}
+		if json.Unmarshal(p["text"], &text) != nil {
+			return "", typeError(pp+".text", "a string", p["text"])
+		}
+		b.WriteString(text)
+	}
+	return b.String(), nil
+}
+
+var completionFields = accepted("prompt", "echo", "best_of", "suffix")
+
+var completionRefused = map[string]string{
+	"logprobs": "is not supported by this server.",
+	"suffix":   "is not supported by this server.",
+}
+
+// ParseCompletion validates a completions body. max_tokens defaults to
+// DefaultCompletionMaxTokens, as OpenAI's does.
+func ParseCompletion(body []byte) (*CompletionRequest, error) {
+	f, err := parseObject(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkKnown(completionFields); err != nil {
+		return nil, err
+	}
+	if raw, ok := f.m["suffix"]; ok && string(bytes.TrimSpace(raw)) == `""` {
+		delete(f.m, "suffix")
+	}
+	if raw, ok := f.m["logprobs"]; ok && string(bytes.TrimSpace(raw)) == "0" {
+		delete(f.m, "logprobs")
+	}
+	if err := f.refuse(completionRefused); err != nil {
+		return nil, err
+	}
+	r := &CompletionRequest{}
+	if r.Model, r.Stream, r.IncludeUsage, r.Params, err = f.common("max_tokens"); err != nil {
+		return nil, err
+	}
+	if r.Params.MaxTokens == nil {
+		n := DefaultCompletionMaxTokens
+		r.Params.MaxTokens = &n
+	}
+	if r.Echo, err = f.boolean("echo"); err != nil {
+		return nil, err
+	}
+	if b, err := f.integer("best_of", 1, 20); err != nil {
+		return nil, err
+	} else if b != nil && *b != 1 {
+		return nil, unsupported("best_of", "must be 1: this server returns one choice per request.")
+	}
+	raw, ok := f.m["prompt"]
+	if !ok || isNull(raw) {
+		return nil, &RequestError{Message: "Missing required parameter: 'prompt'.", Param: "prompt", Code: "missing_required_parameter"}
+	}
+	if err := json.Unmarshal(raw, &r.Prompt); err != nil {
+		var list []json.RawMessage
+		if json.Unmarshal(raw, &list) != nil {
+			return nil, typeError("prompt", "a string or an array of one string", raw)
+		}
+		if len(list) != 1 || json.Unmarshal(list[0], &r.Prompt) != nil {
+			return nil, unsupported("prompt", "must be a string or an array of exactly one string (batches and token arrays are not supported).")
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,184 @@
+package openai
+
+import (
+	"encoding/json"
+)
+
+// Usage is token accounting.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Chunker builds the response objects of one request. Chat selects the
+// chat format ("chat.completion[.chunk]") over the completions one
+// ("text_completion").
+type Chunker struct {
+	ID           string
+	Created      int64
+	Model        string
+	Chat         bool
+	IncludeUsage bool
+}
+
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        *chatDelta `json:"delta,omitempty"`
+	Text         *string    `json:"text,omitempty"`
+	Logprobs     any        `json:"logprobs"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunk struct {
+	ID      string          `json:"id"`
+	Object  string          `json:"object"`
+	Created int64           `json:"created"`
+	Model   string          `json:"model"`
+	Choices []chunkChoice   `json:"choices"`
+	Usage   json.RawMessage `json:"usage,omitempty"`
+}
+
+func (c *Chunker) chunk(choices []chunkChoice) chunk {
+	obj := "text_completion"
+	if c.Chat {
+		obj = "chat.completion.chunk"
+	}
+	ch := chunk{ID: c.ID, Object: obj, Created: c.Created, Model: c.Model, Choices: choices}
+	if c.IncludeUsage {
+		ch.Usage = json.RawMessage("null")
+	}
+	return ch
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("openai: marshal: " + err.Error()) // only our own types are marshalled
+	}
+	return b
+}
+
+// Role is the first chunk of a chat stream: the assistant role with empty
+// content. Completions streams have no role chunk.
+func (c *Chunker) Role() []byte {
+	empty := ""
+	return mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{Role: "assistant", Content: &empty}}}))
+}
+
+// Delta is one content chunk.
+func (c *Chunker) Delta(text string) []byte {
+	if c.Chat {
+		return mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{Content: &text}}}))
+	}
+	return mustJSON(c.chunk([]chunkChoice{{Text: &text}}))
+}
+
+// Finish is the chunk carrying finish_reason ("stop" or "length") and an
+// empty delta.
+func (c *Chunker) Finish(reason string) []byte {
+	if c.Chat {
+		return mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{}, FinishReason: &reason}}))
+	}
+	empty := ""
+	return mustJSON(c.chunk([]chunkChoice{{Text: &empty, FinishReason: &reason}}))
+}
+
+// UsageChunk is the last chunk when stream_options.include_usage is set:
+// no choices, the usage.
+func (c *Chunker) UsageChunk(u Usage) []byte {
+	ch := c.chunk([]chunkChoice{})
+	ch.Usage = mustJSON(u)
+	return mustJSON(ch)
+}
+
+// Done is the stream's last data line.
+const Done = "[DONE]"
+
+type message struct {
+	Role    string  `json:"role"`
+	Content string  `json:"content"`
+	Refusal *string `json:"refusal"`
+}
+
+type choice struct {
+	Index        int      `json:"index"`
+	Message      *message `json:"message,omitempty"`
+	Text         *string  `json:"text,omitempty"`
+	Logprobs     any      `json:"logprobs"`
+	FinishReason string   `json:"finish_reason"`
+}
+
+type completion struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []choice `json:"choices"`
+	Usage   Usage    `json:"usage"`
+}
+
+// Completion is the whole response of a non-streaming request.
+func (c *Chunker) Completion(text, reason string, u Usage) []byte {
+	if c.Chat {
+		return mustJSON(completion{ID: c.ID, Object: "chat.completion", Created: c.Created, Model: c.Model,
+			Choices: []choice{{Message: &message{Role: "assistant", Content: text}, FinishReason: reason}}, Usage: u})
+	}
+	return mustJSON(completion{ID: c.ID, Object: "text_completion", Created: c.Created, Model: c.Model,
+		Choices: []choice{{Text: &text, FinishReason: reason}}, Usage: u})
+}
+
+// ErrorObject is the body of an error: {"error": ErrorObject}.
+type ErrorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// ErrorBody renders {"error":{"message","type","param","code"}}; empty
+// param and code become null.
+func ErrorBody(message, typ, param, code string) []byte {
+	e := ErrorObject{Message: message, Type: typ}
+	if param != "" {
+		e.Param = &param
+	}
+	if code != "" {
+		e.Code = &code
+	}
+	return mustJSON(struct {
+		Error ErrorObject `json:"error"`
+	}{e})
+}
+
+// Model is one entry of the models list.
+type Model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// NewModel describes a served model.
+func NewModel(id string) Model {
+	return Model{ID: id, Object: "model", OwnedBy: "streamgate"}
+}
+
+// ModelList renders {"object":"list","data":[...]}.
+func ModelList(models []Model) []byte {
+	if models == nil {
+		models = []Model{}
+	}
+	return mustJSON(struct {
+		Object string  `json:"object"`
+		Data   []Model `json:"data"`
+	}{"list", models})
+}
+
+// ModelObject renders one model.
+func ModelObject(m Model) []byte { return mustJSON(m) }

@@ -1,0 +1,54 @@
+package openai
+
+import (
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+// DefaultTemplate renders each message as "<role>: <content>" on its own
+// line and ends with "assistant:", the generation prompt:
+//
+//	system: You are terse.
+//	user: Hello
+//	assistant:
+const DefaultTemplate = `{{range .Messages}}{{.Role}}: {{.Content}}
+{{end}}assistant:`
+
+// RawTemplate concatenates the message contents, for completion-style
+// models (a story model continues the user's text).
+const RawTemplate = `{{range .Messages}}{{.Content}}{{end}}`
+
+// Template turns chat messages into a model prompt. Its source is a Go
+// text/template executed with {Messages []ChatMessage}, each message having
+// .Role, .Content and .Name. A Template is safe for concurrent use.
+type Template struct {
+	t *template.Template
+}
+
+// ParseTemplate compiles src; name is used in error messages.
+func ParseTemplate(name, src string) (*Template, error) {
+	t, err := template.New(name).Option("missingkey=error").Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("chat template %s: %w", name, err)
+	}
+	return &Template{t: t}, nil
+}
+
+// MustParseTemplate is ParseTemplate that panics, for wiring at startup.
+func MustParseTemplate(name, src string) *Template {
+	t, err := ParseTemplate(name, src)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Render returns the prompt for messages.
+func (t *Template) Render(messages []ChatMessage) (string, error) {
+	var b strings.Builder
+	if err := t.t.Execute(&b, struct{ Messages []ChatMessage }{messages}); err != nil {
+		return "", fmt.Errorf("chat template %s: %w", t.t.Name(), err)
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,191 @@
+package gateway
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/ws"
+)
+
+// Options configures a Server. A nil *Options, and every zero field, means
+// the default stated on the field.
+type Options struct {
+	// Logger receives failures the client is not shown. Default: discard.
+	Logger *slog.Logger
+
+	// MaxBodyBytes limits a request body; a larger one gets 413.
+	// Default 1 MiB.
+	MaxBodyBytes int64
+
+	// MaxStreams limits the inference requests in flight through this
+	// gateway (streams, non-streaming requests and WebSocket requests
+	// alike); beyond it requests get 503 with Retry-After. Default 4096.
+	MaxStreams int
+
+	// MaxStreamsPerConn limits the inference requests in flight from one
+	// client connection (by remote address); beyond it requests get 429
+	// with Retry-After. WebSocket requests are limited per socket by
+	// WebSocket.MaxInFlight instead. Default 64.
+	MaxStreamsPerConn int
+
+	// RetryAfter is the Retry-After sent with 429 and 503, rounded up to
+	// whole seconds. Default 1s.
+	RetryAfter time.Duration
+
+	// SSE configures every event stream (keepalive interval, queue, write
+	// timeout). Nil means sse's defaults (keepalive every 15s).
+	SSE *sse.Options
+
+	// WebSocket configures /v1/ws sessions. Nil means ws's defaults
+	// (64 requests per socket, 1 MiB frames, pings every 30s). ErrorInfo
+	// is always set by the gateway.
+	WebSocket *ws.Options
+
+	// WebSocketOriginPatterns are the cross-origin hosts allowed to open
+	// /v1/ws (see websocket.AcceptOptions.OriginPatterns). Default: same
+	// origin only.
+	WebSocketOriginPatterns []string
+
+	// WebSocketSkipOriginCheck accepts sockets from any origin. Default
+	// false: cross-origin browser pages are refused.
+	WebSocketSkipOriginCheck bool
+
+	// ChatTemplate is the default chat template source (Go text/template,
+	// see openai.Template). Default openai.DefaultTemplate.
+	ChatTemplate string
+
+	// ChatTemplates overrides ChatTemplate per model name, e.g.
+	// {"stories260k": openai.RawTemplate}. Default none.
+	ChatTemplates map[string]string
+
+	// ReadyTimeout bounds the upstream ServerReady check of /readyz.
+	// Default 2s.
+	ReadyTimeout time.Duration
+
+	// Now is the clock used for the "created" field of OpenAI responses.
+	// Default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 4096
+	}
+	if c.MaxStreamsPerConn <= 0 {
+		c.MaxStreamsPerConn = 64
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = time.Second
+	}
+	if c.ChatTemplate == "" {
+		c.ChatTemplate = openai.DefaultTemplate
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = 2 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Server is the HTTP edge. Its Handler may serve any number of requests
+// concurrently; Drain may be called once, from any goroutine. Each request
+// runs in its handler goroutine plus, for streams, one writer goroutine
+// that ends before the handler returns; WebSocket sessions end with their
+// socket. Nothing outlives the requests that started it.
+type Server struct {
+	start   startFunc
+	inspect Inspector
+	opts    Options
+	log     *slog.Logger
+
+	router    chi.Router
+	limits    *limiter
+	streams   *registry
+	draining  atomic.Bool
+	metrics   *gatewayMetrics
+	templates map[string]*openai.Template
+	template  *openai.Template
+	ids       idSource
+}
+
+// New returns a gateway in front of up. It panics if a chat template in
+// opts does not parse (a wiring error).
+func New(up Upstream, opts *Options) *Server {
+	return newServer(starter(up), up, opts)
+}
+
+func newServer(start startFunc, inspect Inspector, opts *Options) *Server {
+	o := opts.withDefaults()
+	s := &Server{
+		start:     start,
+		inspect:   inspect,
+		opts:      o,
+		log:       o.Logger,
+		limits:    newLimiter(o.MaxStreams, o.MaxStreamsPerConn),
+		streams:   newRegistry(),
+		metrics:   newGatewayMetrics(),
+		template:  openai.MustParseTemplate("default", o.ChatTemplate),
+		templates: map[string]*openai.Template{},
+		ids:       newIDSource(),
+	}
+	for model, src := range o.ChatTemplates {
+		s.templates[model] = openai.MustParseTemplate(model, src)
+	}
+	s.router = s.routes()
+	return s
+}
+
+// Handler returns the gateway's HTTP handler (all routes of openapi.yaml).
+// Serve it without a server-wide WriteTimeout: streams set their own
+// deadlines.
+func (s *Server) Handler() http.Handler { return s.router }
+
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(s.instrument)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, []byte(`{"error":"Not Found"}`))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"Method Not Allowed"}`))
+	})
+
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Get("/metrics", s.metricsHandler)
+
+	r.Get("/v2", s.serverMetadata)
+	r.Get("/v2/health/live", s.serverLive)
+	r.Get("/v2/health/ready", s.serverReady)
+	for _, base := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
+		r.Get(base, s.modelMetadata)
+		r.Get(base+"/ready", s.modelReady)
+		r.Post(base+"/generate", s.generate)
+		r.Post(base+"/generate_stream", s.generateStream)
+	}
+
+	r.Post("/v1/chat/completions", s.chatCompletions)
+	r.Post("/v1/completions", s.completions)
+	r.Get("/v1/models", s.listModels)
+	r.Get("/v1/models/{id}", s.getModel)
+	r.Get("/v1/ws", s.websocket)
+	return r
+}

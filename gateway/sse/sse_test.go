@@ -1,0 +1,219 @@
+package sse
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var eventCases = []struct {
+	name string
+	id   uint64
+	data string
+	want string
+}{
+	{"json", 0, `{"a":1}`, "id: 0\ndata: {\"a\":1}\n\n"},
+	{"empty", 7, ``, "id: 7\ndata: \n\n"},
+	{"done", 12, `[DONE]`, "id: 12\ndata: [DONE]\n\n"},
+	{"lf", 1, "a\nb", "id: 1\ndata: a\ndata: b\n\n"},
+	{"crlf", 1, "a\r\nb", "id: 1\ndata: a\ndata: b\n\n"},
+	{"cr", 1, "a\rb\n", "id: 1\ndata: a\ndata: b\ndata: \n\n"},
+	{"colon", 2, ": not a comment", "id: 2\ndata: : not a comment\n\n"},
+}
+
+func TestAppendEvent(t *testing.T) {
+	for _, tc := range eventCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := string(AppendEvent(nil, tc.id, []byte(tc.data)))
+			if got != tc.want {
+				t.Fatalf("AppendEvent = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzEventRoundTrip(f *testing.F) {
+	for _, tc := range eventCases {
+		f.Add(tc.id, tc.data)
+	}
+	f.Fuzz(func(t *testing.T, id uint64, data string) {
+		raw := AppendEvent(nil, id, []byte(data))
+		r := NewReader(bytes.NewReader(raw))
+		ev, err := r.Next()
+		if err != nil {
+			t.Fatalf("Next: %v on %q", err, raw)
+		}
+		norm := strings.ReplaceAll(strings.ReplaceAll(data, "\r\n", "\n"), "\r", "\n")
+		if ev.Data != norm || ev.ID != strings.TrimSpace(string(raw[4:bytes.IndexByte(raw, '\n')])) {
+			t.Fatalf("round trip of %q gave %+v", data, ev)
+		}
+		if _, err := r.Next(); err != io.EOF {
+			t.Fatalf("second Next: %v", err)
+		}
+	})
+}
+
+// recorder is an http.ResponseWriter that remembers what each flush
+// delivered.
+type recorder struct {
+	mu      sync.Mutex
+	header  http.Header
+	status  int
+	pending bytes.Buffer
+	flushes []string
+	failAt  int // fail writes once this many flushes happened; 0 = never
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status = code
+}
+func (r *recorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failAt > 0 && len(r.flushes) >= r.failAt {
+		return 0, errors.New("broken pipe")
+	}
+	return r.pending.Write(p)
+}
+func (r *recorder) Flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushes = append(r.flushes, r.pending.String())
+	r.pending.Reset()
+}
+func (r *recorder) snapshot() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.flushes...)
+}
+
+func TestWriterHeadersAndKeepAliveBeforeFirstEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		w := NewWriter(rec, &Options{KeepAlive: 15 * time.Second})
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		synctest.Wait()
+		if got := rec.snapshot(); len(got) != 1 || got[0] != "" {
+			t.Fatalf("after start: flushes %q, want one empty header flush", got)
+		}
+		if ct := rec.header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
+			t.Fatalf("Content-Type %q", ct)
+		}
+		if rec.header.Get("Cache-Control") != "no-cache" || rec.header.Get("X-Accel-Buffering") != "no" {
+			t.Fatalf("headers %v", rec.header)
+		}
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		if got := rec.snapshot(); len(got) != 2 || got[1] != KeepAliveComment {
+			t.Fatalf("after 15s: %q", got)
+		}
+		if err := w.Send(ctx, []byte(`{"x":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		time.Sleep(14 * time.Second) // quiet period restarts after each write
+		synctest.Wait()
+		if got := rec.snapshot(); len(got) != 3 || got[2] != "id: 0\ndata: {\"x\":1}\n\n" {
+			t.Fatalf("after event: %q", got)
+		}
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run = %v", err)
+		}
+		if err := w.Send(t.Context(), nil); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Send after Run = %v", err)
+		}
+	})
+}
+
+func TestWriterBatchesReadyEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		w := NewWriter(rec, &Options{KeepAlive: -1, Queue: 8})
+		for i := range 5 {
+			if err := w.Send(t.Context(), []byte{'a' + byte(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.Close()
+		if err := w.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		got := rec.snapshot()
+		want := []string{"", "id: 0\ndata: a\n\nid: 1\ndata: b\n\nid: 2\ndata: c\n\nid: 3\ndata: d\n\nid: 4\ndata: e\n\n"}
+		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+			t.Fatalf("flushes %q, want %q", got, want)
+		}
+	})
+}
+
+func TestWriterWriteErrorStopsSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rec.failAt = 1
+		w := NewWriter(rec, &Options{Queue: 1})
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(t.Context()) }()
+		if err := w.Send(t.Context(), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err == nil {
+			t.Fatal("Run returned nil after a write error")
+		}
+		// The queue (1) may take one more, but never blocks forever.
+		for range 3 {
+			if err := w.Send(t.Context(), []byte("y")); err != nil {
+				if !errors.Is(err, ErrClosed) {
+					t.Fatalf("Send = %v", err)
+				}
+				return
+			}
+		}
+		t.Fatal("Send kept succeeding after the writer stopped")
+	})
+}
+
+func TestReaderComments(t *testing.T) {
+	body := ": keepalive\n\nid: 0\ndata: {}\n\n: keepalive\n\nid: 1\ndata: [DONE]\n\n"
+	r := NewReader(strings.NewReader(body))
+	var got []string
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.IsComment {
+			got = append(got, "#"+ev.Comment)
+		} else {
+			got = append(got, ev.ID+"="+ev.Data)
+		}
+	}
+	want := "#keepalive 0={} #keepalive 1=[DONE]"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("got %q, want %q", strings.Join(got, " "), want)
+	}
+	if f := Frames([]byte(body)); len(f) != 4 || f[1] != "id: 0\ndata: {}\n\n" {
+		t.Fatalf("Frames = %q", f)
+	}
+}

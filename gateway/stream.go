@@ -1,0 +1,222 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/streamgate/streamgate/gateway/sse"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+// translator turns one call's responses into payloads, each one JSON
+// value: an SSE event's data, a WebSocket data frame's "data", or the body
+// of a non-streaming response.
+type translator interface {
+	// begin gives the payloads due once the call has started.
+	begin() [][]byte
+	// next gives the payloads for one response.
+	next(resp *pb.ModelInferResponse) ([][]byte, error)
+	// end gives the payloads due after the last response.
+	end() ([][]byte, error)
+}
+
+// job is a validated request, ready to start upstream.
+type job struct {
+	req *pb.ModelInferRequest
+	tr  translator
+}
+
+// pump runs j's translator over c until the call ends, handing each
+// payload to emit.
+func pump(ctx context.Context, c call, tr translator, emit func([]byte) error) error {
+	for _, p := range tr.begin() {
+		if err := emit(p); err != nil {
+			return err
+		}
+	}
+	for {
+		resp, err := c.Recv(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		ps, err := tr.next(resp)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if err := emit(p); err != nil {
+				return err
+			}
+		}
+	}
+	ps, err := tr.end()
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if err := emit(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// admit lets one inference request in: not draining, under the limits,
+// registered for Drain (hard ends it). done gives everything back.
+func (s *Server) admit(conn string, hard func()) (done func(), err error) {
+	if s.draining.Load() {
+		s.metrics.rejected.With("draining").Inc()
+		return nil, errDraining
+	}
+	release, err := s.limits.acquire(conn)
+	if err != nil {
+		reason := "global_limit"
+		if err == errConnLimit {
+			reason = "connection_limit"
+		}
+		s.metrics.rejected.With(reason).Inc()
+		return nil, err
+	}
+	remove, ok := s.streams.add(&liveStream{hard: hard})
+	if !ok {
+		release()
+		s.metrics.rejected.With("draining").Inc()
+		return nil, errDraining
+	}
+	return func() { remove(); release() }, nil
+}
+
+// route is how one HTTP route reports errors.
+type route struct {
+	// writeError answers before a stream has started.
+	writeError func(w http.ResponseWriter, r *http.Request, err error)
+	// errorEvent is the payload of an in-band error event.
+	errorEvent func(e *httpError) []byte
+	// done, if set, is the last event of a successful stream.
+	done []byte
+}
+
+// endCause says why ctx ended: errDraining, errClientGone or nil.
+func endCause(ctx context.Context, reqCtx context.Context) error {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errDraining):
+		return errDraining
+	case reqCtx.Err() != nil, errors.Is(cause, errClientGone):
+		return errClientGone
+	}
+	return nil
+}
+
+// noteEnd counts how a request ended.
+func (s *Server) noteEnd(protocol string, err error) {
+	if err == nil {
+		return
+	}
+	if errors.Is(err, errClientGone) {
+		s.metrics.clientGone.With(protocol).Inc()
+		return
+	}
+	if ue, ok := upstream.AsError(err); ok {
+		s.metrics.upstream.With(ue.Kind.String()).Inc()
+	}
+}
+
+// serveSSE runs j as an event stream. Errors before upstream accepted the
+// request are answered by rt.writeError with their status; later ones
+// become one in-band error event that ends the stream.
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, rt route) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	done, err := s.admit(r.RemoteAddr, func() { cancel(errDraining) })
+	if err != nil {
+		rt.writeError(w, r, err)
+		return
+	}
+	defer done()
+	c, err := s.start(ctx, j.req)
+	if err != nil {
+		rt.writeError(w, r, err)
+		return
+	}
+	defer c.Cancel()
+	active := s.metrics.active.With("sse")
+	active.Inc()
+	defer active.Dec()
+
+	sw := sse.NewWriter(w, s.opts.SSE)
+	go func() {
+		if err := sw.Run(r.Context()); err != nil {
+			cancel(errClientGone) // the client is gone or stopped reading
+		}
+	}()
+	defer func() {
+		sw.Close()
+		<-sw.Done()
+	}()
+	events := s.metrics.events.With("sse")
+	emit := func(p []byte) error {
+		if err := sw.Send(ctx, p); err != nil {
+			return err
+		}
+		events.Inc()
+		return nil
+	}
+	err = pump(ctx, c, j.tr, emit)
+	if err == nil && rt.done != nil {
+		err = emit(rt.done)
+	}
+	if err == nil {
+		return
+	}
+	if cause := endCause(ctx, r.Context()); cause != nil {
+		err = cause
+	}
+	s.noteEnd("sse", err)
+	if errors.Is(err, errClientGone) {
+		return
+	}
+	e := s.logError(r, err)
+	if sw.Send(r.Context(), rt.errorEvent(e)) == nil {
+		events.Inc()
+	}
+}
+
+// serveUnary runs j and answers its one payload as application/json.
+func (s *Server) serveUnary(w http.ResponseWriter, r *http.Request, j *job, writeError func(http.ResponseWriter, *http.Request, error)) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	done, err := s.admit(r.RemoteAddr, func() { cancel(errDraining) })
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	defer done()
+	c, err := s.start(ctx, j.req)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	defer c.Cancel()
+	active := s.metrics.active.With("http")
+	active.Inc()
+	defer active.Dec()
+
+	var body []byte
+	err = pump(ctx, c, j.tr, func(p []byte) error { body = p; return nil })
+	if err != nil {
+		if cause := endCause(ctx, r.Context()); cause != nil {
+			err = cause
+		}
+		s.noteEnd("http", err)
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}

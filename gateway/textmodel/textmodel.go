@@ -1,0 +1,271 @@
+// Package textmodel drives text-generation models through the inference
+// protocol. Select picks an Adapter from a model's metadata: the vLLM
+// backend convention (text_input + sampling_parameters) or the TensorRT-LLM
+// one (text_input + max_tokens, temperature, top_p, stop_words); the
+// Adapter builds requests from a prompt and Params and reads Pieces back
+// from responses. Joiner keeps multi-byte UTF-8 characters whole across
+// responses.
+package textmodel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/streamgate/streamgate/engine/tensor"
+	"github.com/streamgate/streamgate/gateway/generate"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// Params are the sampling settings of one request; nil fields are left to
+// the model's defaults.
+type Params struct {
+	MaxTokens   *int
+	Temperature *float64
+	TopP        *float64
+	Seed        *int64
+	Stop        []string
+}
+
+// Piece is the text-relevant content of one response.
+type Piece struct {
+	// Text is the response's text_output (a delta when streaming).
+	Text []byte
+	// FinishReason is "stop" or "length" when the model said, else "".
+	FinishReason string
+	// InputTokens and OutputTokens are the model's counts, -1 if absent.
+	InputTokens, OutputTokens int
+}
+
+// Adapter maps prompts to requests and responses to pieces for one model.
+// It is immutable and safe for concurrent use.
+type Adapter interface {
+	// Convention names the adapter: "vllm" or "tensorrt_llm".
+	Convention() string
+	// Request builds a streaming request for prompt.
+	Request(model, version, prompt string, p Params) (*pb.ModelInferRequest, error)
+	// Decode reads one response.
+	Decode(resp *pb.ModelInferResponse) (Piece, error)
+}
+
+// ErrNotText is returned by Select for a model that follows neither
+// convention.
+var ErrNotText = errors.New("not a text model")
+
+// Select returns the adapter for md: vLLM when the model has inputs
+// text_input and sampling_parameters, TensorRT-LLM when it has text_input
+// and max_tokens; both need output text_output.
+func Select(md *pb.ModelMetadataResponse) (Adapter, error) {
+	in := map[string]*pb.ModelMetadataResponse_TensorMetadata{}
+	for _, t := range md.GetInputs() {
+		in[t.GetName()] = t
+	}
+	hasOut := false
+	for _, t := range md.GetOutputs() {
+		hasOut = hasOut || t.GetName() == "text_output"
+	}
+	switch {
+	case in["text_input"] == nil || !hasOut:
+		return nil, fmt.Errorf("model '%s' is %w: it needs input text_input and output text_output", md.GetName(), ErrNotText)
+	case in["sampling_parameters"] != nil:
+		return &vllm{in: in}, nil
+	case in["max_tokens"] != nil:
+		return &trtllm{in: in}, nil
+	}
+	return nil, fmt.Errorf("model '%s' is %w: it has text_input but neither sampling_parameters (vLLM) nor max_tokens (TensorRT-LLM)", md.GetName(), ErrNotText)
+}
+
+type inputs map[string]*pb.ModelMetadataResponse_TensorMetadata
+
+// add appends input name with values if the model has it.
+func (in inputs) add(ts []*tensor.Tensor, name string, values ...any) ([]*tensor.Tensor, error) {
+	md := in[name]
+	if md == nil {
+		return ts, nil
+	}
+	t, err := generate.NewTensor(md, values...)
+	if err != nil {
+		return nil, fmt.Errorf("input '%s': %w", name, err)
+	}
+	return append(ts, t), nil
+}
+
+// vllm is the vLLM backend convention.
+type vllm struct{ in inputs }
+
+func (a *vllm) Convention() string { return "vllm" }
+
+func (a *vllm) Request(model, version, prompt string, p Params) (*pb.ModelInferRequest, error) {
+	sp := map[string]any{}
+	if p.MaxTokens != nil {
+		sp["max_tokens"] = *p.MaxTokens
+	}
+	if p.Temperature != nil {
+		sp["temperature"] = *p.Temperature
+	}
+	if p.TopP != nil {
+		sp["top_p"] = *p.TopP
+	}
+	if p.Seed != nil {
+		sp["seed"] = *p.Seed
+	}
+	if len(p.Stop) > 0 {
+		sp["stop"] = p.Stop
+	}
+	spJSON, err := json.Marshal(sp)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := a.in.add(nil, "text_input", prompt)
+	if err == nil {
+		ts, err = a.in.add(ts, "stream", true)
+	}
+	if err == nil {
+		ts, err = a.in.add(ts, "sampling_parameters", string(spJSON))
+	}
+	if err == nil {
+		ts, err = a.in.add(ts, "exclude_input_in_output", true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return generate.NewInferRequest(model, version, ts, nil), nil
+}
+
+func (a *vllm) Decode(resp *pb.ModelInferResponse) (Piece, error) { return decode(resp) }
+
+// trtllm is the TensorRT-LLM convention.
+type trtllm struct{ in inputs }
+
+func (a *trtllm) Convention() string { return "tensorrt_llm" }
+
+// DefaultTRTMaxTokens is sent when a request sets no limit, since the
+// TensorRT-LLM convention requires max_tokens.
+const DefaultTRTMaxTokens = 256
+
+func (a *trtllm) Request(model, version, prompt string, p Params) (*pb.ModelInferRequest, error) {
+	maxTokens := DefaultTRTMaxTokens
+	if p.MaxTokens != nil {
+		maxTokens = *p.MaxTokens
+	}
+	ts, err := a.in.add(nil, "text_input", prompt)
+	add := func(name string, values ...any) {
+		if err == nil {
+			ts, err = a.in.add(ts, name, values...)
+		}
+	}
+	add("max_tokens", maxTokens)
+	add("stream", true)
+	add("exclude_input_in_output", true)
+	if p.Temperature != nil {
+		add("temperature", *p.Temperature)
+	}
+	if p.TopP != nil {
+		add("top_p", *p.TopP)
+	}
+	if p.Seed != nil && *p.Seed >= 0 {
+		add("random_seed", *p.Seed)
+	}
+	if len(p.Stop) > 0 {
+		stops := make([]any, len(p.Stop))
+		for i, s := range p.Stop {
+			stops[i] = s
+		}
+		add("stop_words", stops...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return generate.NewInferRequest(model, version, ts, nil), nil
+}
+
+func (a *trtllm) Decode(resp *pb.ModelInferResponse) (Piece, error) { return decode(resp) }
+
+// decode reads the outputs both conventions share.
+func decode(resp *pb.ModelInferResponse) (Piece, error) {
+	p := Piece{InputTokens: -1, OutputTokens: -1}
+	outs, err := tensor.FromResponse(resp)
+	if err != nil {
+		return p, err
+	}
+	for _, t := range outs {
+		switch t.Name {
+		case "text_output":
+			elems, err := t.Strings()
+			if err != nil {
+				return p, err
+			}
+			for _, e := range elems {
+				p.Text = append(p.Text, e...)
+			}
+		case "finish_reason":
+			elems, err := t.Strings()
+			if err != nil {
+				return p, err
+			}
+			if len(elems) > 0 {
+				p.FinishReason = normalizeReason(string(elems[0]))
+			}
+		case "num_input_tokens":
+			p.InputTokens = count(t)
+		case "num_output_tokens":
+			p.OutputTokens = count(t)
+		}
+	}
+	return p, nil
+}
+
+func normalizeReason(r string) string {
+	switch strings.ToLower(r) {
+	case "length", "max_tokens":
+		return "length"
+	case "":
+		return ""
+	}
+	return "stop"
+}
+
+func count(t *tensor.Tensor) int {
+	if v, err := t.Uint32s(); err == nil && len(v) > 0 {
+		return int(v[0])
+	}
+	if v, err := t.Int32s(); err == nil && len(v) > 0 {
+		return int(v[0])
+	}
+	return -1
+}
+
+// Joiner passes text through, holding back an incomplete trailing UTF-8
+// sequence until the bytes that complete it arrive. The zero value is
+// ready; it is not safe for concurrent use.
+type Joiner struct{ carry []byte }
+
+// Next returns the complete text of carry+b.
+func (j *Joiner) Next(b []byte) string {
+	buf := append(j.carry, b...)
+	cut := len(buf)
+	// Look back at most utf8.UTFMax-1 bytes for a started sequence.
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-utf8.UTFMax+1; i-- {
+		c := buf[i]
+		if c < utf8.RuneSelf {
+			break
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	j.carry = append(j.carry[:0:0], buf[cut:]...)
+	return string(buf[:cut])
+}
+
+// Flush returns whatever is held back (possibly invalid UTF-8).
+func (j *Joiner) Flush() string {
+	s := string(j.carry)
+	j.carry = nil
+	return s
+}

@@ -1,0 +1,211 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/streamgate/streamgate/gateway/generate"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// The Triton-compatible /v2 routes: metadata and health relayed from
+// upstream, and the generate extension (TRITON.md §4.1) over streaming
+// inference.
+
+type tensorJSON struct {
+	Name     string  `json:"name"`
+	Datatype string  `json:"datatype"`
+	Shape    []int64 `json:"shape"`
+}
+
+type modelMetadataJSON struct {
+	Name     string       `json:"name"`
+	Versions []string     `json:"versions"`
+	Platform string       `json:"platform"`
+	Inputs   []tensorJSON `json:"inputs"`
+	Outputs  []tensorJSON `json:"outputs"`
+}
+
+func tensorsJSON(ts []*pb.ModelMetadataResponse_TensorMetadata) []tensorJSON {
+	out := make([]tensorJSON, 0, len(ts))
+	for _, t := range ts {
+		shape := t.GetShape()
+		if shape == nil {
+			shape = []int64{}
+		}
+		out = append(out, tensorJSON{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: shape})
+	}
+	return out
+}
+
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("gateway: marshal: " + err.Error()) // only our own types
+	}
+	return b
+}
+
+func modelParams(r *http.Request) (model, version string) {
+	return chi.URLParam(r, "model"), chi.URLParam(r, "version")
+}
+
+func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
+	md, err := s.inspect.ServerMetadata(r.Context())
+	if err != nil {
+		s.tritonError(w, r, err)
+		return
+	}
+	ext := md.GetExtensions()
+	if ext == nil {
+		ext = []string{}
+	}
+	writeJSON(w, http.StatusOK, mustMarshal(struct {
+		Name       string   `json:"name"`
+		Version    string   `json:"version"`
+		Extensions []string `json:"extensions"`
+	}{md.GetName(), md.GetVersion(), ext}))
+}
+
+// health answers 200 with an empty body when ok, else 503.
+func (s *Server) health(w http.ResponseWriter, r *http.Request, check func(ctx context.Context) (bool, error)) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ReadyTimeout)
+	defer cancel()
+	ok, err := check(ctx)
+	if err != nil {
+		s.log.Info("health check failed", "path", r.URL.Path, "err", err)
+	}
+	if err != nil || !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) serverLive(w http.ResponseWriter, r *http.Request) {
+	s.health(w, r, s.inspect.ServerLive)
+}
+
+func (s *Server) serverReady(w http.ResponseWriter, r *http.Request) {
+	s.health(w, r, func(ctx context.Context) (bool, error) {
+		if s.draining.Load() {
+			return false, nil
+		}
+		return s.inspect.ServerReady(ctx)
+	})
+}
+
+func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) {
+	model, version := modelParams(r)
+	s.health(w, r, func(ctx context.Context) (bool, error) {
+		return s.inspect.ModelReady(ctx, model, version)
+	})
+}
+
+func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
+	model, version := modelParams(r)
+	md, err := s.inspect.ModelMetadata(r.Context(), model, version)
+	if err != nil {
+		s.tritonError(w, r, err)
+		return
+	}
+	versions := md.GetVersions()
+	if versions == nil {
+		versions = []string{}
+	}
+	writeJSON(w, http.StatusOK, mustMarshal(modelMetadataJSON{
+		Name: md.GetName(), Versions: versions, Platform: md.GetPlatform(),
+		Inputs: tensorsJSON(md.GetInputs()), Outputs: tensorsJSON(md.GetOutputs()),
+	}))
+}
+
+// generateJob parses a generate body for model/version.
+func (s *Server) generateJob(ctx context.Context, model, version string, body []byte, one bool) (*job, error) {
+	md, err := s.inspect.ModelMetadata(ctx, model, version)
+	if err != nil {
+		return nil, err
+	}
+	gr, err := generate.Parse(body, md.GetInputs())
+	if err != nil {
+		return nil, err
+	}
+	j := &job{req: gr.Proto(model, version)}
+	if one {
+		j.tr = &generateOne{id: gr.ID}
+	} else {
+		j.tr = &generateEvents{id: gr.ID}
+	}
+	return j, nil
+}
+
+func (s *Server) tritonJob(w http.ResponseWriter, r *http.Request, one bool) *job {
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		s.tritonError(w, r, err)
+		return nil
+	}
+	model, version := modelParams(r)
+	j, err := s.generateJob(r.Context(), model, version, body, one)
+	if err != nil {
+		s.tritonError(w, r, err)
+		return nil
+	}
+	return j
+}
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
+	if j := s.tritonJob(w, r, true); j != nil {
+		s.serveUnary(w, r, j, s.tritonError)
+	}
+}
+
+func (s *Server) generateStream(w http.ResponseWriter, r *http.Request) {
+	if j := s.tritonJob(w, r, false); j != nil {
+		s.serveSSE(w, r, j, route{
+			writeError: s.tritonError,
+			errorEvent: func(e *httpError) []byte { return generate.ErrorBody(e.Msg) },
+		})
+	}
+}
+
+// generateEvents renders every response as one event.
+type generateEvents struct{ id string }
+
+func (g *generateEvents) begin() [][]byte { return nil }
+
+func (g *generateEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+	b, err := generate.Response(resp, g.id)
+	if err != nil {
+		return nil, err
+	}
+	return [][]byte{b}, nil
+}
+
+func (g *generateEvents) end() ([][]byte, error) { return nil, nil }
+
+// generateOne insists on exactly one response, as Triton's /generate does.
+type generateOne struct {
+	id   string
+	n    int
+	body []byte
+}
+
+func (g *generateOne) begin() [][]byte { return nil }
+
+func (g *generateOne) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+	if g.n++; g.n > 1 {
+		return nil, errNotOne
+	}
+	b, err := generate.Response(resp, g.id)
+	g.body = b
+	return nil, err
+}
+
+func (g *generateOne) end() ([][]byte, error) {
+	if g.n != 1 {
+		return nil, errNotOne
+	}
+	return [][]byte{g.body}, nil
+}

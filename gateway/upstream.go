@@ -1,0 +1,53 @@
+package gateway
+
+import (
+	"context"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+// Inferer starts inference requests. Start's ctx bounds the request: when
+// it is done the request is cancelled upstream.
+type Inferer interface {
+	Start(ctx context.Context, req *pb.ModelInferRequest) (*upstream.Call, error)
+}
+
+// Inspector answers the health and metadata questions the /v2 and
+// /v1/models routes relay. Errors are gRPC status errors (NotFound for an
+// unknown model) or *upstream.Error.
+type Inspector interface {
+	ServerLive(ctx context.Context) (bool, error)
+	ServerReady(ctx context.Context) (bool, error)
+	ServerMetadata(ctx context.Context) (*pb.ServerMetadataResponse, error)
+	ModelReady(ctx context.Context, name, version string) (bool, error)
+	ModelMetadata(ctx context.Context, name, version string) (*pb.ModelMetadataResponse, error)
+	RepositoryIndex(ctx context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error)
+}
+
+// Upstream is everything the gateway needs from the engine side.
+type Upstream interface {
+	Inferer
+	Inspector
+}
+
+var _ Upstream = (*upstream.Client)(nil)
+
+// call is the part of *upstream.Call the gateway uses.
+type call interface {
+	Recv(ctx context.Context) (*pb.ModelInferResponse, error)
+	Cancel()
+}
+
+// startFunc starts a call; tests substitute fakes for *upstream.Client.
+type startFunc func(ctx context.Context, req *pb.ModelInferRequest) (call, error)
+
+func starter(in Inferer) startFunc {
+	return func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
+		c, err := in.Start(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}

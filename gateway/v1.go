@@ -1,0 +1,239 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/textmodel"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// The OpenAI-compatible /v1 routes: chat completions and completions over
+// any text model (through the adapter its metadata selects), and the
+// models list.
+
+// textModel finds model and its adapter. An unknown model is OpenAI's 404.
+func (s *Server) textModel(ctx context.Context, model string) (textmodel.Adapter, error) {
+	md, err := s.inspect.ModelMetadata(ctx, model, "")
+	if err != nil {
+		if classify(err).Status == http.StatusNotFound {
+			return nil, &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
+				Msg: "The model '" + model + "' does not exist", Err: err}
+		}
+		return nil, err
+	}
+	return textmodel.Select(md)
+}
+
+func (s *Server) templateFor(model string) *openai.Template {
+	if t, ok := s.templates[model]; ok {
+		return t
+	}
+	return s.template
+}
+
+// chatJob validates a chat completions body into a job.
+func (s *Server) chatJob(ctx context.Context, body []byte) (*job, bool, error) {
+	cr, err := openai.ParseChat(body)
+	if err != nil {
+		return nil, false, err
+	}
+	ad, err := s.textModel(ctx, cr.Model)
+	if err != nil {
+		return nil, false, err
+	}
+	prompt, err := s.templateFor(cr.Model).Render(cr.Messages)
+	if err != nil {
+		return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "messages", Msg: err.Error()}
+	}
+	req, err := ad.Request(cr.Model, "", prompt, cr.Params)
+	if err != nil {
+		return nil, false, err
+	}
+	ch := &openai.Chunker{ID: s.ids.next("chatcmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
+	return &job{req: req, tr: &textEvents{ad: ad, ch: ch, stream: cr.Stream}}, cr.Stream, nil
+}
+
+// completionJob validates a completions body into a job.
+func (s *Server) completionJob(ctx context.Context, body []byte) (*job, bool, error) {
+	cr, err := openai.ParseCompletion(body)
+	if err != nil {
+		return nil, false, err
+	}
+	ad, err := s.textModel(ctx, cr.Model)
+	if err != nil {
+		return nil, false, err
+	}
+	req, err := ad.Request(cr.Model, "", cr.Prompt, cr.Params)
+	if err != nil {
+		return nil, false, err
+	}
+	ch := &openai.Chunker{ID: s.ids.next("cmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, IncludeUsage: cr.IncludeUsage}
+	tr := &textEvents{ad: ad, ch: ch, stream: cr.Stream}
+	if cr.Echo {
+		tr.echo = cr.Prompt
+	}
+	return &job{req: req, tr: tr}, cr.Stream, nil
+}
+
+func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, build func(context.Context, []byte) (*job, bool, error)) {
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		s.openAIError(w, r, err)
+		return
+	}
+	j, stream, err := build(r.Context(), body)
+	if err != nil {
+		s.openAIError(w, r, err)
+		return
+	}
+	if !stream {
+		s.serveUnary(w, r, j, s.openAIError)
+		return
+	}
+	s.serveSSE(w, r, j, route{
+		writeError: s.openAIError,
+		errorEvent: func(e *httpError) []byte {
+			return openai.ErrorBody(e.Msg, openAIType(e.Status), e.Param, e.Code)
+		},
+		done: []byte(openai.Done),
+	})
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	s.serveOpenAI(w, r, s.chatJob)
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	s.serveOpenAI(w, r, s.completionJob)
+}
+
+// listModels lists the ready models that follow a text convention.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	index, err := s.inspect.RepositoryIndex(r.Context())
+	if err != nil {
+		s.openAIError(w, r, err)
+		return
+	}
+	seen := map[string]bool{}
+	var models []openai.Model
+	for _, m := range index {
+		name := m.GetName()
+		if seen[name] || (m.GetState() != "" && !strings.EqualFold(m.GetState(), "READY")) {
+			continue
+		}
+		seen[name] = true
+		if _, err := s.textModel(r.Context(), name); err != nil {
+			continue
+		}
+		models = append(models, openai.NewModel(name))
+	}
+	sort.Slice(models, func(i, j int) bool { return models[i].ID < models[j].ID })
+	writeJSON(w, http.StatusOK, openai.ModelList(models))
+}
+
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, err := s.textModel(r.Context(), id); err != nil {
+		if errors.Is(err, textmodel.ErrNotText) {
+			err = &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model", Msg: "The model '" + id + "' is not a text model", Err: err}
+		}
+		s.openAIError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, openai.ModelObject(openai.NewModel(id)))
+}
+
+// textEvents turns a text model's responses into OpenAI chunks (stream) or
+// one completion object.
+type textEvents struct {
+	ad     textmodel.Adapter
+	ch     *openai.Chunker
+	stream bool
+	echo   string // completions with echo: the prompt, sent first
+
+	join    textmodel.Joiner
+	text    strings.Builder
+	reason  string
+	in, out int
+	pieces  int
+}
+
+func (t *textEvents) begin() [][]byte {
+	t.in, t.out = -1, -1
+	if !t.stream {
+		t.text.WriteString(t.echo)
+		return nil
+	}
+	var out [][]byte
+	if t.ch.Chat {
+		out = append(out, t.ch.Role())
+	}
+	if t.echo != "" {
+		out = append(out, t.ch.Delta(t.echo))
+	}
+	return out
+}
+
+func (t *textEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+	p, err := t.ad.Decode(resp)
+	if err != nil {
+		return nil, err
+	}
+	if p.FinishReason != "" {
+		t.reason = p.FinishReason
+	}
+	if p.InputTokens >= 0 {
+		t.in = p.InputTokens
+	}
+	if p.OutputTokens >= 0 {
+		t.out = p.OutputTokens
+	}
+	if len(p.Text) > 0 {
+		t.pieces++
+	}
+	s := t.join.Next(p.Text)
+	if s == "" {
+		return nil, nil
+	}
+	if !t.stream {
+		t.text.WriteString(s)
+		return nil, nil
+	}
+	return [][]byte{t.ch.Delta(s)}, nil
+}
+
+func (t *textEvents) usage() openai.Usage {
+	u := openai.Usage{PromptTokens: max(t.in, 0), CompletionTokens: t.out}
+	if t.out < 0 {
+		u.CompletionTokens = t.pieces // the model does not count: one token per response
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+func (t *textEvents) end() ([][]byte, error) {
+	tail := t.join.Flush()
+	reason := t.reason
+	if reason == "" {
+		reason = "stop"
+	}
+	if !t.stream {
+		t.text.WriteString(tail)
+		return [][]byte{t.ch.Completion(t.text.String(), reason, t.usage())}, nil
+	}
+	var out [][]byte
+	if tail != "" {
+		out = append(out, t.ch.Delta(tail))
+	}
+	out = append(out, t.ch.Finish(reason))
+	if t.ch.IncludeUsage {
+		out = append(out, t.ch.UsageChunk(t.usage()))
+	}
+	return out, nil
+}

@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestChatCompletionsNonStream(t *testing.T) {
+	s := newStack(t, &Options{Now: fixedNow})
+	resp, body := s.post(t, "/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"hello big world"}]}`)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var got struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		Choices []struct {
+			Message      struct{ Role, Content string }
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+			TotalTokens      int `json:"total_tokens"`
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got.ID, "chatcmpl-") || got.Object != "chat.completion" || got.Created != 1700000000 ||
+		len(got.Choices) != 1 || got.Choices[0].Message.Role != "assistant" ||
+		got.Choices[0].Message.Content != "user: hello big world assistant:" || got.Choices[0].FinishReason != "stop" ||
+		got.Usage.PromptTokens != 5 || got.Usage.CompletionTokens != 5 || got.Usage.TotalTokens != 10 {
+		t.Fatalf("got %s", body)
+	}
+}
+
+func TestChatCompletionsStreamExactChunks(t *testing.T) {
+	s := newStack(t, &Options{Now: fixedNow, ChatTemplates: map[string]string{"echo": "{{range .Messages}}{{.Content}}{{end}}"}})
+	resp, body := s.post(t, "/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"a b c"}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":2}`)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	evs := events(t, body)
+	var id string
+	if len(evs) > 0 {
+		var c struct{ ID string }
+		json.Unmarshal([]byte(evs[0]), &c)
+		id = c.ID
+	}
+	head := `{"id":"` + id + `","object":"chat.completion.chunk","created":1700000000,"model":"echo","choices":`
+	want := []string{
+		head + `[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null}`,
+		head + `[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null}],"usage":null}`,
+		head + `[{"index":0,"delta":{"content":" b"},"logprobs":null,"finish_reason":null}],"usage":null}`,
+		head + `[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}],"usage":null}`,
+		head + `[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`,
+		`[DONE]`,
+	}
+	if strings.Join(evs, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(evs, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestCompletions(t *testing.T) {
+	s := newStack(t, &Options{Now: fixedNow})
+	resp, body := s.post(t, "/v1/completions", `{"model":"echo","prompt":"one two three"}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"object":"text_completion"`) || !strings.Contains(body, `"text":"one two three","logprobs":null,"finish_reason":"stop"`) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	resp, body = s.post(t, "/v1/completions", `{"model":"echo","prompt":"one two three","max_tokens":1,"stream":true,"echo":true}`)
+	var texts []string
+	for _, ev := range events(t, body) {
+		if ev == "[DONE]" {
+			texts = append(texts, ev)
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Text         string
+				FinishReason *string `json:"finish_reason"`
+			}
+		}
+		if err := json.Unmarshal([]byte(ev), &c); err != nil {
+			t.Fatal(err)
+		}
+		fr := "null"
+		if c.Choices[0].FinishReason != nil {
+			fr = *c.Choices[0].FinishReason
+		}
+		texts = append(texts, fmt.Sprintf("%q/%s", c.Choices[0].Text, fr))
+	}
+	want := `"one two three"/null "one"/null ""/length [DONE]`
+	if resp.StatusCode != 200 || strings.Join(texts, " ") != want {
+		t.Fatalf("%d %s, want %s", resp.StatusCode, strings.Join(texts, " "), want)
+	}
+}
+
+func TestOpenAIErrors(t *testing.T) {
+	s := newStack(t, nil)
+	cases := []struct {
+		path, body string
+		status     int
+		want       string
+	}{
+		{"/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, 404,
+			`{"error":{"message":"The model 'nope' does not exist","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
+		{"/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"x"}],"n":3}`, 400,
+			`{"error":{"message":"Unsupported parameter: 'n' must be 1: this server returns one choice per request.","type":"invalid_request_error","param":"n","code":"unsupported_parameter"}}`},
+		{"/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400,
+			`{"error":{"message":"Unsupported parameter: 'tools' is not supported by this server (no tool calling).","type":"invalid_request_error","param":"tools","code":"unsupported_parameter"}}`},
+		{"/v1/completions", `{"model":"echo","prompt":"x","logit_bias":{"5":1}}`, 400,
+			`{"error":{"message":"Unsupported parameter: 'logit_bias' is not supported by this server.","type":"invalid_request_error","param":"logit_bias","code":"unsupported_parameter"}}`},
+		{"/v1/completions", `{"model":"repeat_int32","prompt":"x"}`, 400,
+			`{"error":{"message":"model 'repeat_int32' is not a text model: it needs input text_input and output text_output","type":"invalid_request_error","param":"model","code":"model_not_supported"}}`},
+		{"/v1/completions", `{"model":"echo","prompt":"x",}`, 400,
+			`{"error":{"message":"We could not parse the JSON body of your request: invalid character '}' looking for beginning of object key string at line 1, column 30 (offset 29).","type":"invalid_request_error","param":null,"code":"invalid_json"}}`},
+	}
+	for _, tc := range cases {
+		resp, body := s.post(t, tc.path, tc.body)
+		if resp.StatusCode != tc.status || body != tc.want {
+			t.Errorf("POST %s %s\n got %d %s\nwant %d %s", tc.path, tc.body, resp.StatusCode, body, tc.status, tc.want)
+		}
+	}
+}
+
+func TestModels(t *testing.T) {
+	s := newStack(t, nil)
+	resp, body := s.get(t, "/v1/models")
+	if resp.StatusCode != 200 || body != `{"object":"list","data":[{"id":"echo","object":"model","created":0,"owned_by":"streamgate"},{"id":"echo_slow","object":"model","created":0,"owned_by":"streamgate"}]}` {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	resp, body = s.get(t, "/v1/models/echo")
+	if resp.StatusCode != 200 || body != `{"id":"echo","object":"model","created":0,"owned_by":"streamgate"}` {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	resp, body = s.get(t, "/v1/models/nope")
+	if resp.StatusCode != 404 || !strings.Contains(body, `"code":"model_not_found"`) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+}

@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+	"github.com/streamgate/streamgate/gateway/ws"
+)
+
+type wsFrame struct {
+	Type   string          `json:"type"`
+	ID     string          `json:"id"`
+	Seq    uint64          `json:"seq"`
+	Data   json.RawMessage `json:"data"`
+	Reason string          `json:"reason"`
+	Error  *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (s *stack) dialWS(t *testing.T) *websocket.Conn {
+	t.Helper()
+	c, resp, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws",
+		&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Subprotocol() != ws.Subprotocol || resp.StatusCode != 101 {
+		t.Fatalf("subprotocol %q status %d", c.Subprotocol(), resp.StatusCode)
+	}
+	c.SetReadLimit(1 << 22)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+func wsSend(t *testing.T, c *websocket.Conn, v string) {
+	t.Helper()
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(v)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wsRead(t *testing.T, c *websocket.Conn) (wsFrame, []byte, error) {
+	t.Helper()
+	_, data, err := c.Read(t.Context())
+	if err != nil {
+		return wsFrame{}, nil, err
+	}
+	loadSpec(t).checkWSFrame(t, data)
+	var f wsFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatalf("frame %s: %v", data, err)
+	}
+	return f, data, nil
+}
+
+// Fifty requests of every kind run at once on one socket; every fifth is
+// a long one that the client cancels. Each id gets its data in order and
+// exactly one terminal frame, and the cancelled ones stop in the engine.
+func TestWebSocketFiftyRequestsSomeCancelled(t *testing.T) {
+	s := newStack(t, &Options{Now: fixedNow})
+	c := s.dialWS(t)
+	const n = 50
+	want := map[string]string{}
+	for i := range n {
+		id := fmt.Sprintf("r%02d", i)
+		var frame string
+		switch i % 5 {
+		case 0:
+			frame = `{"type":"generate","id":"` + id + `","model":"repeat_int32","body":{"IN":[1,2,3],"DELAY":[1,1,1],"WAIT":0}}`
+			want[id] = "done/final/3"
+		case 1:
+			frame = `{"type":"chat.completions","id":"` + id + `","body":{"model":"echo","messages":[{"role":"user","content":"a b"}],"stream":true,"stream_options":{"include_usage":true}}}`
+			want[id] = "done/final/7" // role, 4 words ("user: a b assistant:"), finish, usage
+		case 2:
+			frame = `{"type":"completions","id":"` + id + `","body":{"model":"echo","prompt":"x y z","max_tokens":2}}`
+			want[id] = "done/final/3" // 2 words, finish
+		case 3:
+			frame = `{"type":"generate","id":"` + id + `","model":"square_int32","body":{"IN":4}}`
+			want[id] = "done/final/4"
+		case 4:
+			// 50000 words at 20ms: only the cancel ends it.
+			frame = `{"type":"completions","id":"` + id + `","body":{"model":"echo_slow","prompt":"` + words(50000) + `","max_tokens":50000}}`
+			want[id] = "done/cancelled"
+		}
+		loadSpec(t).checkWSClientFrame(t, []byte(frame))
+		wsSend(t, c, frame)
+	}
+	got := map[string]string{}
+	counts := map[string]int{}
+	cancelled := false
+	for len(got) < n {
+		f, raw, err := wsRead(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := want[f.ID]; !ok {
+			t.Fatalf("frame for unknown id: %s", raw)
+		}
+		if _, ok := got[f.ID]; ok {
+			t.Fatalf("frame after the terminal of %s: %s", f.ID, raw)
+		}
+		switch f.Type {
+		case "data":
+			if f.Seq != uint64(counts[f.ID]) {
+				t.Fatalf("%s: seq %d after %d frames", f.ID, f.Seq, counts[f.ID])
+			}
+			counts[f.ID]++
+			if strings.Contains(string(f.Data), `"error"`) {
+				t.Fatalf("error in data: %s", raw)
+			}
+		case "done":
+			got[f.ID] = "done/" + f.Reason
+			if f.Reason == "final" {
+				got[f.ID] += fmt.Sprintf("/%d", counts[f.ID])
+			}
+		case "error":
+			t.Fatalf("error frame: %s", raw)
+		}
+		// Cancel the long ones once the short ones are done.
+		if !cancelled && len(got) == n-n/5 {
+			cancelled = true
+			for i := 4; i < n; i += 5 {
+				wsSend(t, c, fmt.Sprintf(`{"type":"cancel","id":"r%02d"}`, i))
+			}
+		}
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s ended %s, want %s", id, got[id], w)
+		}
+	}
+	waitFor(t, "cancelled requests to stop in the engine", func() bool { return s.eng.InFlight() == 0 })
+
+	// The socket still works, and ids may be reused after their terminal.
+	wsSend(t, c, `{"type":"generate","id":"r00","model":"square_int32","body":{"IN":1}}`)
+	if f, _, err := wsRead(t, c); err != nil || f.Type != "data" || string(f.Data) != `{"model_name":"square_int32","model_version":"1","OUT":1}` {
+		t.Fatalf("reuse: %+v %v", f, err)
+	}
+	if f, _, err := wsRead(t, c); err != nil || f.Type != "done" || f.Reason != "final" {
+		t.Fatalf("reuse terminal: %+v %v", f, err)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+}
+
+func TestWebSocketErrorsScopedToID(t *testing.T) {
+	s := newStack(t, nil)
+	c := s.dialWS(t)
+	for _, tc := range []struct{ frame, want string }{
+		{`{"type":"generate","id":"e1","model":"nope","body":{}}`, `{"type":"error","id":"e1","error":{"code":"not_found","message":"Request for unknown model: 'nope' is not found"}}`},
+		{`{"type":"chat.completions","id":"e2","body":{"model":"echo","messages":[],"n":1}}`, `{"type":"error","id":"e2","error":{"code":"invalid_value","message":"Invalid value for 'messages': it must contain at least one message."}}`},
+		{`{"type":"generate","id":"e3","model":"repeat_int32","body":{"IN":[1],"DELAY":[1,2],"WAIT":0}}`, `{"type":"error","id":"e3","error":{"code":"model_error","message":"expected IN and DELAY shape to match, got [1] and [2]"}}`},
+		{`{"type":"completions","id":"e4","body":{"model":"echo","prompt":"x","tools":[1]}}`, `{"type":"error","id":"e4","error":{"code":"unknown_parameter","message":"Unrecognized request argument supplied: tools"}}`},
+		{`not json`, `{"type":"error","error":{"code":"bad_request","message":"invalid frame: failed to parse the request JSON buffer: invalid character 'o' in literal null (expecting 'u') at line 1, column 2 (offset 1)"}}`},
+	} {
+		wsSend(t, c, tc.frame)
+		_, raw, err := wsRead(t, c)
+		if err != nil || string(raw) != tc.want {
+			t.Errorf("%s\n got %s %v\nwant %s", tc.frame, raw, err, tc.want)
+		}
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+}
+
+func TestWebSocketRefusesOtherSubprotocols(t *testing.T) {
+	s := newStack(t, nil)
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if _, _, err := c.Read(t.Context()); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("read: %v, want close 1008", err)
+	}
+}

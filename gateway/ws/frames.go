@@ -1,0 +1,180 @@
+// Package ws implements the streamgate.v1 WebSocket protocol: many
+// concurrent requests on one socket, each named by a client-chosen id.
+//
+// Frames are text messages holding one JSON object each, discriminated by
+// "type". The client sends "generate", "chat.completions", "completions"
+// and "cancel"; the server answers "data" frames (with a per-id seq from
+// 0) and exactly one terminal frame per id: "done" (reason "final" or
+// "cancelled") or "error". Start with NewSession: the gateway accepts the
+// socket and runs one Session per connection, giving it a Handler that
+// runs one request.
+package ws
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/streamgate/streamgate/gateway/generate"
+)
+
+// Subprotocol is the Sec-WebSocket-Protocol value of this protocol.
+const Subprotocol = "streamgate.v1"
+
+// Client frame types.
+const (
+	TypeGenerate    = "generate"
+	TypeChat        = "chat.completions"
+	TypeCompletions = "completions"
+	TypeCancel      = "cancel"
+)
+
+// Error codes the session itself produces; handlers add their own through
+// Options.ErrorInfo.
+const (
+	CodeBadRequest      = "bad_request"
+	CodeDuplicateID     = "duplicate_id"
+	CodeTooManyRequests = "too_many_requests"
+	CodeUnavailable     = "unavailable"
+)
+
+// MaxIDLength bounds client ids, in bytes.
+const MaxIDLength = 256
+
+// Request is one request frame.
+type Request struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Model   string          `json:"model,omitempty"`
+	Version string          `json:"version,omitempty"`
+	Body    json.RawMessage `json:"body,omitempty"`
+}
+
+// FrameError is a client frame the session refuses. ID is "" when the
+// frame names no valid id.
+type FrameError struct {
+	ID      string
+	Code    string
+	Message string
+}
+
+func (e *FrameError) Error() string { return e.Message }
+
+// ParseFrame decodes and checks one client frame.
+func ParseFrame(data []byte) (*Request, *FrameError) {
+	members, err := generate.Members(data, "a frame must be a JSON object")
+	if err != nil {
+		return nil, &FrameError{Code: CodeBadRequest, Message: "invalid frame: " + err.Error()}
+	}
+	var r Request
+	fields := map[string]json.RawMessage{}
+	for _, m := range members {
+		fields[m.Key] = m.Value
+	}
+	str := func(name string, dst *string) *FrameError {
+		raw, ok := fields[name]
+		if !ok {
+			return nil
+		}
+		if json.Unmarshal(raw, dst) != nil {
+			return &FrameError{Code: CodeBadRequest, Message: fmt.Sprintf("frame field '%s' must be a string", name)}
+		}
+		return nil
+	}
+	if fe := str("id", &r.ID); fe != nil {
+		return nil, fe
+	}
+	if r.ID == "" || len(r.ID) > MaxIDLength {
+		return nil, &FrameError{Code: CodeBadRequest, Message: "frame needs an 'id': a non-empty string of at most " + strconv.Itoa(MaxIDLength) + " bytes"}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"type", &r.Type}, {"model", &r.Model}, {"version", &r.Version}} {
+		if fe := str(f.name, f.dst); fe != nil {
+			fe.ID = r.ID
+			return nil, fe
+		}
+	}
+	bad := func(format string, args ...any) (*Request, *FrameError) {
+		return nil, &FrameError{ID: r.ID, Code: CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+	}
+	for k := range fields {
+		switch k {
+		case "type", "id", "model", "version", "body":
+		default:
+			return bad("unknown frame field '%s'", k)
+		}
+	}
+	switch r.Type {
+	case TypeCancel:
+		return &r, nil
+	case TypeGenerate:
+		if r.Model == "" {
+			return bad("a generate frame needs 'model'")
+		}
+	case TypeChat, TypeCompletions:
+		if r.Model != "" || r.Version != "" {
+			return bad("a %s frame names its model in 'body'", r.Type)
+		}
+	case "":
+		return bad("frame needs a 'type'")
+	default:
+		return bad("unknown frame type '%s'", r.Type)
+	}
+	body, ok := fields["body"]
+	if !ok || string(body) == "null" {
+		if r.Type != TypeGenerate {
+			return bad("a %s frame needs a 'body' object", r.Type)
+		}
+		body = json.RawMessage("{}")
+	}
+	if len(body) == 0 || body[0] != '{' {
+		return bad("frame field 'body' must be an object")
+	}
+	r.Body = body
+	return &r, nil
+}
+
+// DataFrame is {"type":"data","id":id,"seq":seq,"data":data}; data must be
+// one JSON value.
+func DataFrame(id string, seq uint64, data []byte) []byte {
+	b := make([]byte, 0, len(data)+len(id)+48)
+	b = append(b, `{"type":"data","id":`...)
+	b = generate.AppendString(b, id)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"data":`...)
+	b = append(b, data...)
+	return append(b, '}')
+}
+
+// Done reasons.
+const (
+	ReasonFinal     = "final"
+	ReasonCancelled = "cancelled"
+)
+
+// DoneFrame is {"type":"done","id":id,"reason":reason}.
+func DoneFrame(id, reason string) []byte {
+	b := append([]byte(`{"type":"done","id":`), generate.AppendString(nil, id)...)
+	b = append(b, `,"reason":`...)
+	b = generate.AppendString(b, reason)
+	return append(b, '}')
+}
+
+// ErrorFrame is {"type":"error","id":id,"error":{"code":code,"message":msg}},
+// without "id" when id is "".
+func ErrorFrame(id, code, msg string) []byte {
+	b := []byte(`{"type":"error",`)
+	if id != "" {
+		b = append(b, `"id":`...)
+		b = generate.AppendString(b, id)
+		b = append(b, ',')
+	}
+	b = append(b, `"error":{"code":`...)
+	b = generate.AppendString(b, code)
+	b = append(b, `,"message":`...)
+	b = generate.AppendString(b, msg)
+	return append(b, "}}"...)
+}

@@ -1,0 +1,344 @@
+package ws
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Handler runs one request. It passes each data payload (one JSON value,
+// the same object the matching SSE event carries) to emit, in order; emit
+// blocks while the socket's send queue is full and fails once the request
+// or the socket ends. Handler returns nil when the request completed, or
+// the error that ended it. It must return soon after ctx is done.
+type Handler func(ctx context.Context, req *Request, emit func(data []byte) error) error
+
+// Options configures a Session. Nil or zero fields take the defaults.
+type Options struct {
+	// MaxInFlight is how many requests may run at once on one socket;
+	// more are refused with code too_many_requests. Default 64.
+	MaxInFlight int
+	// ReadLimit is the largest client frame, in bytes; a larger one
+	// closes the socket with 1009. Default 1 MiB.
+	ReadLimit int64
+	// Queue is how many frames may wait for the socket's writer.
+	// Default 256.
+	Queue int
+	// StallTimeout is how long a frame may wait for room in a full queue
+	// before the reader is judged too slow and the socket closed with
+	// 1008. Default 10s.
+	StallTimeout time.Duration
+	// WriteTimeout bounds writing one frame to the network; past it the
+	// connection is dropped. Default 30s.
+	WriteTimeout time.Duration
+	// PingInterval is the time between pings; a pong must come back
+	// within PingTimeout or the connection is dropped. Defaults 30s and
+	// 15s; a negative PingInterval disables pings.
+	PingInterval, PingTimeout time.Duration
+	// ErrorInfo turns a Handler's error into the code and message of the
+	// request's error frame. Default: "internal", "internal error".
+	ErrorInfo func(err error) (code, message string)
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 64
+	}
+	if c.ReadLimit <= 0 {
+		c.ReadLimit = 1 << 20
+	}
+	if c.Queue <= 0 {
+		c.Queue = 256
+	}
+	def(&c.StallTimeout, 10*time.Second)
+	def(&c.WriteTimeout, 30*time.Second)
+	def(&c.PingInterval, 30*time.Second)
+	def(&c.PingTimeout, 15*time.Second)
+	if c.ErrorInfo == nil {
+		c.ErrorInfo = func(error) (string, string) { return "internal", "internal error" }
+	}
+	return c
+}
+
+// errCancelled is the cause of a request's context after a cancel frame.
+var errCancelled = errors.New("cancelled by the client")
+
+// Session serves one socket. Run serves it; Drain and Stop may be called
+// from any goroutine, at any time, any number of times.
+//
+// Goroutines: Run reads frames in the caller's goroutine and owns one
+// writer, one pinger and one goroutine per running request; all of them
+// have exited when Run returns.
+type Session struct {
+	conn *websocket.Conn
+	h    Handler
+	opts Options
+
+	out    chan []byte   // frames for the writer
+	closed chan struct{} // closed when the session is shutting down
+
+	mu       sync.Mutex
+	active   map[string]context.CancelCauseFunc
+	draining bool
+	stopOnce sync.Once
+	closeWhy struct {
+		code   websocket.StatusCode
+		reason string
+	}
+}
+
+// NewSession returns a session for c, which must have been accepted with
+// Subprotocol.
+func NewSession(c *websocket.Conn, h Handler, opts *Options) *Session {
+	o := opts.withDefaults()
+	c.SetReadLimit(o.ReadLimit)
+	return &Session{
+		conn:   c,
+		h:      h,
+		opts:   o,
+		out:    make(chan []byte, o.Queue),
+		closed: make(chan struct{}),
+		active: map[string]context.CancelCauseFunc{},
+	}
+}
+
+// Drain refuses new requests (code unavailable) and closes the socket with
+// 1001 once the running ones have finished.
+func (s *Session) Drain() {
+	s.mu.Lock()
+	s.draining = true
+	idle := len(s.active) == 0
+	s.mu.Unlock()
+	if idle {
+		s.close(websocket.StatusGoingAway, "server shutting down")
+	}
+}
+
+// Stop closes the socket with 1001 now, cancelling running requests.
+func (s *Session) Stop() { s.close(websocket.StatusGoingAway, "server shutting down") }
+
+// close shuts the session down once: the writer sends the close frame
+// after the frames already queued for it.
+func (s *Session) close(code websocket.StatusCode, reason string) {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.closeWhy.code, s.closeWhy.reason = code, reason
+		s.mu.Unlock()
+		close(s.closed)
+	})
+}
+
+// Run serves the socket until it closes: the client closed it, Stop or
+// Drain ended it, a slow reader or failed ping dropped it, or ctx ended.
+func (s *Session) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		s.close(websocket.StatusGoingAway, "server shutting down")
+		wg.Wait()
+		s.conn.CloseNow()
+	}()
+	wg.Go(func() { s.writeLoop(ctx) })
+	if s.opts.PingInterval > 0 {
+		wg.Go(func() { s.pingLoop(ctx) })
+	}
+	// Closing the session makes the writer close the connection, which
+	// ends the blocking Read below.
+	for {
+		typ, data, err := s.conn.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if typ != websocket.MessageText {
+			s.enqueue(ctx, ErrorFrame("", CodeBadRequest, "frames must be text messages"))
+			continue
+		}
+		s.handleFrame(ctx, &wg, data)
+	}
+}
+
+func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []byte) {
+	req, fe := ParseFrame(data)
+	if fe != nil {
+		s.mu.Lock()
+		_, busy := s.active[fe.ID]
+		s.mu.Unlock()
+		if busy {
+			// An error naming a running id would read as its terminal.
+			fe.Message = "request " + fe.ID + ": " + fe.Message
+			fe.ID = ""
+		}
+		s.enqueue(ctx, ErrorFrame(fe.ID, fe.Code, fe.Message))
+		return
+	}
+	s.mu.Lock()
+	if req.Type == TypeCancel {
+		if cancel, ok := s.active[req.ID]; ok {
+			cancel(errCancelled)
+		}
+		s.mu.Unlock() // cancels of unknown or finished ids are ignored
+		return
+	}
+	var refuse []byte
+	switch {
+	case s.active[req.ID] != nil:
+		refuse = ErrorFrame("", CodeDuplicateID, "request id "+req.ID+" is already active")
+	case s.draining:
+		refuse = ErrorFrame(req.ID, CodeUnavailable, "server is shutting down")
+	case len(s.active) >= s.opts.MaxInFlight:
+		refuse = ErrorFrame(req.ID, CodeTooManyRequests, "too many requests in flight on this socket")
+	}
+	if refuse != nil {
+		s.mu.Unlock()
+		s.enqueue(ctx, refuse)
+		return
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	s.active[req.ID] = cancel
+	s.mu.Unlock()
+	wg.Go(func() { s.serve(ctx, rctx, cancel, req) })
+}
+
+// serve runs one request and sends its terminal frame.
+func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFunc, req *Request) {
+	var seq uint64
+	emit := func(data []byte) error {
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		f := DataFrame(req.ID, seq, data)
+		seq++
+		return s.enqueue(ctx, f)
+	}
+	err := s.h(ctx, req, emit)
+	cause := context.Cause(ctx)
+	cancel(nil)
+
+	s.mu.Lock()
+	delete(s.active, req.ID) // before the terminal: the client may reuse the id once it sees it
+	idle := s.draining && len(s.active) == 0
+	s.mu.Unlock()
+
+	var term []byte
+	switch {
+	case errors.Is(cause, errCancelled):
+		term = DoneFrame(req.ID, ReasonCancelled)
+	case err == nil:
+		term = DoneFrame(req.ID, ReasonFinal)
+	case sctx.Err() != nil:
+		// The socket is going away; nobody will read a terminal.
+	default:
+		code, msg := s.opts.ErrorInfo(err)
+		term = ErrorFrame(req.ID, code, msg)
+	}
+	if term != nil {
+		s.enqueue(sctx, term)
+	}
+	if idle {
+		s.close(websocket.StatusGoingAway, "server shutting down")
+	}
+}
+
+// enqueue hands f to the writer, waiting for room at most StallTimeout; a
+// reader that slow gets the socket closed with 1008.
+func (s *Session) enqueue(ctx context.Context, f []byte) error {
+	select {
+	case s.out <- f:
+		return nil
+	default:
+	}
+	t := time.NewTimer(s.opts.StallTimeout)
+	defer t.Stop()
+	select {
+	case s.out <- f:
+		return nil
+	case <-t.C:
+		s.close(websocket.StatusPolicyViolation, "reader too slow")
+		return errSlow
+	case <-s.closed:
+		return errClosing
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+var (
+	errSlow    = errors.New("ws: reader too slow")
+	errClosing = errors.New("ws: socket closing")
+)
+
+// writeLoop is the socket's only writer of data frames. When the session
+// closes it sends the frames already queued, then the close frame.
+func (s *Session) writeLoop(ctx context.Context) {
+	write := func(f []byte) bool {
+		wctx, cancel := context.WithTimeout(ctx, s.opts.WriteTimeout)
+		defer cancel()
+		return s.conn.Write(wctx, websocket.MessageText, f) == nil
+	}
+	for {
+		select {
+		case f := <-s.out:
+			if !write(f) {
+				s.close(websocket.StatusAbnormalClosure, "")
+				s.conn.CloseNow()
+				return
+			}
+		case <-s.closed:
+			s.mu.Lock()
+			code, reason := s.closeWhy.code, s.closeWhy.reason
+			s.mu.Unlock()
+			if code != websocket.StatusPolicyViolation {
+				for drained := false; !drained; {
+					select {
+					case f := <-s.out:
+						drained = !write(f)
+					default:
+						drained = true
+					}
+				}
+			}
+			if code == websocket.StatusAbnormalClosure {
+				s.conn.CloseNow()
+			} else {
+				s.conn.Close(code, reason) // also ends the blocking Read in Run
+			}
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Session) pingLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, s.opts.PingTimeout)
+			err := s.conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				s.close(websocket.StatusAbnormalClosure, "")
+				return
+			}
+		case <-s.closed:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,369 @@
+package ws
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var frameCases = []struct {
+	in      string
+	id      string
+	code    string
+	wantErr string
+}{
+	{`{"type":"generate","id":"a1","model":"m","body":{"IN":[1]}}`, "", "", ""},
+	{`{"type":"generate","id":"a1","model":"m"}`, "", "", ""},
+	{`{"type":"chat.completions","id":"a2","body":{"model":"echo"}}`, "", "", ""},
+	{`{"type":"completions","id":"a3","body":{}}`, "", "", ""},
+	{`{"type":"cancel","id":"a1"}`, "", "", ""},
+	{`{"type":"generate","model":"m"}`, "", CodeBadRequest, "needs an 'id'"},
+	{`{"type":"generate","id":7}`, "", CodeBadRequest, "'id' must be a string"},
+	{`{"type":"nope","id":"x"}`, "x", CodeBadRequest, "unknown frame type 'nope'"},
+	{`{"id":"x"}`, "x", CodeBadRequest, "needs a 'type'"},
+	{`{"type":"generate","id":"x"}`, "x", CodeBadRequest, "needs 'model'"},
+	{`{"type":"chat.completions","id":"x"}`, "x", CodeBadRequest, "needs a 'body'"},
+	{`{"type":"chat.completions","id":"x","model":"m","body":{}}`, "x", CodeBadRequest, "names its model in 'body'"},
+	{`{"type":"generate","id":"x","model":"m","body":[1]}`, "x", CodeBadRequest, "'body' must be an object"},
+	{`{"type":"generate","id":"x","model":"m","extra":1}`, "x", CodeBadRequest, "unknown frame field 'extra'"},
+	{`{"type":"generate",`, "", CodeBadRequest, "invalid frame"},
+	{`[]`, "", CodeBadRequest, "invalid frame"},
+}
+
+func TestParseFrame(t *testing.T) {
+	for _, tc := range frameCases {
+		r, fe := ParseFrame([]byte(tc.in))
+		if tc.wantErr == "" {
+			if fe != nil || r == nil {
+				t.Errorf("ParseFrame(%s) = %v", tc.in, fe)
+			}
+			continue
+		}
+		if fe == nil || fe.ID != tc.id || fe.Code != tc.code || !strings.Contains(fe.Message, tc.wantErr) {
+			t.Errorf("ParseFrame(%s) = %+v, want id %q code %q containing %q", tc.in, fe, tc.id, tc.code, tc.wantErr)
+		}
+	}
+}
+
+func FuzzParseFrame(f *testing.F) {
+	for _, tc := range frameCases {
+		f.Add([]byte(tc.in))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, fe := ParseFrame(data)
+		if (r == nil) == (fe == nil) {
+			t.Fatalf("ParseFrame gave %v and %v", r, fe)
+		}
+		if fe != nil && !json.Valid(ErrorFrame(fe.ID, fe.Code, fe.Message)) {
+			t.Fatal("error frame is not JSON")
+		}
+		if r != nil && r.ID == "" {
+			t.Fatal("accepted a frame without id")
+		}
+	})
+}
+
+func TestServerFrames(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{string(DataFrame("a\"1", 3, []byte(`{"x":1}`))), `{"type":"data","id":"a\"1","seq":3,"data":{"x":1}}`},
+		{string(DoneFrame("a1", ReasonFinal)), `{"type":"done","id":"a1","reason":"final"}`},
+		{string(ErrorFrame("a1", "not_found", "no model")), `{"type":"error","id":"a1","error":{"code":"not_found","message":"no model"}}`},
+		{string(ErrorFrame("", "bad_request", "x")), `{"type":"error","error":{"code":"bad_request","message":"x"}}`},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %s, want %s", tc.got, tc.want)
+		}
+	}
+}
+
+// server runs Sessions for h behind a real loopback listener.
+type server struct {
+	url      string
+	sessions chan *Session
+	wg       sync.WaitGroup
+}
+
+func newServer(t *testing.T, h Handler, opts *Options) *server {
+	s := &server{sessions: make(chan *Session, 16)}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}})
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		defer s.wg.Done()
+		sess := NewSession(c, h, opts)
+		s.sessions <- sess
+		sess.Run(context.Background()) // ends with the socket
+	}))
+	s.url = "ws" + strings.TrimPrefix(hs.URL, "http")
+	t.Cleanup(func() {
+		hs.Close()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.Dial(t.Context(), url, &websocket.DialOptions{Subprotocols: []string{Subprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(1 << 24)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+type frame struct {
+	Type   string          `json:"type"`
+	ID     string          `json:"id"`
+	Seq    uint64          `json:"seq"`
+	Data   json.RawMessage `json:"data"`
+	Reason string          `json:"reason"`
+	Error  *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func send(t *testing.T, c *websocket.Conn, s string) {
+	t.Helper()
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(s)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, c *websocket.Conn) (frame, error) {
+	t.Helper()
+	_, data, err := c.Read(t.Context())
+	if err != nil {
+		return frame{}, err
+	}
+	var f frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatalf("bad frame %s: %v", data, err)
+	}
+	return f, nil
+}
+
+// countHandler emits n data payloads per request, n from the body; ids
+// starting with "hold" wait for cancellation instead of finishing.
+func countHandler(ctx context.Context, req *Request, emit func([]byte) error) error {
+	var body struct{ N int }
+	json.Unmarshal(req.Body, &body)
+	for i := range body.N {
+		if err := emit([]byte(fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+			return err
+		}
+	}
+	if strings.HasPrefix(req.ID, "hold") {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if strings.HasPrefix(req.ID, "fail") {
+		return errors.New("boom")
+	}
+	return nil
+}
+
+func TestSessionManyRequestsSomeCancelled(t *testing.T) {
+	srv := newServer(t, countHandler, &Options{ErrorInfo: func(err error) (string, string) { return "model_error", err.Error() }})
+	c := dial(t, srv.url)
+	const n = 50
+	for i := range n {
+		id := fmt.Sprintf("r%d", i)
+		switch i % 5 {
+		case 0:
+			id = fmt.Sprintf("hold%d", i)
+		case 1:
+			id = fmt.Sprintf("fail%d", i)
+		}
+		send(t, c, fmt.Sprintf(`{"type":"generate","id":%q,"model":"m","body":{"N":%d}}`, id, i%7))
+	}
+	for i := 0; i < n; i += 5 {
+		send(t, c, fmt.Sprintf(`{"type":"cancel","id":"hold%d"}`, i))
+	}
+	send(t, c, `{"type":"cancel","id":"unknown"}`)
+	seqs := map[string]uint64{}
+	terminals := map[string]frame{}
+	for len(terminals) < n {
+		f, err := read(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, done := terminals[f.ID]; done {
+			t.Fatalf("frame after terminal for %s: %+v", f.ID, f)
+		}
+		switch f.Type {
+		case "data":
+			if f.Seq != seqs[f.ID] {
+				t.Fatalf("%s: seq %d, want %d", f.ID, f.Seq, seqs[f.ID])
+			}
+			seqs[f.ID]++
+		case "done", "error":
+			terminals[f.ID] = f
+		}
+	}
+	for id, f := range terminals {
+		var want string
+		switch {
+		case strings.HasPrefix(id, "hold"):
+			want = "done/cancelled"
+		case strings.HasPrefix(id, "fail"):
+			want = "error/model_error"
+		default:
+			want = "done/final"
+		}
+		got := f.Type + "/" + f.Reason
+		if f.Error != nil {
+			got = f.Type + "/" + f.Error.Code
+		}
+		if got != want {
+			t.Errorf("%s ended %s, want %s", id, got, want)
+		}
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+}
+
+func TestSessionLimitsAndBadFrames(t *testing.T) {
+	srv := newServer(t, countHandler, &Options{MaxInFlight: 2})
+	c := dial(t, srv.url)
+	send(t, c, `{"type":"generate","id":"hold1","model":"m"}`)
+	send(t, c, `{"type":"generate","id":"hold1","model":"m"}`)
+	send(t, c, `{"type":"generate","id":"hold2","model":"m"}`)
+	send(t, c, `{"type":"generate","id":"x3","model":"m"}`)
+	send(t, c, `{"type":"generate","model":"m"}`)
+	send(t, c, `{"type":"bogus","id":"hold1"}`)
+	if err := c.Write(t.Context(), websocket.MessageBinary, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`error  duplicate_id request id hold1 is already active`,
+		`error x3 too_many_requests too many requests in flight on this socket`,
+		`error  bad_request frame needs an 'id': a non-empty string of at most 256 bytes`,
+		`error  bad_request request hold1: unknown frame type 'bogus'`,
+		`error  bad_request frames must be text messages`,
+	}
+	for _, w := range want {
+		f, err := read(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%s %s %s %s", f.Type, f.ID, f.Error.Code, f.Error.Message); got != w {
+			t.Fatalf("got %q, want %q", got, w)
+		}
+	}
+	// A frame over the read limit closes the socket with 1009.
+	big := `{"type":"cancel","id":"` + strings.Repeat("x", 1<<20) + `"}`
+	c.Write(t.Context(), websocket.MessageText, []byte(big))
+	for {
+		if _, err := read(t, c); err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+				t.Fatalf("closed with %v, want 1009", err)
+			}
+			break
+		}
+	}
+}
+
+func TestSessionDrain(t *testing.T) {
+	srv := newServer(t, countHandler, nil)
+	idle := dial(t, srv.url)
+	busy := dial(t, srv.url)
+	s1, s2 := <-srv.sessions, <-srv.sessions
+	send(t, busy, `{"type":"generate","id":"hold","model":"m","body":{"N":1}}`)
+	if f, err := read(t, busy); err != nil || f.Type != "data" {
+		t.Fatalf("first frame %+v %v", f, err)
+	}
+	s1.Drain()
+	s2.Drain()
+	// The idle socket closes at once (whichever session it is).
+	if _, err := read(t, idle); websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("idle socket: %v, want 1001", err)
+	}
+	send(t, busy, `{"type":"generate","id":"late","model":"m"}`)
+	if f, err := read(t, busy); err != nil || f.Type != "error" || f.Error.Code != CodeUnavailable {
+		t.Fatalf("late request: %+v %v", f, err)
+	}
+	send(t, busy, `{"type":"cancel","id":"hold"}`)
+	if f, err := read(t, busy); err != nil || f.Type != "done" || f.Reason != ReasonCancelled {
+		t.Fatalf("terminal: %+v %v", f, err)
+	}
+	if _, err := read(t, busy); websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("busy socket after its last request: %v, want 1001", err)
+	}
+}
+
+func TestSessionStopCancelsRequests(t *testing.T) {
+	started := make(chan struct{})
+	ended := make(chan error, 1)
+	h := func(ctx context.Context, req *Request, emit func([]byte) error) error {
+		close(started)
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return ctx.Err()
+	}
+	srv := newServer(t, h, nil)
+	c := dial(t, srv.url)
+	send(t, c, `{"type":"generate","id":"a","model":"m"}`)
+	<-started
+	(<-srv.sessions).Stop()
+	if _, err := read(t, c); websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("read after Stop: %v", err)
+	}
+	if err := <-ended; err == nil {
+		t.Fatal("request not cancelled")
+	}
+}
+
+func TestSessionSlowReaderClosed(t *testing.T) {
+	stalled := make(chan error, 1)
+	payload := []byte(`"` + strings.Repeat("x", 64<<10) + `"`)
+	h := func(ctx context.Context, req *Request, emit func([]byte) error) error {
+		for {
+			if err := emit(payload); err != nil {
+				stalled <- err
+				return err
+			}
+		}
+	}
+	srv := newServer(t, h, &Options{Queue: 4, StallTimeout: 1}) // any wait is too long
+	c := dial(t, srv.url)
+	send(t, c, `{"type":"generate","id":"a","model":"m"}`)
+	if err := <-stalled; !errors.Is(err, errSlow) {
+		t.Fatalf("emit ended with %v", err)
+	}
+	for {
+		_, _, err := c.Read(t.Context())
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+				t.Fatalf("closed with %v, want 1008", err)
+			}
+			return
+		}
+	}
+}
+
+// A peer that never answers pings is dropped.
+func TestSessionPingTimeout(t *testing.T) {
+	srv := newServer(t, countHandler, &Options{PingInterval: 20 * time.Millisecond, PingTimeout: 20 * time.Millisecond})
+	c := dial(t, srv.url) // never reads, so never answers a ping
+	<-srv.sessions
+	srv.wg.Wait() // the session ended on its own
+	if _, _, err := c.Read(t.Context()); err == nil {
+		t.Fatal("socket still open")
+	}
+}

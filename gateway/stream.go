@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/streamgate/streamgate/gateway/sse"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -100,6 +101,10 @@ type route struct {
 	errorEvent func(e *httpError) []byte
 	// done, if set, is the last event of a successful stream.
 	done []byte
+	// firstErrorAsEvent answers an error that is the first response with
+	// its status and an event-stream body of one error event (Triton's
+	// generate_stream); otherwise writeError answers it.
+	firstErrorAsEvent bool
 }
 
 // endCause says why ctx ended: errDraining, errClientGone or nil.
@@ -146,6 +151,26 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, rt rou
 		return
 	}
 	defer c.Cancel()
+	// Like Triton, let the first response set the status: an error that
+	// comes first is answered with its status, not inside a 200 stream.
+	c, err = firstResponse(ctx, c, s.sseKeepAlive())
+	if err != nil {
+		if cause := endCause(ctx, r.Context()); cause != nil {
+			err = cause
+		}
+		s.noteEnd("sse", err)
+		switch {
+		case errors.Is(err, errClientGone):
+		case rt.firstErrorAsEvent:
+			e := s.logError(r, err)
+			sse.SetHeaders(w.Header())
+			w.WriteHeader(e.Status)
+			_, _ = w.Write(sse.AppendEvent(nil, 0, rt.errorEvent(e)))
+		default:
+			rt.writeError(w, r, err)
+		}
+		return
+	}
 	active := s.metrics.active.With("sse")
 	active.Inc()
 	defer active.Dec()
@@ -219,4 +244,51 @@ func (s *Server) serveUnary(w http.ResponseWriter, r *http.Request, j *job, writ
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// firstResponse waits up to wait for c's first response before the stream
+// starts, so that an error coming first can still get its HTTP status. If
+// nothing comes within wait the stream starts anyway and keepalive comments
+// cover the rest of the wait. The returned call replays what was read.
+func firstResponse(ctx context.Context, c call, wait time.Duration) (call, error) {
+	if wait <= 0 {
+		return c, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	resp, err := c.Recv(pctx)
+	switch {
+	case err == nil, err == io.EOF:
+		return &replayCall{call: c, resp: resp, err: err}, nil
+	case ctx.Err() != nil:
+		return nil, err
+	case pctx.Err() != nil:
+		return c, nil // still waiting for the first response
+	}
+	return nil, err
+}
+
+// replayCall returns one response read ahead, then continues the call.
+type replayCall struct {
+	call
+	resp   *pb.ModelInferResponse
+	err    error
+	played bool
+}
+
+func (r *replayCall) Recv(ctx context.Context) (*pb.ModelInferResponse, error) {
+	if !r.played {
+		r.played = true
+		return r.resp, r.err
+	}
+	return r.call.Recv(ctx)
+}
+
+// sseKeepAlive is how long an event stream may wait for its first response
+// before its headers go out: the keepalive interval (default 15s).
+func (s *Server) sseKeepAlive() time.Duration {
+	if o := s.opts.SSE; o != nil && o.KeepAlive > 0 {
+		return o.KeepAlive
+	}
+	return 15 * time.Second
 }

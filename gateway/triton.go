@@ -165,7 +165,8 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request) {
 	if j := s.tritonJob(w, r, false); j != nil {
 		s.serveSSE(w, r, j, route{
 			writeError: s.tritonError,
-			errorEvent: func(e *httpError) []byte { return generate.ErrorBody(e.Msg) },
+			errorEvent:        func(e *httpError) []byte { return generate.ErrorBody(e.Msg) },
+			firstErrorAsEvent: true,
 		})
 	}
 }

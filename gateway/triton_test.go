@@ -37,12 +37,15 @@ func TestGenerateStreamSquareZeroIsEmpty(t *testing.T) {
 	}
 }
 
+// TestGenerateStreamErrorInBand: as in Triton, the first response sets the
+// status, so a model error that comes first is an error status with the
+// error event as its event-stream body.
 func TestGenerateStreamErrorInBand(t *testing.T) {
 	s := newStack(t, noKeepAlive())
 	resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", `{"IN":[1],"DELAY":[0,0],"WAIT":0}`)
 	want := "id: 0\ndata: {\"error\":\"expected IN and DELAY shape to match, got [1] and [2]\"}\n\n"
-	if resp.StatusCode != 200 || body != want {
-		t.Fatalf("status %d body %q, want 200 %q", resp.StatusCode, body, want)
+	if resp.StatusCode != 400 || body != want || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("status %d type %q body %q, want 400 %q", resp.StatusCode, resp.Header.Get("Content-Type"), body, want)
 	}
 }
 

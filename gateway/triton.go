@@ -164,7 +164,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 func (s *Server) generateStream(w http.ResponseWriter, r *http.Request) {
 	if j := s.tritonJob(w, r, false); j != nil {
 		s.serveSSE(w, r, j, route{
-			writeError: s.tritonError,
+			writeError:        s.tritonError,
 			errorEvent:        func(e *httpError) []byte { return generate.ErrorBody(e.Msg) },
 			firstErrorAsEvent: true,
 		})

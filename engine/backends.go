@@ -4,6 +4,7 @@ import (
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/echo"
 	"github.com/streamgate/streamgate/engine/identity"
+	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/engine/repeat"
 	"github.com/streamgate/streamgate/engine/square"
 )
@@ -15,5 +16,8 @@ func DefaultBackends() map[string]backend.Factory {
 		"square":   square.New,
 		"echo":     echo.New,
 		"identity": identity.New,
+		// llama2 models are not in the built-in repository: they need
+		// weights (see llama2.FindModelDir and streamgate's --model-dir).
+		llama2.BackendName: llama2.New,
 	}
 }

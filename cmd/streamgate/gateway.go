@@ -85,6 +85,7 @@ func startGateway(cfg gatewayConfig, log *slog.Logger) (*gatewayProcess, error) 
 		MaxStreams:        cfg.MaxStreams,
 		MaxStreamsPerConn: cfg.MaxPerConn,
 		SSE:               sseOptions(cfg.Keepalive),
+		ChatTemplates:     chatTemplates,
 	})
 	lis, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {

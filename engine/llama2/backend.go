@@ -1,0 +1,250 @@
+package llama2
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/streamgate/streamgate/engine/backend"
+	"github.com/streamgate/streamgate/engine/llama2/kernels"
+	"github.com/streamgate/streamgate/engine/llama2/tokenizer"
+	"github.com/streamgate/streamgate/engine/llama2/transformer"
+	"github.com/streamgate/streamgate/engine/tensor"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// Config parameters read by New.
+const (
+	paramCheckpoint   = "checkpoint"
+	paramTokenizer    = "tokenizer"
+	paramMaxSequences = "max_sequences"
+	paramMaxQueue     = "max_queue"
+	paramWorkers      = "workers"
+)
+
+// Backend generates text with a llama2.c checkpoint. One scheduler
+// goroutine, started by New and stopped by Close, runs batched forward
+// passes over all active requests (continuous batching); Execute only
+// queues a request and relays its results, so any number of Execute calls
+// may run concurrently.
+type Backend struct {
+	model    *transformer.Model
+	tok      *tokenizer.Tokenizer
+	pool     *kernels.Pool
+	kern     kernels.Kernels
+	maxSeq   int
+	maxQueue int
+
+	mu       sync.Mutex
+	closing  bool
+	waiting  []*sequence // admitted, no KV cache yet; len <= maxQueue beyond free caches
+	inflight int         // admitted and not finished
+
+	wake      chan struct{} // cap 1: something for the scheduler to look at
+	quit      chan struct{}
+	done      chan struct{} // closed when the scheduler has exited
+	closeOnce sync.Once
+
+	slotsInUse atomic.Int32 // KV caches held by sequences
+	passes     atomic.Int64 // forward passes run
+}
+
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Closer  = (*Backend)(nil)
+	_ backend.Factory = New
+)
+
+// New is the backend.Factory of the llama2 backend. It reads the config
+// parameters (string_value):
+//   - checkpoint (required): llama2.c .bin file, relative to cfg.Dir;
+//   - tokenizer (required): llama2.c tokenizer .bin, relative to cfg.Dir;
+//   - max_sequences: concurrent generations, each with its own KV cache
+//     (default 16);
+//   - max_queue: requests waiting for a KV cache beyond those (default 64);
+//     further requests fail with "too many requests";
+//   - workers: compute goroutines (default GOMAXPROCS).
+func New(cfg backend.Config) (backend.Backend, error) {
+	b, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func open(cfg backend.Config) (*Backend, error) {
+	m := cfg.Model
+	path := func(key string) (string, error) {
+		p := backend.Param(m, key, "")
+		if p == "" {
+			return "", fmt.Errorf("parameters.%s: missing; set string_value to the path of the llama2.c %s file", key, key)
+		}
+		if !filepath.IsAbs(p) && cfg.Dir != "" {
+			p = filepath.Join(cfg.Dir, p)
+		}
+		return p, nil
+	}
+	ckpt, err := path(paramCheckpoint)
+	if err != nil {
+		return nil, err
+	}
+	tokPath, err := path(paramTokenizer)
+	if err != nil {
+		return nil, err
+	}
+	maxSeq, err := intParam(m, paramMaxSequences, DefaultMaxSequences, 1, 4096)
+	if err != nil {
+		return nil, err
+	}
+	maxQueue, err := intParam(m, paramMaxQueue, DefaultMaxQueue, 0, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := intParam(m, paramWorkers, runtime.GOMAXPROCS(0), 1, 1024)
+	if err != nil {
+		return nil, err
+	}
+
+	model, err := transformer.Load(ckpt)
+	if err != nil {
+		return nil, fmt.Errorf("parameters.%s: %w", paramCheckpoint, err)
+	}
+	tok, err := tokenizer.Load(tokPath, model.Config().Vocab)
+	if err != nil {
+		model.Close()
+		return nil, fmt.Errorf("parameters.%s: %w", paramTokenizer, err)
+	}
+	if tok.Vocab() <= tokenizer.EOS {
+		model.Close()
+		return nil, fmt.Errorf("parameters.%s: vocabulary of %d tokens has no BOS and EOS", paramCheckpoint, tok.Vocab())
+	}
+	pool := kernels.NewPool(workers)
+	b := &Backend{
+		model: model, tok: tok, pool: pool, kern: kernels.NewCPU(pool),
+		maxSeq: maxSeq, maxQueue: maxQueue,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	go b.run()
+	return b, nil
+}
+
+func intParam(m *pb.ModelConfig, key string, def, lo, hi int) (int, error) {
+	p, ok := m.GetParameters()[key]
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(p.GetStringValue())
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("parameters.%s: %q is not an integer in [%d, %d]", key, p.GetStringValue(), lo, hi)
+	}
+	return n, nil
+}
+
+// Close stops the scheduler, fails the requests still running with an
+// error, and releases the model. It is idempotent.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		b.closing = true
+		b.mu.Unlock()
+		close(b.quit)
+		<-b.done
+		b.pool.Close()
+		b.model.Close()
+	})
+	return nil
+}
+
+// Execute runs one request; see the package documentation for the inputs
+// and outputs. It releases its model instance at once (admission is the
+// backend's own) and returns when the generation ends, the request fails,
+// or ctx is done (then (nil, nil), after telling the scheduler to drop the
+// sequence before its next step).
+func (b *Backend) Execute(ctx context.Context, req *backend.Request, r backend.Responder) (*backend.Response, error) {
+	r.Release()
+	in, err := parseRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	prompt := b.tok.Encode(in.prompt, true, false)
+	if n := b.model.Config().SeqLen; len(prompt) > n {
+		return nil, fmt.Errorf("llama2: prompt is %d tokens, longer than the model's context of %d tokens", len(prompt), n)
+	}
+	s := newSequence(in, prompt)
+	if err := b.admit(s); err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			b.cancel(s)
+			return nil, nil
+		case <-s.notify:
+		}
+		pieces, fin, wasFull := s.take()
+		if wasFull {
+			b.kick() // the scheduler skips sequences whose backlog is full
+		}
+		for _, p := range pieces {
+			if err := r.Send(ctx, &backend.Response{Outputs: []*tensor.Tensor{tensor.NewString(outputText, p)}}); err != nil {
+				b.cancel(s)
+				return nil, nil
+			}
+		}
+		if fin != nil {
+			if fin.err != nil {
+				return nil, fin.err
+			}
+			return finalResponse(in, len(prompt), fin), nil
+		}
+	}
+}
+
+func finalResponse(in request, inputTokens int, f *finish) *backend.Response {
+	text := f.text
+	if !in.stream && !in.exclude {
+		text = in.prompt + text
+	}
+	return &backend.Response{Outputs: []*tensor.Tensor{
+		tensor.NewString(outputText, text),
+		tensor.NewString(outputFinish, f.reason),
+		tensor.NewUint32(outputInputTokens, []int64{1}, []uint32{uint32(inputTokens)}),
+		tensor.NewUint32(outputOutputTokens, []int64{1}, []uint32{uint32(f.outputTokens)}),
+	}}
+}
+
+// admit queues s for the scheduler, or fails when the queue is full or the
+// backend is closing.
+func (b *Backend) admit(s *sequence) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing {
+		return errClosing
+	}
+	if b.inflight >= b.maxSeq+b.maxQueue {
+		return fmt.Errorf("llama2: too many requests (queue full: %d generating, %d waiting)", b.maxSeq, b.maxQueue)
+	}
+	b.inflight++
+	b.waiting = append(b.waiting, s)
+	b.kick()
+	return nil
+}
+
+// cancel marks s cancelled; the scheduler drops it and frees its KV cache
+// before its next step.
+func (b *Backend) cancel(s *sequence) {
+	s.cancelled.Store(true)
+	b.kick()
+}
+
+// kick wakes the scheduler if it is idle.
+func (b *Backend) kick() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}

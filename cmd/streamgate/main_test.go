@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -46,11 +47,15 @@ func freeAddr(t *testing.T) string {
 
 // startProcess runs bin with args and returns it with a buffer of its log.
 func startProcess(t *testing.T, bin string, args ...string) (*exec.Cmd, *syncBuffer) {
+	return startWithModels(t, t.TempDir(), bin, args...) // no weights: fast start
+}
+
+func startWithModels(t *testing.T, modelDir, bin string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	var logBuf syncBuffer
 	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
-	cmd.Env = append(os.Environ(), "STREAMGATE_MODEL_DIR="+t.TempDir()) // no weights: fast start
+	cmd.Env = append(os.Environ(), "STREAMGATE_MODEL_DIR="+modelDir)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +152,94 @@ func TestServeStreamsThenDrainsOnSIGTERM(t *testing.T) {
 	if !strings.Contains(logs.String(), "stopped") {
 		t.Fatalf("no orderly stop in log:\n%s", logs.String())
 	}
+}
+
+// modelDir finds the real weights: STREAMGATE_MODEL_DIR, else
+// ../shared/models beside the checkout. Missing weights skip the test,
+// unless STREAMGATE_REQUIRE_MODELS=1 (CI) makes that a failure.
+func modelDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("STREAMGATE_MODEL_DIR")
+	if dir == "" {
+		gomod, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "..", "shared", "models")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stories260K.bin")); err != nil {
+		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
+			t.Fatalf("stories260K weights required but not found: %v", err)
+		}
+		t.Skipf("stories260K weights not found in %s", dir)
+	}
+	return dir
+}
+
+// TestServeRealModel streams real tokens from stories260k through the
+// OpenAI routes of `streamgate serve`.
+func TestServeRealModel(t *testing.T) {
+	dir := modelDir(t)
+	bin := buildBinary(t)
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	cmd, logs := startWithModels(t, dir, bin, "serve", "--http", httpAddr, "--grpc", grpcAddr)
+	base := "http://" + httpAddr
+	waitHTTP(t, base+"/readyz")
+
+	post := func(body string) string {
+		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	// Greedy decoding of the golden prompt (MODELS.md): the story of Lily.
+	var whole struct {
+		Choices []struct {
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(post(`{"model":"stories260k","prompt":"Once upon a time","max_tokens":30,"temperature":0}`)), &whole); err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.Choices) != 1 || !strings.HasPrefix(whole.Choices[0].Text, ", there was a little girl named Lily.") || whole.Choices[0].FinishReason != "length" {
+		t.Fatalf("greedy completion %+v", whole)
+	}
+	// The same request streamed gives the same text, piece by piece.
+	stream := post(`{"model":"stories260k","prompt":"Once upon a time","max_tokens":30,"temperature":0,"stream":true}`)
+	var text strings.Builder
+	pieces := 0
+	for _, line := range strings.Split(stream, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct{ Text string } `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		for _, c := range chunk.Choices {
+			text.WriteString(c.Text)
+			if c.Text != "" {
+				pieces++
+			}
+		}
+	}
+	if text.String() != whole.Choices[0].Text || pieces < 10 || !strings.HasSuffix(stream, "data: [DONE]\n\n") {
+		t.Fatalf("streamed %d pieces %q, want %q", pieces, text.String(), whole.Choices[0].Text)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, cmd, logs)
 }
 
 func TestEngineSIGTERM(t *testing.T) {

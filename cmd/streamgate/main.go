@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/streamgate/streamgate/cmd/internal/bench"
 )
 
 func main() {
@@ -37,6 +39,7 @@ commands:
   serve     engine and gateway in one process (HTTP 127.0.0.1:8080, gRPC 127.0.0.1:8001)
   engine    the Triton-compatible gRPC engine alone
   gateway   the HTTP gateway alone, in front of an engine or a real Triton
+  bench     load generator: the gateway's cost against direct gRPC
   help      show this help
 
 Run 'streamgate <command> --help' for the flags of a command.
@@ -67,6 +70,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		return runGateway(ctx, cfg, log)
+	case "bench":
+		return bench.Main(ctx, args[1:], os.Stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return nil

@@ -1,0 +1,522 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Config is one bench invocation, from flags (see Main) and a preset.
+type Config struct {
+	Preset      string
+	Transports  []string // direct, sse, chat, ws
+	Compare     bool
+	Model       string
+	Concurrency int
+	Rate        float64
+	Duration    time.Duration
+	Requests    int64
+	Warmup      time.Duration
+	Ramp        time.Duration
+	Responses   int
+	Delay       time.Duration
+	Prompt      string
+	CancelAfter int
+
+	HTTP          string
+	GRPC          string
+	Embedded      bool
+	ServerPIDs    []int
+	DirectStreams int
+	WSPerSocket   int
+	BaselineLast  bool
+	Pause         time.Duration
+	// UpstreamQueue sets the embedded gateway's upstream.Options.QueueSize
+	// (0: upstream's default), to try the relay preset with other queues.
+	UpstreamQueue int
+
+	JSON       bool
+	CPUProfile string
+	MemProfile string
+
+	// Args are the flags as given, echoed in the report.
+	Args []string
+}
+
+// preset is a named scenario of issue 6; flags given on the command line
+// override its fields.
+type preset struct {
+	transports   []string
+	conc         int
+	responses    int
+	delay        time.Duration
+	duration     time.Duration
+	warmup, ramp time.Duration
+	cancelAfter  int
+	perSocket    int
+	baselineLast bool
+	embedded     bool // the preset needs --embedded for its main figure
+	about        string
+}
+
+var presets = map[string]preset{
+	"relay": {
+		transports: []string{"sse", "ws", "chat"}, conc: 256, responses: 100,
+		duration: 10 * time.Second, warmup: 2 * time.Second,
+		about: "max throughput: 256 concurrent streams, 100 responses each, no delay",
+	},
+	"latency": {
+		transports: []string{"sse", "ws"}, conc: 1000, responses: 20, delay: 50 * time.Millisecond,
+		duration: 10 * time.Second, warmup: 2 * time.Second, ramp: time.Second,
+		about: "1,000 concurrent streams at 20 responses/s each (50 ms apart, 20 per request)",
+	},
+	"hold": {
+		transports: []string{"sse"}, conc: 10000, responses: 30, delay: time.Second,
+		duration: 10 * time.Second, warmup: 8 * time.Second, ramp: 5 * time.Second, baselineLast: true,
+		about: "10,000 concurrent streams at 1 response/s, opened over 5 s; server RSS per stream",
+	},
+	"cancel": {
+		transports: []string{"sse", "ws"}, conc: 100, responses: 200, delay: 10 * time.Millisecond,
+		duration: 10 * time.Second, warmup: time.Second, ramp: 100 * time.Millisecond, cancelAfter: 10, embedded: true,
+		about: "100 concurrent streams, 10 ms apart; the client leaves after 10 responses; time until the engine stops",
+	},
+	"ws-mux": {
+		transports: []string{"ws", "sse"}, conc: 100, perSocket: 100, responses: 100, delay: 10 * time.Millisecond,
+		duration: 10 * time.Second, warmup: 2 * time.Second, ramp: 100 * time.Millisecond,
+		about: "one WebSocket carrying 100 concurrent requests vs 100 SSE connections, 100 responses/s each",
+	},
+}
+
+var knownTransports = []string{"direct", "sse", "chat", "ws"}
+
+const usage = `usage: streamgate bench [flags]
+
+Load generator: measures what the gateway adds to every response, against a
+direct gRPC client on the same engine. Targets only the addresses given
+(default loopback), or with --embedded an engine and gateway it starts in
+this process.
+
+Presets (--preset): relay, latency, hold, cancel, ws-mux; any flag given
+overrides the preset. Transports: direct (gRPC ModelStreamInfer, the
+baseline), sse (POST /v2/models/M/generate_stream), chat (OpenAI streaming
+/v1/chat/completions; repeat_int32 runs use the echo model for it), ws
+(/v1/ws, streamgate.v1, many requests per socket).
+
+Examples:
+  streamgate bench --preset relay --compare
+  streamgate bench --embedded --preset cancel --compare
+  streamgate bench --transport sse,ws --c 64 --responses 50 --delay 20ms --compare --json
+
+Flags (each also read from STREAMGATE_<FLAG> when not given):
+`
+
+// Main runs `streamgate bench`: it parses args (flag set "bench"), runs
+// the load, and prints the report on stdout (progress and warnings on
+// stderr). ctx ends the run early.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	return runBench(ctx, cfg, stdout, stderr)
+}
+
+func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	transports := fs.String("transport", "sse", "transports to run, comma-separated: "+strings.Join(knownTransports, ", "))
+	pids := fs.String("server-pid", "", "server process ids to measure (comma-separated); default: the local listeners of --http and --grpc")
+	fs.StringVar(&c.Preset, "preset", "", "scenario: relay, latency, hold, cancel, ws-mux (default: none, the flags alone)")
+	fs.BoolVar(&c.Compare, "compare", false, "also run the direct gRPC baseline, first, and print ratios against it")
+	fs.StringVar(&c.Model, "model", modelRepeat, "model: repeat_int32, echo or stories260k")
+	fs.IntVar(&c.Concurrency, "c", 64, "concurrent streams (closed loop); with --rate, the cap on requests in flight")
+	fs.Float64Var(&c.Rate, "rate", 0, "open loop: start this many requests per second (0: closed loop)")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measurement window of each transport, after the warmup")
+	fs.Int64Var(&c.Requests, "requests", 0, "stop each transport after starting this many requests (0: no limit)")
+	fs.DurationVar(&c.Warmup, "warmup", time.Second, "load before the window opens (not measured)")
+	fs.DurationVar(&c.Ramp, "ramp", 0, "spread the start of the concurrent streams over this long")
+	fs.IntVar(&c.Responses, "responses", 100, "responses per request (repeat IN length, echo words, stories260k max_tokens)")
+	fs.DurationVar(&c.Delay, "delay", 0, "delay before each response (repeat DELAY, echo delay_ms); whole milliseconds")
+	fs.StringVar(&c.Prompt, "prompt", "Once upon a time", "stories260k prompt")
+	fs.IntVar(&c.CancelAfter, "cancel-after", 0, "leave each request after this many responses (0: never); engine stop times need --embedded")
+	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "gateway address")
+	fs.StringVar(&c.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC address (direct baseline)")
+	fs.BoolVar(&c.Embedded, "embedded", false, "run an engine and gateway in this process on loopback ports instead of --http/--grpc")
+	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
+	fs.IntVar(&c.WSPerSocket, "ws-per-socket", 64, "ws: concurrent requests per socket")
+	fs.IntVar(&c.UpstreamQueue, "embedded-upstream-queue", 0, "with --embedded: responses buffered per request between upstream and the gateway (0: upstream's default)")
+	fs.BoolVar(&c.BaselineLast, "baseline-last", false, "with --compare, run the baseline after the other transports")
+	fs.DurationVar(&c.Pause, "pause", time.Second, "pause between transports")
+	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of this process (with --embedded: server and load generator)")
+	fs.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile of this process to FILE.<transport> as each window closes, at full load")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.Args = args
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		if v, ok := os.LookupEnv("STREAMGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = errors.Join(envErr, fmt.Errorf("STREAMGATE_%s: %w", strings.ToUpper(f.Name), err))
+			}
+			set[f.Name] = true
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+
+	if c.Preset != "" {
+		p, ok := presets[c.Preset]
+		if !ok {
+			return c, fmt.Errorf("unknown preset %q (relay, latency, hold, cancel, ws-mux)", c.Preset)
+		}
+		apply := func(name string, f func()) {
+			if !set[name] {
+				f()
+			}
+		}
+		apply("transport", func() { *transports = strings.Join(p.transports, ",") })
+		apply("c", func() { c.Concurrency = p.conc })
+		apply("responses", func() { c.Responses = p.responses })
+		apply("delay", func() { c.Delay = p.delay })
+		apply("duration", func() { c.Duration = p.duration })
+		apply("warmup", func() { c.Warmup = p.warmup })
+		apply("ramp", func() { c.Ramp = p.ramp })
+		apply("cancel-after", func() { c.CancelAfter = p.cancelAfter })
+		apply("baseline-last", func() { c.BaselineLast = p.baselineLast })
+		if p.perSocket > 0 {
+			apply("ws-per-socket", func() { c.WSPerSocket = p.perSocket })
+		}
+	}
+	for _, t := range strings.Split(*transports, ",") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		if !slices.Contains(knownTransports, t) {
+			return c, fmt.Errorf("unknown transport %q (%s)", t, strings.Join(knownTransports, ", "))
+		}
+		if !slices.Contains(c.Transports, t) {
+			c.Transports = append(c.Transports, t)
+		}
+	}
+	if *pids != "" {
+		for _, p := range strings.Split(*pids, ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil || pid <= 0 {
+				return c, fmt.Errorf("--server-pid: bad pid %q", p)
+			}
+			c.ServerPIDs = append(c.ServerPIDs, pid)
+		}
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	switch {
+	case len(c.Transports) == 0:
+		return errors.New("no transport given")
+	case c.Model != modelRepeat && c.Model != modelEcho && c.Model != modelStories:
+		return fmt.Errorf("unknown model %q (repeat_int32, echo, stories260k)", c.Model)
+	case c.Concurrency < 1:
+		return errors.New("--c must be at least 1")
+	case c.Rate < 0:
+		return errors.New("--rate must not be negative")
+	case c.Duration <= 0:
+		return errors.New("--duration must be positive")
+	case c.Responses < 1:
+		return errors.New("--responses must be at least 1")
+	case c.Delay < 0 || c.Delay%time.Millisecond != 0:
+		return errors.New("--delay must be a non-negative whole number of milliseconds")
+	case c.WSPerSocket < 1:
+		return errors.New("--ws-per-socket must be at least 1")
+	case c.DirectStreams < 0:
+		return errors.New("--direct-streams must not be negative")
+	case c.CancelAfter < 0 || c.CancelAfter > 0 && c.CancelAfter >= c.Responses:
+		return errors.New("--cancel-after must be below --responses")
+	}
+	if !c.Embedded {
+		for _, a := range []string{c.HTTP, c.GRPC} {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("address %q: %w", a, err)
+			}
+		}
+	}
+	return nil
+}
+
+// plannedRun is one transport run of an invocation.
+type plannedRun struct {
+	transport string
+	wl        workload
+}
+
+// plan lists the runs: for every workload in use, its direct baseline
+// (with --compare, or when asked for) and the transports using it. The
+// chat transport needs a text model: repeat_int32 invocations run it on
+// echo, which gets a baseline of its own.
+func (c *Config) plan() (runs []plannedRun, notes []string) {
+	base := workload{Model: c.Model, Kind: c.Model, Responses: c.Responses, Delay: c.Delay, Prompt: c.Prompt}
+	type group struct {
+		wl    workload
+		trans []string
+	}
+	var groups []*group
+	find := func(wl workload) *group {
+		for _, g := range groups {
+			if g.wl == wl {
+				return g
+			}
+		}
+		g := &group{wl: wl}
+		groups = append(groups, g)
+		return g
+	}
+	find(base)
+	for _, t := range c.Transports {
+		wl := base
+		if t == "chat" && !wl.textModel() {
+			wl.Model, wl.Kind = modelEcho, modelEcho
+		}
+		if t == "chat" && wl.Kind == modelEcho && wl.Delay > 0 {
+			if !c.Embedded {
+				notes = append(notes, fmt.Sprintf("chat skipped: OpenAI requests cannot carry echo's delay_ms, so a %v cadence needs --embedded (which serves a paced echo model, %s)", wl.Delay, pacedEcho))
+				continue
+			}
+			wl.Model, wl.PacedByConfig = pacedEcho, true
+		}
+		g := find(wl)
+		g.trans = append(g.trans, t)
+	}
+	for _, g := range groups {
+		ts := g.trans
+		if c.Compare && !slices.Contains(ts, "direct") {
+			if c.BaselineLast {
+				ts = append(ts, "direct")
+			} else {
+				ts = append([]string{"direct"}, ts...)
+			}
+		}
+		for _, t := range ts {
+			runs = append(runs, plannedRun{transport: t, wl: g.wl})
+		}
+	}
+	return runs, notes
+}
+
+func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
+	rep := &Report{
+		Preset:      c.Preset,
+		Command:     strings.Join(c.Args, " "),
+		Cores:       runtime.NumCPU(),
+		LoadBefore:  loadAvg(),
+		Embedded:    c.Embedded,
+		GeneratedAt: time.Now().UTC().Format(time.RFC3339),
+	}
+	if p, ok := presets[c.Preset]; ok {
+		rep.Notes = append(rep.Notes, "preset "+c.Preset+": "+p.about)
+		if p.embedded && !c.Embedded {
+			rep.Notes = append(rep.Notes, "preset "+c.Preset+" reads engine-side stop times only with --embedded")
+		}
+	}
+	nofile, err := raiseNoFile()
+	if err != nil {
+		fmt.Fprintln(stderr, "bench: raising RLIMIT_NOFILE:", err)
+	}
+	rep.NoFile = nofile
+	need := uint64(c.Concurrency)*2 + 256 // embedded: both ends of every connection
+	if nofile > 0 && nofile < need {
+		fmt.Fprintf(stderr, "bench: warning: open-file limit %d may be too low for %d streams\n", nofile, c.Concurrency)
+	}
+
+	runs, notes := c.plan()
+	rep.Notes = append(rep.Notes, notes...)
+	var emb *embedded
+	var pids []int
+	if c.Embedded {
+		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, stories: c.Model == modelStories, queue: c.UpstreamQueue}
+		for _, r := range runs {
+			if r.wl.PacedByConfig {
+				o.echoDelay = r.wl.Delay
+			}
+		}
+		emb, err = startEmbedded(o)
+		if err != nil {
+			return fmt.Errorf("embedded server: %w", err)
+		}
+		defer emb.close()
+		c.HTTP, c.GRPC = emb.httpAddr, emb.grpcAddr
+		pids = []int{os.Getpid()}
+		rep.Notes = append(rep.Notes, "embedded: server and load generator share one process; its CPU and RSS count both")
+	} else {
+		pids = c.ServerPIDs
+		if len(pids) == 0 {
+			pids = discoverServer(stderr, c.HTTP, c.GRPC)
+		}
+	}
+	rep.HTTP, rep.GRPC, rep.ServerPIDs = c.HTTP, c.GRPC, pids
+	if !c.Embedded && len(pids) == 0 {
+		rep.Notes = append(rep.Notes, "server CPU and RSS unknown: no local server process found (give --server-pid)")
+	}
+
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	var serial atomic.Int32
+	for i, pr := range runs {
+		if ctx.Err() != nil {
+			break
+		}
+		if i > 0 && c.Pause > 0 {
+			runtime.GC()
+			sleepCtx(ctx, c.Pause)
+		}
+		tr, err := c.newTransport(pr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", pr.transport, err)
+		}
+		spec := runSpec{
+			name: pr.transport, tr: tr, wl: pr.wl, conc: c.Concurrency, rate: c.Rate,
+			duration: c.Duration, warmup: c.Warmup, ramp: c.Ramp, requests: c.Requests,
+			cancelAfter: c.CancelAfter, pids: pids, embedded: c.Embedded, serial: &serial,
+		}
+		if c.MemProfile != "" {
+			spec.atWindowEnd = func() { writeHeapProfile(c.MemProfile+"."+pr.transport, stderr) }
+		}
+		if emb != nil && c.CancelAfter > 0 && pr.wl.Kind == modelRepeat {
+			spec.tracker = emb.tracker
+			emb.tracker.enable(true)
+		}
+		fmt.Fprintf(stderr, "bench: %s %s, %d streams, %v + %v warmup...\n", pr.transport, pr.wl, c.Concurrency, c.Duration, c.Warmup)
+		res := run(ctx, spec)
+		tr.close()
+		if emb != nil {
+			emb.tracker.enable(false)
+		}
+		fmt.Fprintf(stderr, "bench: %s: %.0f responses/s, %.0f requests/s, %d errors\n", pr.transport, res.RespPerSec, res.ReqPerSec, res.errorCount())
+		rep.Results = append(rep.Results, res)
+	}
+	for _, r := range rep.Results {
+		if r.Transport == "direct" {
+			continue
+		}
+		for _, b := range rep.Results {
+			if b.Transport == "direct" && b.Model == r.Model && b.Workload == r.Workload {
+				r.Ratios = compare(r, b)
+			}
+		}
+	}
+	rep.LoadAfter = loadAvg()
+	if busy(rep.LoadBefore, rep.Cores) || busy(rep.LoadAfter, rep.Cores) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("the 1-minute load average exceeded the %d cores: other processes competed for the CPU, and latency percentiles include their scheduling delays", rep.Cores))
+	}
+	if c.JSON {
+		return rep.writeJSON(stdout)
+	}
+	rep.writeTable(stdout)
+	return ctx.Err()
+}
+
+// busy reports whether a /proc/loadavg triple's first figure exceeds cores.
+func busy(load string, cores int) bool {
+	f := strings.Fields(load)
+	if len(f) == 0 {
+		return false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return err == nil && v > float64(cores)
+}
+
+// writeHeapProfile writes a heap profile of this process to name and
+// reports the Go memory figures to stderr.
+func writeHeapProfile(name string, stderr io.Writer) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Fprintf(stderr, "bench: %s: %d goroutines, heap in use %.1f MB, stacks %.1f MB, runtime total %.1f MB\n",
+		name, runtime.NumGoroutine(), float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20), float64(ms.Sys)/(1<<20))
+	f, err := os.Create(name)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+	}
+	g, err := os.Create(name + ".goroutines")
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return
+	}
+	defer g.Close()
+	pprof.Lookup("goroutine").WriteTo(g, 1)
+}
+
+func (c *Config) newTransport(pr plannedRun) (transport, error) {
+	base := "http://" + c.HTTP
+	switch pr.transport {
+	case "direct":
+		return newDirect(c.GRPC, pr.wl, c.DirectStreams)
+	case "sse":
+		return newSSETransport(base, pr.wl, c.Concurrency), nil
+	case "chat":
+		return newChatTransport(base, pr.wl, c.Concurrency), nil
+	case "ws":
+		return newWSTransport(base, pr.wl, c.Concurrency, c.WSPerSocket), nil
+	}
+	return nil, fmt.Errorf("unknown transport %q", pr.transport)
+}
+
+// discoverServer finds the local processes listening on the gateway and
+// engine addresses (one process for ` + "`streamgate serve`" + `).
+func discoverServer(stderr io.Writer, addrs ...string) []int {
+	var pids []int
+	for _, a := range addrs {
+		found, err := findListeners(a)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %s: %v\n", a, err)
+			continue
+		}
+		for _, p := range found {
+			if !slices.Contains(pids, p) && p != os.Getpid() {
+				pids = append(pids, p)
+			}
+		}
+	}
+	return pids
+}

@@ -1,0 +1,233 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/backend"
+	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/engine/llama2"
+	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/ws"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+// pacedEcho is the model name of the embedded echo whose delay comes from
+// its config, so OpenAI requests (which cannot carry delay_ms) are paced.
+const pacedEcho = "bench_echo"
+
+// embedded is an engine and a gateway running inside the bench process,
+// on loopback ports of their own, as `streamgate serve` wires them. Its
+// repeat backend reports when each request's Execute returns (tracker):
+// the engine-side signal of the cancel preset.
+type embedded struct {
+	eng      *engine.Server
+	up       *upstream.Client
+	gw       *gateway.Server
+	hs       *http.Server
+	grpcAddr string
+	httpAddr string
+	tracker  *tracker
+	wg       sync.WaitGroup
+}
+
+type embeddedOptions struct {
+	conc      int
+	perSocket int
+	stories   bool          // load stories260k
+	echoDelay time.Duration // > 0: add pacedEcho with this delay
+	queue     int           // upstream.Options.QueueSize; 0 default
+}
+
+func startEmbedded(o embeddedOptions) (*embedded, error) {
+	e := &embedded{tracker: newTracker()}
+	backends := engine.DefaultBackends()
+	repeat := backends["repeat"]
+	backends["repeat"] = func(c backend.Config) (backend.Backend, error) {
+		b, err := repeat(c)
+		if err != nil {
+			return nil, err
+		}
+		return trackedBackend{Backend: b, t: e.tracker}, nil
+	}
+	var extra []*pb.ModelConfig
+	if o.stories {
+		dir, looked := llama2.FindModelDir("")
+		if dir == "" {
+			return nil, fmt.Errorf("stories260k: no %s and %s in %v", llama2.CheckpointFile, llama2.TokenizerFile, looked)
+		}
+		backends[llama2.BackendName] = llama2.New
+		extra = append(extra, llama2.Config(modelStories, filepath.Join(dir, llama2.CheckpointFile), filepath.Join(dir, llama2.TokenizerFile)))
+	}
+	if o.echoDelay > 0 {
+		src, err := builtin.FS.ReadFile("echo/config.pbtxt")
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := engine.ParseConfig(src)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Name = pacedEcho
+		if cfg.Parameters == nil {
+			cfg.Parameters = map[string]*pb.ModelParameter{}
+		}
+		cfg.Parameters["delay_ms"] = &pb.ModelParameter{StringValue: strconv.FormatInt(o.echoDelay.Milliseconds(), 10)}
+		extra = append(extra, cfg)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.New(engine.Options{Backends: backends, Extra: extra, Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	e.eng = eng
+	glis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		eng.Stop()
+		return nil, err
+	}
+	e.grpcAddr = glis.Addr().String()
+	e.wg.Go(func() { eng.Serve(glis) })
+
+	// Room for the largest presets: 10,000 streams, 100 requests a socket.
+	streams := max(2*o.conc, 4096)
+	perTarget := max((streams+255)/256, 64)
+	up, err := upstream.New([]string{e.grpcAddr}, &upstream.Options{MaxStreamsPerTarget: perTarget, QueueSize: o.queue})
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	e.up = up
+	e.gw = gateway.New(up, &gateway.Options{
+		MaxStreams:    streams,
+		WebSocket:     &ws.Options{MaxInFlight: max(o.perSocket, 64)},
+		ChatTemplates: map[string]string{modelStories: openai.RawTemplate},
+	})
+	hlis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	e.httpAddr = hlis.Addr().String()
+	e.hs = &http.Server{Handler: e.gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	e.wg.Go(func() { e.hs.Serve(hlis) })
+	return e, nil
+}
+
+// close stops the gateway, then the engine, and waits for both.
+func (e *embedded) close() {
+	if e.gw != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		e.gw.Drain(ctx)
+		cancel()
+	}
+	if e.hs != nil {
+		e.hs.Close()
+	}
+	if e.up != nil {
+		e.up.Close()
+	}
+	if e.eng != nil {
+		e.eng.Stop()
+	}
+	e.wg.Wait()
+}
+
+// tracker records when the engine finished executing each repeat_int32
+// request, recognised by its IN[0], which the bench sets to the request's
+// serial number. Recording is on only while a cancel run wants it.
+type tracker struct {
+	on atomic.Bool
+	mu sync.Mutex
+	m  map[int32]*trackEntry
+}
+
+type trackEntry struct {
+	done chan struct{}
+	at   time.Time // set before done is closed
+}
+
+func newTracker() *tracker { return &tracker{m: map[int32]*trackEntry{}} }
+
+// enable turns recording on or off and forgets every entry.
+func (t *tracker) enable(on bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.on.Store(on)
+	clear(t.m)
+}
+
+func (t *tracker) entry(serial int32) *trackEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.m[serial]
+	if e == nil {
+		e = &trackEntry{done: make(chan struct{})}
+		t.m[serial] = e
+	}
+	return e
+}
+
+// finished records that serial's Execute returned now.
+func (t *tracker) finished(serial int32) {
+	e := t.entry(serial)
+	select {
+	case <-e.done:
+		return // a serial seen twice (not ours); keep the first
+	default:
+	}
+	e.at = time.Now()
+	close(e.done)
+}
+
+// await waits up to timeout for serial's Execute to return and gives the
+// time it did.
+func (t *tracker) await(ctx context.Context, serial int32, timeout time.Duration) (time.Time, bool) {
+	e := t.entry(serial)
+	defer t.forget(serial)
+	tm := time.NewTimer(timeout)
+	defer tm.Stop()
+	select {
+	case <-e.done:
+		return e.at, true
+	case <-tm.C:
+	case <-ctx.Done():
+	}
+	return time.Time{}, false
+}
+
+func (t *tracker) forget(serial int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, serial)
+}
+
+// trackedBackend wraps the repeat backend to report to a tracker.
+type trackedBackend struct {
+	backend.Backend
+	t *tracker
+}
+
+func (b trackedBackend) Execute(ctx context.Context, req *backend.Request, r backend.Responder) (*backend.Response, error) {
+	resp, err := b.Backend.Execute(ctx, req, r)
+	if b.t.on.Load() {
+		if in := req.Inputs["IN"]; in != nil {
+			if v, e := in.Int32s(); e == nil && len(v) > 0 {
+				b.t.finished(v[0])
+			}
+		}
+	}
+	return resp, err
+}

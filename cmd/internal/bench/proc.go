@@ -1,0 +1,311 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// procCPU returns the user+system CPU seconds pid has used, from
+// /proc/<pid>/stat.
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(b)
+}
+
+// parseStatCPU reads utime and stime (fields 14 and 15) from a
+// /proc/<pid>/stat line. The command name (field 2) may hold spaces and
+// parentheses, so fields are counted after its last ')'.
+func parseStatCPU(b []byte) (float64, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime is field 14, stime field 15.
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	s, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return float64(u+s) / clockTicks, nil
+}
+
+// procRSS returns pid's resident set size in bytes (VmRSS).
+func procRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseVmRSS(b)
+}
+
+func parseVmRSS(b []byte) (int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) < 1 {
+				break
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// selfCPU returns the CPU seconds (user+system) this process has used.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// raiseNoFile lifts the soft RLIMIT_NOFILE to the hard limit and returns
+// the new soft limit.
+func raiseNoFile() (uint64, error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, err
+	}
+	if rl.Cur < rl.Max {
+		rl.Cur = rl.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+			return 0, err
+		}
+	}
+	return rl.Cur, nil
+}
+
+// loadAvg returns the first three fields of /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// findListeners returns the local processes listening on addr's port
+// (TCP, IPv4 or IPv6), found through /proc/net/tcp{,6} and the socket
+// inodes in /proc/<pid>/fd. Processes of other users are not visible.
+func findListeners(addr string) ([]int, error) {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return nil, err
+	}
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, ino := range listeningInodes(b, uint16(port)) {
+			inodes[ino] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return nil, fmt.Errorf("no local listener on port %d", port)
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		fds, err := os.ReadDir(filepath.Join(d, "fd"))
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink(filepath.Join(d, "fd", fd.Name()))
+			if err != nil {
+				continue
+			}
+			if ino, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(ino, "]")] {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("the listener on port %d belongs to no visible process", port)
+	}
+	return pids, nil
+}
+
+// listeningInodes parses a /proc/net/tcp table and returns the inodes of
+// sockets in state LISTEN (0A) on port.
+func listeningInodes(table []byte, port uint16) []string {
+	want := fmt.Sprintf(":%04X", port)
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(table))
+	sc.Scan() // header
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 || f[3] != "0A" || !strings.HasSuffix(f[1], want) {
+			continue
+		}
+		out = append(out, f[9])
+	}
+	return out
+}
+
+// monitorSnapshot is what a monitor measured over a run's window.
+type monitorSnapshot struct {
+	clientCPU float64 // this process, seconds
+	serverCPU float64 // the server processes, seconds
+	serverOK  bool
+	rssStart  int64 // server RSS before the load, bytes
+	rssMax    int64 // highest RSS seen in the window
+	activeMax int64 // most requests in flight at a sample
+	rssAtFull int64 // the highest RSS seen with activeMax in flight
+	rssOK     bool
+}
+
+// monitor samples CPU at the start and end of the window and server RSS
+// every 200ms within it.
+type monitor struct {
+	pids   []int
+	active *atomic.Int64
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	mu               sync.Mutex
+	snap             monitorSnapshot
+	started          bool
+	client0, server0 float64
+}
+
+func (m *monitor) serverCPU() (float64, bool) {
+	if len(m.pids) == 0 {
+		return 0, false
+	}
+	var sum float64
+	for _, pid := range m.pids {
+		c, err := procCPU(pid)
+		if err != nil {
+			return 0, false
+		}
+		sum += c
+	}
+	return sum, true
+}
+
+func (m *monitor) rss() (int64, bool) {
+	if len(m.pids) == 0 {
+		return 0, false
+	}
+	var sum int64
+	for _, pid := range m.pids {
+		r, err := procRSS(pid)
+		if err != nil {
+			return 0, false
+		}
+		sum += r
+	}
+	return sum, true
+}
+
+// startMonitor starts sampling.
+func startMonitor(pids []int, win window, active *atomic.Int64) *monitor {
+	m := &monitor{pids: pids, active: active, done: make(chan struct{})}
+	m.snap.rssStart, m.snap.rssOK = m.rss()
+	m.wg.Go(func() {
+		select {
+		case <-time.After(time.Until(win.from)):
+			m.begin()
+		case <-m.done:
+			return
+		}
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for time.Now().Before(win.to) {
+			m.sampleRSS()
+			select {
+			case <-t.C:
+			case <-m.done:
+				return
+			}
+		}
+	})
+	return m
+}
+
+func (m *monitor) begin() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.started = true
+	m.client0 = selfCPU()
+	m.server0, m.snap.serverOK = m.serverCPU()
+}
+
+func (m *monitor) sampleRSS() {
+	r, ok := m.rss()
+	if !ok {
+		return
+	}
+	a := m.active.Load()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.snap.rssMax = max(m.snap.rssMax, r)
+	switch {
+	case a > m.snap.activeMax:
+		m.snap.activeMax, m.snap.rssAtFull = a, r
+	case a == m.snap.activeMax:
+		m.snap.rssAtFull = max(m.snap.rssAtFull, r)
+	}
+}
+
+// stop ends sampling and returns the figures of the window.
+func (m *monitor) stop() monitorSnapshot {
+	close(m.done)
+	m.wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.started {
+		return monitorSnapshot{rssStart: m.snap.rssStart, rssOK: m.snap.rssOK}
+	}
+	s := m.snap
+	s.clientCPU = selfCPU() - m.client0
+	if s.serverOK {
+		end, ok := m.serverCPU()
+		s.serverOK = ok
+		s.serverCPU = end - m.server0
+	}
+	return s
+}

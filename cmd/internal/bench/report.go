@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Result is the figures of one transport's run over its measurement
+// window.
+type Result struct {
+	Transport   string  `json:"transport"`
+	Model       string  `json:"model"`
+	Workload    string  `json:"workload"`
+	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"rate,omitempty"`
+	Seconds     float64 `json:"seconds"`
+	// Requests completed, requests the bench left on purpose (cancel), and
+	// responses received in the window.
+	Requests   int64   `json:"requests"`
+	Cancelled  int64   `json:"cancelled,omitempty"`
+	Responses  int64   `json:"responses"`
+	RespPerSec float64 `json:"responses_per_s"`
+	ReqPerSec  float64 `json:"requests_per_s"`
+	// TTFT is request sent → first response; Inter the gaps between
+	// consecutive responses of one request.
+	TTFT  Dist `json:"ttft"`
+	Inter Dist `json:"inter_response"`
+	// CancelStop is client left → engine stopped executing the request
+	// (cancel preset, --embedded).
+	CancelStop   *Dist             `json:"cancel_stop,omitempty"`
+	Errors       map[string]int64  `json:"errors"`
+	ErrorSamples map[string]string `json:"error_samples,omitempty"`
+	// Embedded: server and load generator share this process, so
+	// ClientCPU is the whole process (both) and ServerCPU is absent.
+	Embedded  bool     `json:"embedded"`
+	ServerCPU *float64 `json:"server_cpu_s,omitempty"`
+	ClientCPU float64  `json:"loadgen_cpu_s"`
+	Cores     int      `json:"cores"`
+	// Server RSS (the whole process in embedded mode): before the load,
+	// the highest in the window, and the highest while the most streams
+	// were open (StreamsAtFull); RSSPerStreamKB is the growth from the
+	// start to full load, per open stream.
+	RSSStartMB     float64 `json:"rss_start_mb,omitempty"`
+	RSSMaxMB       float64 `json:"rss_max_mb,omitempty"`
+	RSSAtFullMB    float64 `json:"rss_at_full_mb,omitempty"`
+	StreamsAtFull  int64   `json:"streams_at_full,omitempty"`
+	RSSPerStreamKB float64 `json:"rss_per_stream_kb,omitempty"`
+	ClientCPUBound bool    `json:"loadgen_cpu_bound"`
+	BoxSaturated   bool    `json:"box_saturated"`
+	Ratios         *Ratios `json:"vs_direct,omitempty"`
+}
+
+func (r *Result) errorCount() int64 {
+	var n int64
+	for _, v := range r.Errors {
+		n += v
+	}
+	return n
+}
+
+// Report is everything one invocation measured.
+type Report struct {
+	Preset      string    `json:"preset,omitempty"`
+	Command     string    `json:"command"`
+	Cores       int       `json:"cores"`
+	LoadBefore  string    `json:"loadavg_before"`
+	LoadAfter   string    `json:"loadavg_after"`
+	HTTP        string    `json:"http"`
+	GRPC        string    `json:"grpc"`
+	Embedded    bool      `json:"embedded"`
+	ServerPIDs  []int     `json:"server_pids,omitempty"`
+	NoFile      uint64    `json:"nofile_limit"`
+	Notes       []string  `json:"notes,omitempty"`
+	Results     []*Result `json:"results"`
+	GeneratedAt string    `json:"generated_at"`
+}
+
+func (rep *Report) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+// d2 formats a percentile of d, or "-" when d has no samples.
+func d2(d Dist, v float64) string {
+	if d.N == 0 {
+		return "-"
+	}
+	return f2(v)
+}
+func signed(v float64) string {
+	return fmt.Sprintf("%+.2f", v)
+}
+
+// writeTable prints the plain-text report.
+func (rep *Report) writeTable(w io.Writer) {
+	mode := "target " + rep.HTTP + " (http), " + rep.GRPC + " (grpc)"
+	if rep.Embedded {
+		mode = "embedded engine+gateway in this process (" + rep.HTTP + ", " + rep.GRPC + ")"
+	}
+	fmt.Fprintf(w, "streamgate bench %s\n", rep.Command)
+	fmt.Fprintf(w, "%s; %d cores; load average %s before, %s after\n\n", mode, rep.Cores, rep.LoadBefore, rep.LoadAfter)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	cpuHead := "srv cpu s\tgen cpu s"
+	if rep.Embedded {
+		cpuHead = "proc cpu s"
+	}
+	fmt.Fprintf(tw, "transport\tworkload\tconc\treq/s\tresp/s\tttft p50\tp90\tp99\tinter p50\tp99\terrors\t%s\trss MB\t\n", cpuHead)
+	for _, r := range rep.Results {
+		cpu := f2(r.ClientCPU)
+		if !rep.Embedded {
+			srv := "-"
+			if r.ServerCPU != nil {
+				srv = f2(*r.ServerCPU)
+			}
+			cpu = srv + "\t" + cpu
+		}
+		rss := "-"
+		if r.RSSMaxMB > 0 {
+			rss = f1(r.RSSMaxMB)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n",
+			r.Transport, r.Workload, r.Concurrency, f1(r.ReqPerSec), f1(r.RespPerSec),
+			d2(r.TTFT, r.TTFT.P50), d2(r.TTFT, r.TTFT.P90), d2(r.TTFT, r.TTFT.P99), d2(r.Inter, r.Inter.P50), d2(r.Inter, r.Inter.P99),
+			r.errorCount(), cpu, rss)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "(times in ms; ttft = request sent → first response; inter = gap between responses of one request)")
+
+	var withRatios []*Result
+	for _, r := range rep.Results {
+		if r.Ratios != nil {
+			withRatios = append(withRatios, r)
+		}
+	}
+	if len(withRatios) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		cpu := "cpu µs/resp"
+		if rep.Embedded {
+			cpu = "proc cpu µs/resp"
+		}
+		fmt.Fprintf(tw, "vs direct\tthroughput\t+ttft p50\t+ttft p99\t+inter p50\t+inter p99\t%s\tdirect\t+relay\t\n", cpu)
+		for _, r := range withRatios {
+			rt := r.Ratios
+			fmt.Fprintf(tw, "%s\t%.3fx\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Transport, rt.Throughput,
+				opt(rt.AddedTTFTP50, signed), opt(rt.AddedTTFTP99, signed), opt(rt.AddedInterP50, signed), opt(rt.AddedInterP99, signed),
+				opt(rt.CPUPerResponse, f2), opt(rt.BaselineCPUPerResponse, f2), opt(rt.AddedCPUPerResponse, signed))
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(w)
+	for _, r := range rep.Results {
+		if r.CancelStop != nil {
+			fmt.Fprintf(w, "%s cancel: %d requests left mid-stream; engine stopped after p50 %.2f ms, p99 %.2f ms, max %.2f ms (client left → Execute returned)\n",
+				r.Transport, r.CancelStop.N, r.CancelStop.P50, r.CancelStop.P99, r.CancelStop.Max)
+		}
+	}
+	for _, r := range rep.Results {
+		if r.RSSPerStreamKB > 0 && r.Concurrency >= 1000 {
+			fmt.Fprintf(w, "%s memory: server rss %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream), %.1f MB at most\n",
+				r.Transport, r.RSSStartMB, r.RSSAtFullMB, r.StreamsAtFull, r.RSSPerStreamKB, r.RSSMaxMB)
+		}
+	}
+	for _, r := range rep.Results {
+		for _, k := range slices.Sorted(maps.Keys(r.Errors)) {
+			fmt.Fprintf(w, "%s errors %s ×%d: %s\n", r.Transport, k, r.Errors[k], clip(r.ErrorSamples[k], 160))
+		}
+		if r.ClientCPUBound {
+			fmt.Fprintf(w, "warning: %s: the load generator was CPU-bound (%.1f CPU s in %.1f s on %d cores); figures understate the server\n",
+				r.Transport, r.ClientCPU, r.Seconds, r.Cores)
+		}
+		if r.BoxSaturated {
+			fmt.Fprintf(w, "warning: %s: the machine was saturated (server and load generator used ≈ all %d cores); throughput and latency are under CPU contention\n",
+				r.Transport, r.Cores)
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+}
+
+// opt formats *v with f, or "-" when v is nil.
+func opt(v *float64, f func(float64) string) string {
+	if v == nil {
+		return "-"
+	}
+	return f(*v)
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

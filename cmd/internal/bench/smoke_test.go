@@ -1,0 +1,234 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/engine"
+)
+
+// startEngine serves the built-in models on a loopback port.
+func startEngine(t *testing.T) string {
+	t.Helper()
+	eng, err := engine.New(engine.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { eng.Serve(lis) })
+	t.Cleanup(func() {
+		eng.Stop()
+		wg.Wait()
+	})
+	return lis.Addr().String()
+}
+
+// TestDirectSmoke runs the direct transport, per-request and shared
+// streams, against an in-process engine for a few hundred milliseconds.
+func TestDirectSmoke(t *testing.T) {
+	addr := startEngine(t)
+	for _, tc := range []struct {
+		name    string
+		wl      workload
+		streams int
+	}{
+		{"repeat per-request streams", workload{Model: modelRepeat, Kind: modelRepeat, Responses: 5, Delay: time.Millisecond}, 0},
+		{"repeat shared streams", workload{Model: modelRepeat, Kind: modelRepeat, Responses: 5, Delay: time.Millisecond}, 2},
+		{"echo", workload{Model: modelEcho, Kind: modelEcho, Responses: 4}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := newDirect(addr, tc.wl, tc.streams)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var serial atomic.Int32
+			r := run(context.Background(), runSpec{name: "direct", tr: tr, wl: tc.wl, conc: 4,
+				duration: 300 * time.Millisecond, warmup: 50 * time.Millisecond, serial: &serial})
+			tr.close()
+			if r.Responses == 0 || r.Requests == 0 || r.TTFT.N == 0 || len(r.Errors) != 0 {
+				t.Fatalf("result: %d responses, %d requests, ttft n %d, errors %v %v", r.Responses, r.Requests, r.TTFT.N, r.Errors, r.ErrorSamples)
+			}
+			if r.Inter.N == 0 {
+				t.Error("no inter-response samples")
+			}
+		})
+	}
+	t.Run("leave and request count", func(t *testing.T) {
+		wl := workload{Model: modelRepeat, Kind: modelRepeat, Responses: 50, Delay: time.Millisecond}
+		for _, streams := range []int{0, 2} {
+			tr, err := newDirect(addr, wl, streams)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var serial atomic.Int32
+			r := run(context.Background(), runSpec{name: "direct", tr: tr, wl: wl, conc: 2, requests: 6, cancelAfter: 3,
+				duration: 10 * time.Second, serial: &serial})
+			tr.close()
+			if r.Cancelled != 6 || r.Responses != 18 || len(r.Errors) != 0 {
+				t.Errorf("streams %d: cancelled %d, responses %d, errors %v", streams, r.Cancelled, r.Responses, r.ErrorSamples)
+			}
+		}
+	})
+	t.Run("open loop", func(t *testing.T) {
+		wl := workload{Model: modelRepeat, Kind: modelRepeat, Responses: 2}
+		tr, err := newDirect(addr, wl, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var serial atomic.Int32
+		r := run(context.Background(), runSpec{name: "direct", tr: tr, wl: wl, conc: 8, rate: 200,
+			duration: 300 * time.Millisecond, serial: &serial})
+		tr.close()
+		if r.Requests == 0 || len(r.Errors) != 0 {
+			t.Errorf("open loop: %d requests, errors %v", r.Requests, r.ErrorSamples)
+		}
+	})
+}
+
+func TestUnreachableTarget(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens there now
+	var out, errOut bytes.Buffer
+	err = Main(context.Background(), []string{"--http", addr, "--grpc", addr, "--transport", "sse,direct", "--c", "2",
+		"--duration", "150ms", "--warmup", "0s", "--pause", "0s", "--json"}, &out, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 || rep.Results[0].Errors["connect"] == 0 || rep.Results[1].Errors["grpc_unavailable"] == 0 {
+		t.Errorf("errors: %v / %v", rep.Results[0].Errors, rep.Results[1].Errors)
+	}
+}
+
+func TestPlan(t *testing.T) {
+	names := func(runs []plannedRun) string {
+		var s []string
+		for _, r := range runs {
+			s = append(s, r.transport+"/"+r.wl.Model)
+		}
+		return strings.Join(s, " ")
+	}
+	c := Config{Model: modelRepeat, Responses: 10, Transports: []string{"sse", "chat", "ws"}, Compare: true}
+	runs, notes := c.plan()
+	if got, want := names(runs), "direct/repeat_int32 sse/repeat_int32 ws/repeat_int32 direct/echo chat/echo"; got != want || len(notes) != 0 {
+		t.Errorf("plan = %q %v, want %q", got, notes, want)
+	}
+	c.BaselineLast = true
+	c.Transports = []string{"sse"}
+	if runs, _ := c.plan(); names(runs) != "sse/repeat_int32 direct/repeat_int32" {
+		t.Errorf("baseline last: %q", names(runs))
+	}
+	c = Config{Model: modelRepeat, Responses: 10, Delay: 50 * time.Millisecond, Transports: []string{"sse", "chat"}}
+	runs, notes = c.plan()
+	if names(runs) != "sse/repeat_int32" || len(notes) != 1 {
+		t.Errorf("paced chat without --embedded: %q %v", names(runs), notes)
+	}
+	c.Embedded, c.Compare = true, true
+	if runs, _ := c.plan(); names(runs) != "direct/repeat_int32 sse/repeat_int32 direct/bench_echo chat/bench_echo" || !runs[3].wl.PacedByConfig {
+		t.Errorf("paced chat embedded: %q", names(runs))
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"--preset", "latency", "--c", "10", "--duration", "1s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Concurrency != 10 || c.Duration != time.Second || c.Delay != 50*time.Millisecond || c.Responses != 20 ||
+		strings.Join(c.Transports, ",") != "sse,ws" {
+		t.Errorf("latency preset with overrides: %+v", c)
+	}
+	t.Setenv("STREAMGATE_RESPONSES", "7")
+	c, err = parseFlags([]string{"--transport", "ws,direct,ws"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Responses != 7 || strings.Join(c.Transports, ",") != "ws,direct" {
+		t.Errorf("env and dedup: %+v", c)
+	}
+	for _, bad := range [][]string{
+		{"--preset", "nope"}, {"--transport", "carrier-pigeon"}, {"--delay", "1500us"},
+		{"--responses", "5", "--cancel-after", "5"}, {"--model", "gpt"}, {"--c", "0"}, {"extra"},
+	} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%v) accepted", bad)
+		}
+	}
+}
+
+// TestEmbeddedSmoke runs every transport, and the cancel scenario, against
+// an engine and gateway in this process.
+func TestEmbeddedSmoke(t *testing.T) {
+	runJSON := func(t *testing.T, args ...string) *Report {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args = append([]string{"--embedded", "--json", "--c", "3", "--duration", "250ms", "--warmup", "50ms", "--pause", "0s"}, args...)
+		if err := Main(context.Background(), args, &out, &errOut); err != nil {
+			t.Fatalf("Main: %v\n%s", err, errOut.String())
+		}
+		var rep Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		return &rep
+	}
+	t.Run("transports", func(t *testing.T) {
+		rep := runJSON(t, "--transport", "sse,ws,chat", "--compare", "--responses", "5", "--delay", "2ms", "--ws-per-socket", "2")
+		got := map[string]*Result{}
+		for _, r := range rep.Results {
+			got[r.Transport+"/"+r.Model] = r
+			if r.Responses == 0 || r.Requests == 0 || len(r.Errors) != 0 {
+				t.Errorf("%s/%s: %d responses, %d requests, errors %v", r.Transport, r.Model, r.Responses, r.Requests, r.ErrorSamples)
+			}
+			if r.Transport != "direct" && r.Ratios == nil {
+				t.Errorf("%s: no ratios", r.Transport)
+			}
+		}
+		for _, k := range []string{"direct/repeat_int32", "sse/repeat_int32", "ws/repeat_int32", "direct/bench_echo", "chat/bench_echo"} {
+			if got[k] == nil {
+				t.Errorf("no %s run", k)
+			}
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		rep := runJSON(t, "--transport", "sse,ws", "--compare", "--responses", "200", "--delay", "2ms", "--cancel-after", "3")
+		for _, r := range rep.Results {
+			if r.CancelStop == nil || r.CancelStop.N == 0 || len(r.Errors) != 0 {
+				t.Errorf("%s: cancel stops %+v, errors %v", r.Transport, r.CancelStop, r.ErrorSamples)
+			}
+		}
+	})
+	t.Run("table", func(t *testing.T) {
+		var out bytes.Buffer
+		err := Main(context.Background(), []string{"--embedded", "--preset", "relay", "--transport", "sse", "--compare", "--c", "2",
+			"--responses", "3", "--duration", "100ms", "--warmup", "0s", "--pause", "0s"}, &out, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"transport", "direct", "sse", "vs direct", "throughput"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("table lacks %q:\n%s", want, out.String())
+			}
+		}
+	})
+}

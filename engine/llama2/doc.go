@@ -47,6 +47,7 @@
 // scheduler and fails the requests still admitted. Seeded requests produce
 // the same text whatever else runs beside them.
 //
-// Benchmarks: go test -run '^$' -bench . ./engine/llama2/ (add
-// GOEXPERIMENT=simd for the vector kernels).
+// Benchmarks: go test -run '^$' -bench . ./engine/llama2/ (the vector
+// kernels are assembly, used on any AVX2+FMA amd64 CPU; -tags purego
+// measures the portable Go kernels).
 package llama2

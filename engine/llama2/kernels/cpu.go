@@ -34,7 +34,9 @@ const (
 // goroutine at a time (it keeps per-call state).
 func NewCPU(pool *Pool) *CPU {
 	c := NewScalarCPU(pool)
-	if f, g := simdMatmul(), simdAttend(); f != nil && g != nil {
+	if f, g := asmMatmul(), asmAttend(); f != nil && g != nil {
+		c.matmul, c.attend1, c.simd, c.chunk = f, g, true, minChunkSIMD
+	} else if f, g := simdMatmul(), simdAttend(); f != nil && g != nil {
 		c.matmul, c.attend1, c.simd, c.chunk = f, g, true, minChunkSIMD
 	}
 	return c

@@ -5,9 +5,13 @@
 // Start with NewPool and NewCPU. CPU runs plain Go kernels (four
 // accumulators, bounds-check-free loops) and splits large matrix products
 // by output rows, and attention by (row, head), across a Pool of persistent
-// workers; small work stays on the calling goroutine. Built with
-// GOEXPERIMENT=simd on amd64, on a CPU with AVX2 and FMA, the matrix
-// products and 8-float-head attention use vector code (simd_amd64.go);
-// every dot product keeps a fixed accumulation order, so a row's result
-// never depends on how rows are batched or split.
+// workers; small work stays on the calling goroutine. On amd64 CPUs with
+// AVX2 and FMA (detected at run time with CPUID), every build uses the
+// assembly kernels of dot_amd64.s and attend_amd64.s (asm_amd64.go):
+// register-blocked 4×2 and 8×1 dot-product tiles for the matrix products,
+// and vector scores, exp and weighted sums for attention heads of a
+// multiple of 8 floats. The tag purego leaves them out; then, built with
+// GOEXPERIMENT=simd, the archsimd kernels of simd_amd64.go are used, and
+// otherwise the scalar ones. Every dot product keeps a fixed accumulation
+// order, so a row's result never depends on how rows are batched or split.
 package kernels

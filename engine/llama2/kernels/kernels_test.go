@@ -125,7 +125,7 @@ func TestAttentionMatchesReference(t *testing.T) {
 		for _, g := range geoms {
 			kvDim := g.KVHeads * g.HeadSize
 			var tasks []Attention
-			for _, n := range []int{1, 2, 9, 100, 300} {
+			for _, n := range []int{1, 2, 7, 8, 9, 16, 100, 300} {
 				tasks = append(tasks, Attention{
 					Out: make([]float32, g.Heads*g.HeadSize), Q: randVec(r, g.Heads*g.HeadSize),
 					Keys: randVec(r, n*kvDim), Values: randVec(r, n*kvDim), Len: n,
@@ -264,4 +264,80 @@ func TestBatchingDoesNotChangeResults(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAsmMatMulTails runs the assembly matrix kernel, where built, over
+// every column count up to 40 (all n&7 tails, and n < 8 with no full
+// vector), output row counts that use every tile kind, and batch sizes
+// 1..5, against the float64 reference; output rows outside [lo, hi) must
+// stay untouched.
+func TestAsmMatMulTails(t *testing.T) {
+	f := asmMatmul()
+	if f == nil {
+		t.Skip("no assembly kernels in this build or on this CPU")
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	for n := 0; n <= 40; n++ {
+		for _, d := range []int{1, 3, 4, 7, 8, 12, 13, 21} {
+			for rows := 1; rows <= 5; rows++ {
+				m := MatMul{X: randVec(r, rows*n), W: randVec(r, d*n), Out: make([]float32, rows*d), Rows: rows, N: n, D: d}
+				for i := range m.Out {
+					m.Out[i] = 42
+				}
+				lo, hi := d/5, d-d/7
+				f(&m, lo, hi)
+				want := refMatMul(m)
+				for b := range rows {
+					for i := range d {
+						got := m.Out[b*d+i]
+						if i < lo || i >= hi {
+							if got != 42 {
+								t.Fatalf("n=%d d=%d rows=%d: row %d output %d outside [%d,%d) written", n, d, rows, b, i, lo, hi)
+							}
+							continue
+						}
+						w := want[b*d+i]
+						if diff := math.Abs(float64(got - w)); diff > 1e-4*math.Max(1, math.Abs(float64(w))) || math.IsNaN(float64(got)) {
+							t.Fatalf("n=%d d=%d rows=%d: out[%d][%d] = %v, want %v", n, d, rows, b, i, got, w)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzAsmDot checks the assembly dot-product tiles against each other and
+// the reference on arbitrary lengths and values: all tiles must agree bit
+// for bit (batching invariance) and stay within 1e-4 of float64.
+func FuzzAsmDot(f *testing.F) {
+	if asmMatmul() == nil {
+		f.Skip("no assembly kernels in this build or on this CPU")
+	}
+	f.Add(uint8(17), uint64(1))
+	f.Add(uint8(64), uint64(2))
+	f.Add(uint8(3), uint64(3))
+	f.Fuzz(func(t *testing.T, n8 uint8, seed uint64) {
+		n := int(n8)
+		r := rand.New(rand.NewPCG(seed, seed))
+		const d, rows = 8, 3
+		m := MatMul{X: randVec(r, rows*n), W: randVec(r, d*n), Out: make([]float32, rows*d), Rows: rows, N: n, D: d}
+		matmulAsmForTest(&m)
+		want := refMatMul(m)
+		for b := range rows {
+			for i := range d {
+				got := m.Out[b*d+i]
+				var one float32
+				if n > 0 {
+					one = dot1x1Go(m.W[i*n:(i+1)*n], m.X[b*n:(b+1)*n])
+				}
+				if got != one {
+					t.Fatalf("n=%d: tile result %v, single dot %v", n, got, one)
+				}
+				if diff := math.Abs(float64(got - want[b*d+i])); diff > 1e-4*math.Max(1, math.Abs(float64(want[b*d+i]))) {
+					t.Fatalf("n=%d: out[%d][%d] = %v, want %v", n, b, i, got, want[b*d+i])
+				}
+			}
+		}
+	})
 }

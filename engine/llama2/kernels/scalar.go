@@ -74,25 +74,35 @@ func axpy(y []float32, a float32, x []float32) {
 }
 
 // matmulRowsScalar computes output rows [lo, hi) of job m for all its
-// batch rows, two batch rows per pass over a weight row.
+// batch rows, two batch rows per pass over a weight row. Weight rows are
+// taken in blocks of scalarBlock so a block is read from memory once and
+// reused from L1 by every batch pair (a large matrix is not streamed
+// Rows/2 times).
 func matmulRowsScalar(m *MatMul, lo, hi int) {
 	n, d := m.N, m.D
-	r := 0
-	for ; r+2 <= m.Rows; r += 2 {
-		x0, x1 := m.X[r*n:(r+1)*n], m.X[(r+1)*n:(r+2)*n]
-		o0, o1 := m.Out[r*d:(r+1)*d], m.Out[(r+1)*d:(r+2)*d]
-		for i := lo; i < hi; i++ {
-			o0[i], o1[i] = dot2(m.W[i*n:(i+1)*n], x0, x1)
+	for i0 := lo; i0 < hi; i0 += scalarBlock {
+		i1 := min(i0+scalarBlock, hi)
+		r := 0
+		for ; r+2 <= m.Rows; r += 2 {
+			x0, x1 := m.X[r*n:(r+1)*n], m.X[(r+1)*n:(r+2)*n]
+			o0, o1 := m.Out[r*d:(r+1)*d], m.Out[(r+1)*d:(r+2)*d]
+			for i := i0; i < i1; i++ {
+				o0[i], o1[i] = dot2(m.W[i*n:(i+1)*n], x0, x1)
+			}
 		}
-	}
-	if r < m.Rows {
-		x := m.X[r*n : (r+1)*n]
-		o := m.Out[r*d : (r+1)*d]
-		for i := lo; i < hi; i++ {
-			o[i] = dot(m.W[i*n:(i+1)*n], x)
+		if r < m.Rows {
+			x := m.X[r*n : (r+1)*n]
+			o := m.Out[r*d : (r+1)*d]
+			for i := i0; i < i1; i++ {
+				o[i] = dot(m.W[i*n:(i+1)*n], x)
+			}
 		}
 	}
 }
+
+// scalarBlock is how many weight rows matmulRowsScalar multiplies with
+// every batch row before moving on: 16 rows of 768 floats are 48 KiB.
+const scalarBlock = 16
 
 // expf is exp for float32 arguments: range reduction by ln 2 (rounding to
 // nearest with the 1.5·2^23 trick, so no branches) and a degree-6

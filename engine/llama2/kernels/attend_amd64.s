@@ -1,0 +1,203 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2+FMA pieces of attention (scores for 8-float heads, exp and weighted
+// sums of values for any multiple of 8), used by
+// attendHeadAVX (asm_amd64.go). Strides (kvDim) are in floats. Each
+// function ends with VZEROUPPER.
+
+// func scores8x8(k *float32, kvDim int, n8 int, q *float32, scale float32, att *float32) float32
+// att[p] = scale·(q·k[p*kvDim:][:8]) for p < n8 (a multiple of 8, > 0),
+// eight positions at a time: eight products reduced lane-wise by two
+// VHADDPS levels and a 128-bit swap, so position p's score is
+// ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)) of q*k. Returns the maximum score.
+TEXT ·scores8x8(SB), NOSPLIT, $0-52
+	MOVQ k+0(FP), SI
+	MOVQ kvDim+8(FP), BX
+	SHLQ $2, BX
+	MOVQ n8+16(FP), CX
+	SHRQ $3, CX
+	MOVQ q+24(FP), AX
+	VMOVUPS (AX), Y15
+	VBROADCASTSS scale+32(FP), Y14
+	MOVQ att+40(FP), DI
+	MOVL $0xff800000, AX // -Inf
+	MOVL AX, X13
+	VBROADCASTSS X13, Y13
+	LEAQ (BX)(BX*2), DX // 3 rows
+	LEAQ (BX)(BX*4), R8 // 5 rows
+	LEAQ (DX)(DX*1), R9 // 6 rows
+	LEAQ (R9)(BX*1), R10 // 7 rows
+
+loop:
+	VMULPS  (SI), Y15, Y0
+	VMULPS  (SI)(BX*1), Y15, Y1
+	VMULPS  (SI)(BX*2), Y15, Y2
+	VMULPS  (SI)(DX*1), Y15, Y3
+	VMULPS  (SI)(BX*4), Y15, Y4
+	VMULPS  (SI)(R8*1), Y15, Y5
+	VMULPS  (SI)(R9*1), Y15, Y6
+	VMULPS  (SI)(R10*1), Y15, Y7
+	VHADDPS Y1, Y0, Y0
+	VHADDPS Y3, Y2, Y2
+	VHADDPS Y2, Y0, Y0
+	VHADDPS Y5, Y4, Y4
+	VHADDPS Y7, Y6, Y6
+	VHADDPS Y6, Y4, Y4
+	VPERM2F128 $0x20, Y4, Y0, Y1
+	VPERM2F128 $0x31, Y4, Y0, Y2
+	VADDPS  Y2, Y1, Y1
+	VMULPS  Y14, Y1, Y1
+	VMOVUPS Y1, (DI)
+	VMAXPS  Y1, Y13, Y13
+	LEAQ    (SI)(BX*8), SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     loop
+
+	VEXTRACTF128 $1, Y13, X1
+	VMAXPS    X1, X13, X13
+	VPERMILPS $0x4E, X13, X1
+	VMAXPS    X1, X13, X13
+	VPERMILPS $0xB1, X13, X1
+	VMAXPS    X1, X13, X13
+	VZEROUPPER
+	MOVSS X13, ret+48(FP)
+	RET
+
+// Constants of expVec (Cephes expf, as kernels.expf).
+DATA expconst<>+0(SB)/4, $-70.0          // cutoff (expCutoff)
+DATA expconst<>+4(SB)/4, $88.37626       // hi
+DATA expconst<>+8(SB)/4, $1.44269504088896341 // log2e
+DATA expconst<>+12(SB)/4, $-0.693359375  // -c1
+DATA expconst<>+16(SB)/4, $2.12194440e-4 // -c2
+DATA expconst<>+20(SB)/4, $1.9875691500e-4
+DATA expconst<>+24(SB)/4, $1.3981999507e-3
+DATA expconst<>+28(SB)/4, $8.3334519073e-3
+DATA expconst<>+32(SB)/4, $4.1665795894e-2
+DATA expconst<>+36(SB)/4, $1.6666665459e-1
+DATA expconst<>+40(SB)/4, $5.0000001201e-1
+DATA expconst<>+44(SB)/4, $1.0
+DATA expconst<>+48(SB)/4, $127
+GLOBL expconst<>(SB), RODATA|NOPTR, $52
+
+// func expVec(att *float32, n8 int, m float32) float32
+// att[p] = exp(att[p]-m) for p < n8 (a multiple of 8, > 0), 0 below
+// e^-70, eight at a time; returns the sum of the results (lane sums,
+// reduced as in the dot tiles).
+TEXT ·expVec(SB), NOSPLIT, $0-28
+	MOVQ att+0(FP), DI
+	MOVQ n8+8(FP), CX
+	SHRQ $3, CX
+	VBROADCASTSS m+16(FP), Y15
+	LEAQ expconst<>(SB), AX
+	VBROADCASTSS 0(AX), Y14  // cutoff
+	VBROADCASTSS 4(AX), Y13  // hi
+	VBROADCASTSS 8(AX), Y12  // log2e
+	VBROADCASTSS 12(AX), Y11 // -c1
+	VBROADCASTSS 16(AX), Y10 // -c2
+	VBROADCASTSS 44(AX), Y9  // 1
+	VBROADCASTSS 48(AX), Y8  // int32 127
+	VBROADCASTSS 20(AX), Y6  // p0
+	VXORPS Y7, Y7, Y7        // sum
+
+loop:
+	VMOVUPS (DI), Y0
+	VSUBPS  Y15, Y0, Y0         // x = att - m
+	VCMPPS  $0x1e, Y14, Y0, Y1  // keep = x > cutoff (GT_OQ)
+	VMAXPS  Y14, Y0, Y0
+	VMINPS  Y13, Y0, Y0
+	VMULPS  Y12, Y0, Y2
+	VROUNDPS $0, Y2, Y2         // fk = round(x·log2e), to even
+	VFMADD231PS Y11, Y2, Y0     // r = fk·(-c1) + x
+	VFMADD231PS Y10, Y2, Y0     // r = fk·(-c2) + r
+	VMOVAPS Y6, Y3
+	VBROADCASTSS 24(AX), Y4
+	VFMADD213PS Y4, Y0, Y3      // y = y·r + p1
+	VBROADCASTSS 28(AX), Y4
+	VFMADD213PS Y4, Y0, Y3
+	VBROADCASTSS 32(AX), Y4
+	VFMADD213PS Y4, Y0, Y3
+	VBROADCASTSS 36(AX), Y4
+	VFMADD213PS Y4, Y0, Y3
+	VBROADCASTSS 40(AX), Y4
+	VFMADD213PS Y4, Y0, Y3
+	VMULPS  Y0, Y3, Y3          // y·r
+	VFMADD213PS Y0, Y0, Y3      // y·r·r + r
+	VADDPS  Y9, Y3, Y3          // + 1
+	VCVTPS2DQ Y2, Y5
+	VPADDD  Y8, Y5, Y5
+	VPSLLD  $23, Y5, Y5         // 2^fk
+	VMULPS  Y5, Y3, Y3
+	VANDPS  Y1, Y3, Y3
+	VMOVUPS Y3, (DI)
+	VADDPS  Y3, Y7, Y7
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     loop
+
+	VMOVAPS Y7, Y1
+	VHADDPS Y1, Y7, Y7
+	VHADDPS Y7, Y7, Y7
+	VEXTRACTF128 $1, Y7, X1
+	VADDPS X1, X7, X7
+	VZEROUPPER
+	MOVSS X7, ret+24(FP)
+	RET
+
+// func weightedVec(v *float32, kvDim int, att *float32, n int, inv float32, out *float32)
+// out[:8] = inv·Σ_p att[p]·v[p*kvDim:][:8] for p < n (n > 0), with four
+// accumulators (positions p ≡ 0..3 mod 4 while four remain, the rest in
+// the first) summed as (o0+o1)+(o2+o3).
+TEXT ·weightedVec(SB), NOSPLIT, $0-48
+	MOVQ v+0(FP), SI
+	MOVQ kvDim+8(FP), BX
+	SHLQ $2, BX
+	MOVQ att+16(FP), DI
+	MOVQ n+24(FP), CX
+	LEAQ (BX)(BX*2), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ CX, R8
+	SHRQ $2, R8
+	JZ   tail
+
+loop4:
+	VBROADCASTSS 0(DI), Y4
+	VBROADCASTSS 4(DI), Y5
+	VBROADCASTSS 8(DI), Y6
+	VBROADCASTSS 12(DI), Y7
+	VFMADD231PS (SI), Y4, Y0
+	VFMADD231PS (SI)(BX*1), Y5, Y1
+	VFMADD231PS (SI)(BX*2), Y6, Y2
+	VFMADD231PS (SI)(DX*1), Y7, Y3
+	LEAQ (SI)(BX*4), SI
+	ADDQ $16, DI
+	DECQ R8
+	JNZ  loop4
+
+tail:
+	ANDQ $3, CX
+	JZ   done
+
+loop1:
+	VBROADCASTSS 0(DI), Y4
+	VFMADD231PS (SI), Y4, Y0
+	ADDQ BX, SI
+	ADDQ $4, DI
+	DECQ CX
+	JNZ  loop1
+
+done:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VBROADCASTSS inv+32(FP), Y4
+	VMULPS Y4, Y0, Y0
+	MOVQ out+40(FP), DI
+	VMOVUPS Y0, (DI)
+	VZEROUPPER
+	RET

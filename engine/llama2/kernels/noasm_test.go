@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package kernels
+
+func matmulAsmForTest(m *MatMul) { panic("no assembly kernels") }
+
+func dot1x1Go(w, x []float32) float32 { panic("no assembly kernels") }

@@ -3,8 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/tensor"
@@ -14,10 +15,11 @@ import (
 // sink is where one request's responses go. send delivers a non-final data
 // response and blocks while the transport is backed up (ctx is the
 // request's); finish delivers the last one (nil when nothing is to be
-// written) and must not block past the transport's own lifetime.
+// written; err is the error an error response carries) and must not block
+// past the transport's own lifetime.
 type sink interface {
 	send(ctx context.Context, r *pb.ModelStreamInferResponse) error
-	finish(r *pb.ModelStreamInferResponse)
+	finish(r *pb.ModelStreamInferResponse, err error)
 }
 
 // call is one admitted request on its way through a model.
@@ -35,10 +37,10 @@ func (s *Server) run(ctx context.Context, c *call) {
 	m := c.model
 	if err := m.acquire(ctx); err != nil {
 		if ctx.Err() != nil {
-			c.out.finish(c.flagsOnlyFinal())
+			c.out.finish(c.flagsOnlyFinal(), nil)
 			return
 		}
-		c.out.finish(c.errorResponse(err))
+		c.out.finish(c.errorResponse(err), err)
 		return
 	}
 	s.inflight.Add(1)
@@ -46,15 +48,16 @@ func (s *Server) run(ctx context.Context, c *call) {
 	r := &responder{call: c}
 	resp, err := m.backend.Execute(ctx, c.req, r)
 	r.Release()
+	if err == nil && resp == nil && !m.Decoupled {
+		err = errorf(codes.Internal, "model '%s' returned no response", m.Name)
+	}
 	switch {
 	case err != nil:
-		c.out.finish(c.errorResponse(err))
+		c.out.finish(c.errorResponse(err), err)
 	case resp != nil:
-		c.out.finish(c.dataResponse(resp, true))
-	case !m.Decoupled:
-		c.out.finish(c.errorResponse(fmt.Errorf("model '%s' returned no response", m.Name)))
+		c.out.finish(c.dataResponse(resp, true), nil)
 	default:
-		c.out.finish(c.flagsOnlyFinal())
+		c.out.finish(c.flagsOnlyFinal(), nil)
 	}
 }
 

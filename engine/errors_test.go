@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/streamgate/streamgate/engine"
@@ -168,5 +170,73 @@ func TestMetadataAndConfig(t *testing.T) {
 	}
 	if _, err := h.client.ModelStatistics(ctx, &pb.ModelStatisticsRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("unserved RPC: %v", err)
+	}
+}
+
+// TestGRPCErrorMode: with metadata triton_grpc_error=true the first error
+// ends the whole RPC with its gRPC status, cancelling the other requests.
+func TestGRPCErrorMode(t *testing.T) {
+	h := start(t, engine.Options{})
+	for _, c := range []struct {
+		name string
+		bad  *pb.ModelInferRequest
+		code codes.Code
+		msg  string
+	}{
+		{"rejected", &pb.ModelInferRequest{ModelName: "nope", Id: "bad"}, codes.NotFound, "Request for unknown model: 'nope' is not found"},
+		{"model error", build("repeat_int32", "bad", false,
+			tensor.NewInt32("IN", []int64{1}, []int32{1}),
+			tensor.NewUint32("DELAY", []int64{2}, []uint32{1, 2}),
+			tensor.NewUint32("WAIT", []int64{1}, []uint32{0})), codes.Internal, "expected IN and DELAY shape to match, got [1] and [2]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "triton_grpc_error", "true"), 20*time.Second)
+			defer cancel()
+			s, err := h.client.ModelStreamInfer(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Send(repeatReq("long", 100, 1000, 0, true)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "long request running", func() bool { return h.srv.InFlight() == 1 })
+			if err := s.Send(c.bad); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				r, err := s.Recv()
+				if err == nil {
+					if r.GetErrorMessage() != "" {
+						t.Fatalf("in-band error in triton_grpc_error mode: %v", r)
+					}
+					continue
+				}
+				st := status.Convert(err)
+				if st.Code() != c.code || st.Message() != c.msg {
+					t.Fatalf("RPC ended with %v, want %v %q", err, c.code, c.msg)
+				}
+				break
+			}
+			waitFor(t, "other request cancelled", func() bool { return h.srv.InFlight() == 0 })
+		})
+	}
+}
+
+func TestUnaryErrorCodes(t *testing.T) {
+	h := start(t, engine.Options{})
+	ctx := context.Background()
+	_, err := h.client.ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "nope"})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("unknown model: %v", err)
+	}
+	bad := build("identity_int32", "x", false, tensor.NewInt32("INPUT0", []int64{1}, []int32{1}))
+	bad.Inputs[0].Datatype = "FP32"
+	if _, err := h.client.ModelInfer(ctx, bad); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("wrong datatype: %v", err)
+	}
+	bad = build("identity_int32", "x", false, tensor.NewInt32("INPUT0", []int64{1}, []int32{1}))
+	bad.Parameters = map[string]*pb.InferParameter{"triton_x": boolParam(true)}
+	if _, err := h.client.ModelInfer(ctx, bad); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("reserved parameter: %v", err)
 	}
 }

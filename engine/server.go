@@ -230,19 +230,19 @@ func (s *Server) ModelInfer(ctx context.Context, r *pb.ModelInferRequest) (*pb.M
 	var got unarySink
 	s.run(ctx, &call{model: m, req: br, wanted: wanted, version: r.GetModelVersion(), out: &got})
 	switch {
-	case got.resp == nil:
+	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()
-	case got.resp.GetErrorMessage() != "":
-		if ctx.Err() != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
-		return nil, status.Error(codes.Unknown, got.resp.GetErrorMessage())
+	case got.err != nil:
+		return nil, toStatus(got.err, codes.Unknown)
 	}
 	return got.resp.GetInferResponse(), nil
 }
 
 // unarySink keeps the one final response of a unary call.
-type unarySink struct{ resp *pb.ModelStreamInferResponse }
+type unarySink struct {
+	resp *pb.ModelStreamInferResponse
+	err  error
+}
 
 func (u *unarySink) send(context.Context, *pb.ModelStreamInferResponse) error { return nil }
-func (u *unarySink) finish(r *pb.ModelStreamInferResponse)                    { u.resp = r }
+func (u *unarySink) finish(r *pb.ModelStreamInferResponse, err error)         { u.resp, u.err = r, err }

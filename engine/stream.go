@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -20,30 +23,40 @@ const writeQueue = 256
 // request runs in its own goroutine, owned by the handler's WaitGroup.
 // Half-close lets running requests finish, then the RPC ends OK; cancelling
 // the RPC cancels every request on it.
+//
+// With gRPC metadata `triton_grpc_error: true` on the stream (Triton's
+// "triton_grpc_error" mode) the first error of any request ends the whole
+// RPC with its gRPC status instead of an in-band error_message.
 func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	st := &streamState{srv: s, ctx: ctx, out: make(chan *pb.ModelStreamInferResponse, writeQueue), active: map[string][]*active{}}
+	st := &streamState{srv: s, ctx: ctx, cancel: cancel, out: make(chan *pb.ModelStreamInferResponse, writeQueue),
+		active: map[string][]*active{}, aborted: make(chan struct{})}
+	if md, ok := metadata.FromIncomingContext(stream.Context()); ok {
+		v := md.Get("triton_grpc_error")
+		st.grpcErrors = len(v) > 0 && strings.EqualFold(v[0], "true")
+	}
 
 	writerDone := make(chan error, 1)
-	go func() { writerDone <- st.write(stream, cancel) }()
+	go func() { writerDone <- st.write(stream) }()
 
+	// The reader is a goroutine of its own only so that an abort
+	// (triton_grpc_error) can end the RPC while it is blocked in Recv; it
+	// returns as soon as the RPC ends.
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- st.read(stream) }()
 	var recvErr error
-	for {
-		req, err := stream.Recv()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				recvErr = err
-				cancel()
-			}
-			break
-		}
-		st.handle(req)
+	select {
+	case recvErr = <-readerDone:
+	case <-st.aborted:
 	}
+	st.closeIntake()
 	st.reqs.Wait()
 	close(st.out)
 	writeErr := <-writerDone
 	switch {
+	case st.abortErr != nil:
+		return st.abortErr
 	case recvErr != nil:
 		return status.Convert(recvErr).Err()
 	case writeErr != nil:
@@ -52,17 +65,69 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	return nil
 }
 
+// read receives requests until the client half-closes (nil) or the RPC
+// fails (the error, after cancelling every request on the stream).
+func (st *streamState) read(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			st.cancel()
+			return err
+		}
+		st.handle(req)
+	}
+}
+
+// closeIntake stops handle from starting requests, so that reqs.Wait sees
+// every request the stream will have.
+func (st *streamState) closeIntake() {
+	st.mu.Lock()
+	st.closed = true
+	st.mu.Unlock()
+}
+
+// abort ends the RPC with err's status (triton_grpc_error mode): the first
+// error wins, every request is cancelled and nothing more is written.
+func (st *streamState) abort(err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.abortErr != nil {
+		return
+	}
+	st.abortErr = toStatus(err, codes.Internal)
+	close(st.aborted)
+	st.cancel()
+}
+
+// fail delivers an error response, or in triton_grpc_error mode ends the
+// RPC with the error's status.
+func (st *streamState) fail(r *pb.ModelStreamInferResponse, err error) {
+	if st.grpcErrors {
+		st.abort(err)
+		return
+	}
+	_ = st.enqueue(st.ctx, r)
+}
+
 // streamState is what one ModelStreamInfer RPC shares between its reader,
 // writer and request goroutines.
 type streamState struct {
-	srv  *Server
-	ctx  context.Context
-	out  chan *pb.ModelStreamInferResponse
-	reqs sync.WaitGroup
+	srv        *Server
+	ctx        context.Context
+	cancel     context.CancelFunc
+	out        chan *pb.ModelStreamInferResponse
+	reqs       sync.WaitGroup
+	grpcErrors bool          // triton_grpc_error mode
+	aborted    chan struct{} // closed by abort
 
-	mu     sync.Mutex
-	active map[string][]*active // by request id, for in-band cancel
-	fifo   []*ordered           // non-decoupled responses, in request order
+	mu       sync.Mutex
+	closed   bool                 // no more requests start
+	abortErr error                // the status the RPC ends with, once aborted
+	active   map[string][]*active // by request id, for in-band cancel
+	fifo     []*ordered           // non-decoupled responses, in request order
 }
 
 type active struct{ cancel context.CancelFunc }
@@ -73,19 +138,28 @@ type ordered struct {
 	done bool
 }
 
-// write owns stream.Send. After a send fails it cancels the stream and
+// write owns stream.Send. After a send fails, or the stream was aborted, it
 // keeps draining so that no sender blocks.
-func (st *streamState) write(stream pb.GRPCInferenceService_ModelStreamInferServer, cancel context.CancelFunc) error {
+func (st *streamState) write(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
 	var err error
 	for r := range st.out {
-		if err != nil {
+		if err != nil || st.isAborted() {
 			continue
 		}
 		if err = stream.Send(r); err != nil {
-			cancel()
+			st.cancel()
 		}
 	}
 	return err
+}
+
+func (st *streamState) isAborted() bool {
+	select {
+	case <-st.aborted:
+		return true
+	default:
+		return false
+	}
 }
 
 // enqueue hands r to the writer unless the stream is gone.
@@ -100,7 +174,7 @@ func (st *streamState) enqueue(ctx context.Context, r *pb.ModelStreamInferRespon
 
 func (st *streamState) handle(req *pb.ModelInferRequest) {
 	id := req.GetId()
-	reject := func(err error) { _ = st.enqueue(st.ctx, rejectResponse(id, err)) }
+	reject := func(err error) { st.fail(rejectResponse(id, err), err) }
 	p, err := parseParams(req.GetParameters())
 	if err != nil {
 		reject(err)
@@ -128,6 +202,11 @@ func (st *streamState) handle(req *pb.ModelInferRequest) {
 	a := &active{cancel: cancel}
 	c := &call{model: m, req: br, wanted: wanted, version: req.GetModelVersion(), emptyFinal: p.emptyFinal}
 	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		cancel()
+		return
+	}
 	st.active[id] = append(st.active[id], a)
 	if m.Decoupled {
 		c.out = decoupledSink{st}
@@ -136,7 +215,6 @@ func (st *streamState) handle(req *pb.ModelInferRequest) {
 		st.fifo = append(st.fifo, slot)
 		c.out = &orderedSink{st: st, slot: slot}
 	}
-	st.mu.Unlock()
 	st.reqs.Go(func() {
 		defer st.forget(id, a)
 		st.srv.run(ctx, c)
@@ -178,8 +256,11 @@ func (d decoupledSink) send(ctx context.Context, r *pb.ModelStreamInferResponse)
 	return d.st.enqueue(ctx, r)
 }
 
-func (d decoupledSink) finish(r *pb.ModelStreamInferResponse) {
-	if r != nil {
+func (d decoupledSink) finish(r *pb.ModelStreamInferResponse, err error) {
+	switch {
+	case err != nil:
+		d.st.fail(r, err)
+	case r != nil:
 		_ = d.st.enqueue(d.st.ctx, r)
 	}
 }
@@ -193,8 +274,11 @@ type orderedSink struct {
 
 func (o *orderedSink) send(context.Context, *pb.ModelStreamInferResponse) error { return nil }
 
-func (o *orderedSink) finish(r *pb.ModelStreamInferResponse) {
+func (o *orderedSink) finish(r *pb.ModelStreamInferResponse, err error) {
 	st := o.st
+	if err != nil && st.grpcErrors {
+		st.abort(err)
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	o.slot.resp, o.slot.done = r, true

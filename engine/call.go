@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -47,7 +49,9 @@ func (s *Server) run(ctx context.Context, c *call) {
 	defer s.inflight.Add(-1)
 	r := &responder{call: c}
 	resp, err := m.backend.Execute(ctx, c.req, r)
-	r.Release()
+	if !r.held.Load() {
+		r.Release()
+	}
 	if err == nil && resp == nil && !m.Decoupled {
 		err = errorf(codes.Internal, "model '%s' returned no response", m.Name)
 	}
@@ -61,10 +65,17 @@ func (s *Server) run(ctx context.Context, c *call) {
 	}
 }
 
-// responder is the backend.Responder of one call.
+// responder is the backend.Responder (and backend.Holder) of one call.
 type responder struct {
 	call *call
 	once sync.Once
+	held atomic.Bool
+}
+
+// HoldUntil keeps the instance until t even if Execute returns first.
+func (r *responder) HoldUntil(t time.Time) {
+	r.held.Store(true)
+	time.AfterFunc(time.Until(t), r.Release)
 }
 
 func (r *responder) Send(ctx context.Context, resp *backend.Response) error {

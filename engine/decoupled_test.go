@@ -283,3 +283,37 @@ func TestNonDecoupledKeepsRequestOrder(t *testing.T) {
 		t.Fatalf("unary identity: %v %v", resp, err)
 	}
 }
+
+// TestWaitHoldsInstance: repeat's one instance is busy for WAIT ms even
+// when the request's responses are done sooner, so the next request on it
+// starts no earlier than WAIT after the first.
+func TestWaitHoldsInstance(t *testing.T) {
+	h := start(t, engine.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := h.client.ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	for _, id := range []string{"first", "second"} {
+		if err := s.Send(repeatReq(id, 1, 0, 300, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	arrived := map[string]time.Duration{}
+	for len(arrived) < 2 {
+		r, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		arrived[r.GetInferResponse().GetId()] = time.Since(begin)
+	}
+	gap := arrived["second"] - arrived["first"]
+	if gap < 0 { // either may have taken the instance first
+		gap = -gap
+	}
+	if gap < 250*time.Millisecond {
+		t.Fatalf("the later request ran %v after the earlier, before its WAIT of 300 ms was over", gap)
+	}
+}

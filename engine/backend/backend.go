@@ -49,6 +49,15 @@ type Responder interface {
 	Release()
 }
 
+// Holder is implemented by Responders that can keep the model instance
+// busy past the end of Execute: HoldUntil releases the instance at t (or
+// earlier through Release), not when Execute returns. Triton's repeat
+// backend blocks its instance for WAIT ms whether or not the request is
+// done by then.
+type Holder interface {
+	HoldUntil(t time.Time)
+}
+
 // Backend is one loaded model. Execute runs req on one model instance and
 // returns when the request is complete. Its results:
 //   - (final, nil): final (a data response with the final flag), or a

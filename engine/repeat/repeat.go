@@ -1,8 +1,8 @@
 // Package repeat implements Triton's canonical decoupled `repeat` backend
 // (model repeat_int32): for inputs IN[n], DELAY[n] and WAIT[1] it sends n
 // responses OUT=IN[i], IDX=i, the i-th after sleeping DELAY[i] ms, then a
-// flags-only final. The instance is released after WAIT ms so one instance
-// overlaps requests.
+// flags-only final. The instance is released after WAIT ms, whether the
+// request is done by then or not, so one instance overlaps requests.
 package repeat
 
 import (
@@ -75,8 +75,15 @@ func (model) Execute(ctx context.Context, req *backend.Request, r backend.Respon
 	if len(wait) != 1 {
 		return nil, fmt.Errorf("unexpected size for WAIT input")
 	}
-	release := time.AfterFunc(time.Duration(wait[0])*time.Millisecond, r.Release)
-	defer release.Stop()
+	// The instance is busy for exactly WAIT ms, as Triton's execute blocks
+	// for WAIT whether or not the responses are done by then.
+	waitFor := time.Duration(wait[0]) * time.Millisecond
+	if h, ok := r.(backend.Holder); ok {
+		h.HoldUntil(time.Now().Add(waitFor))
+	} else {
+		release := time.AfterFunc(waitFor, r.Release)
+		defer release.Stop()
+	}
 
 	for i, v := range in {
 		if !backend.Sleep(ctx, time.Duration(delay[i])*time.Millisecond) {

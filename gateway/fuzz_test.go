@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/streamgate/streamgate/engine/tensor"
 	"github.com/streamgate/streamgate/gateway/sse"
@@ -59,7 +60,16 @@ type fakeCall struct {
 	resps []*pb.ModelInferResponse
 }
 
-func (c *fakeCall) Recv(ctx context.Context) (*pb.ModelInferResponse, error) {
+func (c *fakeCall) RecvTick(ctx context.Context, _ <-chan time.Time) (*pb.ModelInferResponse, error) {
+	return c.recv()
+}
+
+func (c *fakeCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
+	r, err := c.recv()
+	return r, true, err
+}
+
+func (c *fakeCall) recv() (*pb.ModelInferResponse, error) {
 	if err := c.ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func pump(ctx context.Context, c call, tr translator, emit func([]byte) error) e
 		}
 	}
 	for {
-		resp, err := c.Recv(ctx)
+		resp, err := c.RecvTick(ctx, nil)
 		if err == io.EOF {
 			break
 		}
@@ -175,27 +175,14 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, rt rou
 	active.Inc()
 	defer active.Dec()
 
+	// This goroutine is the stream's only writer: it reads the call and
+	// writes the events itself, so a response crosses one goroutine
+	// hand-off (upstream reader → here) on its way to the socket.
 	sw := sse.NewWriter(w, s.opts.SSE)
-	go func() {
-		if err := sw.Run(r.Context()); err != nil {
-			cancel(errClientGone) // the client is gone or stopped reading
-		}
-	}()
-	defer func() {
-		sw.Close()
-		<-sw.Done()
-	}()
 	events := s.metrics.events.With("sse")
-	emit := func(p []byte) error {
-		if err := sw.Send(ctx, p); err != nil {
-			return err
-		}
-		events.Inc()
-		return nil
-	}
-	err = pump(ctx, c, j.tr, emit)
-	if err == nil && rt.done != nil {
-		err = emit(rt.done)
+	err = sw.Start()
+	if err == nil {
+		err = relaySSE(ctx, c, j.tr, sw, rt.done, events.Inc)
 	}
 	if err == nil {
 		return
@@ -208,8 +195,88 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, rt rou
 		return
 	}
 	e := s.logError(r, err)
-	if sw.Send(r.Context(), rt.errorEvent(e)) == nil {
+	sw.Append(rt.errorEvent(e))
+	if sw.Flush() == nil {
 		events.Inc()
+	}
+}
+
+// maxBatch bounds how many bytes of events relaySSE buffers before it
+// flushes, however many responses are ready.
+const maxBatch = 32 << 10
+
+// relaySSE runs tr over c into sw: it appends the events of every response
+// already queued, then flushes once (one write and one flush per batch),
+// and writes a keepalive whenever the stream has been quiet for sw's
+// interval. done, if set, is the last event of a successful stream. A
+// failed write returns errClientGone; other errors (the call's, ctx's)
+// return with the events before them still buffered, for the caller's
+// error event to follow in the same flush.
+func relaySSE(ctx context.Context, c call, tr translator, sw *sse.Writer, done []byte, counted func()) error {
+	emit := func(ps [][]byte) {
+		for _, p := range ps {
+			sw.Append(p)
+			counted()
+		}
+	}
+	flush := func() error {
+		if err := sw.Flush(); err != nil {
+			return errClientGone
+		}
+		return nil
+	}
+	emit(tr.begin())
+	var tick <-chan time.Time
+	ka := sw.KeepAliveInterval()
+	var timer *time.Timer
+	if ka > 0 {
+		timer = time.NewTimer(ka)
+		defer timer.Stop()
+		tick = timer.C
+	}
+	for {
+		if err := flush(); err != nil {
+			return err
+		}
+		resp, err := c.RecvTick(ctx, tick)
+		if resp == nil && err == nil { // quiet for ka
+			if sw.KeepAlive() != nil {
+				return errClientGone
+			}
+			timer.Reset(ka)
+			continue
+		}
+		for {
+			if err == io.EOF {
+				ps, err := tr.end()
+				if err != nil {
+					return err
+				}
+				emit(ps)
+				if done != nil {
+					emit([][]byte{done})
+				}
+				return flush()
+			}
+			if err != nil {
+				return err
+			}
+			ps, terr := tr.next(resp)
+			if terr != nil {
+				return terr
+			}
+			emit(ps)
+			if sw.Buffered() >= maxBatch {
+				break
+			}
+			var ok bool
+			if resp, ok, err = c.TryRecv(); !ok {
+				break
+			}
+		}
+		if timer != nil {
+			timer.Reset(ka)
+		}
 	}
 }
 
@@ -254,16 +321,14 @@ func firstResponse(ctx context.Context, c call, wait time.Duration) (call, error
 	if wait <= 0 {
 		return c, nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	resp, err := c.Recv(pctx)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	resp, err := c.RecvTick(ctx, t.C)
 	switch {
+	case resp == nil && err == nil:
+		return c, nil // still waiting for the first response
 	case err == nil, err == io.EOF:
 		return &replayCall{call: c, resp: resp, err: err}, nil
-	case ctx.Err() != nil:
-		return nil, err
-	case pctx.Err() != nil:
-		return c, nil // still waiting for the first response
 	}
 	return nil, err
 }
@@ -276,12 +341,20 @@ type replayCall struct {
 	played bool
 }
 
-func (r *replayCall) Recv(ctx context.Context) (*pb.ModelInferResponse, error) {
+func (r *replayCall) RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error) {
 	if !r.played {
 		r.played = true
 		return r.resp, r.err
 	}
-	return r.call.Recv(ctx)
+	return r.call.RecvTick(ctx, tick)
+}
+
+func (r *replayCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
+	if !r.played {
+		r.played = true
+		return r.resp, true, r.err
+	}
+	return r.call.TryRecv()
 }
 
 // sseKeepAlive is how long an event stream may wait for its first response

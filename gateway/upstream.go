@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
@@ -33,11 +34,16 @@ type Upstream interface {
 
 var _ Upstream = (*upstream.Client)(nil)
 
-// call is the part of *upstream.Call the gateway uses.
+// call is the part of *upstream.Call the gateway uses (see its docs):
+// RecvTick waits for the next response, ctx or tick (then nil, nil);
+// TryRecv takes a response only if one is ready (ok false otherwise).
 type call interface {
-	Recv(ctx context.Context) (*pb.ModelInferResponse, error)
+	RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error)
+	TryRecv() (resp *pb.ModelInferResponse, ok bool, err error)
 	Cancel()
 }
+
+var _ call = (*upstream.Call)(nil)
 
 // startFunc starts a call; tests substitute fakes for *upstream.Client.
 type startFunc func(ctx context.Context, req *pb.ModelInferRequest) (call, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
@@ -18,7 +19,7 @@ type Call struct {
 	origID    string // the caller's req.Id, put back on responses
 	decoupled bool
 	auto      bool // mode follows the target (CancelAuto)
-	q         chan *pb.ModelInferResponse
+	q         respQueue
 
 	mode      atomic.Int32 // CancelMode in effect: inband, stream or none
 	delivered atomic.Bool  // a response was queued; no more failover
@@ -59,29 +60,53 @@ func (cl *Call) Done() <-chan struct{} { return cl.done }
 // and Close, which return at once). If ctx ends first Recv returns
 // ctx.Err() and the call carries on.
 func (cl *Call) Recv(ctx context.Context) (*pb.ModelInferResponse, error) {
-	if cl.aborted.Load() {
-		return nil, cl.err
-	}
-	select {
-	case r := <-cl.q:
-		return r, nil
-	default:
-	}
-	select {
-	case r := <-cl.q:
-		return r, nil
-	case <-cl.done:
-		if !cl.aborted.Load() {
-			select {
-			case r := <-cl.q:
-				return r, nil
-			default:
-			}
+	return cl.RecvTick(ctx, nil)
+}
+
+// RecvTick is Recv that also returns (nil, nil) when tick delivers a value
+// before a response is ready (a nil tick never does). It lets one goroutine
+// wait for responses and its own timer (a keepalive) at once without a
+// context per wait.
+func (cl *Call) RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error) {
+	for {
+		if r, ok, err := cl.TryRecv(); ok {
+			return r, err
 		}
-		return nil, cl.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case <-cl.q.ready:
+		case <-cl.done:
+			r, _, err := cl.TryRecv()
+			return r, err
+		case <-tick:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+}
+
+// TryRecv is Recv without waiting: ok is false when the call is still
+// running and no response is ready yet. It lets a consumer drain what is
+// already queued before it flushes a batch to its client.
+func (cl *Call) TryRecv() (r *pb.ModelInferResponse, ok bool, err error) {
+	if cl.aborted.Load() {
+		return nil, true, cl.err
+	}
+	if r, ok := cl.q.pop(); ok {
+		return r, true, nil
+	}
+	select {
+	case <-cl.done:
+	default:
+		return nil, false, nil
+	}
+	// Ended: everything pushed before the end is visible now.
+	if !cl.aborted.Load() {
+		if r, ok := cl.q.pop(); ok {
+			return r, true, nil
+		}
+	}
+	return nil, true, cl.err
 }
 
 // Cancel ends the call with KindCancelled and cancels it upstream according

@@ -172,7 +172,7 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (*Call, e
 		id:        c.idPrefix + strconv.FormatUint(c.seq.Add(1), 36),
 		decoupled: decoupled,
 		auto:      c.opts.Cancel == CancelAuto,
-		q:         make(chan *pb.ModelInferResponse, c.opts.QueueSize),
+		q:         newRespQueue(),
 		done:      make(chan struct{}),
 	}
 	mode := c.opts.Cancel

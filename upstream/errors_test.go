@@ -68,7 +68,7 @@ func TestErrorHelpers(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	o := (*Options)(nil).withDefaults()
-	if o.MaxStreamsPerTarget != 64 || o.MaxRequestsPerStream != 256 || o.QueueSize != 64 ||
+	if o.MaxStreamsPerTarget != 64 || o.MaxRequestsPerStream != 256 || o.QueueSize != 1024 || o.QueueBytes != 1<<20 ||
 		o.Cancel != CancelAuto || o.KeepaliveTime < 5*time.Minute || o.Logger == nil {
 		t.Fatalf("defaults %+v", o)
 	}

@@ -61,10 +61,24 @@ type Options struct {
 	// the default stream cap. Start fails with KindRejected beyond that.
 	MaxRequestsPerStream int
 
-	// QueueSize is how many responses of one request are buffered for its
-	// consumer. When a response finds the queue full the request fails
-	// with KindTooSlow and is cancelled upstream. Default 64.
-	QueueSize int
+	// QueueSize is how many responses of one request may wait for its
+	// consumer, and QueueBytes how many bytes of output contents they may
+	// hold in all (a single larger response is still accepted into an
+	// empty queue). When a response does not fit and it is a text delta (a
+	// non-final response whose only output is one BYTES element) it is
+	// coalesced into the last queued text delta (the element bytes are
+	// concatenated, so the consumer sees the same text in fewer
+	// responses); otherwise the request fails with KindTooSlow and is
+	// cancelled upstream. The reader never blocks either way.
+	//
+	// Defaults 1024 and 1 MiB. The queue grows on demand, so an idle or
+	// keeping-up request costs a few pointers, not QueueSize; the count
+	// absorbs a burst of small responses (an engine that produces
+	// hundreds at once while the consumer waits for a CPU behind hundreds
+	// of others), and the byte bound caps what one stalled consumer can
+	// pin: at most QueueBytes plus one response.
+	QueueSize  int
+	QueueBytes int
 
 	// Cancel is the cancellation mode. Default CancelAuto.
 	Cancel CancelMode
@@ -136,7 +150,10 @@ func (o *Options) withDefaults() Options {
 		c.MaxRequestsPerStream = 256
 	}
 	if c.QueueSize <= 0 {
-		c.QueueSize = 64
+		c.QueueSize = 1024
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = 1 << 20
 	}
 	def(&c.HealthInterval, 2*time.Second)
 	def(&c.HealthTimeout, time.Second)

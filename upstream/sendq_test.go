@@ -3,8 +3,6 @@ package upstream
 import (
 	"strconv"
 	"testing"
-
-	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
 // newTestCall builds a call without a target round trip.
@@ -14,7 +12,7 @@ func newTestCall(c *Client, mode CancelMode) *Call {
 		req:       repeatN(0, 1, 0),
 		id:        c.idPrefix + "t" + strconv.FormatUint(c.seq.Add(1), 10),
 		decoupled: true,
-		q:         make(chan *pb.ModelInferResponse, 4),
+		q:         newRespQueue(),
 		done:      make(chan struct{}),
 	}
 	cl.req.Id = cl.id

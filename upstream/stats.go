@@ -11,6 +11,7 @@ type counters struct {
 	cancelStream atomic.Uint64
 	cancelNone   atomic.Uint64
 	overflows    atomic.Uint64
+	coalesced    atomic.Uint64
 	dropped      atomic.Uint64
 }
 
@@ -30,6 +31,7 @@ type Stats struct {
 	CancelsStream  uint64 // requests cancelled by cancelling their stream
 	CancelsNone    uint64 // requests dropped without telling the target
 	QueueOverflows uint64 // requests failed with KindTooSlow
+	Coalesced      uint64 // text deltas merged into a queued one (queue full)
 	Dropped        uint64 // responses for requests no longer waited for
 }
 
@@ -60,6 +62,7 @@ func (c *Client) Stats() Stats {
 		CancelsStream:  c.ctr.cancelStream.Load(),
 		CancelsNone:    c.ctr.cancelNone.Load(),
 		QueueOverflows: c.ctr.overflows.Load(),
+		Coalesced:      c.ctr.coalesced.Load(),
 		Dropped:        c.ctr.dropped.Load(),
 	}
 	for _, t := range c.targetList() {

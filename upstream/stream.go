@@ -374,11 +374,14 @@ func (s *stream) route(m *pb.ModelStreamInferResponse) {
 				resp = &pb.ModelInferResponse{}
 			}
 			resp.Id = cl.origID
-			select {
-			case cl.q <- resp:
-				cl.delivered.Store(true)
-			default:
+			opts := &s.t.c.opts
+			if ok, merged := cl.q.push(resp, opts.QueueSize, opts.QueueBytes, final); !ok {
 				end, tooSlow = errTooSlow, true
+			} else {
+				cl.delivered.Store(true)
+				if merged {
+					s.t.c.ctr.coalesced.Add(1)
+				}
 			}
 		}
 		if final && end == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/ws"
 	"github.com/streamgate/streamgate/upstream"
 )
 
@@ -26,6 +27,8 @@ type gatewayConfig struct {
 	MaxStreams    int
 	MaxPerConn    int
 	StreamsPer    int
+	UpstreamQueue int
+	WSMaxInFlight int
 	Keepalive     time.Duration
 	ShutdownGrace time.Duration
 }
@@ -40,6 +43,8 @@ func (c *gatewayConfig) register(fs *flag.FlagSet, withUpstream bool) {
 	fs.IntVar(&c.MaxStreams, "max-streams", 4096, "inference requests in flight through the gateway (503 beyond)")
 	fs.IntVar(&c.MaxPerConn, "max-streams-per-conn", 64, "inference requests in flight per client connection (429 beyond)")
 	fs.IntVar(&c.StreamsPer, "upstream-streams", 64, "pooled ModelStreamInfer streams per upstream target")
+	fs.IntVar(&c.UpstreamQueue, "upstream-queue", 1024, "responses buffered per request for its client; past it text deltas coalesce, other requests fail as too slow")
+	fs.IntVar(&c.WSMaxInFlight, "ws-max-in-flight", 64, "requests in flight per WebSocket (too_many_requests beyond)")
 	fs.DurationVar(&c.Keepalive, "sse-keepalive", 15*time.Second, "interval of SSE ': keepalive' comments")
 	if withUpstream {
 		fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long in-flight streams may take to finish")
@@ -75,7 +80,7 @@ func startGateway(cfg gatewayConfig, log *slog.Logger) (*gatewayProcess, error) 
 			targets = append(targets, t)
 		}
 	}
-	up, err := upstream.New(targets, &upstream.Options{Cancel: mode, MaxStreamsPerTarget: cfg.StreamsPer, Logger: log})
+	up, err := upstream.New(targets, &upstream.Options{Cancel: mode, MaxStreamsPerTarget: cfg.StreamsPer, QueueSize: cfg.UpstreamQueue, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +90,7 @@ func startGateway(cfg gatewayConfig, log *slog.Logger) (*gatewayProcess, error) 
 		MaxStreams:        cfg.MaxStreams,
 		MaxStreamsPerConn: cfg.MaxPerConn,
 		SSE:               sseOptions(cfg.Keepalive),
+		WebSocket:         &ws.Options{MaxInFlight: cfg.WSMaxInFlight},
 		ChatTemplates:     chatTemplates,
 	})
 	lis, err := net.Listen("tcp", cfg.HTTP)

@@ -270,6 +270,15 @@ func TestEngineSIGTERM(t *testing.T) {
 }
 
 func TestFlagsAndEnv(t *testing.T) {
+	t.Setenv("STREAMGATE_WS_MAX_IN_FLIGHT", "128")
+	gcfg, err := parseGateway(nil, io.Discard)
+	if err != nil || gcfg.WSMaxInFlight != 128 || gcfg.UpstreamQueue != 1024 {
+		t.Fatalf("gateway env: %+v %v", gcfg, err)
+	}
+	gcfg, err = parseGateway([]string{"--ws-max-in-flight", "7", "--upstream-queue", "256"}, io.Discard)
+	if err != nil || gcfg.WSMaxInFlight != 7 || gcfg.UpstreamQueue != 256 {
+		t.Fatalf("gateway flags: %+v %v", gcfg, err)
+	}
 	t.Setenv("STREAMGATE_GRPC", "127.0.0.1:9")
 	cfg, err := parseEngine(nil, io.Discard)
 	if err != nil || cfg.GRPC != "127.0.0.1:9" {

@@ -2,13 +2,13 @@ package generate
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
 
 	"github.com/streamgate/streamgate/engine/tensor"
+	"github.com/streamgate/streamgate/gateway/internal/jsonstr"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -66,12 +66,6 @@ func ErrorBody(msg string) []byte {
 	return append(b, '}')
 }
 
-// AppendString appends s as a JSON string.
-func AppendString(dst []byte, s string) []byte {
-	q, _ := json.Marshal(s) // strings always marshal
-	return append(dst, q...)
-}
-
 func appendKey(dst []byte, k string) []byte {
 	return append(AppendString(dst, k), ':')
 }
@@ -118,7 +112,7 @@ func appendTensor(b []byte, t *tensor.Tensor) ([]byte, error) {
 			b = append(b, ',')
 		}
 		if t.Datatype == "BYTES" {
-			b = AppendString(b, string(elems[i]))
+			b = jsonstr.AppendBytes(b, elems[i])
 			continue
 		}
 		e := t.Raw[i*size : (i+1)*size]
@@ -156,3 +150,7 @@ func appendTensor(b []byte, t *tensor.Tensor) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// AppendString appends s as a JSON string, exactly as encoding/json
+// would write it.
+func AppendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }

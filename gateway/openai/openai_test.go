@@ -170,3 +170,23 @@ func checkParsed(t *testing.T, ok bool, err error) {
 		t.Fatal("error body is not JSON")
 	}
 }
+
+// TestDeltaMatchesMarshal: the hand-written Delta is byte for byte the
+// chunk encoding/json makes.
+func TestDeltaMatchesMarshal(t *testing.T) {
+	for _, c := range []Chunker{
+		{ID: "chatcmpl-1", Created: 1700000000, Model: "echo", Chat: true},
+		{ID: "cmpl-<&>", Created: -5, Model: "m\u2028\"x\"", IncludeUsage: true},
+		{ID: "", Created: 0, Model: "", Chat: true, IncludeUsage: true},
+	} {
+		for _, text := range []string{"", " hello", "é€𝄞", "bad \xff", "<tag> & \"q\"\n\t\x00"} {
+			want := mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{Content: &text}}}))
+			if !c.Chat {
+				want = mustJSON(c.chunk([]chunkChoice{{Text: &text}}))
+			}
+			if got := c.Delta(text); string(got) != string(want) {
+				t.Errorf("Delta(%q)\n got %s\nwant %s", text, got, want)
+			}
+		}
+	}
+}

@@ -2,6 +2,9 @@ package openai
 
 import (
 	"encoding/json"
+	"strconv"
+
+	"github.com/streamgate/streamgate/gateway/internal/jsonstr"
 )
 
 // Usage is token accounting.
@@ -20,6 +23,8 @@ type Chunker struct {
 	Model        string
 	Chat         bool
 	IncludeUsage bool
+
+	deltaPrefix []byte // Delta's JSON up to its content, built once
 }
 
 type chatDelta struct {
@@ -71,12 +76,39 @@ func (c *Chunker) Role() []byte {
 	return mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{Role: "assistant", Content: &empty}}}))
 }
 
-// Delta is one content chunk.
+// Delta is one content chunk. It is the hot path of every streamed text
+// response, so it appends the JSON directly (the same bytes
+// encoding/json writes for the chunk, see TestDeltaMatchesMarshal).
 func (c *Chunker) Delta(text string) []byte {
-	if c.Chat {
-		return mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{Content: &text}}}))
+	if c.deltaPrefix == nil {
+		obj := "text_completion"
+		if c.Chat {
+			obj = "chat.completion.chunk"
+		}
+		p := append([]byte(`{"id":`), jsonstr.Append(nil, c.ID)...)
+		p = append(p, `,"object":"`+obj+`","created":`...)
+		p = strconv.AppendInt(p, c.Created, 10)
+		p = append(p, `,"model":`...)
+		p = jsonstr.Append(p, c.Model)
+		p = append(p, `,"choices":[{"index":0,`...)
+		if c.Chat {
+			p = append(p, `"delta":{"content":`...)
+		} else {
+			p = append(p, `"text":`...)
+		}
+		c.deltaPrefix = p
 	}
-	return mustJSON(c.chunk([]chunkChoice{{Text: &text}}))
+	b := make([]byte, 0, len(c.deltaPrefix)+len(text)+64)
+	b = append(b, c.deltaPrefix...)
+	b = jsonstr.Append(b, text)
+	if c.Chat {
+		b = append(b, '}')
+	}
+	b = append(b, `,"logprobs":null,"finish_reason":null}]`...)
+	if c.IncludeUsage {
+		b = append(b, `,"usage":null`...)
+	}
+	return append(b, '}')
 }
 
 // Finish is the chunk carrying finish_reason ("stop" or "length") and an

@@ -1,12 +1,14 @@
 // Package sse writes Server-Sent Events to one HTTP response.
 //
-// Start with NewWriter: the handler creates one Writer per response, runs
-// Writer.Run in one goroutine (the only goroutine that touches the
-// http.ResponseWriter) and hands it events with Send from another. Run sends
-// the headers at once, then writes every event that is ready in one batch
-// followed by a single flush, and writes a ": keepalive" comment whenever the
-// stream has been quiet for Options.KeepAlive, from the moment the headers
-// were sent (so also while waiting for the first event).
+// Start with NewWriter: the handler goroutine creates one Writer per
+// response and is the only goroutine that touches the http.ResponseWriter
+// (it runs no goroutine of its own). Start sends the headers; Append
+// buffers events and Flush writes every buffered event in one write
+// followed by a single flush, under a write deadline; KeepAlive writes a
+// ": keepalive" comment. The caller keeps the cadence: it appends what is
+// ready, flushes once, and writes a keepalive whenever the stream has
+// been quiet for Options.KeepAlive (Writer.KeepAliveInterval), from the
+// moment the headers were sent.
 //
 // Framing, per event: "id: <n>\n" then one "data: " line per line of the
 // payload, then a blank line. Ids count from 0 on each stream.
@@ -14,7 +16,6 @@ package sse
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -25,11 +26,8 @@ import (
 // Options configures a Writer. The zero value (or nil) gives the defaults.
 type Options struct {
 	// KeepAlive is how long the stream may stay quiet before a
-	// ": keepalive" comment is written. Default 15s; negative disables.
+	// ": keepalive" comment is due. Default 15s; negative disables.
 	KeepAlive time.Duration
-	// Queue is how many events may wait between Send and the writer; Send
-	// blocks while it is full. Default 64.
-	Queue int
 	// WriteTimeout bounds writing and flushing one batch, through
 	// http.ResponseController.SetWriteDeadline; a client that does not
 	// read for this long ends the stream. Default 30s; negative disables.
@@ -44,52 +42,39 @@ func (o *Options) withDefaults() Options {
 	if c.KeepAlive == 0 {
 		c.KeepAlive = 15 * time.Second
 	}
-	if c.Queue <= 0 {
-		c.Queue = 64
-	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 30 * time.Second
 	}
 	return c
 }
 
-// ErrClosed is returned by Send once the writer has stopped.
+// ErrClosed is returned once a write has failed: the stream is over.
 var ErrClosed = errors.New("sse: writer closed")
 
 // KeepAliveComment is what the writer sends on a quiet stream.
 const KeepAliveComment = ": keepalive\n\n"
 
-// Writer is one SSE response. Run must be called exactly once, in its own
-// goroutine; Send and Close are called from one producer goroutine (they
-// are safe to call concurrently with Run, not with each other). Run returns
-// after Close once every queued event is written, when ctx is done, or on
-// the first write error; Send fails with ErrClosed from then on.
+// Writer is one SSE response. It is not safe for concurrent use: one
+// goroutine (the handler) calls all its methods. After a failed write every
+// further Flush or KeepAlive returns ErrClosed.
 type Writer struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	opts Options
 
-	events    chan []byte
-	closing   chan struct{}
-	closeOnce sync.Once
-	done      chan struct{}
-
-	nextID uint64 // owned by Run
-	buf    []byte // owned by Run
+	nextID uint64
+	buf    *[]byte // pending events; from bufPool, nil when none
+	failed bool
 }
 
-// NewWriter returns a writer for w. Headers set on w before Run are kept;
-// Run adds the SSE ones.
+// bufPool holds batch buffers between flushes, so a quiet stream holds
+// none and busy streams reuse them.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// NewWriter returns a writer for w. Headers set on w before Start are kept;
+// Start adds the SSE ones.
 func NewWriter(w http.ResponseWriter, opts *Options) *Writer {
-	o := opts.withDefaults()
-	return &Writer{
-		w:       w,
-		rc:      http.NewResponseController(w),
-		opts:    o,
-		events:  make(chan []byte, o.Queue),
-		closing: make(chan struct{}),
-		done:    make(chan struct{}),
-	}
+	return &Writer{w: w, rc: http.NewResponseController(w), opts: opts.withDefaults()}
 }
 
 // SetHeaders sets the SSE response headers on h.
@@ -101,115 +86,78 @@ func SetHeaders(h http.Header) {
 	h.Del("Content-Encoding")
 }
 
-// Send queues one event whose data is payload (normally one line of JSON).
-// It blocks while the queue is full, and fails when ctx is done or the
-// writer has stopped. The writer keeps payload; do not modify it after.
-func (w *Writer) Send(ctx context.Context, payload []byte) error {
-	select {
-	case <-w.done:
-		return ErrClosed
-	default:
-	}
-	select {
-	case w.events <- payload:
-		return nil
-	case <-w.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// KeepAliveInterval is the quiet time after which KeepAlive is due; 0
+// when keepalives are disabled.
+func (w *Writer) KeepAliveInterval() time.Duration {
+	return max(w.opts.KeepAlive, 0)
 }
 
-// Close tells Run that no more events will come; Run writes what is queued
-// and returns nil. Close is idempotent.
-func (w *Writer) Close() {
-	w.closeOnce.Do(func() { close(w.closing) })
-}
-
-// Done is closed when Run has returned.
-func (w *Writer) Done() <-chan struct{} { return w.done }
-
-// Run writes the stream. See Writer for when it returns.
-func (w *Writer) Run(ctx context.Context) error {
-	defer close(w.done)
+// Start sends the status and SSE headers at once.
+func (w *Writer) Start() error {
 	SetHeaders(w.w.Header())
 	w.w.WriteHeader(http.StatusOK)
-	if err := w.flush(); err != nil {
+	return w.flush()
+}
+
+// Append buffers one event whose data is payload (normally one line of
+// JSON) until the next Flush. The writer does not keep payload.
+func (w *Writer) Append(payload []byte) {
+	if w.buf == nil {
+		w.buf = bufPool.Get().(*[]byte)
+	}
+	*w.buf = AppendEvent(*w.buf, w.nextID, payload)
+	w.nextID++
+}
+
+// Buffered is the number of bytes appended and not yet flushed.
+func (w *Writer) Buffered() int {
+	if w.buf == nil {
+		return 0
+	}
+	return len(*w.buf)
+}
+
+// Flush writes the buffered events in one write and flushes once.
+func (w *Writer) Flush() error {
+	if w.buf == nil {
+		return nil
+	}
+	b := w.buf
+	w.buf = nil
+	err := w.write(*b)
+	if cap(*b) <= 64<<10 {
+		*b = (*b)[:0]
+		bufPool.Put(b)
+	}
+	return err
+}
+
+// KeepAlive flushes what is buffered, then writes a keepalive comment.
+func (w *Writer) KeepAlive() error {
+	if err := w.Flush(); err != nil {
 		return err
 	}
-
-	var tick <-chan time.Time
-	var timer *time.Timer
-	if w.opts.KeepAlive > 0 {
-		timer = time.NewTimer(w.opts.KeepAlive)
-		defer timer.Stop()
-		tick = timer.C
-	}
-	for {
-		select {
-		case ev := <-w.events:
-			if err := w.writeBatch(ev); err != nil {
-				return err
-			}
-		case <-w.closing:
-			// Every Send happened before Close: drain without blocking.
-			for {
-				select {
-				case ev := <-w.events:
-					if err := w.writeBatch(ev); err != nil {
-						return err
-					}
-					continue
-				default:
-				}
-				return nil
-			}
-		case <-tick:
-			w.buf = append(w.buf[:0], KeepAliveComment...)
-			if err := w.write(); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if timer != nil {
-			timer.Reset(w.opts.KeepAlive)
-		}
-	}
+	return w.write([]byte(KeepAliveComment))
 }
 
-// writeBatch writes first and every other event already queued, then
-// flushes once.
-func (w *Writer) writeBatch(first []byte) error {
-	w.buf = w.appendEvent(w.buf[:0], first)
-	for n := 1; n < cap(w.events); n++ {
-		select {
-		case ev := <-w.events:
-			w.buf = w.appendEvent(w.buf, ev)
-			continue
-		default:
-		}
-		break
+func (w *Writer) write(b []byte) error {
+	if w.failed {
+		return ErrClosed
 	}
-	return w.write()
-}
-
-func (w *Writer) appendEvent(dst, payload []byte) []byte {
-	dst = AppendEvent(dst, w.nextID, payload)
-	w.nextID++
-	return dst
-}
-
-func (w *Writer) write() error {
 	if w.opts.WriteTimeout > 0 {
 		// Not every ResponseWriter supports deadlines (httptest's recorder
 		// does not); the write then simply has none.
 		_ = w.rc.SetWriteDeadline(time.Now().Add(w.opts.WriteTimeout))
 	}
-	if _, err := w.w.Write(w.buf); err != nil {
+	if _, err := w.w.Write(b); err != nil {
+		w.failed = true
 		return err
 	}
-	return w.flush()
+	if err := w.flush(); err != nil {
+		w.failed = true
+		return err
+	}
+	return nil
 }
 
 func (w *Writer) flush() error {

@@ -2,14 +2,12 @@ package sse
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -103,92 +101,85 @@ func (r *recorder) snapshot() []string {
 	return append([]string(nil), r.flushes...)
 }
 
-func TestWriterHeadersAndKeepAliveBeforeFirstEvent(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rec := newRecorder()
-		w := NewWriter(rec, &Options{KeepAlive: 15 * time.Second})
-		ctx, cancel := context.WithCancel(t.Context())
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
-		synctest.Wait()
-		if got := rec.snapshot(); len(got) != 1 || got[0] != "" {
-			t.Fatalf("after start: flushes %q, want one empty header flush", got)
-		}
-		if ct := rec.header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
-			t.Fatalf("Content-Type %q", ct)
-		}
-		if rec.header.Get("Cache-Control") != "no-cache" || rec.header.Get("X-Accel-Buffering") != "no" {
-			t.Fatalf("headers %v", rec.header)
-		}
-		time.Sleep(15 * time.Second)
-		synctest.Wait()
-		if got := rec.snapshot(); len(got) != 2 || got[1] != KeepAliveComment {
-			t.Fatalf("after 15s: %q", got)
-		}
-		if err := w.Send(ctx, []byte(`{"x":1}`)); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		time.Sleep(14 * time.Second) // quiet period restarts after each write
-		synctest.Wait()
-		if got := rec.snapshot(); len(got) != 3 || got[2] != "id: 0\ndata: {\"x\":1}\n\n" {
-			t.Fatalf("after event: %q", got)
-		}
-		cancel()
-		if err := <-errc; !errors.Is(err, context.Canceled) {
-			t.Fatalf("Run = %v", err)
-		}
-		if err := w.Send(t.Context(), nil); !errors.Is(err, ErrClosed) {
-			t.Fatalf("Send after Run = %v", err)
-		}
-	})
+func TestWriterHeadersKeepAliveAndEvents(t *testing.T) {
+	rec := newRecorder()
+	w := NewWriter(rec, &Options{KeepAlive: 15 * time.Second})
+	if w.KeepAliveInterval() != 15*time.Second {
+		t.Fatalf("KeepAliveInterval %v", w.KeepAliveInterval())
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.snapshot(); len(got) != 1 || got[0] != "" || rec.status != http.StatusOK {
+		t.Fatalf("after start: flushes %q status %d, want one empty header flush", got, rec.status)
+	}
+	if ct := rec.header.Get("Content-Type"); ct != "text/event-stream; charset=utf-8" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	if rec.header.Get("Cache-Control") != "no-cache" || rec.header.Get("X-Accel-Buffering") != "no" {
+		t.Fatalf("headers %v", rec.header)
+	}
+	if err := w.KeepAlive(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.snapshot(); len(got) != 2 || got[1] != KeepAliveComment {
+		t.Fatalf("after keepalive: %q", got)
+	}
+	w.Append([]byte(`{"x":1}`))
+	if w.Buffered() == 0 || len(rec.snapshot()) != 2 {
+		t.Fatal("Append wrote before Flush")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.snapshot(); len(got) != 3 || got[2] != "id: 0\ndata: {\"x\":1}\n\n" || w.Buffered() != 0 {
+		t.Fatalf("after event: %q", got)
+	}
+	if err := w.Flush(); err != nil || len(rec.snapshot()) != 3 {
+		t.Fatalf("empty Flush wrote: %v %q", err, rec.snapshot())
+	}
+	if NewWriter(rec, &Options{KeepAlive: -1}).KeepAliveInterval() != 0 {
+		t.Fatal("disabled keepalive has an interval")
+	}
 }
 
-func TestWriterBatchesReadyEvents(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rec := newRecorder()
-		w := NewWriter(rec, &Options{KeepAlive: -1, Queue: 8})
-		for i := range 5 {
-			if err := w.Send(t.Context(), []byte{'a' + byte(i)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		w.Close()
-		if err := w.Run(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		got := rec.snapshot()
-		want := []string{"", "id: 0\ndata: a\n\nid: 1\ndata: b\n\nid: 2\ndata: c\n\nid: 3\ndata: d\n\nid: 4\ndata: e\n\n"}
-		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-			t.Fatalf("flushes %q, want %q", got, want)
-		}
-	})
+func TestWriterBatchesAppendedEvents(t *testing.T) {
+	rec := newRecorder()
+	w := NewWriter(rec, &Options{KeepAlive: -1})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		w.Append([]byte{'a' + byte(i)})
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.snapshot()
+	want := []string{"", "id: 0\ndata: a\n\nid: 1\ndata: b\n\nid: 2\ndata: c\n\nid: 3\ndata: d\n\nid: 4\ndata: e\n\n"}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("flushes %q, want %q", got, want)
+	}
 }
 
-func TestWriterWriteErrorStopsSend(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rec := newRecorder()
-		rec.failAt = 1
-		w := NewWriter(rec, &Options{Queue: 1})
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(t.Context()) }()
-		if err := w.Send(t.Context(), []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-errc; err == nil {
-			t.Fatal("Run returned nil after a write error")
-		}
-		// The queue (1) may take one more, but never blocks forever.
-		for range 3 {
-			if err := w.Send(t.Context(), []byte("y")); err != nil {
-				if !errors.Is(err, ErrClosed) {
-					t.Fatalf("Send = %v", err)
-				}
-				return
-			}
-		}
-		t.Fatal("Send kept succeeding after the writer stopped")
-	})
+func TestWriterWriteErrorStops(t *testing.T) {
+	rec := newRecorder()
+	rec.failAt = 1
+	w := NewWriter(rec, nil)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Append([]byte("x"))
+	if err := w.Flush(); err == nil {
+		t.Fatal("Flush returned nil after a write error")
+	}
+	w.Append([]byte("y"))
+	if err := w.Flush(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Flush after a failed write = %v", err)
+	}
+	if err := w.KeepAlive(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("KeepAlive after a failed write = %v", err)
+	}
 }
 
 func TestReaderComments(t *testing.T) {

@@ -367,3 +367,42 @@ func TestSessionPingTimeout(t *testing.T) {
 		t.Fatal("socket still open")
 	}
 }
+
+// TestSessionSlotFreeAtTerminal: a client that keeps exactly MaxInFlight
+// requests running, starting a new one the moment it reads a terminal
+// frame (done or error), is never refused: the slot is free before the
+// terminal frame is queued.
+func TestSessionSlotFreeAtTerminal(t *testing.T) {
+	const limit, total = 4, 400
+	srv := newServer(t, countHandler, &Options{MaxInFlight: limit, ErrorInfo: func(err error) (string, string) { return "model_error", err.Error() }})
+	c := dial(t, srv.url)
+	start := func(i int) {
+		id := fmt.Sprintf("r%d", i)
+		if i%3 == 0 {
+			id = fmt.Sprintf("fail%d", i)
+		}
+		send(t, c, fmt.Sprintf(`{"type":"generate","id":%q,"model":"m","body":{"N":%d}}`, id, i%4))
+	}
+	started := 0
+	for ; started < limit; started++ {
+		start(started)
+	}
+	for ended := 0; ended < total; {
+		f, err := read(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == "data" {
+			continue
+		}
+		if f.Error != nil && f.Error.Code != "model_error" {
+			t.Fatalf("request %d: %s %s", ended, f.Error.Code, f.Error.Message)
+		}
+		ended++
+		if started < total {
+			start(started)
+			started++
+		}
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+}

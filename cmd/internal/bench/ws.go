@@ -27,6 +27,7 @@ type wsTransport struct {
 	ctx     context.Context // bounds every socket
 	cancel  context.CancelFunc
 	sockets []*wsSocket
+	pick    sync.Mutex // makes choosing a socket and counting on it one step
 }
 
 func newWSTransport(base string, wl workload, conc, perSocket int) *wsTransport {
@@ -109,14 +110,28 @@ func parseWSFrame(b []byte) (wsFrame, error) {
 	return f, nil
 }
 
-// socket returns the least-loaded socket, connected.
+// socket returns the least-loaded socket, connected, with one request
+// counted on it (the caller gives it back with inflight.Add(-1) once the
+// server has ended the request). Choosing and counting are one step, so
+// concurrent callers never put more than ⌈c / per-socket⌉ on a socket.
 func (t *wsTransport) socket() (*wsSocket, error) {
+	t.pick.Lock()
 	best := t.sockets[0]
 	for _, s := range t.sockets[1:] {
 		if s.inflight.Load() < best.inflight.Load() {
 			best = s
 		}
 	}
+	best.inflight.Add(1)
+	t.pick.Unlock()
+	s, err := best.connect(t)
+	if err != nil {
+		best.inflight.Add(-1)
+	}
+	return s, err
+}
+
+func (best *wsSocket) connect(t *wsTransport) (*wsSocket, error) {
 	best.mu.Lock()
 	defer best.mu.Unlock()
 	if best.conn != nil {
@@ -191,7 +206,6 @@ func (t *wsTransport) do(ctx context.Context, serial int32, st *stream) error {
 	if err != nil {
 		return err
 	}
-	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	id := "r" + strconv.FormatInt(int64(serial), 10)
 	call := &wsCall{ch: make(chan wsFrame, 64), gone: make(chan struct{})}
@@ -212,10 +226,14 @@ func (t *wsTransport) do(ctx context.Context, serial int32, st *stream) error {
 	}
 	text := t.wl.textModel()
 	left := false
+	var failed error            // an error event came in a data frame
 	var giveUp <-chan time.Time // after leaving: how long to wait for the terminal frame
 	for {
 		select {
 		case <-giveUp:
+			if failed != nil {
+				return failed
+			}
 			return errClientCancel
 		case f := <-call.ch:
 			switch f.Type {
@@ -225,7 +243,12 @@ func (t *wsTransport) do(ctx context.Context, serial int32, st *stream) error {
 				}
 				kind, msg := classifyGenerate(f.raw, text)
 				if kind == evError {
-					return errKindf("error_event", "%s", msg)
+					// The request's slot is the server's until its
+					// terminal frame: wait for it (briefly).
+					failed = errKindf("error_event", "%s", msg)
+					left = true
+					giveUp = time.After(5 * time.Second)
+					continue
 				}
 				if kind == evResponse && st.response() {
 					left = true
@@ -236,11 +259,17 @@ func (t *wsTransport) do(ctx context.Context, serial int32, st *stream) error {
 					}
 				}
 			case "done":
+				if failed != nil {
+					return failed
+				}
 				if left {
 					return errClientCancel
 				}
 				return nil
 			case "error":
+				if failed != nil {
+					return failed
+				}
 				if left {
 					return errClientCancel
 				}

@@ -18,7 +18,8 @@ import (
 type translator interface {
 	// begin gives the payloads due once the call has started.
 	begin() [][]byte
-	// next gives the payloads for one response.
+	// next gives the payloads for one response. They (and the slice) are
+	// only valid until the next call: callers copy them out first.
 	next(resp *pb.ModelInferResponse) ([][]byte, error)
 	// end gives the payloads due after the last response.
 	end() ([][]byte, error)

@@ -171,17 +171,24 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// generateEvents renders every response as one event.
-type generateEvents struct{ id string }
+// generateEvents renders every response as one event, into one buffer
+// reused for the whole stream.
+type generateEvents struct {
+	id  string
+	buf []byte    // the last event
+	out [1][]byte // what next returns: buf
+}
 
 func (g *generateEvents) begin() [][]byte { return nil }
 
 func (g *generateEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
-	b, err := generate.Response(resp, g.id)
+	b, err := generate.AppendResponse(g.buf[:0], resp, g.id)
 	if err != nil {
 		return nil, err
 	}
-	return [][]byte{b}, nil
+	g.buf = b
+	g.out[0] = b
+	return g.out[:], nil
 }
 
 func (g *generateEvents) end() ([][]byte, error) { return nil, nil }

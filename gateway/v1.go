@@ -159,6 +159,9 @@ type textEvents struct {
 
 	join    textmodel.Joiner
 	text    strings.Builder
+	delta   []byte    // the text of the last response, reused
+	event   []byte    // the last chunk, reused
+	nextOut [1][]byte // what next returns: event
 	reason  string
 	in, out int
 	pieces  int
@@ -197,15 +200,17 @@ func (t *textEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	if len(p.Text) > 0 {
 		t.pieces++
 	}
-	s := t.join.Next(p.Text)
-	if s == "" {
+	t.delta = t.join.Append(t.delta[:0], p.Text)
+	if len(t.delta) == 0 {
 		return nil, nil
 	}
 	if !t.stream {
-		t.text.WriteString(s)
+		t.text.Write(t.delta)
 		return nil, nil
 	}
-	return [][]byte{t.ch.Delta(s)}, nil
+	t.event = t.ch.AppendDelta(t.event[:0], t.delta)
+	t.nextOut[0] = t.event
+	return t.nextOut[:], nil
 }
 
 func (t *textEvents) usage() openai.Usage {

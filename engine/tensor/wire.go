@@ -57,10 +57,14 @@ func FromRequest(req *pb.ModelInferRequest) ([]*Tensor, error) {
 func checkSize(t *Tensor, n int64) error {
 	size := ElementSize(t.Datatype)
 	if size == 0 {
-		if _, err := SplitBytes(t.Raw, n); err != nil {
-			return err
+		if wellFormed(t.Raw, n) {
+			return nil
 		}
-		return nil
+		_, err := SplitBytes(t.Raw, n) // for the precise error
+		if err == nil {
+			err = ErrBytesLayout
+		}
+		return err
 	}
 	if want := n * int64(size); int64(len(t.Raw)) != want {
 		return fmt.Errorf("unexpected total byte size %d, expecting %d", len(t.Raw), want)
@@ -183,13 +187,29 @@ func ToResponse(resp *pb.ModelInferResponse, outs []*Tensor) {
 // FromResponse returns the output tensors of resp, from raw_output_contents
 // or, for servers that fill them, typed contents.
 func FromResponse(resp *pb.ModelInferResponse) ([]*Tensor, error) {
-	raw := resp.GetRawOutputContents()
 	out := make([]*Tensor, 0, len(resp.GetOutputs()))
+	err := EachOutput(resp, func(t Tensor) error {
+		out = append(out, &t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EachOutput calls fn with each output tensor of resp in order, after
+// checking its data against its shape and datatype. Outputs in
+// raw_output_contents are read in place without allocating: t.Raw aliases
+// resp. Typed contents (which Triton never sends, but other servers may)
+// are converted. It stops at the first error.
+func EachOutput(resp *pb.ModelInferResponse, fn func(t Tensor) error) error {
+	raw := resp.GetRawOutputContents()
 	for i, o := range resp.GetOutputs() {
-		t := &Tensor{Name: o.GetName(), Datatype: o.GetDatatype(), Shape: o.GetShape()}
+		t := Tensor{Name: o.GetName(), Datatype: o.GetDatatype(), Shape: o.GetShape()}
 		n := t.Count()
 		if n < 0 || ElementSize(t.Datatype) < 0 {
-			return nil, fmt.Errorf("output '%s' has invalid shape %s or datatype '%s'", t.Name, ShapeString(t.Shape), t.Datatype)
+			return fmt.Errorf("output '%s' has invalid shape %s or datatype '%s'", t.Name, ShapeString(t.Shape), t.Datatype)
 		}
 		switch {
 		case i < len(raw):
@@ -197,16 +217,30 @@ func FromResponse(resp *pb.ModelInferResponse) ([]*Tensor, error) {
 		case o.GetContents() != nil:
 			r, err := fromContents(t.Datatype, n, o.GetContents())
 			if err != nil {
-				return nil, fmt.Errorf("output '%s': %v", t.Name, err)
+				return fmt.Errorf("output '%s': %v", t.Name, err)
 			}
 			t.Raw = r
 		default:
-			return nil, fmt.Errorf("output '%s' has no data", t.Name)
+			return fmt.Errorf("output '%s' has no data", t.Name)
 		}
-		if err := checkSize(t, n); err != nil {
-			return nil, fmt.Errorf("output '%s': %v", t.Name, err)
+		if err := checkSize(&t, n); err != nil {
+			return fmt.Errorf("output '%s': %v", t.Name, err)
 		}
-		out = append(out, t)
+		if err := fn(t); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
+}
+
+// wellFormed reports, without allocating, whether raw is exactly n
+// length-prefixed BYTES elements.
+func wellFormed(raw []byte, n int64) bool {
+	for ; n > 0; n-- {
+		if len(raw) < 4 || uint64(binary.LittleEndian.Uint32(raw)) > uint64(len(raw)-4) {
+			return false
+		}
+		raw = raw[4+binary.LittleEndian.Uint32(raw):]
+	}
+	return len(raw) == 0
 }

@@ -2,7 +2,6 @@ package generate
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -21,12 +20,15 @@ const FinalParam = "triton_final_response"
 // every output: one element as a scalar, otherwise a flat array (BYTES as
 // strings, FP16/BF16 as numbers, NaN and infinities as null).
 func Response(resp *pb.ModelInferResponse, id string) ([]byte, error) {
-	outs, err := tensor.FromResponse(resp)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, 128)
-	b = append(b, '{')
+	return AppendResponse(make([]byte, 0, 128), resp, id)
+}
+
+// AppendResponse is Response appending to dst, for callers that reuse one
+// buffer per stream. Outputs in raw_output_contents (what Triton and the
+// engine send) are read in place, allocating nothing; typed contents are
+// converted first. On error the returned slice is nil.
+func AppendResponse(dst []byte, resp *pb.ModelInferResponse, id string) ([]byte, error) {
+	b := append(dst, '{')
 	if id != "" {
 		b = appendKey(b, "id")
 		b = AppendString(b, id)
@@ -37,9 +39,30 @@ func Response(resp *pb.ModelInferResponse, id string) ([]byte, error) {
 	b = append(b, ',')
 	b = appendKey(b, "model_version")
 	b = AppendString(b, resp.GetModelVersion())
+	b = appendParams(b, resp.GetParameters())
 
-	keys := make([]string, 0, len(resp.GetParameters()))
-	for k := range resp.GetParameters() {
+	err := tensor.EachOutput(resp, func(t tensor.Tensor) error {
+		b = appendOutput(b, &t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
+// appendParams appends ",<key>:<value>" for every parameter but
+// FinalParam, in key order.
+func appendParams(b []byte, params map[string]*pb.InferParameter) []byte {
+	n := len(params)
+	if _, ok := params[FinalParam]; ok {
+		n--
+	}
+	if n == 0 {
+		return b
+	}
+	keys := make([]string, 0, n)
+	for k := range params {
 		if k != FinalParam {
 			keys = append(keys, k)
 		}
@@ -48,16 +71,9 @@ func Response(resp *pb.ModelInferResponse, id string) ([]byte, error) {
 	for _, k := range keys {
 		b = append(b, ',')
 		b = appendKey(b, k)
-		b = appendParam(b, resp.GetParameters()[k])
+		b = appendParam(b, params[k])
 	}
-	for _, t := range outs {
-		b = append(b, ',')
-		b = appendKey(b, t.Name)
-		if b, err = appendTensor(b, t); err != nil {
-			return nil, err
-		}
-	}
-	return append(b, '}'), nil
+	return b
 }
 
 // ErrorBody is Triton's error object {"error":"<msg>"}.
@@ -93,30 +109,30 @@ func appendFloat(b []byte, f float64, bits int) []byte {
 	return strconv.AppendFloat(b, f, 'g', -1, bits)
 }
 
-func appendTensor(b []byte, t *tensor.Tensor) ([]byte, error) {
-	n := t.Count()
-	var elems [][]byte
-	if t.Datatype == "BYTES" {
-		var err error
-		if elems, err = tensor.SplitBytes(t.Raw, n); err != nil {
-			return nil, fmt.Errorf("output '%s': %w", t.Name, err)
-		}
-	}
-	size := tensor.ElementSize(t.Datatype)
+// appendOutput appends ",<name>:<value>" for one output tensor whose data
+// tensor.EachOutput has checked against its shape and datatype.
+func appendOutput(b []byte, t *tensor.Tensor) []byte {
+	name, dt, raw := t.Name, t.Datatype, t.Raw
+	n, size := t.Count(), tensor.ElementSize(dt)
+	b = append(b, ',')
+	b = appendKey(b, name)
 	if n != 1 {
 		b = append(b, '[')
 	}
 	le := binary.LittleEndian
+	rest := raw // BYTES: the elements not yet appended
 	for i := range int(n) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if t.Datatype == "BYTES" {
-			b = jsonstr.AppendBytes(b, elems[i])
+		if size == 0 { // BYTES: 4-byte little-endian length, then the bytes
+			l := int(le.Uint32(rest))
+			b = jsonstr.AppendBytes(b, rest[4:4+l])
+			rest = rest[4+l:]
 			continue
 		}
-		e := t.Raw[i*size : (i+1)*size]
-		switch t.Datatype {
+		e := raw[i*size : (i+1)*size]
+		switch dt {
 		case "BOOL":
 			b = strconv.AppendBool(b, e[0] != 0)
 		case "INT8":
@@ -148,7 +164,7 @@ func appendTensor(b []byte, t *tensor.Tensor) ([]byte, error) {
 	if n != 1 {
 		b = append(b, ']')
 	}
-	return b, nil
+	return b
 }
 
 // AppendString appends s as a JSON string, exactly as encoding/json

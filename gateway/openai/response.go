@@ -80,6 +80,12 @@ func (c *Chunker) Role() []byte {
 // response, so it appends the JSON directly (the same bytes
 // encoding/json writes for the chunk, see TestDeltaMatchesMarshal).
 func (c *Chunker) Delta(text string) []byte {
+	return c.AppendDelta(make([]byte, 0, len(text)+256), []byte(text))
+}
+
+// AppendDelta appends Delta(text) to dst, for callers that reuse one
+// buffer per stream.
+func (c *Chunker) AppendDelta(dst, text []byte) []byte {
 	if c.deltaPrefix == nil {
 		obj := "text_completion"
 		if c.Chat {
@@ -98,9 +104,8 @@ func (c *Chunker) Delta(text string) []byte {
 		}
 		c.deltaPrefix = p
 	}
-	b := make([]byte, 0, len(c.deltaPrefix)+len(text)+64)
-	b = append(b, c.deltaPrefix...)
-	b = jsonstr.Append(b, text)
+	b := append(dst, c.deltaPrefix...)
+	b = jsonstr.AppendBytes(b, text)
 	if c.Chat {
 		b = append(b, '}')
 	}

@@ -8,9 +8,11 @@
 package textmodel
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"unicode/utf8"
 
@@ -183,38 +185,61 @@ func (a *trtllm) Request(model, version, prompt string, p Params) (*pb.ModelInfe
 
 func (a *trtllm) Decode(resp *pb.ModelInferResponse) (Piece, error) { return decode(resp) }
 
-// decode reads the outputs both conventions share.
+// decode reads the outputs both conventions share. Outputs in
+// raw_output_contents are read in place: p.Text may alias resp's buffers.
 func decode(resp *pb.ModelInferResponse) (Piece, error) {
 	p := Piece{InputTokens: -1, OutputTokens: -1}
-	outs, err := tensor.FromResponse(resp)
-	if err != nil {
-		return p, err
-	}
-	for _, t := range outs {
-		switch t.Name {
-		case "text_output":
-			elems, err := t.Strings()
-			if err != nil {
-				return p, err
-			}
-			for _, e := range elems {
+	err := tensor.EachOutput(resp, func(t tensor.Tensor) error { return p.read(&t) })
+	return p, err
+}
+
+// read takes what p needs from t, a checked output.
+func (p *Piece) read(t *tensor.Tensor) error {
+	switch t.Name {
+	case "text_output":
+		if t.Datatype != "BYTES" {
+			return notBytes(t)
+		}
+		for e := range elements(t.Raw) {
+			if p.Text == nil {
+				p.Text = e // alias the first element; appending copies
+			} else {
 				p.Text = append(p.Text, e...)
 			}
-		case "finish_reason":
-			elems, err := t.Strings()
-			if err != nil {
-				return p, err
+		}
+	case "finish_reason":
+		if t.Datatype != "BYTES" {
+			return notBytes(t)
+		}
+		for e := range elements(t.Raw) {
+			p.FinishReason = normalizeReason(string(e))
+			break
+		}
+	case "num_input_tokens":
+		p.InputTokens = count(t)
+	case "num_output_tokens":
+		p.OutputTokens = count(t)
+	}
+	return nil
+}
+
+func notBytes(t *tensor.Tensor) error {
+	return fmt.Errorf("tensor '%s' has datatype %s, not BYTES", t.Name, t.Datatype)
+}
+
+// elements yields the elements of well-formed raw BYTES data, each capped
+// so that appending to it copies.
+func elements(raw []byte) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for len(raw) >= 4 {
+			l := int(binary.LittleEndian.Uint32(raw))
+			e := raw[4 : 4+l : 4+l]
+			raw = raw[4+l:]
+			if !yield(e) {
+				return
 			}
-			if len(elems) > 0 {
-				p.FinishReason = normalizeReason(string(elems[0]))
-			}
-		case "num_input_tokens":
-			p.InputTokens = count(t)
-		case "num_output_tokens":
-			p.OutputTokens = count(t)
 		}
 	}
-	return p, nil
 }
 
 func normalizeReason(r string) string {
@@ -227,12 +252,17 @@ func normalizeReason(r string) string {
 	return "stop"
 }
 
+// count reads the first element of a UINT32 or INT32 output; -1 for any
+// other output.
 func count(t *tensor.Tensor) int {
-	if v, err := t.Uint32s(); err == nil && len(v) > 0 {
-		return int(v[0])
+	if len(t.Raw) < 4 {
+		return -1
 	}
-	if v, err := t.Int32s(); err == nil && len(v) > 0 {
-		return int(v[0])
+	switch v := binary.LittleEndian.Uint32(t.Raw); t.Datatype {
+	case "UINT32":
+		return int(v)
+	case "INT32":
+		return int(int32(v))
 	}
 	return -1
 }
@@ -243,24 +273,29 @@ func count(t *tensor.Tensor) int {
 type Joiner struct{ carry []byte }
 
 // Next returns the complete text of carry+b.
-func (j *Joiner) Next(b []byte) string {
-	buf := append(j.carry, b...)
-	cut := len(buf)
+func (j *Joiner) Next(b []byte) string { return string(j.Append(nil, b)) }
+
+// Append appends the complete text of carry+b to dst, keeping the
+// incomplete tail for the next call.
+func (j *Joiner) Append(dst, b []byte) []byte {
+	start := len(dst)
+	dst = append(append(dst, j.carry...), b...)
+	cut := len(dst)
 	// Look back at most utf8.UTFMax-1 bytes for a started sequence.
-	for i := len(buf) - 1; i >= 0 && i >= len(buf)-utf8.UTFMax+1; i-- {
-		c := buf[i]
+	for i := len(dst) - 1; i >= start && i >= len(dst)-utf8.UTFMax+1; i-- {
+		c := dst[i]
 		if c < utf8.RuneSelf {
 			break
 		}
 		if utf8.RuneStart(c) {
-			if !utf8.FullRune(buf[i:]) {
+			if !utf8.FullRune(dst[i:]) {
 				cut = i
 			}
 			break
 		}
 	}
-	j.carry = append(j.carry[:0:0], buf[cut:]...)
-	return string(buf[:cut])
+	j.carry = append(j.carry[:0], dst[cut:]...)
+	return dst[:cut]
 }
 
 // Flush returns whatever is held back (possibly invalid UTF-8).

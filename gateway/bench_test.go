@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/engine/tensor"
+	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/textmodel"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// cannedCall returns resp n times, then io.EOF, never waiting.
+type cannedCall struct {
+	resp *pb.ModelInferResponse
+	n    int
+}
+
+func (c *cannedCall) RecvTick(context.Context, <-chan time.Time) (*pb.ModelInferResponse, error) {
+	r, _, err := c.TryRecv()
+	return r, err
+}
+
+func (c *cannedCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
+	if c.n == 0 {
+		return nil, true, io.EOF
+	}
+	c.n--
+	return c.resp, true, nil
+}
+
+func (c *cannedCall) Cancel() {}
+
+// discardWriter is an http.ResponseWriter that drops the body.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+func (w *discardWriter) Flush()                      {}
+
+func cannedResponse(outs ...*tensor.Tensor) *pb.ModelInferResponse {
+	r := &pb.ModelInferResponse{ModelName: "m", ModelVersion: "1", Id: "req-1",
+		Parameters: map[string]*pb.InferParameter{
+			"triton_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: false}},
+		}}
+	tensor.ToResponse(r, outs)
+	return r
+}
+
+// benchRelaySSE relays perStream responses per iteration through relaySSE
+// with a fresh translator from newTr; allocs/op and B/op are per stream,
+// the resp metrics per response.
+func benchRelaySSE(b *testing.B, resp *pb.ModelInferResponse, newTr func() translator) {
+	const perStream = 100
+	ctx := context.Background()
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		sw := sse.NewWriter(w, &sse.Options{KeepAlive: -1, WriteTimeout: -1})
+		// One flush per response, as on a paced stream.
+		c := &cannedCall{resp: resp, n: perStream}
+		if err := relaySSE(ctx, &oneAtATime{c}, newTr(), sw, nil, func() {}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// oneAtATime hides responses from TryRecv so that every response is its
+// own batch and flush, as on a stream paced by the model.
+type oneAtATime struct{ call }
+
+func (o *oneAtATime) TryRecv() (*pb.ModelInferResponse, bool, error) { return nil, false, nil }
+
+// BenchmarkRelaySSE measures the gateway's own work per relayed response
+// on the SSE path: translate and frame 100 responses (one stream per op).
+func BenchmarkRelaySSE(b *testing.B) {
+	b.Run("generate", func(b *testing.B) {
+		resp := cannedResponse(
+			tensor.NewInt32("OUT", []int64{1}, []int32{42}),
+			tensor.NewUint32("IDX", []int64{1}, []uint32{7}),
+		)
+		benchRelaySSE(b, resp, func() translator { return &generateEvents{id: "abc"} })
+	})
+	b.Run("chat", func(b *testing.B) {
+		resp := cannedResponse(tensor.NewString("text_output", " word"))
+		md := &pb.ModelMetadataResponse{Name: "m",
+			Inputs: []*pb.ModelMetadataResponse_TensorMetadata{
+				{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}},
+				{Name: "sampling_parameters", Datatype: "BYTES", Shape: []int64{1}},
+			},
+			Outputs: []*pb.ModelMetadataResponse_TensorMetadata{{Name: "text_output", Datatype: "BYTES", Shape: []int64{1}}},
+		}
+		ad, err := textmodel.Select(md)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchRelaySSE(b, resp, func() translator {
+			return &textEvents{ad: ad, stream: true, ch: &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}}
+		})
+	})
+}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/streamgate/streamgate/engine/backend"
 )
 
 // Config is one bench invocation, from flags (see Main) and a preset.
@@ -404,7 +406,7 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		}
 		if i > 0 && c.Pause > 0 {
 			runtime.GC()
-			sleepCtx(ctx, c.Pause)
+			backend.Sleep(ctx, c.Pause)
 		}
 		tr, err := c.newTransport(pr)
 		if err != nil {

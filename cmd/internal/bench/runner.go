@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/streamgate/streamgate/engine/backend"
 )
 
 // transport runs requests over one protocol. do may be called from many
@@ -261,12 +263,12 @@ func run(ctx context.Context, spec runSpec) *Result {
 			wg.Go(func() {
 				rec := newRecorder(win)
 				defer collect(rec)
-				if spec.ramp > 0 && !sleepCtx(runCtx, time.Duration(int64(spec.ramp)*int64(i)/int64(spec.conc))) {
+				if spec.ramp > 0 && !backend.Sleep(runCtx, time.Duration(int64(spec.ramp)*int64(i)/int64(spec.conc))) {
 					return
 				}
 				for more() {
 					if !one(rec) {
-						sleepCtx(runCtx, 10*time.Millisecond) // no hot loop on a failing target
+						backend.Sleep(runCtx, 10*time.Millisecond) // no hot loop on a failing target
 					}
 				}
 			})
@@ -301,7 +303,7 @@ func openLoop(ctx context.Context, spec runSpec, win window, more func() bool, o
 	interval := time.Duration(float64(time.Second) / spec.rate)
 	next := time.Now()
 	for more() {
-		if !sleepCtx(ctx, time.Until(next)) {
+		if !backend.Sleep(ctx, time.Until(next)) {
 			return
 		}
 		next = next.Add(interval)
@@ -316,20 +318,6 @@ func openLoop(ctx context.Context, spec runSpec, win window, more func() bool, o
 				late.fail(errKindf("overload", "%d requests in flight, none free", spec.conc))
 			}
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

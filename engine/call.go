@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/streamgate/streamgate/engine/backend"
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // sink is where one request's responses go. send delivers a non-final data

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/streamgate/streamgate/engine"
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 func isFinal(r *pb.ModelStreamInferResponse) bool {

@@ -14,8 +14,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/streamgate/streamgate/engine"
-	"github.com/streamgate/streamgate/engine/tensor"
+	"github.com/streamgate/streamgate/engine/builtin"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,6 +29,12 @@ type harness struct {
 
 func start(t *testing.T, opts engine.Options) *harness {
 	t.Helper()
+	if opts.Backends == nil {
+		opts.Backends = builtin.Backends()
+	}
+	if opts.Repository == nil {
+		opts.Repository = builtin.FS
+	}
 	srv, err := engine.New(opts)
 	if err != nil {
 		t.Fatal(err)

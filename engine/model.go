@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/streamgate/streamgate/engine/backend"
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // modelVersion is the one version every model has.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/builtin"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -91,7 +92,7 @@ func TestBadConfigsNameFileAndField(t *testing.T) {
 				dirName = "repeat_int32"
 			}
 			dir := writeRepo(t, map[string]string{dirName: c.cfg})
-			_, err := engine.New(engine.Options{ModelDir: dir})
+			_, err := engine.New(engine.Options{ModelDir: dir, Backends: builtin.Backends()})
 			if err == nil {
 				t.Fatal("loaded a bad config")
 			}

@@ -20,20 +20,24 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/streamgate/streamgate/engine/backend"
-	"github.com/streamgate/streamgate/engine/builtin"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
 // Version is the engine's version in ServerMetadata.
 const Version = "0.1.0"
 
-// Options configure a Server. The zero value serves the built-in models.
+// Options configure a Server. The engine knows no backend or model of its
+// own: engine/builtin provides the default set (builtin.FS and
+// builtin.Backends()). The zero value serves no models.
 type Options struct {
 	// ModelDir is a model repository in Triton's layout
-	// (<dir>/<model>/config.pbtxt). Empty means the built-in models.
+	// (<dir>/<model>/config.pbtxt). Empty means Repository.
 	ModelDir string
-	// Backends maps config backend names to factories. Nil means
-	// DefaultBackends().
+	// Repository is the model repository used when ModelDir is empty, in
+	// the same layout (e.g. builtin.FS). Nil means none.
+	Repository fs.FS
+	// Backends maps config backend names to factories. A model whose
+	// backend is not in it fails to load. Nil means none.
 	Backends map[string]backend.Factory
 	// Extra are models added beside the repository's (e.g. stories260k when
 	// its weights are found). A repository model of the same name wins.
@@ -64,17 +68,16 @@ func New(opts Options) (*Server, error) {
 		log = slog.Default()
 	}
 	factories := opts.Backends
-	if factories == nil {
-		factories = DefaultBackends()
-	}
-	var fsys fs.FS = builtin.FS
-	label := "built-in"
+	fsys, label := opts.Repository, "built-in"
 	if opts.ModelDir != "" {
 		fsys, label = os.DirFS(opts.ModelDir), opts.ModelDir
 	}
-	models, err := LoadRepository(fsys, label, factories)
-	if err != nil {
-		return nil, err
+	var models []*Model
+	if fsys != nil {
+		var err error
+		if models, err = LoadRepository(fsys, label, factories); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{log: log, models: map[string]*Model{}}
 	for _, m := range models {

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // cannedCall returns resp n times, then io.EOF, never waiting.

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

@@ -43,7 +43,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 func newStack(t testing.TB, opts *Options, configure ...func(*httptest.Server)) *stack {
 	t.Helper()
-	eng, err := engine.New(engine.Options{Logger: quietLogger(), Extra: []*pb.ModelConfig{echoSlowConfig(t)}})
+	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: quietLogger(), Extra: []*pb.ModelConfig{echoSlowConfig(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

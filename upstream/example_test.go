@@ -7,8 +7,8 @@ import (
 	"io"
 	"log"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 	"github.com/streamgate/streamgate/upstream"
 )
 

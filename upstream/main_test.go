@@ -14,8 +14,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/streamgate/streamgate/engine"
-	"github.com/streamgate/streamgate/engine/tensor"
+	"github.com/streamgate/streamgate/engine/builtin"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // TestMain runs the tests, removes the streamgate binary built for them and
@@ -44,7 +45,7 @@ type testEngine struct {
 // test ends or stop is called.
 func startEngine(tb testing.TB, addr string) *testEngine {
 	tb.Helper()
-	srv, err := engine.New(engine.Options{Logger: slog.New(slog.DiscardHandler)})
+	srv, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}

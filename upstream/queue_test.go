@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // textResp is a text delta as our engine sends it (raw_output_contents).

@@ -7,12 +7,22 @@ import (
 	"net"
 
 	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/engine/llama2"
 )
 
 // startEngine loads the models and starts serving gRPC on cfg.GRPC. The
 // returned stop drains it within cfg.ShutdownGrace.
 func startEngine(cfg engineConfig, log *slog.Logger) (srv *engine.Server, errc <-chan error, err error) {
-	srv, err = engine.New(engine.Options{ModelDir: cfg.Models, Extra: textModels(cfg.ModelDir, log), Logger: log})
+	backends := builtin.Backends()
+	backends[llama2.BackendName] = llama2.New
+	srv, err = engine.New(engine.Options{
+		ModelDir:   cfg.Models,
+		Repository: builtin.FS,
+		Backends:   backends,
+		Extra:      textModels(cfg.ModelDir, log),
+		Logger:     log,
+	})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,8 +12,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // Request is one validated inference request.

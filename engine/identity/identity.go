@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/engine/backend"
-	"github.com/streamgate/streamgate/engine/tensor"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 type model struct{}

@@ -13,8 +13,8 @@ import (
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
 	"github.com/streamgate/streamgate/engine/llama2/tokenizer"
 	"github.com/streamgate/streamgate/engine/llama2/transformer"
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // Config parameters read by New.

@@ -19,9 +19,10 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/builtin"
 	"github.com/streamgate/streamgate/engine/llama2"
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // TestEngineStreamsGoldenText serves stories260K from the engine over gRPC
@@ -35,12 +36,13 @@ func TestEngineStreamsGoldenText(t *testing.T) {
 		t.Skipf("stories260K not found in %v", looked)
 	}
 	dir, _ = filepath.Abs(dir)
-	backends := engine.DefaultBackends()
+	backends := builtin.Backends()
 	backends[llama2.BackendName] = llama2.New
 	srv, err := engine.New(engine.Options{
-		Backends: backends,
-		Logger:   slog.New(slog.DiscardHandler),
-		Extra:    []*pb.ModelConfig{llama2.Config("stories260k", filepath.Join(dir, llama2.CheckpointFile), filepath.Join(dir, llama2.TokenizerFile))},
+		Backends:   backends,
+		Repository: builtin.FS,
+		Logger:     slog.New(slog.DiscardHandler),
+		Extra:      []*pb.ModelConfig{llama2.Config("stories260k", filepath.Join(dir, llama2.CheckpointFile), filepath.Join(dir, llama2.TokenizerFile))},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/llama2/internal/testmodel"
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 func TestMain(m *testing.M) {

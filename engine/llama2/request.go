@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/streamgate/streamgate/engine/backend"
-	"github.com/streamgate/streamgate/engine/tensor"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // Tensor names of the vLLM-backend convention this backend serves.

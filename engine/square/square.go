@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/engine/backend"
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 type model struct {

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/builtin"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/upstream"
@@ -204,7 +205,7 @@ func startStack(t *testing.T) *stack {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	eng, err := engine.New(engine.Options{Logger: log})
+	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 func md(name, dt string, shape ...int64) *pb.ModelMetadataResponse_TensorMetadata {

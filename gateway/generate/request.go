@@ -16,8 +16,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // Error is a request that cannot be mapped. Msg is safe to show the client.

@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	"github.com/streamgate/streamgate/gateway/internal/jsonstr"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // FinalParam is the response parameter marking a request's last response;

@@ -6,8 +6,8 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // toTensor converts a JSON scalar or 1-D array into the input md describes.

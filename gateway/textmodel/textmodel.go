@@ -16,9 +16,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	"github.com/streamgate/streamgate/gateway/generate"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // Params are the sampling settings of one request; nil fields are left to

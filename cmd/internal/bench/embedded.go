@@ -53,7 +53,7 @@ type embeddedOptions struct {
 
 func startEmbedded(o embeddedOptions) (*embedded, error) {
 	e := &embedded{tracker: newTracker()}
-	backends := engine.DefaultBackends()
+	backends := builtin.Backends()
 	repeat := backends["repeat"]
 	backends["repeat"] = func(c backend.Config) (backend.Backend, error) {
 		b, err := repeat(c)
@@ -88,7 +88,7 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 		extra = append(extra, cfg)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Options{Backends: backends, Extra: extra, Logger: quiet})
+	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: backends, Extra: extra, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}

@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/builtin"
 )
 
 // startEngine serves the built-in models on a loopback port.
 func startEngine(t *testing.T) string {
 	t.Helper()
-	eng, err := engine.New(engine.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

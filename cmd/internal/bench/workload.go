@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/streamgate/streamgate/engine/tensor"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // Model families the bench knows how to drive.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/streamgate/streamgate/engine/backend"
+	"github.com/streamgate/streamgate/proto/errclass"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
@@ -55,6 +56,9 @@ func (s *Server) run(ctx context.Context, c *call) {
 	if err == nil && resp == nil && !m.Decoupled {
 		err = errorf(codes.Internal, "model '%s' returned no response", m.Name)
 	}
+	// A backend error without a class is UNKNOWN, as Triton reports an
+	// unclassified backend error.
+	err = backend.WithCode(codes.Unknown, err)
 	switch {
 	case err != nil:
 		c.out.finish(c.errorResponse(err), err)
@@ -127,7 +131,10 @@ func (c *call) errorResponse(err error) *pb.ModelStreamInferResponse {
 		ErrorMessage: err.Error(),
 		InferResponse: &pb.ModelInferResponse{
 			Id: c.req.ID, ModelName: c.model.Name, ModelVersion: c.version,
-			Parameters: map[string]*pb.InferParameter{paramFinal: finalParam(true)},
+			Parameters: map[string]*pb.InferParameter{
+				paramFinal:     finalParam(true),
+				errclass.Param: errclass.ParamFor(classOf(err, codes.Unknown)),
+			},
 		},
 	}
 }
@@ -143,7 +150,11 @@ func (c *call) flagsOnlyFinal() *pb.ModelStreamInferResponse {
 	}}
 }
 
-// rejectResponse is an error before the request reached a model: id only.
+// rejectResponse is an error before the request reached a model: the id
+// (as in Triton) and the error's class (streamgate's addition).
 func rejectResponse(id string, err error) *pb.ModelStreamInferResponse {
-	return &pb.ModelStreamInferResponse{ErrorMessage: err.Error(), InferResponse: &pb.ModelInferResponse{Id: id}}
+	return &pb.ModelStreamInferResponse{ErrorMessage: err.Error(), InferResponse: &pb.ModelInferResponse{
+		Id:         id,
+		Parameters: map[string]*pb.InferParameter{errclass.Param: errclass.ParamFor(classOf(err, codes.InvalidArgument))},
+	}}
 }

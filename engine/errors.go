@@ -1,25 +1,15 @@
 package engine
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/streamgate/streamgate/engine/backend"
 )
 
-// statusError is an engine error with the gRPC code it maps to at the
-// unary boundary; on streams only its text travels (in-band error_message).
-type statusError struct {
-	code codes.Code
-	msg  string
-}
-
-func (e *statusError) Error() string { return e.msg }
-
+// errorf returns an engine error of class code (a *backend.Error).
 func errorf(code codes.Code, format string, args ...any) error {
-	return &statusError{code: code, msg: fmt.Sprintf(format, args...)}
+	return backend.Errorf(code, format, args...)
 }
 
 var (
@@ -34,19 +24,20 @@ func errUnknownModel(name, version string) error {
 	return errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
 }
 
-// toStatus maps an engine error to a gRPC status: the one place unary RPCs
-// translate errors. Validation errors (plain errors from request decoding)
-// are InvalidArgument; model errors default to Unknown, as Triton's
-// backends report them.
+// toStatus maps an engine error to a gRPC status: the one place errors
+// become statuses (unary RPCs, and the stream's triton_grpc_error mode).
+// An error without a class gets fallback.
 func toStatus(err error, fallback codes.Code) error {
-	var se *statusError
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.As(err, &se):
-		return status.Error(se.code, se.msg)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
 	}
-	return status.Error(fallback, err.Error())
+	return status.Error(classOf(err, fallback), err.Error())
+}
+
+// classOf returns err's class, or fallback when it has none.
+func classOf(err error, fallback codes.Code) codes.Code {
+	if c, ok := backend.CodeOf(err); ok {
+		return c
+	}
+	return fallback
 }

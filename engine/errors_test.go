@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/proto/errclass"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
@@ -81,12 +82,21 @@ func TestInbandErrors(t *testing.T) {
 		{"wait size", waitSize, "unexpected shape for input 'WAIT' for model 'repeat_int32'. Expected [1], got [-1]", false},
 		{"negative square", squareReq("e", -1, false), "IN must be non-negative, got -1", true},
 	}
+	// Every in-band error carries its class (streamgate_error_code).
+	class := map[string]string{"unknown model": "NOT_FOUND", "unknown version": "NOT_FOUND"}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, byID := runStream(t, h, c.req, squareReq("after", 2, true))
 			got := byID["e"]
 			if len(got) != 1 || got[0].GetErrorMessage() != c.want {
 				t.Fatalf("got %v, want one error %q", got, c.want)
+			}
+			wantClass := class[c.name]
+			if wantClass == "" {
+				wantClass = "INVALID_ARGUMENT"
+			}
+			if code := got[0].GetInferResponse().GetParameters()[errclass.Param].GetStringParam(); code != wantClass {
+				t.Fatalf("%s = %q, want %q", errclass.Param, code, wantClass)
 			}
 			_, hasFinal := got[0].GetInferResponse().GetParameters()["triton_final_response"]
 			if hasFinal != c.final || (c.final && !isFinal(got[0])) {
@@ -187,7 +197,7 @@ func TestGRPCErrorMode(t *testing.T) {
 		{"model error", build("repeat_int32", "bad", false,
 			tensor.NewInt32("IN", []int64{1}, []int32{1}),
 			tensor.NewUint32("DELAY", []int64{2}, []uint32{1, 2}),
-			tensor.NewUint32("WAIT", []int64{1}, []uint32{0})), codes.Internal, "expected IN and DELAY shape to match, got [1] and [2]"},
+			tensor.NewUint32("WAIT", []int64{1}, []uint32{0})), codes.InvalidArgument, "expected IN and DELAY shape to match, got [1] and [2]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "triton_grpc_error", "true"), 20*time.Second)

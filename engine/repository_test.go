@@ -10,6 +10,7 @@ import (
 
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/proto/errclass"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -131,6 +132,9 @@ dynamic_batching { default_queue_policy { max_queue_size: 1 } }`})
 		if msg := r.GetErrorMessage(); msg != "" {
 			if msg != "Exceeds maximum queue size" || !isFinal(r) {
 				t.Fatalf("got %v", r)
+			}
+			if c := r.GetInferResponse().GetParameters()[errclass.Param].GetStringParam(); c != "UNAVAILABLE" {
+				t.Fatalf("queue full: %s = %q, want UNAVAILABLE", errclass.Param, c)
 			}
 			break
 		}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/streamgate/streamgate/engine/backend"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -174,7 +175,12 @@ func (st *streamState) enqueue(ctx context.Context, r *pb.ModelStreamInferRespon
 
 func (st *streamState) handle(req *pb.ModelInferRequest) {
 	id := req.GetId()
-	reject := func(err error) { st.fail(rejectResponse(id, err), err) }
+	reject := func(err error) {
+		// Errors before the request reaches a model are the request's
+		// fault unless they say otherwise (queue full, shutting down).
+		err = backend.WithCode(codes.InvalidArgument, err)
+		st.fail(rejectResponse(id, err), err)
+	}
 	p, err := parseParams(req.GetParameters())
 	if err != nil {
 		reject(err)

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
@@ -50,16 +52,16 @@ func (m model) Execute(ctx context.Context, req *backend.Request, r backend.Resp
 	r.Release()
 	text, err := req.Inputs["text_input"].Strings()
 	if err != nil {
-		return nil, err
+		return nil, backend.WithCode(codes.InvalidArgument, err)
 	}
 	if len(text) != 1 {
-		return nil, fmt.Errorf("expected one text_input element, got %d", len(text))
+		return nil, backend.Errorf(codes.InvalidArgument, "expected one text_input element, got %d", len(text))
 	}
 	stream := false
 	if t := req.Inputs["stream"]; t != nil {
 		b, err := t.Bools()
 		if err != nil || len(b) != 1 {
-			return nil, fmt.Errorf("expected one BOOL element for input 'stream'")
+			return nil, backend.Errorf(codes.InvalidArgument, "expected one BOOL element for input 'stream'")
 		}
 		stream = b[0]
 	}
@@ -67,15 +69,15 @@ func (m model) Execute(ctx context.Context, req *backend.Request, r backend.Resp
 	if t := req.Inputs["sampling_parameters"]; t != nil {
 		s, err := t.Strings()
 		if err != nil || len(s) != 1 {
-			return nil, fmt.Errorf("expected one BYTES element for input 'sampling_parameters'")
+			return nil, backend.Errorf(codes.InvalidArgument, "expected one BYTES element for input 'sampling_parameters'")
 		}
 		var sp samplingParameters
 		if err := json.Unmarshal(s[0], &sp); err != nil {
-			return nil, fmt.Errorf("invalid sampling_parameters: %v", err)
+			return nil, backend.Errorf(codes.InvalidArgument, "invalid sampling_parameters: %v", err)
 		}
 		if sp.MaxTokens != nil {
 			if *sp.MaxTokens < 0 {
-				return nil, fmt.Errorf("invalid sampling_parameters: max_tokens must be non-negative, got %d", *sp.MaxTokens)
+				return nil, backend.Errorf(codes.InvalidArgument, "invalid sampling_parameters: max_tokens must be non-negative, got %d", *sp.MaxTokens)
 			}
 			limit = *sp.MaxTokens
 		}

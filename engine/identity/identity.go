@@ -29,7 +29,7 @@ func New(cfg backend.Config) (backend.Backend, error) {
 func (model) Execute(ctx context.Context, req *backend.Request, _ backend.Responder) (*backend.Response, error) {
 	if p, ok := req.Parameters["delay_ms"]; ok {
 		if !backend.Sleep(ctx, time.Duration(p.GetInt64Param())*time.Millisecond) {
-			return nil, fmt.Errorf("request cancelled")
+			return nil, backend.ErrCancelled
 		}
 	}
 	var in *tensor.Tensor

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
 	"github.com/streamgate/streamgate/engine/llama2/tokenizer"
@@ -168,11 +170,11 @@ func (b *Backend) Execute(ctx context.Context, req *backend.Request, r backend.R
 	r.Release()
 	in, err := parseRequest(req)
 	if err != nil {
-		return nil, err
+		return nil, backend.WithCode(codes.InvalidArgument, err)
 	}
 	prompt := b.tok.Encode(in.prompt, true, false)
 	if n := b.model.Config().SeqLen; len(prompt) > n {
-		return nil, fmt.Errorf("llama2: prompt is %d tokens, longer than the model's context of %d tokens", len(prompt), n)
+		return nil, backend.Errorf(codes.InvalidArgument, "llama2: prompt is %d tokens, longer than the model's context of %d tokens", len(prompt), n)
 	}
 	s := newSequence(in, prompt)
 	if err := b.admit(s); err != nil {
@@ -226,7 +228,7 @@ func (b *Backend) admit(s *sequence) error {
 		return errClosing
 	}
 	if b.inflight >= b.maxSeq+b.maxQueue {
-		return fmt.Errorf("llama2: too many requests (queue full: %d generating, %d waiting)", b.maxSeq, b.maxQueue)
+		return backend.Errorf(codes.ResourceExhausted, "llama2: too many requests (queue full: %d generating, %d waiting)", b.maxSeq, b.maxQueue)
 	}
 	b.inflight++
 	b.waiting = append(b.waiting, s)

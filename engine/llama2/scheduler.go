@@ -1,18 +1,20 @@
 package llama2
 
 import (
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
 	"github.com/streamgate/streamgate/engine/llama2/sampler"
 	"github.com/streamgate/streamgate/engine/llama2/tokenizer"
 	"github.com/streamgate/streamgate/engine/llama2/transformer"
 )
 
-var errClosing = errors.New("llama2: model is being unloaded")
+var errClosing = backend.Errorf(codes.Unavailable, "llama2: model is being unloaded")
 
 // Scheduling limits.
 const (

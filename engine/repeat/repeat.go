@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/streamgate/streamgate/engine/backend"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -58,22 +60,22 @@ func New(cfg backend.Config) (backend.Backend, error) {
 func (model) Execute(ctx context.Context, req *backend.Request, r backend.Responder) (*backend.Response, error) {
 	in, err := req.Inputs["IN"].Int32s()
 	if err != nil {
-		return nil, err
+		return nil, backend.WithCode(codes.InvalidArgument, err)
 	}
 	delay, err := req.Inputs["DELAY"].Uint32s()
 	if err != nil {
-		return nil, err
+		return nil, backend.WithCode(codes.InvalidArgument, err)
 	}
 	wait, err := req.Inputs["WAIT"].Uint32s()
 	if err != nil {
-		return nil, err
+		return nil, backend.WithCode(codes.InvalidArgument, err)
 	}
 	if len(in) != len(delay) {
-		return nil, fmt.Errorf("expected IN and DELAY shape to match, got %s and %s",
+		return nil, backend.Errorf(codes.InvalidArgument, "expected IN and DELAY shape to match, got %s and %s",
 			tensor.ShapeString(req.Inputs["IN"].Shape), tensor.ShapeString(req.Inputs["DELAY"].Shape))
 	}
 	if len(wait) != 1 {
-		return nil, fmt.Errorf("unexpected size for WAIT input")
+		return nil, backend.Errorf(codes.InvalidArgument, "unexpected size for WAIT input")
 	}
 	// The instance is busy for exactly WAIT ms, as Triton's execute blocks
 	// for WAIT whether or not the responses are done by then.

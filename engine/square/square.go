@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/streamgate/streamgate/engine/backend"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -51,15 +53,15 @@ func New(cfg backend.Config) (backend.Backend, error) {
 func (m model) Execute(ctx context.Context, req *backend.Request, r backend.Responder) (*backend.Response, error) {
 	t := req.Inputs["IN"]
 	if !(len(t.Shape) == 1 && t.Shape[0] == 1) && !(len(t.Shape) == 2 && t.Shape[0] == 1 && t.Shape[1] == 1) {
-		return nil, fmt.Errorf("unexpected shape for IN input")
+		return nil, backend.Errorf(codes.InvalidArgument, "unexpected shape for IN input")
 	}
 	in, err := t.Int32s()
 	if err != nil {
-		return nil, err
+		return nil, backend.WithCode(codes.InvalidArgument, err)
 	}
 	n := in[0]
 	if n < 0 {
-		return nil, fmt.Errorf("IN must be non-negative, got %d", n)
+		return nil, backend.Errorf(codes.InvalidArgument, "IN must be non-negative, got %d", n)
 	}
 	r.Release()
 	if !backend.Sleep(ctx, m.inferDelay) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func cannedResponse(outs ...*tensor.Tensor) *pb.ModelInferResponse {
 	return r
 }
 
-// benchRelaySSE relays perStream responses per iteration through relaySSE
+// benchRelaySSE relays perStream responses per iteration through relay
 // with a fresh translator from newTr; allocs/op and B/op are per stream,
 // the resp metrics per response.
 func benchRelaySSE(b *testing.B, resp *pb.ModelInferResponse, newTr func() translator) {
@@ -60,11 +61,13 @@ func benchRelaySSE(b *testing.B, resp *pb.ModelInferResponse, newTr func() trans
 	ctx := context.Background()
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
+	srv := newServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
 	for b.Loop() {
-		sw := sse.NewWriter(w, &sse.Options{KeepAlive: -1, WriteTimeout: -1})
+		out := srv.newSSESink(w, r, tritonErrors, false)
 		// One flush per response, as on a paced stream.
 		c := &cannedCall{resp: resp, n: perStream}
-		if err := relaySSE(ctx, &oneAtATime{c}, newTr(), sw, nil, func() {}); err != nil {
+		if err := relay(ctx, &oneAtATime{c}, newTr(), out); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -188,24 +188,51 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// tritonError writes Triton's {"error":"..."} for err.
-func (s *Server) tritonError(w http.ResponseWriter, r *http.Request, err error) {
-	e := s.logError(r, err)
-	if e.Status == StatusClientClosed {
-		return
-	}
-	s.setRetryAfter(w, e)
-	writeJSON(w, e.Status, generate.ErrorBody(e.Msg))
+// errorFormat renders a classified error as one protocol's JSON error
+// object. The gateway answers errors in three formats: Triton's
+// (tritonErrors, on /v2 and the WebSocket upgrade), OpenAI's
+// (openAIErrors, on /v1) and the WebSocket error frame (wsErrorInfo).
+type errorFormat func(e *httpError) []byte
+
+// tritonErrors is Triton's {"error":"..."}.
+func tritonErrors(e *httpError) []byte { return generate.ErrorBody(e.Msg) }
+
+// openAIErrors is OpenAI's {"error":{"message","type","param","code"}}.
+func openAIErrors(e *httpError) []byte {
+	return openai.ErrorBody(e.Msg, openAIType(e.Status), e.Param, e.Code)
 }
 
-// openAIError writes OpenAI's {"error":{...}} for err.
-func (s *Server) openAIError(w http.ResponseWriter, r *http.Request, err error) {
+// handlerFunc serves one request: it answers it, or returns the error to
+// answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle adapts h to net/http: an error h returns is answered in format
+// f, with its status (and Retry-After), unless the client has gone.
+func (s *Server) handle(f errorFormat, h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, f, err)
+		}
+	}
+}
+
+// writeError answers err in format f.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, f errorFormat, err error) {
 	e := s.logError(r, err)
 	if e.Status == StatusClientClosed {
 		return
 	}
 	s.setRetryAfter(w, e)
-	writeJSON(w, e.Status, openai.ErrorBody(e.Msg, openAIType(e.Status), e.Param, e.Code))
+	writeJSON(w, e.Status, f(e))
+}
+
+// wsErrorInfo is the WebSocket error frame's code and message for err, a
+// request on the socket upgraded by r.
+func (s *Server) wsErrorInfo(r *http.Request) func(err error) (code, msg string) {
+	return func(err error) (string, string) {
+		e := s.logError(r, err)
+		return e.Code, e.Msg
+	}
 }
 
 // logError classifies err and logs what the client will not see.

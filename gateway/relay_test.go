@@ -54,7 +54,7 @@ func (nameEvents) begin() [][]byte { return [][]byte{[]byte("begin")} }
 func (nameEvents) next(r *pb.ModelInferResponse) ([][]byte, error) {
 	return [][]byte{[]byte(r.GetModelName())}, nil
 }
-func (nameEvents) end() ([][]byte, error) { return [][]byte{[]byte("end")}, nil }
+func (nameEvents) end() ([][]byte, error) { return [][]byte{[]byte("end"), []byte("[DONE]")}, nil }
 
 // flushRecorder records what each flush delivered.
 type flushRecorder struct {
@@ -86,14 +86,14 @@ var _ http.Flusher = (*flushRecorder)(nil)
 func TestRelaySSEBatchesAndKeepsAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
-		sw := sse.NewWriter(rec, &sse.Options{KeepAlive: 10 * time.Second})
-		if err := sw.Start(); err != nil {
+		srv := newServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second}})
+		out := srv.newSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), tritonErrors, false)
+		if err := out.start(); err != nil {
 			t.Fatal(err)
 		}
 		c := &chanCall{ch: make(chan *pb.ModelInferResponse, 8)}
-		n := 0
 		errc := make(chan error, 1)
-		go func() { errc <- relaySSE(t.Context(), c, nameEvents{}, sw, []byte("[DONE]"), func() { n++ }) }()
+		go func() { errc <- relay(t.Context(), c, nameEvents{}, out) }()
 		synctest.Wait()
 		time.Sleep(10 * time.Second) // quiet: one keepalive
 		synctest.Wait()
@@ -118,8 +118,8 @@ func TestRelaySSEBatchesAndKeepsAlive(t *testing.T) {
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("flushes\n%q\nwant\n%q", got, want)
 		}
-		if n != 6 {
-			t.Fatalf("%d events counted, want 6", n)
+		if n := out.events.Get(); n != 6 {
+			t.Fatalf("%v events counted, want 6", n)
 		}
 	})
 }

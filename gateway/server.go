@@ -172,20 +172,22 @@ func (s *Server) routes() chi.Router {
 	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.metricsHandler)
 
-	r.Get("/v2", s.serverMetadata)
+	triton := func(h handlerFunc) http.HandlerFunc { return s.handle(tritonErrors, h) }
+	openAI := func(h handlerFunc) http.HandlerFunc { return s.handle(openAIErrors, h) }
+	r.Get("/v2", triton(s.serverMetadata))
 	r.Get("/v2/health/live", s.serverLive)
 	r.Get("/v2/health/ready", s.serverReady)
 	for _, base := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
-		r.Get(base, s.modelMetadata)
+		r.Get(base, triton(s.modelMetadata))
 		r.Get(base+"/ready", s.modelReady)
-		r.Post(base+"/generate", s.generate)
-		r.Post(base+"/generate_stream", s.generateStream)
+		r.Post(base+"/generate", triton(s.generate))
+		r.Post(base+"/generate_stream", triton(s.generateStream))
 	}
 
-	r.Post("/v1/chat/completions", s.chatCompletions)
-	r.Post("/v1/completions", s.completions)
-	r.Get("/v1/models", s.listModels)
-	r.Get("/v1/models/{id}", s.getModel)
-	r.Get("/v1/ws", s.websocket)
+	r.Post("/v1/chat/completions", openAI(s.chatCompletions))
+	r.Post("/v1/completions", openAI(s.completions))
+	r.Get("/v1/models", openAI(s.listModels))
+	r.Get("/v1/models/{id}", openAI(s.getModel))
+	r.Get("/v1/ws", triton(s.websocket))
 	return r
 }

@@ -52,11 +52,10 @@ func modelParams(r *http.Request) (model, version string) {
 	return chi.URLParam(r, "model"), chi.URLParam(r, "version")
 }
 
-func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) error {
 	md, err := s.inspect.ServerMetadata(r.Context())
 	if err != nil {
-		s.tritonError(w, r, err)
-		return
+		return err
 	}
 	ext := md.GetExtensions()
 	if ext == nil {
@@ -67,6 +66,7 @@ func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
 		Version    string   `json:"version"`
 		Extensions []string `json:"extensions"`
 	}{md.GetName(), md.GetVersion(), ext}))
+	return nil
 }
 
 // health answers 200 with an empty body when ok, else 503.
@@ -104,12 +104,11 @@ func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
+func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
 	md, err := s.inspect.ModelMetadata(r.Context(), model, version)
 	if err != nil {
-		s.tritonError(w, r, err)
-		return
+		return err
 	}
 	versions := md.GetVersions()
 	if versions == nil {
@@ -119,10 +118,12 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
 		Name: md.GetName(), Versions: versions, Platform: md.GetPlatform(),
 		Inputs: tensorsJSON(md.GetInputs()), Outputs: tensorsJSON(md.GetOutputs()),
 	}))
+	return nil
 }
 
-// generateJob parses a generate body for model/version.
-func (s *Server) generateJob(ctx context.Context, model, version string, body []byte, one bool) (*job, error) {
+// generateJob parses a generate body for model/version into a job whose
+// payloads take form f.
+func (s *Server) generateJob(ctx context.Context, model, version string, body []byte, f form) (*job, error) {
 	md, err := s.inspect.ModelMetadata(ctx, model, version)
 	if err != nil {
 		return nil, err
@@ -132,7 +133,7 @@ func (s *Server) generateJob(ctx context.Context, model, version string, body []
 		return nil, err
 	}
 	j := &job{req: gr.Proto(model, version)}
-	if one {
+	if f == formBody {
 		j.tr = &generateOne{id: gr.ID}
 	} else {
 		j.tr = &generateEvents{id: gr.ID}
@@ -140,35 +141,30 @@ func (s *Server) generateJob(ctx context.Context, model, version string, body []
 	return j, nil
 }
 
-func (s *Server) tritonJob(w http.ResponseWriter, r *http.Request, one bool) *job {
+// tritonJob reads a generate route's body into a job of form f.
+func (s *Server) tritonJob(w http.ResponseWriter, r *http.Request, f form) (*job, error) {
 	body, err := readBody(w, r, s.opts.MaxBodyBytes)
 	if err != nil {
-		s.tritonError(w, r, err)
-		return nil
+		return nil, err
 	}
 	model, version := modelParams(r)
-	j, err := s.generateJob(r.Context(), model, version, body, one)
+	return s.generateJob(r.Context(), model, version, body, f)
+}
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request) error {
+	j, err := s.tritonJob(w, r, formBody)
 	if err != nil {
-		s.tritonError(w, r, err)
-		return nil
+		return err
 	}
-	return j
+	return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w})
 }
 
-func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
-	if j := s.tritonJob(w, r, true); j != nil {
-		s.serveUnary(w, r, j, s.tritonError)
+func (s *Server) generateStream(w http.ResponseWriter, r *http.Request) error {
+	j, err := s.tritonJob(w, r, formSSE)
+	if err != nil {
+		return err
 	}
-}
-
-func (s *Server) generateStream(w http.ResponseWriter, r *http.Request) {
-	if j := s.tritonJob(w, r, false); j != nil {
-		s.serveSSE(w, r, j, route{
-			writeError:        s.tritonError,
-			errorEvent:        func(e *httpError) []byte { return generate.ErrorBody(e.Msg) },
-			firstErrorAsEvent: true,
-		})
-	}
+	return s.serve(r.Context(), r.RemoteAddr, j, s.newSSESink(w, r, tritonErrors, true))
 }
 
 // generateEvents renders every response as one event, into one buffer

@@ -34,9 +34,11 @@ type Upstream interface {
 
 var _ Upstream = (*upstream.Client)(nil)
 
-// call is the part of *upstream.Call the gateway uses (see its docs):
+// call is the part of *upstream.Call the lifecycle uses (see its docs):
 // RecvTick waits for the next response, ctx or tick (then nil, nil);
-// TryRecv takes a response only if one is ready (ok false otherwise).
+// TryRecv takes a response only if one is ready (ok false otherwise). It is
+// an interface so that relay's tests and benchmarks can drive it without a
+// network (synctest, canned responses).
 type call interface {
 	RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error)
 	TryRecv() (resp *pb.ModelInferResponse, ok bool, err error)
@@ -45,14 +47,15 @@ type call interface {
 
 var _ call = (*upstream.Call)(nil)
 
-// startFunc starts a call; tests substitute fakes for *upstream.Client.
+// startFunc starts a call: Inferer.Start behind the call interface, so
+// that tests can run the routes against canned calls (newServer).
 type startFunc func(ctx context.Context, req *pb.ModelInferRequest) (call, error)
 
 func starter(in Inferer) startFunc {
 	return func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
 		c, err := in.Start(ctx, req)
 		if err != nil {
-			return nil, err
+			return nil, err // not a nil *upstream.Call in a non-nil call
 		}
 		return c, nil
 	}

@@ -37,88 +37,98 @@ func (s *Server) templateFor(model string) *openai.Template {
 	return s.template
 }
 
-// chatJob validates a chat completions body into a job.
-func (s *Server) chatJob(ctx context.Context, body []byte) (*job, bool, error) {
-	cr, err := openai.ParseChat(body)
-	if err != nil {
-		return nil, false, err
-	}
+// chatJob turns a chat completions request into a job whose payloads take
+// form f.
+func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*job, error) {
 	ad, err := s.textModel(ctx, cr.Model)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	prompt, err := s.templateFor(cr.Model).Render(cr.Messages)
 	if err != nil {
-		return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "messages", Msg: err.Error()}
+		return nil, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "messages", Msg: err.Error()}
 	}
 	req, err := ad.Request(cr.Model, "", prompt, cr.Params)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	ch := &openai.Chunker{ID: s.ids.next("chatcmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
-	return &job{req: req, tr: &textEvents{ad: ad, ch: ch, stream: cr.Stream}}, cr.Stream, nil
+	return &job{req: req, tr: newTextEvents(ad, ch, f, "")}, nil
 }
 
-// completionJob validates a completions body into a job.
-func (s *Server) completionJob(ctx context.Context, body []byte) (*job, bool, error) {
-	cr, err := openai.ParseCompletion(body)
-	if err != nil {
-		return nil, false, err
-	}
+// completionJob turns a completions request into a job whose payloads
+// take form f.
+func (s *Server) completionJob(ctx context.Context, cr *openai.CompletionRequest, f form) (*job, error) {
 	ad, err := s.textModel(ctx, cr.Model)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	req, err := ad.Request(cr.Model, "", cr.Prompt, cr.Params)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	ch := &openai.Chunker{ID: s.ids.next("cmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, IncludeUsage: cr.IncludeUsage}
-	tr := &textEvents{ad: ad, ch: ch, stream: cr.Stream}
+	echo := ""
 	if cr.Echo {
-		tr.echo = cr.Prompt
+		echo = cr.Prompt
 	}
-	return &job{req: req, tr: tr}, cr.Stream, nil
+	return &job{req: req, tr: newTextEvents(ad, ch, f, echo)}, nil
 }
 
-func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, build func(context.Context, []byte) (*job, bool, error)) {
+// serveOpenAI runs j: as an event stream when the client asked for one,
+// otherwise as one JSON body.
+func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, j *job, stream bool) error {
+	if stream {
+		return s.serve(r.Context(), r.RemoteAddr, j, s.newSSESink(w, r, openAIErrors, false))
+	}
+	return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w})
+}
+
+// streamForm is the form of an OpenAI request's payloads over HTTP.
+func streamForm(stream bool) form {
+	if stream {
+		return formSSE
+	}
+	return formBody
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	body, err := readBody(w, r, s.opts.MaxBodyBytes)
 	if err != nil {
-		s.openAIError(w, r, err)
-		return
+		return err
 	}
-	j, stream, err := build(r.Context(), body)
+	cr, err := openai.ParseChat(body)
 	if err != nil {
-		s.openAIError(w, r, err)
-		return
+		return err
 	}
-	if !stream {
-		s.serveUnary(w, r, j, s.openAIError)
-		return
+	j, err := s.chatJob(r.Context(), cr, streamForm(cr.Stream))
+	if err != nil {
+		return err
 	}
-	s.serveSSE(w, r, j, route{
-		writeError: s.openAIError,
-		errorEvent: func(e *httpError) []byte {
-			return openai.ErrorBody(e.Msg, openAIType(e.Status), e.Param, e.Code)
-		},
-		done: []byte(openai.Done),
-	})
+	return s.serveOpenAI(w, r, j, cr.Stream)
 }
 
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	s.serveOpenAI(w, r, s.chatJob)
-}
-
-func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	s.serveOpenAI(w, r, s.completionJob)
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	cr, err := openai.ParseCompletion(body)
+	if err != nil {
+		return err
+	}
+	j, err := s.completionJob(r.Context(), cr, streamForm(cr.Stream))
+	if err != nil {
+		return err
+	}
+	return s.serveOpenAI(w, r, j, cr.Stream)
 }
 
 // listModels lists the ready models that follow a text convention.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	index, err := s.inspect.RepositoryIndex(r.Context())
 	if err != nil {
-		s.openAIError(w, r, err)
-		return
+		return err
 	}
 	seen := map[string]bool{}
 	var models []openai.Model
@@ -135,18 +145,19 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(models, func(i, j int) bool { return models[i].ID < models[j].ID })
 	writeJSON(w, http.StatusOK, openai.ModelList(models))
+	return nil
 }
 
-func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	id := chi.URLParam(r, "id")
 	if _, err := s.textModel(r.Context(), id); err != nil {
 		if errors.Is(err, textmodel.ErrNotText) {
 			err = &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model", Msg: "The model '" + id + "' is not a text model", Err: err}
 		}
-		s.openAIError(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, openai.ModelObject(openai.NewModel(id)))
+	return nil
 }
 
 // textEvents turns a text model's responses into OpenAI chunks (stream) or
@@ -154,7 +165,8 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 type textEvents struct {
 	ad     textmodel.Adapter
 	ch     *openai.Chunker
-	stream bool
+	stream bool   // chunks, not one completion object
+	done   bool   // end the chunks with [DONE] (event streams)
 	echo   string // completions with echo: the prompt, sent first
 
 	join    textmodel.Joiner
@@ -165,6 +177,10 @@ type textEvents struct {
 	reason  string
 	in, out int
 	pieces  int
+}
+
+func newTextEvents(ad textmodel.Adapter, ch *openai.Chunker, f form, echo string) *textEvents {
+	return &textEvents{ad: ad, ch: ch, stream: f != formBody, done: f == formSSE, echo: echo}
 }
 
 func (t *textEvents) begin() [][]byte {
@@ -239,6 +255,9 @@ func (t *textEvents) end() ([][]byte, error) {
 	out = append(out, t.ch.Finish(reason))
 	if t.ch.IncludeUsage {
 		out = append(out, t.ch.UsageChunk(t.usage()))
+	}
+	if t.done {
+		out = append(out, []byte(openai.Done))
 	}
 	return out, nil
 }

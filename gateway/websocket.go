@@ -5,15 +5,15 @@ import (
 	"net/http"
 
 	"github.com/coder/websocket"
+	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/ws"
 )
 
 // websocket serves GET /v1/ws: the streamgate.v1 protocol, one ws.Session
-// per socket, each request run like its HTTP twin.
-func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+// per socket, each request run by serve like its HTTP twin.
+func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 	if s.draining.Load() {
-		s.tritonError(w, r, errDraining)
-		return
+		return errDraining
 	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{ws.Subprotocol},
@@ -21,25 +21,22 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 		InsecureSkipVerify: s.opts.WebSocketSkipOriginCheck,
 	})
 	if err != nil {
-		return // Accept has answered the client
+		return nil // Accept has answered the client
 	}
 	if c.Subprotocol() != ws.Subprotocol {
 		c.Close(websocket.StatusPolicyViolation, "the client must speak "+ws.Subprotocol)
-		return
+		return nil
 	}
 	opts := ws.Options{}
 	if s.opts.WebSocket != nil {
 		opts = *s.opts.WebSocket
 	}
-	opts.ErrorInfo = func(err error) (string, string) {
-		e := s.logError(r, err)
-		return e.Code, e.Msg
-	}
+	opts.ErrorInfo = s.wsErrorInfo(r)
 	sess := ws.NewSession(c, s.wsRequest, &opts)
 	remove, ok := s.streams.add(&liveStream{soft: sess.Drain, hard: sess.Stop})
 	if !ok {
 		c.Close(websocket.StatusGoingAway, "server shutting down")
-		return
+		return nil
 	}
 	defer remove()
 	sockets := s.metrics.sockets.With()
@@ -47,54 +44,37 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	defer sockets.Dec()
 	// Run returns once the socket is closed and every request on it ended.
 	sess.Run(r.Context())
+	return nil
 }
 
-// wsRequest runs one request frame.
+// wsRequest runs one request frame (the session's ws.Handler).
 func (s *Server) wsRequest(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
-	var j *job
-	var err error
+	j, err := s.wsJob(ctx, req)
+	if err != nil {
+		return err
+	}
+	return s.serve(ctx, "", j, &wsSink{emit: emit, events: s.metrics.events.With("ws")})
+}
+
+// wsJob validates a request frame into a job: the body is the same as on
+// the frame type's HTTP route, the payloads are data frames.
+func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*job, error) {
 	switch req.Type {
 	case ws.TypeGenerate:
-		j, err = s.generateJob(ctx, req.Model, req.Version, req.Body, false)
+		return s.generateJob(ctx, req.Model, req.Version, req.Body, formWS)
 	case ws.TypeChat:
-		j, _, err = s.chatJob(ctx, req.Body)
-	case ws.TypeCompletions:
-		j, _, err = s.completionJob(ctx, req.Body)
-	}
-	if err != nil {
-		return err
-	}
-	if te, ok := j.tr.(*textEvents); ok {
-		te.stream = true // data frames carry the chunks of the SSE stream
-	}
-	if s.draining.Load() {
-		return errDraining
-	}
-	release, err := s.limits.acquire("")
-	if err != nil {
-		s.metrics.rejected.With("global_limit").Inc()
-		return err
-	}
-	defer release()
-	c, err := s.start(ctx, j.req)
-	if err != nil {
-		return err
-	}
-	defer c.Cancel()
-	active := s.metrics.active.With("ws")
-	active.Inc()
-	defer active.Dec()
-	events := s.metrics.events.With("ws")
-	err = pump(ctx, c, j.tr, func(p []byte) error {
-		if err := emit(p); err != nil {
-			return err
+		cr, err := openai.ParseChat(req.Body)
+		if err != nil {
+			return nil, err
 		}
-		events.Inc()
-		return nil
-	})
-	if err != nil && ctx.Err() != nil {
-		err = errClientGone
+		return s.chatJob(ctx, cr, formWS)
+	case ws.TypeCompletions:
+		cr, err := openai.ParseCompletion(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		return s.completionJob(ctx, cr, formWS)
 	}
-	s.noteEnd("ws", err)
-	return err
+	// ws.ParseFrame lets no other type through.
+	return nil, &httpError{Status: http.StatusBadRequest, Code: ws.CodeBadRequest, Msg: "unknown frame type '" + req.Type + "'"}
 }

@@ -1,0 +1,254 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+// The life of one inference request, the same for every route and
+// protocol: a handler validates the request into a job, then serve admits
+// it, starts it upstream, relays its responses into a sink and accounts how
+// it ended. sinks.go has the three sinks, errors.go the error formats.
+
+// translator turns one call's responses into payloads, each one JSON
+// value: an SSE event's data, a WebSocket data frame's "data", or the body
+// of a non-streaming response.
+type translator interface {
+	// begin gives the payloads due once the call has started.
+	begin() [][]byte
+	// next gives the payloads for one response. They (and the slice) are
+	// only valid until the next call: sinks copy them out.
+	next(resp *pb.ModelInferResponse) ([][]byte, error)
+	// end gives the payloads due after the last response.
+	end() ([][]byte, error)
+}
+
+// form is how a job's payloads reach the client; the translator is built
+// for it.
+type form int
+
+const (
+	// formBody: one JSON body once the call has ended (non-streaming
+	// routes).
+	formBody form = iota
+	// formSSE: one event per payload; OpenAI streams end with [DONE].
+	formSSE
+	// formWS: one WebSocket data frame per payload; the session's done
+	// frame ends the request, so there is no [DONE].
+	formWS
+)
+
+// job is a validated request, ready to start upstream.
+type job struct {
+	req *pb.ModelInferRequest
+	tr  translator
+}
+
+// sink is where one request's payloads go: an event stream (sseSink), one
+// JSON body (bodySink) or WebSocket data frames (wsSink). serve drives it
+// from the request's goroutine; nothing else touches it.
+type sink interface {
+	// protocol names the sink in metrics: "sse", "http" or "ws".
+	protocol() string
+	// keepAlive is how long the request may stay quiet before idle is
+	// due; 0 means never.
+	keepAlive() time.Duration
+	// send takes one payload, copying what it keeps. It may buffer it
+	// until flush. A failed write returns errClientGone.
+	send(p []byte) error
+	// flush delivers what send buffered; serve calls it after every batch
+	// of ready responses. The first flush (or idle) commits the response:
+	// its status is 200 from then on.
+	flush() error
+	// idle is called whenever the request has been quiet for keepAlive.
+	idle() error
+	// fail delivers err, which ended the request, if the sink can (in
+	// band, or in the form its route gives errors that come first). It
+	// returns false when it wrote nothing and the caller must answer err
+	// in its route's error format.
+	fail(err error) bool
+}
+
+// serve runs one request through its whole life:
+//
+//  1. admit: not draining, under the global and per-connection limits,
+//     registered for Drain;
+//  2. start the call upstream;
+//  3. relay its responses through j's translator into out;
+//  4. account how it ended and let out deliver the error if it can.
+//
+// ctx is the request's (the HTTP request's, or the WebSocket request's);
+// when it is done the call is cancelled upstream. conn names the client
+// connection for the per-connection limit ("" for none: a WebSocket's
+// requests are limited by its session). serve returns nil when the request
+// succeeded or out delivered its error, and otherwise the error the caller
+// must answer (errClientGone when there is nobody to answer).
+func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error {
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done, err := s.admit(conn, func() { cancel(errDraining) })
+	if err != nil {
+		return err
+	}
+	defer done()
+	proto := out.protocol()
+	c, err := s.start(ctx, j.req)
+	if err != nil {
+		err = endCause(ctx, parent, err)
+		s.noteEnd(proto, err)
+		return err
+	}
+	defer c.Cancel()
+	active := s.metrics.active.With(proto)
+	active.Inc()
+	defer active.Dec()
+
+	err = relay(ctx, c, j.tr, out)
+	if err == nil {
+		return nil
+	}
+	err = endCause(ctx, parent, err)
+	s.noteEnd(proto, err)
+	if errors.Is(err, errClientGone) || !out.fail(err) {
+		return err
+	}
+	return nil
+}
+
+// admit lets one inference request in: not draining, under the limits,
+// registered for Drain (hard ends it). done gives everything back.
+func (s *Server) admit(conn string, hard func()) (done func(), err error) {
+	if s.draining.Load() {
+		s.metrics.rejected.With("draining").Inc()
+		return nil, errDraining
+	}
+	release, err := s.limits.acquire(conn)
+	if err != nil {
+		reason := "global_limit"
+		if err == errConnLimit {
+			reason = "connection_limit"
+		}
+		s.metrics.rejected.With(reason).Inc()
+		return nil, err
+	}
+	remove, ok := s.streams.add(&liveStream{hard: hard})
+	if !ok {
+		release()
+		s.metrics.rejected.With("draining").Inc()
+		return nil, errDraining
+	}
+	return func() { remove(); release() }, nil
+}
+
+// endCause is why a request that failed with err ended: errDraining when
+// Drain ended it, errClientGone when its client went away (its context is
+// done, or a write failed), otherwise err.
+func endCause(ctx, parent context.Context, err error) error {
+	switch {
+	case errors.Is(context.Cause(ctx), errDraining):
+		return errDraining
+	case parent.Err() != nil, errors.Is(err, errClientGone):
+		return errClientGone
+	}
+	return err
+}
+
+// noteEnd counts how a request ended, when it did not succeed.
+func (s *Server) noteEnd(protocol string, err error) {
+	if errors.Is(err, errClientGone) {
+		s.metrics.clientGone.With(protocol).Inc()
+		return
+	}
+	if ue, ok := upstream.AsError(err); ok {
+		s.metrics.upstream.With(ue.Kind.String()).Inc()
+	}
+}
+
+// relay runs tr over c into out until the call ends. It sends the payloads
+// of every response already queued, then flushes once (one write per
+// batch), and calls out.idle whenever the request has been quiet for
+// out.keepAlive(). The payloads of tr.begin wait for the first response
+// (or the first idle), so that an error coming first finds the response
+// still uncommitted and gets its own status. Errors are the call's, the translator's, or
+// errClientGone when out could not write; the payloads before them may
+// still be buffered in out, for its in-band error to follow.
+func relay(ctx context.Context, c call, tr translator, out sink) error {
+	send := func(ps [][]byte) error {
+		for _, p := range ps {
+			if err := out.send(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	pending := tr.begin()
+	sendPending := func() error {
+		err := send(pending)
+		pending = nil
+		return err
+	}
+	var tick <-chan time.Time
+	ka := out.keepAlive()
+	var timer *time.Timer
+	if ka > 0 {
+		timer = time.NewTimer(ka)
+		defer timer.Stop()
+		tick = timer.C
+	}
+	for {
+		resp, err := c.RecvTick(ctx, tick)
+		if resp == nil && err == nil { // quiet for ka
+			if err := sendPending(); err != nil {
+				return err
+			}
+			if err := out.idle(); err != nil {
+				return err
+			}
+			timer.Reset(ka)
+			continue
+		}
+		if err == nil || err == io.EOF {
+			if err := sendPending(); err != nil {
+				return err
+			}
+		}
+		for {
+			if err == io.EOF {
+				ps, terr := tr.end()
+				if terr != nil {
+					return terr
+				}
+				if err := send(ps); err != nil {
+					return err
+				}
+				return out.flush()
+			}
+			if err != nil {
+				return err
+			}
+			ps, terr := tr.next(resp)
+			if terr != nil {
+				return terr
+			}
+			if err := send(ps); err != nil {
+				return err
+			}
+			var ok bool
+			if resp, ok, err = c.TryRecv(); !ok {
+				break
+			}
+		}
+		if err := out.flush(); err != nil {
+			return err
+		}
+		if timer != nil {
+			timer.Reset(ka)
+		}
+	}
+}

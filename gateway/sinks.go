@@ -1,0 +1,167 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/streamgate/streamgate/gateway/metrics"
+	"github.com/streamgate/streamgate/gateway/sse"
+)
+
+// The three sinks serve writes requests into. Each is used by one request
+// from its handler goroutine only.
+
+// maxBatch bounds how many bytes of events an event stream buffers before
+// it flushes, however many responses are ready.
+const maxBatch = 32 << 10
+
+// headerWait is how long an event stream whose keepalives are disabled
+// waits for its first response before its headers go out anyway.
+const headerWait = 15 * time.Second
+
+// sseSink writes a request as an event stream. As in Triton, the first
+// response sets the status: the headers go out with the first batch, or
+// when the keepalive interval passes first, and an error that comes before
+// them is answered with its own status.
+type sseSink struct {
+	s      *Server
+	w      http.ResponseWriter
+	r      *http.Request
+	sw     *sse.Writer
+	errs   errorFormat
+	events *metrics.Value
+
+	// firstErrorAsEvent answers an error that comes first with its status
+	// and a body of one error event (Triton's generate_stream); without it
+	// such an error is the caller's to answer.
+	firstErrorAsEvent bool
+	started           bool // the headers are out
+}
+
+func (s *Server) newSSESink(w http.ResponseWriter, r *http.Request, errs errorFormat, firstErrorAsEvent bool) *sseSink {
+	return &sseSink{
+		s: s, w: w, r: r, errs: errs, firstErrorAsEvent: firstErrorAsEvent,
+		sw:     sse.NewWriter(w, s.opts.SSE),
+		events: s.metrics.events.With("sse"),
+	}
+}
+
+func (o *sseSink) protocol() string { return "sse" }
+
+func (o *sseSink) keepAlive() time.Duration {
+	if ka := o.sw.KeepAliveInterval(); ka > 0 {
+		return ka
+	}
+	return headerWait
+}
+
+func (o *sseSink) send(p []byte) error {
+	o.sw.Append(p)
+	o.events.Inc()
+	if o.sw.Buffered() >= maxBatch {
+		return o.flush()
+	}
+	return nil
+}
+
+func (o *sseSink) start() error {
+	o.started = true
+	if o.sw.Start() != nil {
+		return errClientGone
+	}
+	return nil
+}
+
+func (o *sseSink) flush() error {
+	if !o.started {
+		if err := o.start(); err != nil {
+			return err
+		}
+	}
+	if o.sw.Flush() != nil {
+		return errClientGone
+	}
+	return nil
+}
+
+func (o *sseSink) idle() error {
+	if !o.started { // the first response is late: the headers go out now
+		return o.flush()
+	}
+	if o.sw.KeepAliveInterval() == 0 {
+		return nil
+	}
+	if o.sw.KeepAlive() != nil {
+		return errClientGone
+	}
+	return nil
+}
+
+func (o *sseSink) fail(err error) bool {
+	inBand := o.started || o.sw.Buffered() > 0
+	if !inBand && !o.firstErrorAsEvent {
+		return false
+	}
+	e := o.s.logError(o.r, err)
+	body := o.errs(e)
+	if !inBand {
+		sse.SetHeaders(o.w.Header())
+		o.s.setRetryAfter(o.w, e)
+		o.w.WriteHeader(e.Status)
+		_, _ = o.w.Write(sse.AppendEvent(nil, 0, body))
+		return true
+	}
+	if !o.started && o.start() != nil {
+		return true
+	}
+	o.sw.Append(body)
+	if o.sw.Flush() == nil {
+		o.events.Inc()
+	}
+	return true
+}
+
+// bodySink answers a request with one JSON body, once its call has ended.
+type bodySink struct {
+	w    http.ResponseWriter
+	body []byte
+}
+
+func (o *bodySink) protocol() string         { return "http" }
+func (o *bodySink) keepAlive() time.Duration { return 0 }
+func (o *bodySink) idle() error              { return nil }
+func (o *bodySink) fail(error) bool          { return false }
+
+func (o *bodySink) send(p []byte) error {
+	o.body = append(o.body[:0], p...)
+	return nil
+}
+
+func (o *bodySink) flush() error {
+	if o.body != nil {
+		writeJSON(o.w, http.StatusOK, o.body)
+		o.body = nil
+	}
+	return nil
+}
+
+// wsSink sends a request's payloads as data frames of its WebSocket
+// session (emit); the session writes the terminal frame.
+type wsSink struct {
+	emit   func(data []byte) error
+	events *metrics.Value
+}
+
+func (o *wsSink) protocol() string         { return "ws" }
+func (o *wsSink) keepAlive() time.Duration { return 0 }
+func (o *wsSink) flush() error             { return nil }
+func (o *wsSink) idle() error              { return nil }
+func (o *wsSink) fail(error) bool          { return false }
+
+func (o *wsSink) send(p []byte) error {
+	if o.emit(p) != nil { // the request or its socket has ended
+		return errClientGone
+	}
+	o.events.Inc()
+	return nil
+}

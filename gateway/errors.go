@@ -142,11 +142,16 @@ func classifyUpstream(ue *upstream.Error) *httpError {
 	switch ue.Kind {
 	case upstream.KindModel:
 		// The model's own text is what the client needs (Triton sends it
-		// too); its code is only a guess from that text.
+		// too); its class sets the status. An overloaded or stopping
+		// target is the one model error worth retrying: 429 or 503 with
+		// Retry-After and the status's own code.
 		e.Msg = ue.Message
 		e.Status = grpcStatus(ue.Code)
-		if e.Status >= 500 {
-			e.Status = http.StatusInternalServerError
+		switch e.Status {
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			e.Code, e.RetryAfter = codeForStatus(e.Status), true
+		case StatusClientClosed: // the target cancelled it, not the client
+			e.Status, e.Code, e.RetryAfter = http.StatusServiceUnavailable, codeForStatus(http.StatusServiceUnavailable), true
 		}
 	case upstream.KindUnavailable:
 		e.Status, e.Msg, e.RetryAfter = http.StatusServiceUnavailable, "upstream unavailable", true

@@ -188,8 +188,9 @@ func (cl *Call) placeErr() error {
 }
 
 // failover re-places cl, whose stream on from ended with why, once and
-// only if it has delivered nothing; otherwise it ends cl with why.
-func (c *Client) failover(cl *Call, from *target, why *Error) {
+// only if it has delivered nothing; otherwise it ends cl with why. With
+// elsewhere, cl is only re-placed on a target other than from.
+func (c *Client) failover(cl *Call, from *target, why *Error, elsewhere bool) {
 	cl.mu.Lock()
 	if cl.finished {
 		cl.mu.Unlock()
@@ -207,8 +208,12 @@ func (c *Client) failover(cl *Call, from *target, why *Error) {
 		cl.finish(why, false)
 		return
 	}
-	c.ctr.retries.Add(1)
 	t, err := c.pickTarget(nil, from)
+	if err == nil && elsewhere && t == from {
+		cl.finish(why, false) // nowhere else to go
+		return
+	}
+	c.ctr.retries.Add(1)
 	if err == nil {
 		if cl.auto {
 			cl.mode.Store(int32(t.cancelModeCached()))

@@ -31,8 +31,16 @@
 //
 // When a stream breaks, its requests that have delivered nothing yet are
 // re-sent once on another stream (another target when there is one); the
-// others end with KindUnavailable. So are requests a draining target refuses
-// in-band ("server is shutting down"). New streams to a target whose
+// others end with KindUnavailable.
+//
+// An in-band error ends its request with KindModel and the error's class
+// as Error.Code: the class streamgate's engine sends with every in-band
+// error (proto/errclass), or, from a target that sends none (a real
+// Triton), the class Triton's documented texts imply. A request refused as
+// UNAVAILABLE before it delivered anything (a full queue, a draining
+// target) is retried once on another target; the refusing target is first
+// asked whether it is still ready, and ejected with its streams drained if
+// not. A real Triton's "server is shutting down" text ejects it at once. New streams to a target whose
 // streams keep breaking wait with exponential backoff. Targets are
 // health-checked with ServerReady and ejected and re-admitted; a target that
 // fails its check has its streams drained (no new requests, half-closed

@@ -7,6 +7,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/streamgate/streamgate/proto/errclass"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
 // Kind says how a call ended when it did not end with io.EOF.
@@ -58,9 +61,13 @@ type Error struct {
 	// Message says what happened; for KindModel it is the target's
 	// error_message verbatim.
 	Message string
-	// Code is the closest gRPC code: the stream's status for
-	// KindUnavailable, a guess from the text for KindModel (NotFound for an
-	// unknown model, otherwise Unknown), the obvious one otherwise.
+	// Code is the error's class as a gRPC code. For KindModel it is the
+	// class the target sent with the error (streamgate's engine adds
+	// errclass.Param to every in-band error); a target that sends none (a
+	// real Triton) is read by its documented texts: NotFound for an
+	// unknown model, Unavailable for a full queue or a shutdown, otherwise
+	// Unknown. For KindUnavailable it is the stream's status; for the
+	// other kinds the obvious one.
 	Code codes.Code
 }
 
@@ -89,13 +96,36 @@ func newError(k Kind, code codes.Code, msg string) *Error {
 	return &Error{Kind: k, Message: msg, Code: code}
 }
 
-// modelError is the error for an in-band error_message.
-func modelError(msg string) *Error {
-	code := codes.Unknown
-	if strings.Contains(msg, "unknown model") || strings.Contains(msg, "is not found") {
-		code = codes.NotFound
+// inbandError is the error for an in-band error_message with the
+// response parameters that came with it: of the class the target sent, or
+// of the class Triton's text implies when it sent none (classed false).
+func inbandError(msg string, params map[string]*pb.InferParameter) (e *Error, classed bool) {
+	code, classed := errclass.FromParams(params)
+	if !classed {
+		code = tritonTextCode(msg)
 	}
-	return newError(KindModel, code, msg)
+	return newError(KindModel, code, msg), classed
+}
+
+// tritonTextCode reads the class of an in-band error from a target that
+// sends none (a real Triton) by the texts Triton documents: an unknown
+// model (core), a full queue and a shutting down server (both UNAVAILABLE
+// in Triton's own status).
+func tritonTextCode(msg string) codes.Code {
+	switch {
+	case strings.Contains(msg, "unknown model"), strings.Contains(msg, "is not found"):
+		return codes.NotFound
+	case strings.Contains(msg, "Exceeds maximum queue size"), isShuttingDown(msg):
+		return codes.Unavailable
+	}
+	return codes.Unknown
+}
+
+// isShuttingDown recognises the in-band refusal of a draining Triton
+// ("GRPC server is shutting down and has stopped accepting new
+// requests."). Only a target that sends no error class is read this way.
+func isShuttingDown(msg string) bool {
+	return strings.Contains(msg, "server is shutting down")
 }
 
 // unavailable turns a stream or RPC failure into KindUnavailable, keeping

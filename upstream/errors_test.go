@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/streamgate/streamgate/proto/errclass"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -47,7 +48,7 @@ func TestErrorHelpers(t *testing.T) {
 	if c := status.Code(errClosed); c != codes.Unavailable {
 		t.Fatalf("status.Code = %v", c)
 	}
-	if e := modelError("Request for unknown model: 'x' is not found"); e.Code != codes.NotFound {
+	if e, classed := inbandError("Request for unknown model: 'x' is not found", nil); e.Code != codes.NotFound || classed {
 		t.Fatalf("unknown model code %v", e.Code)
 	}
 	if e := unavailable("stream ended", status.Error(codes.Internal, "boom")); e.Code != codes.Internal || e.Message != "stream ended: boom" {
@@ -113,5 +114,39 @@ func TestCheckRequest(t *testing.T) {
 	}
 	if err := checkRequest(repeatN(0, 2, 0)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An in-band error takes the class the target sent; from a target that
+// sends none (a real Triton) the class is read from Triton's texts.
+func TestInbandErrorClass(t *testing.T) {
+	classed := func(name string) map[string]*pb.InferParameter {
+		return map[string]*pb.InferParameter{errclass.Param: {ParameterChoice: &pb.InferParameter_StringParam{StringParam: name}}}
+	}
+	for _, tc := range []struct {
+		msg        string
+		params     map[string]*pb.InferParameter
+		code       codes.Code
+		wasClassed bool
+	}{
+		{"Exceeds maximum queue size", classed("UNAVAILABLE"), codes.Unavailable, true},
+		{"llama2: too many requests", classed("RESOURCE_EXHAUSTED"), codes.ResourceExhausted, true},
+		{"bad shape", classed("INVALID_ARGUMENT"), codes.InvalidArgument, true},
+		{"no response", classed("INTERNAL"), codes.Internal, true},
+		// The class wins over the text.
+		{"Request for unknown model: 'x' is not found", classed("INVALID_ARGUMENT"), codes.InvalidArgument, true},
+		{"GRPC server is shutting down and has stopped accepting new requests.", classed("UNAVAILABLE"), codes.Unavailable, true},
+		// A real Triton: its documented texts.
+		{"Request for unknown model: 'x' is not found", nil, codes.NotFound, false},
+		{"Exceeds maximum queue size", nil, codes.Unavailable, false},
+		{"GRPC server is shutting down and has stopped accepting new requests.", nil, codes.Unavailable, false},
+		{"simulated failure", nil, codes.Unknown, false},
+		// An unreadable class is no class.
+		{"Exceeds maximum queue size", classed("SOMETIMES"), codes.Unavailable, false},
+	} {
+		e, c := inbandError(tc.msg, tc.params)
+		if e.Kind != KindModel || e.Code != tc.code || e.Message != tc.msg || c != tc.wasClassed {
+			t.Errorf("%q %v: %+v classed %v, want %v classed %v", tc.msg, tc.params, e, c, tc.code, tc.wasClassed)
+		}
 	}
 }

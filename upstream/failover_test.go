@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
+	"github.com/streamgate/streamgate/engine"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -383,5 +385,74 @@ func TestDrainOnNotReady(t *testing.T) {
 	}
 	if s := c.Stats(); s.StreamsOpen != 0 || s.StreamBreaks != 0 || targetHealthy(c, e.addr) {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// tinyQueue is repeat_int32 as "repeat_tiny" with one instance and room
+// for one waiting request: a third is refused with "Exceeds maximum queue
+// size", class UNAVAILABLE.
+func tinyQueue(tb testing.TB) *pb.ModelConfig {
+	tb.Helper()
+	cfg, err := engine.ParseConfig([]byte(`name: "repeat_tiny" backend: "repeat" max_batch_size: 0
+model_transaction_policy { decoupled: True }
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }, { name: "DELAY" data_type: TYPE_UINT32 dims: [ -1 ] },
+  { name: "WAIT" data_type: TYPE_UINT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "IDX" data_type: TYPE_UINT32 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+dynamic_batching { default_queue_policy { max_queue_size: 1 } }`))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
+}
+
+// TestQueueFullRefusal: a target whose queue is full refuses in-band with
+// class UNAVAILABLE. The refused request is retried once on another
+// target; each refusing target is asked whether it is still ready, and as
+// it is, it stays admitted and keeps its streams.
+func TestQueueFullRefusal(t *testing.T) {
+	a, b := startEngineWith(t, "", tinyQueue(t)), startEngineWith(t, "", tinyQueue(t))
+	c := newTestClient(t, []string{a.addr, b.addr}, &Options{HealthInterval: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Each engine runs one request (a minute long, holding its instance
+	// as long with WAIT) and queues one: the fifth request finds both
+	// full.
+	var calls []*Call
+	for i := range 5 {
+		req := repeatRequest([]int32{int32(i)}, []uint32{60000}, 60000)
+		req.ModelName = "repeat_tiny"
+		cl, err := c.Start(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, cl)
+	}
+	ended := func() (n int, last *Call) {
+		for _, cl := range calls {
+			select {
+			case <-cl.Done():
+				n, last = n+1, cl
+			default:
+			}
+		}
+		return n, last
+	}
+	waitFor(t, 10*time.Second, "a request to be refused", func() bool { n, _ := ended(); return n > 0 })
+	_, refused := ended()
+	_, err := refused.Recv(ctx)
+	if e := wantKind(t, err, KindModel); e.Code != codes.Unavailable || e.Message != "Exceeds maximum queue size" {
+		t.Fatalf("refused with %+v", e)
+	}
+	if n, _ := ended(); n != 1 {
+		t.Fatalf("%d requests ended, want only the refused one", n)
+	}
+	// One stream per request (a new one opens while every open one is
+	// busy), the retry's included, and none drained.
+	if s := c.Stats(); s.Retries != 1 || s.StreamBreaks != 0 || s.StreamsOpen != 6 || !targetHealthy(c, a.addr) || !targetHealthy(c, b.addr) {
+		t.Fatalf("stats %+v", s)
+	}
+	for _, cl := range calls {
+		cl.Cancel()
 	}
 }

@@ -45,7 +45,14 @@ type testEngine struct {
 // test ends or stop is called.
 func startEngine(tb testing.TB, addr string) *testEngine {
 	tb.Helper()
-	srv, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: slog.New(slog.DiscardHandler)})
+	return startEngineWith(tb, addr)
+}
+
+// startEngineWith is startEngine serving extra models beside the built-in
+// ones.
+func startEngineWith(tb testing.TB, addr string, extra ...*pb.ModelConfig) *testEngine {
+	tb.Helper()
+	srv, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Extra: extra, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}

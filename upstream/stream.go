@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -355,18 +354,17 @@ func (s *stream) route(m *pb.ModelStreamInferResponse) {
 	}
 	var end error
 	tooSlow := false
-	if msg := m.GetErrorMessage(); msg != "" && isShuttingDown(msg) && !cl.delivered.Load() {
-		// Refused because the target is draining: nothing ran, so the
-		// request goes elsewhere, and this stream takes no more.
-		s.removeLocked(cl)
-		s.mu.Unlock()
-		s.t.outstanding.Add(-1)
-		s.drain()
-		s.t.eject("shutting down")
-		s.t.c.failover(cl, s.t, newError(KindUnavailable, codes.Unavailable, msg))
-		return
-	} else if msg != "" {
-		end = modelError(msg)
+	if msg := m.GetErrorMessage(); msg != "" {
+		e, classed := inbandError(msg, resp.GetParameters())
+		if e.Code == codes.Unavailable && !cl.delivered.Load() {
+			// Refused before it ran: the request may go elsewhere.
+			s.removeLocked(cl)
+			s.mu.Unlock()
+			s.t.outstanding.Add(-1)
+			s.refused(cl, e, !classed && isShuttingDown(msg))
+			return
+		}
+		end = e
 	} else {
 		final := !cl.decoupled || isFinal(resp)
 		if !final || !flagsOnly(resp) {
@@ -405,10 +403,30 @@ func (s *stream) route(m *pb.ModelStreamInferResponse) {
 	}
 }
 
-// isShuttingDown recognises the in-band refusal of a draining Triton or
-// engine.
-func isShuttingDown(msg string) bool {
-	return strings.Contains(msg, "server is shutting down")
+// refused handles cl, just removed from s, which s's target refused
+// in-band as UNAVAILABLE before it delivered anything: its queue is full,
+// or it is shutting down. A draining Triton says so in its text
+// (tritonShutdown; it sends no error class): its streams take no more
+// requests and it is ejected at once. Otherwise the target is asked (one ServerReady check, shared by
+// the refusals that arrive meanwhile) whether it is still ready: a target
+// that is not is ejected and its streams drained, as a failed health check
+// does, while a full one keeps them. Then cl is retried once on another
+// target, or ends with e when there is none. The reader must not block, so
+// the check and the retry run in a goroutine owned by the Client.
+func (s *stream) refused(cl *Call, e *Error, tritonShutdown bool) {
+	t, c := s.t, s.t.c
+	if tritonShutdown {
+		s.drain()
+		t.eject("shutting down")
+		c.failover(cl, t, newError(KindUnavailable, codes.Unavailable, e.Message), false)
+		return
+	}
+	if !c.goStream(func() {
+		t.recheck(c.root)
+		c.failover(cl, t, e, true)
+	}) {
+		cl.finish(errClosed, true)
+	}
 }
 
 // isFinal reports the triton_final_response flag.
@@ -466,6 +484,6 @@ func (s *stream) closeWith(cause error) {
 		why = newError(KindUnavailable, codes.Unavailable, "stream to "+s.t.addr+" ended before the request")
 	}
 	for _, cl := range calls {
-		c.failover(cl, s.t, why)
+		c.failover(cl, s.t, why, false)
 	}
 }

@@ -39,6 +39,7 @@ type target struct {
 	mu        sync.Mutex
 	streams   []*stream // pooled streams, in order of creation
 	dedicated map[*stream]struct{}
+	checking  chan struct{} // closed when the recheck in flight ends; nil when none
 }
 
 func newTarget(c *Client, addr, name string) (*target, error) {
@@ -269,6 +270,29 @@ func (t *target) check(ctx context.Context) {
 	// so that a graceful stop need not wait for them. New requests get new
 	// streams.
 	t.drainStreams()
+}
+
+// recheck runs one health check of t now, sharing it with every caller
+// that arrives while it runs, and returns when it has ended (or ctx has).
+func (t *target) recheck(ctx context.Context) {
+	t.mu.Lock()
+	done := t.checking
+	if done == nil {
+		done = make(chan struct{})
+		t.checking = done
+		t.mu.Unlock()
+		t.check(ctx)
+		t.mu.Lock()
+		t.checking = nil
+		t.mu.Unlock()
+		close(done)
+		return
+	}
+	t.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func splitHostPort(name string) (string, string, error) {

@@ -214,7 +214,18 @@ func TestUTF8KeptWhole(t *testing.T) {
 	rec := httptest.NewRecorder()
 	fakeServer().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
 		strings.NewReader(`{"model":"echo","prompt":"x","stream":true}`)))
-	evs := events(t, rec.Body.String())
+	var evs []string
+	r := sse.NewReader(rec.Body)
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev.Data)
+	}
 	if len(evs) != 4 || !strings.Contains(evs[0], `"text":"h"`) || !strings.Contains(evs[1], `"text":"é!"`) {
 		t.Fatalf("events %q", evs)
 	}

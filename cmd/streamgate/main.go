@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/streamgate/streamgate/cmd/internal/bench"
+	"github.com/streamgate/streamgate/cmd/internal/stack"
 )
 
 func main() {
@@ -52,24 +53,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	switch args[0] {
-	case "engine":
-		cfg, err := parseEngine(args[1:], stderr)
+	case "engine", "serve", "gateway":
+		f, err := stack.Parse(args[0], args[1:], stderr)
 		if err != nil {
 			return err
 		}
-		return runEngine(ctx, cfg, log)
-	case "serve":
-		cfg, err := parseServe(args[1:], stderr)
-		if err != nil {
-			return err
-		}
-		return runServe(ctx, cfg, log)
-	case "gateway":
-		cfg, err := parseGateway(args[1:], stderr)
-		if err != nil {
-			return err
-		}
-		return runGateway(ctx, cfg, log)
+		return serve(ctx, f, log)
 	case "bench":
 		return bench.Main(ctx, args[1:], os.Stdout, stderr)
 	case "help", "-h", "--help":
@@ -78,4 +67,28 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// serve runs the stack f describes until ctx is done (SIGTERM) or a server
+// fails, then stops it in order within f.ShutdownGrace.
+func serve(ctx context.Context, f *stack.Flags, log *slog.Logger) error {
+	cfg, err := f.Config(log)
+	if err != nil {
+		return err
+	}
+	s, err := stack.Start(cfg)
+	if err != nil {
+		return err
+	}
+	var failed error
+	select {
+	case failed = <-s.Err():
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", f.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), f.ShutdownGrace)
+	defer cancel()
+	s.Stop(sctx)
+	log.Info("stopped")
+	return failed
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/streamgate/streamgate/cmd/internal/stack"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -271,25 +272,25 @@ func TestEngineSIGTERM(t *testing.T) {
 
 func TestFlagsAndEnv(t *testing.T) {
 	t.Setenv("STREAMGATE_WS_MAX_IN_FLIGHT", "128")
-	gcfg, err := parseGateway(nil, io.Discard)
-	if err != nil || gcfg.WSMaxInFlight != 128 || gcfg.UpstreamQueue != 1024 {
+	gcfg, err := stack.Parse("gateway", nil, io.Discard)
+	if err != nil || gcfg.Gateway.WSMaxInFlight != 128 || gcfg.Gateway.UpstreamQueue != 1024 {
 		t.Fatalf("gateway env: %+v %v", gcfg, err)
 	}
-	gcfg, err = parseGateway([]string{"--ws-max-in-flight", "7", "--upstream-queue", "256"}, io.Discard)
-	if err != nil || gcfg.WSMaxInFlight != 7 || gcfg.UpstreamQueue != 256 {
+	gcfg, err = stack.Parse("gateway", []string{"--ws-max-in-flight", "7", "--upstream-queue", "256"}, io.Discard)
+	if err != nil || gcfg.Gateway.WSMaxInFlight != 7 || gcfg.Gateway.UpstreamQueue != 256 {
 		t.Fatalf("gateway flags: %+v %v", gcfg, err)
 	}
 	t.Setenv("STREAMGATE_GRPC", "127.0.0.1:9")
-	cfg, err := parseEngine(nil, io.Discard)
-	if err != nil || cfg.GRPC != "127.0.0.1:9" {
+	cfg, err := stack.Parse("engine", nil, io.Discard)
+	if err != nil || cfg.Engine.GRPC != "127.0.0.1:9" {
 		t.Fatalf("env not read: %+v %v", cfg, err)
 	}
-	cfg, err = parseEngine([]string{"--grpc", "127.0.0.1:10"}, io.Discard)
-	if err != nil || cfg.GRPC != "127.0.0.1:10" {
+	cfg, err = stack.Parse("engine", []string{"--grpc", "127.0.0.1:10"}, io.Discard)
+	if err != nil || cfg.Engine.GRPC != "127.0.0.1:10" {
 		t.Fatalf("flag does not win over env: %+v %v", cfg, err)
 	}
 	t.Setenv("STREAMGATE_SHUTDOWN_GRACE", "soon")
-	if _, err := parseEngine(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "STREAMGATE_SHUTDOWN_GRACE") {
+	if _, err := stack.Parse("engine", nil, io.Discard); err == nil || !strings.Contains(err.Error(), "STREAMGATE_SHUTDOWN_GRACE") {
 		t.Fatalf("bad env value: %v", err)
 	}
 	if err := run(context.Background(), []string{"nope"}, io.Discard); err == nil {

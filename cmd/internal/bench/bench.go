@@ -373,7 +373,7 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			return fmt.Errorf("embedded server: %w", err)
 		}
 		defer emb.close()
-		c.HTTP, c.GRPC = emb.httpAddr, emb.grpcAddr
+		c.HTTP, c.GRPC = emb.HTTPAddr, emb.EngineAddr
 		pids = []int{os.Getpid()}
 		rep.Notes = append(rep.Notes, "embedded: server and load generator share one process; its CPU and RSS count both")
 	} else {

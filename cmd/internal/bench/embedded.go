@@ -3,22 +3,18 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/builtin"
 	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway"
-	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
@@ -29,18 +25,12 @@ import (
 const pacedEcho = "bench_echo"
 
 // embedded is an engine and a gateway running inside the bench process,
-// on loopback ports of their own, as `streamgate serve` wires them. Its
-// repeat backend reports when each request's Execute returns (tracker):
-// the engine-side signal of the cancel preset.
+// on loopback ports of their own, wired by cmd/internal/stack as
+// `streamgate serve` is. Its repeat backend reports when each request's
+// Execute returns (tracker): the engine-side signal of the cancel preset.
 type embedded struct {
-	eng      *engine.Server
-	up       *upstream.Client
-	gw       *gateway.Server
-	hs       *http.Server
-	grpcAddr string
-	httpAddr string
-	tracker  *tracker
-	wg       sync.WaitGroup
+	*stack.Stack
+	tracker *tracker
 }
 
 type embeddedOptions struct {
@@ -53,7 +43,7 @@ type embeddedOptions struct {
 
 func startEmbedded(o embeddedOptions) (*embedded, error) {
 	e := &embedded{tracker: newTracker()}
-	backends := builtin.Backends()
+	backends := stack.Backends()
 	repeat := backends["repeat"]
 	backends["repeat"] = func(c backend.Config) (backend.Backend, error) {
 		b, err := repeat(c)
@@ -63,13 +53,13 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 		return trackedBackend{Backend: b, t: e.tracker}, nil
 	}
 	var extra []*pb.ModelConfig
+	quiet := slog.New(slog.DiscardHandler)
 	if o.stories {
-		dir, looked := llama2.FindModelDir("")
-		if dir == "" {
+		extra = stack.TextModels("", quiet)
+		if len(extra) == 0 {
+			_, looked := llama2.FindModelDir("")
 			return nil, fmt.Errorf("stories260k: no %s and %s in %v", llama2.CheckpointFile, llama2.TokenizerFile, looked)
 		}
-		backends[llama2.BackendName] = llama2.New
-		extra = append(extra, llama2.Config(modelStories, filepath.Join(dir, llama2.CheckpointFile), filepath.Join(dir, llama2.TokenizerFile)))
 	}
 	if o.echoDelay > 0 {
 		src, err := builtin.FS.ReadFile("echo/config.pbtxt")
@@ -87,62 +77,30 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 		cfg.Parameters["delay_ms"] = &pb.ModelParameter{StringValue: strconv.FormatInt(o.echoDelay.Milliseconds(), 10)}
 		extra = append(extra, cfg)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: backends, Extra: extra, Logger: quiet})
-	if err != nil {
-		return nil, err
-	}
-	e.eng = eng
-	glis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		eng.Stop()
-		return nil, err
-	}
-	e.grpcAddr = glis.Addr().String()
-	e.wg.Go(func() { eng.Serve(glis) })
-
 	// Room for the largest presets: 10,000 streams, 100 requests a socket.
 	streams := max(2*o.conc, 4096)
-	perTarget := max((streams+255)/256, 64)
-	up, err := upstream.New([]string{e.grpcAddr}, &upstream.Options{MaxStreamsPerTarget: perTarget, QueueSize: o.queue})
-	if err != nil {
-		e.close()
-		return nil, err
-	}
-	e.up = up
-	e.gw = gateway.New(up, &gateway.Options{
-		MaxStreams:    streams,
-		WebSocket:     &ws.Options{MaxInFlight: max(o.perSocket, 64)},
-		ChatTemplates: map[string]string{modelStories: openai.RawTemplate},
+	st, err := stack.Start(stack.Config{
+		Engine:          &engine.Options{Repository: builtin.FS, Backends: backends, Extra: extra},
+		UpstreamOptions: &upstream.Options{MaxStreamsPerTarget: max((streams+255)/256, 64), QueueSize: o.queue},
+		Gateway: &gateway.Options{
+			MaxStreams:    streams,
+			WebSocket:     &ws.Options{MaxInFlight: max(o.perSocket, 64)},
+			ChatTemplates: stack.ChatTemplates(),
+		},
+		Logger: quiet,
 	})
-	hlis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		e.close()
 		return nil, err
 	}
-	e.httpAddr = hlis.Addr().String()
-	e.hs = &http.Server{Handler: e.gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	e.wg.Go(func() { e.hs.Serve(hlis) })
+	e.Stack = st
 	return e, nil
 }
 
-// close stops the gateway, then the engine, and waits for both.
+// close stops the gateway, then the engine, within 2s, and waits for both.
 func (e *embedded) close() {
-	if e.gw != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		e.gw.Drain(ctx)
-		cancel()
-	}
-	if e.hs != nil {
-		e.hs.Close()
-	}
-	if e.up != nil {
-		e.up.Close()
-	}
-	if e.eng != nil {
-		e.eng.Stop()
-	}
-	e.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	e.Stop(ctx)
 }
 
 // tracker records when the engine finished executing each repeat_int32

@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
 )
@@ -20,21 +19,12 @@ import (
 // startEngine serves the built-in models on a loopback port.
 func startEngine(t *testing.T) string {
 	t.Helper()
-	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	st, err := stack.Start(stack.Config{Engine: &engine.Options{Repository: builtin.FS, Backends: builtin.Backends()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() { eng.Serve(lis) })
-	t.Cleanup(func() {
-		eng.Stop()
-		wg.Wait()
-	})
-	return lis.Addr().String()
+	t.Cleanup(st.StopNow)
+	return st.EngineAddr
 }
 
 // TestDirectSmoke runs the direct transport, per-request and shared

@@ -445,7 +445,7 @@ func TestBrowser(t *testing.T) {
 }
 
 // runPage loads the page from origin and runs its steps.
-func runPage(t *testing.T, s *stack, page *cdp, origin string, direct bool) {
+func runPage(t *testing.T, s *testStack, page *cdp, origin string, direct bool) {
 	c := httpClient(t)
 	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
 	sseGone := metric(t, c, s.url, `streamgate_gateway_client_gone_total{protocol="sse"}`)

@@ -1,92 +1,69 @@
-package gateway
+package e2e
 
 import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/prototext"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+// testStack is what `streamgate serve` runs, wired by cmd/internal/stack,
+// in this process so that a test can watch the engine's work
+// (eng.InFlight), drain the gateway and read upstream's counters: the
+// engine with the built-in models and echo_slow on a loopback gRPC port,
+// the upstream client and the gateway on a loopback HTTP port.
+type testStack struct {
+	*stack.Stack
+	eng  *engine.Server
+	up   *upstream.Client
+	gw   *gateway.Server
+	addr string // the gateway, host:port
+	url  string // http://addr
+	logs *syncBuffer
 }
 
-// stack is engine + upstream + gateway in one process over real loopback
-// sockets: what `streamgate serve` runs.
-type stack struct {
-	eng *engine.Server
-	up  *upstream.Client
-	gw  *Server
-	srv *httptest.Server
-	url string
-
-	handlers sync.WaitGroup // handler goroutines, WebSocket ones included
-}
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func newStack(t testing.TB, opts *Options, configure ...func(*httptest.Server)) *stack {
+// newStack starts a stack whose gateway has opts (nil: the defaults);
+// each change adjusts the stack's Config first. It logs to a buffer shown
+// when the test fails, and stops when the test ends, ending whatever is
+// still running.
+func newStack(t testing.TB, opts *gateway.Options, change ...func(*stack.Config)) *testStack {
 	t.Helper()
-	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: quietLogger(), Extra: []*pb.ModelConfig{echoSlowConfig(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		eng.Serve(lis)
-	}()
-	up, err := upstream.New([]string{lis.Addr().String()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &stack{eng: eng, up: up}
 	if opts == nil {
-		opts = &Options{}
+		opts = &gateway.Options{}
 	}
-	s.gw = New(up, opts)
-	h := s.gw.Handler()
-	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.handlers.Add(1)
-		defer s.handlers.Done()
-		h.ServeHTTP(w, r)
-	}))
-	for _, c := range configure {
-		c(s.srv)
+	logs := &syncBuffer{}
+	cfg := stack.Config{
+		Engine:  &engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Extra: []*pb.ModelConfig{echoSlowConfig(t)}},
+		Gateway: opts,
+		Logger:  slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
-	if s.srv.EnableHTTP2 {
-		s.srv.StartTLS()
-	} else {
-		s.srv.Start()
+	for _, c := range change {
+		c(&cfg)
 	}
-	s.url = s.srv.URL
+	st, err := stack.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testStack{Stack: st, eng: st.Engine, up: st.Upstream, gw: st.Gateway, addr: st.HTTPAddr, url: st.URL(), logs: logs}
 	t.Cleanup(func() {
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-		s.handlers.Wait()
-		up.Close()
-		eng.Stop()
-		<-served
+		st.StopNow()
+		if t.Failed() {
+			t.Logf("streamgate log:\n%s", tail(logs.String(), 16<<10))
+		}
 	})
 	return s
 }
@@ -120,7 +97,7 @@ func words(n int) string {
 }
 
 // post sends body to path and returns the response with its body read.
-func (s *stack) post(t testing.TB, path, body string) (*http.Response, string) {
+func (s *testStack) post(t testing.TB, path, body string) (*http.Response, string) {
 	t.Helper()
 	resp, err := http.Post(s.url+path, "application/json", strings.NewReader(body))
 	if err != nil {
@@ -135,7 +112,7 @@ func (s *stack) post(t testing.TB, path, body string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-func (s *stack) get(t testing.TB, path string) (*http.Response, string) {
+func (s *testStack) get(t testing.TB, path string) (*http.Response, string) {
 	t.Helper()
 	resp, err := http.Get(s.url + path)
 	if err != nil {
@@ -181,8 +158,8 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // noKeepAlive makes streams byte-exact: no ": keepalive" comments.
-func noKeepAlive() *Options {
-	return &Options{SSE: &sse.Options{KeepAlive: -1}}
+func noKeepAlive() *gateway.Options {
+	return &gateway.Options{SSE: &sse.Options{KeepAlive: -1}}
 }
 
 func fixedNow() time.Time { return time.Unix(1700000000, 0) }

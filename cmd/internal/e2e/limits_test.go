@@ -1,16 +1,17 @@
-package gateway
+package e2e
 
 import (
 	"context"
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
 )
 
@@ -18,7 +19,7 @@ import (
 var longStream = `{"text_input":"` + words(50000) + `","stream":true,"parameters":{"delay_ms":20}}`
 
 func TestGlobalStreamLimit(t *testing.T) {
-	s := newStack(t, &Options{MaxStreams: 1, RetryAfter: 1500 * time.Millisecond})
+	s := newStack(t, &gateway.Options{MaxStreams: 1, RetryAfter: 1500 * time.Millisecond})
 	ctx, abort := context.WithCancel(t.Context())
 	a := s.startStream(t, ctx, "/v2/models/echo/generate_stream", longStream)
 	if _, err := sse.NewReader(a.Body).Next(); err != nil {
@@ -50,8 +51,17 @@ func TestGlobalStreamLimit(t *testing.T) {
 // With HTTP/2 many requests share one connection; the per-connection limit
 // answers 429.
 func TestPerConnectionStreamLimit(t *testing.T) {
-	s := newStack(t, &Options{MaxStreamsPerConn: 1}, func(srv *httptest.Server) { srv.EnableHTTP2 = true })
-	client := s.srv.Client()
+	var h2c http.Protocols // HTTP/2 without TLS, on both ends
+	h2c.SetUnencryptedHTTP2(true)
+	s := newStack(t, &gateway.Options{MaxStreamsPerConn: 1}, func(c *stack.Config) {
+		c.Server = func(srv *http.Server) {
+			srv.Protocols = new(http.Protocols)
+			srv.Protocols.SetHTTP1(true)
+			srv.Protocols.SetUnencryptedHTTP2(true)
+		}
+	})
+	client := &http.Client{Transport: &http.Transport{Protocols: &h2c}}
+	defer client.CloseIdleConnections()
 	ctx, abort := context.WithCancel(t.Context())
 	defer abort()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v2/models/echo/generate_stream", strings.NewReader(longStream))

@@ -1,4 +1,4 @@
-package gateway
+package e2e
 
 import (
 	"bufio"
@@ -6,17 +6,18 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
 )
 
 // startStream posts body and returns the open response; the caller reads
 // and closes it.
-func (s *stack) startStream(t *testing.T, ctx context.Context, path, body string) *http.Response {
+func (s *testStack) startStream(t *testing.T, ctx context.Context, path, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+path, strings.NewReader(body))
 	if err != nil {
@@ -79,7 +80,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 	}
 	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
 	waitFor(t, "client_gone metric", func() bool {
-		return s.gw.metrics.clientGone.With("sse").Get() == 1
+		return s.metricValue(t, `streamgate_gateway_client_gone_total{protocol="sse"}`) == 1
 	})
 }
 
@@ -107,10 +108,12 @@ func TestClientGoneCancelsUnary(t *testing.T) {
 // cleanly (complete, or with an in-band error if it fell too far behind).
 func TestSlowSSEReaderBesideFastOnes(t *testing.T) {
 	// Small socket buffers, so an unread stream stalls its writer soon.
-	s := newStack(t, &Options{MaxBodyBytes: 64 << 20}, func(srv *httptest.Server) {
-		srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
-			if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {
-				tc.SetWriteBuffer(16 << 10)
+	s := newStack(t, &gateway.Options{MaxBodyBytes: 64 << 20}, func(c *stack.Config) {
+		c.Server = func(srv *http.Server) {
+			srv.ConnState = func(c net.Conn, st http.ConnState) {
+				if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {
+					tc.SetWriteBuffer(16 << 10)
+				}
 			}
 		}
 	})

@@ -1,39 +1,29 @@
-package gateway
+package e2e
 
 import (
 	"context"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
 )
 
-// metricValue reads one series (`name{label="v"}` as exposed) from
-// /metrics; a series not written yet is 0.
-func (s *stack) metricValue(t *testing.T, series string) float64 {
+// metricValue reads one series (`name{label="v"}` as exposed) from the
+// gateway's /metrics; a series not written yet is 0.
+func (s *testStack) metricValue(t testing.TB, series string) float64 {
 	t.Helper()
-	_, body := s.get(t, "/metrics")
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("metrics line %q: %v", line, err)
-			}
-			return f
-		}
-	}
-	return 0
+	return metric(t, http.DefaultClient, s.url, series)
 }
 
 // The headers of an event stream go out after the keepalive interval even
 // when the model has not answered yet, and keepalive comments follow.
 func TestSSEHeadersBeforeFirstResponse(t *testing.T) {
-	s := newStack(t, &Options{SSE: &sse.Options{KeepAlive: 20 * time.Millisecond}})
+	s := newStack(t, &gateway.Options{SSE: &sse.Options{KeepAlive: 20 * time.Millisecond}})
 	ctx, abort := context.WithCancel(t.Context())
 	defer abort()
 	// The first response is a minute away: only the keepalive path can
@@ -111,7 +101,7 @@ func TestDrainForcedOpenAI(t *testing.T) {
 // return to zero, events are counted per protocol, a cancelled WebSocket
 // request counts as the client going away, and refusals count by reason.
 func TestRequestAccounting(t *testing.T) {
-	s := newStack(t, &Options{MaxStreams: 2})
+	s := newStack(t, &gateway.Options{MaxStreams: 2})
 	if resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", `{"IN":[1,2,3],"DELAY":[0,0,0],"WAIT":0}`); resp.StatusCode != 200 || len(events(t, body)) != 3 {
 		t.Fatalf("stream: %d %s", resp.StatusCode, body)
 	}

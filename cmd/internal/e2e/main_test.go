@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,11 +21,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/streamgate/streamgate/engine"
-	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
-	"github.com/streamgate/streamgate/upstream"
 )
 
 func TestMain(m *testing.M) {
@@ -52,7 +49,7 @@ func requireTool(t *testing.T, name, path string) string {
 }
 
 // moduleRoot is the directory of streamgate's go.mod.
-func moduleRoot(t *testing.T) string {
+func moduleRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -80,20 +77,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// waitFor polls cond until it holds. The bound only guards against hangs
-// (it is far below the work the tests start, far above a healthy run); it
-// asserts no timing.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // syncBuffer collects a process's or logger's output.
@@ -188,90 +171,22 @@ func (p *process) exited() bool {
 	}
 }
 
-// stack is what `streamgate serve` runs, in this process so the test can
-// watch the engine's work (engine.Server.InFlight): the engine with the
-// built-in models on a loopback gRPC port, the upstream client and the
-// gateway with the defaults of cmd/streamgate. The gateway's HTTP server
-// also serves the browser test page at pagePath, so the page and the API
-// share one origin.
-type stack struct {
-	eng  *engine.Server
-	addr string // the gateway, host:port
-	url  string // http://addr
-	logs *syncBuffer
-}
-
-func startStack(t *testing.T) *stack {
+// startStack is the stack of the browser and proxy tests: the gateway's
+// HTTP server also serves the browser test page at pagePath, so the page
+// and the API share one origin.
+func startStack(t *testing.T) *testStack {
 	t.Helper()
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	glis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	engineDone := make(chan struct{})
-	go func() {
-		defer close(engineDone)
-		_ = eng.Serve(glis)
-	}()
-	up, err := upstream.New([]string{glis.Addr().String()}, &upstream.Options{Cancel: upstream.CancelAuto, MaxStreamsPerTarget: 64, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := gateway.New(up, &gateway.Options{Logger: log, SSE: &sse.Options{KeepAlive: 15 * time.Second}})
-	api := gw.Handler()
-	var handlers sync.WaitGroup
-	hs := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			handlers.Add(1)
-			defer handlers.Done()
-			if r.URL.Path == pagePath {
-				servePage(w, r)
-				return
-			}
-			api.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpDone := make(chan struct{})
-	go func() {
-		defer close(httpDone)
-		_ = hs.Serve(lis)
-	}()
-	s := &stack{eng: eng, addr: lis.Addr().String(), logs: logs}
-	s.url = "http://" + s.addr
-	t.Cleanup(func() {
-		hs.Close()
-		<-httpDone
-		// WebSocket handlers end with their sockets, whose clients the
-		// cleanups before this one have closed or killed.
-		waited := make(chan struct{})
-		go func() {
-			handlers.Wait()
-			close(waited)
-		}()
-		select {
-		case <-waited:
-		case <-time.After(15 * time.Second):
-			t.Error("gateway handlers still running 15s after the server closed")
-		}
-		up.Close()
-		eng.Stop()
-		<-engineDone
-		if t.Failed() {
-			t.Logf("streamgate log:\n%s", tail(logs.String(), 16<<10))
+	return newStack(t, &gateway.Options{SSE: &sse.Options{KeepAlive: 15 * time.Second}}, func(c *stack.Config) {
+		c.Handler = func(api http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == pagePath {
+					servePage(w, r)
+					return
+				}
+				api.ServeHTTP(w, r)
+			})
 		}
 	})
-	return s
 }
 
 // httpClient is a client of its own per test, so no idle connection
@@ -300,7 +215,7 @@ func post(t *testing.T, ctx context.Context, c *http.Client, url, body string) *
 
 // metric reads one series ("name" or `name{label="v"}`) from /metrics at
 // base; a series not written yet is 0.
-func metric(t *testing.T, c *http.Client, base, series string) float64 {
+func metric(t testing.TB, c *http.Client, base, series string) float64 {
 	t.Helper()
 	resp, err := c.Get(base + "/metrics")
 	if err != nil {

@@ -1,4 +1,4 @@
-package gateway
+package e2e
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/streamgate/streamgate/gateway/ws"
+
+	"github.com/streamgate/streamgate/gateway"
 )
 
 type wsFrame struct {
@@ -22,7 +24,7 @@ type wsFrame struct {
 	} `json:"error"`
 }
 
-func (s *stack) dialWS(t *testing.T) *websocket.Conn {
+func (s *testStack) dialWS(t *testing.T) *websocket.Conn {
 	t.Helper()
 	c, resp, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws",
 		&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol}})
@@ -62,7 +64,7 @@ func wsRead(t *testing.T, c *websocket.Conn) (wsFrame, []byte, error) {
 // a long one that the client cancels. Each id gets its data in order and
 // exactly one terminal frame, and the cancelled ones stop in the engine.
 func TestWebSocketFiftyRequestsSomeCancelled(t *testing.T) {
-	s := newStack(t, &Options{Now: fixedNow})
+	s := newStack(t, &gateway.Options{Now: fixedNow})
 	c := s.dialWS(t)
 	const n = 50
 	want := map[string]string{}

@@ -1,14 +1,16 @@
-package gateway
+package e2e
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/streamgate/streamgate/gateway"
 )
 
 func TestChatCompletionsNonStream(t *testing.T) {
-	s := newStack(t, &Options{Now: fixedNow})
+	s := newStack(t, &gateway.Options{Now: fixedNow})
 	resp, body := s.post(t, "/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"hello big world"}]}`)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
@@ -39,7 +41,7 @@ func TestChatCompletionsNonStream(t *testing.T) {
 }
 
 func TestChatCompletionsStreamExactChunks(t *testing.T) {
-	s := newStack(t, &Options{Now: fixedNow, ChatTemplates: map[string]string{"echo": "{{range .Messages}}{{.Content}}{{end}}"}})
+	s := newStack(t, &gateway.Options{Now: fixedNow, ChatTemplates: map[string]string{"echo": "{{range .Messages}}{{.Content}}{{end}}"}})
 	resp, body := s.post(t, "/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"a b c"}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":2}`)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
@@ -66,7 +68,7 @@ func TestChatCompletionsStreamExactChunks(t *testing.T) {
 }
 
 func TestCompletions(t *testing.T) {
-	s := newStack(t, &Options{Now: fixedNow})
+	s := newStack(t, &gateway.Options{Now: fixedNow})
 	resp, body := s.post(t, "/v1/completions", `{"model":"echo","prompt":"one two three"}`)
 	if resp.StatusCode != 200 || !strings.Contains(body, `"object":"text_completion"`) || !strings.Contains(body, `"text":"one two three","logprobs":null,"finish_reason":"stop"`) {
 		t.Fatalf("%d %s", resp.StatusCode, body)

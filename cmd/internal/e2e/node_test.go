@@ -1,4 +1,4 @@
-package gateway
+package e2e
 
 import (
 	"os"
@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// TestOpenAINodeSDK runs e2e/node/openai.test.mjs, the official openai npm
+// TestOpenAINodeSDK runs node/openai.test.mjs, the official openai npm
 // package against engine + upstream + gateway over loopback. It needs
-// `npm ci` in e2e/node first; without node_modules it is skipped, unless
+// `npm ci` in cmd/internal/e2e/node first; without node_modules it is skipped, unless
 // STREAMGATE_REQUIRE_NODE=1 (as in CI), which makes that a failure.
 func TestOpenAINodeSDK(t *testing.T) {
-	dir, err := filepath.Abs(filepath.Join("e2e", "node"))
+	dir, err := filepath.Abs("node")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 		t.Skip(why)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		missing("no node_modules: run `npm ci` in gateway/e2e/node")
+		missing("no node_modules: run `npm ci` in cmd/internal/e2e/node")
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

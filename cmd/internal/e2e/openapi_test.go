@@ -1,4 +1,4 @@
-package gateway
+package e2e
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +42,7 @@ var (
 func loadSpec(t testing.TB) *spec {
 	t.Helper()
 	specOnce.Do(func() {
-		raw, err := os.ReadFile("../openapi.yaml")
+		raw, err := os.ReadFile(filepath.Join(moduleRoot(t), "openapi.yaml"))
 		if err != nil {
 			specErr = err
 			return
@@ -246,9 +247,9 @@ func (s *spec) checkWSClientFrame(t testing.TB, frame []byte) {
 // routed.
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	sp := loadSpec(t)
-	srv := newServer(fakeStart, fakeUpstream{}, nil)
+	s := newStack(t, nil)
 	routed := map[string]bool{}
-	err := chi.Walk(srv.Handler().(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err := chi.Walk(s.gw.Handler().(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		routed[method+" "+route] = true
 		return nil
 	})

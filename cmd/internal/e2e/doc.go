@@ -1,0 +1,25 @@
+// Package e2e holds streamgate's black-box tests against a whole stack:
+// engine, upstream client and gateway, wired by cmd/internal/stack as
+// `streamgate serve` wires them, over loopback gRPC and HTTP. Start with
+// newStack (stack_test.go).
+//
+// Besides Go clients they use real third-party clients and proxies: the
+// official openai npm package (node_test.go), nginx configured by the
+// shipped deploy/nginx.conf in front of the gateway, and headless Chromium
+// running a page that uses the streaming routes with fetch() and
+// WebSocket as a web app would. openapi_test.go keeps openapi.yaml true:
+// every route is documented, and every response the tests read is checked
+// against it.
+//
+// The package has no code outside its tests. The tests that need a tool
+// skip when it is not installed, unless STREAMGATE_REQUIRE_E2E=1 (nginx,
+// chromium) or STREAMGATE_REQUIRE_NODE=1 (node and the npm package) is
+// set, as in CI, which makes a missing tool a failure:
+//
+//	apt-get install -y nginx chromium nodejs npm
+//	(cd cmd/internal/e2e/node && npm ci)
+//	STREAMGATE_REQUIRE_E2E=1 STREAMGATE_REQUIRE_NODE=1 go test -race ./cmd/internal/e2e/
+//
+// STREAMGATE_E2E_NGINX_CONF names another nginx configuration to test
+// instead of deploy/nginx.conf (same shape: one upstream block, one listen).
+package e2e

@@ -1,0 +1,217 @@
+package stack
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/backend"
+	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/engine/llama2"
+	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/ws"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+// Flags is what the engine, gateway and serve commands read from their
+// flags and the environment. Parse fills it; Config turns it into a stack.
+type Flags struct {
+	// Command is "engine", "gateway" or "serve".
+	Command string
+	Engine  EngineFlags  // engine and serve
+	Gateway GatewayFlags // gateway and serve
+	// ShutdownGrace is how long running streams may take to finish on
+	// SIGTERM.
+	ShutdownGrace time.Duration
+}
+
+// EngineFlags are the engine's flags.
+type EngineFlags struct {
+	GRPC     string
+	Models   string
+	ModelDir string
+}
+
+// GatewayFlags are the gateway's flags.
+type GatewayFlags struct {
+	HTTP     string
+	Upstream string // gateway only: serve's upstream is its engine
+
+	// Upstream client.
+	Cancel         string
+	StreamsPer     int
+	UpstreamQueue  int
+	HealthInterval time.Duration
+	HealthTimeout  time.Duration
+
+	// Requests and errors.
+	MaxBody    int64
+	MaxStreams int
+	MaxPerConn int
+	RetryAfter time.Duration
+
+	// Event streams.
+	SSEKeepalive    time.Duration
+	SSEWriteTimeout time.Duration
+
+	// WebSocket.
+	WSMaxInFlight     int
+	WSOrigins         string
+	WSSkipOriginCheck bool
+	WSWriteTimeout    time.Duration
+	WSStallTimeout    time.Duration
+	WSPingInterval    time.Duration
+	WSPingTimeout     time.Duration
+}
+
+func (f *EngineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen address (Triton's default port is 8001)")
+	fs.StringVar(&f.Models, "models", "", "model repository in Triton's layout (<dir>/<model>/config.pbtxt); empty serves the built-in models")
+	fs.StringVar(&f.ModelDir, "model-dir", "", "directory with llama2.c weights (stories260K.bin, tok512.bin); empty searches ./shared/models and ../shared/models")
+}
+
+func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
+	fs.StringVar(&f.HTTP, "http", "127.0.0.1:8080", "gateway HTTP listen address")
+	if withUpstream {
+		fs.StringVar(&f.Upstream, "upstream", "127.0.0.1:8001", "engine or Triton gRPC targets: ADDR[,ADDR...] or dns:///name:port")
+	}
+	fs.StringVar(&f.Cancel, "cancel", "auto", "upstream cancellation: auto, inband, stream or none")
+	fs.IntVar(&f.StreamsPer, "upstream-streams", 64, "pooled ModelStreamInfer streams per upstream target")
+	fs.IntVar(&f.UpstreamQueue, "upstream-queue", 1024, "responses buffered per request for its client; past it text deltas coalesce, other requests fail as too slow")
+	fs.DurationVar(&f.HealthInterval, "health-interval", 2*time.Second, "how often each upstream target is checked with ServerReady; negative disables checks")
+	fs.DurationVar(&f.HealthTimeout, "health-timeout", time.Second, "bound of one upstream health check (at most --health-interval)")
+	fs.Int64Var(&f.MaxBody, "max-body", 1<<20, "largest request body in bytes (413 beyond)")
+	fs.IntVar(&f.MaxStreams, "max-streams", 4096, "inference requests in flight through the gateway (503 beyond)")
+	fs.IntVar(&f.MaxPerConn, "max-streams-per-conn", 64, "inference requests in flight per client connection (429 beyond)")
+	fs.DurationVar(&f.RetryAfter, "retry-after", time.Second, "Retry-After sent with 429 and 503 answers (rounded up to seconds)")
+	fs.DurationVar(&f.SSEKeepalive, "sse-keepalive", 15*time.Second, "interval of SSE ': keepalive' comments; negative disables them")
+	fs.DurationVar(&f.SSEWriteTimeout, "sse-write-timeout", 30*time.Second, "bound of writing one batch of SSE events; a client that does not read for this long is dropped; negative disables")
+	fs.IntVar(&f.WSMaxInFlight, "ws-max-in-flight", 64, "requests in flight per WebSocket (too_many_requests beyond)")
+	fs.StringVar(&f.WSOrigins, "ws-origins", "", "cross-origin hosts allowed to open /v1/ws, comma-separated patterns (e.g. app.example.com,*.example.org); empty allows the same origin only")
+	fs.BoolVar(&f.WSSkipOriginCheck, "ws-skip-origin-check", false, "accept WebSockets from any origin (unsafe for browsers with credentials)")
+	fs.DurationVar(&f.WSWriteTimeout, "ws-write-timeout", 30*time.Second, "bound of writing one WebSocket frame; past it the socket is dropped")
+	fs.DurationVar(&f.WSStallTimeout, "ws-stall-timeout", 10*time.Second, "how long a frame may wait for a full send queue before the socket is closed with 1008")
+	fs.DurationVar(&f.WSPingInterval, "ws-ping-interval", 30*time.Second, "interval of WebSocket pings; negative disables them")
+	fs.DurationVar(&f.WSPingTimeout, "ws-ping-timeout", 15*time.Second, "how long a pong may take before the socket is dropped")
+}
+
+// Parse reads command's flags ("engine", "gateway" or "serve") from the
+// environment variables STREAMGATE_<FLAG> (upper case, dashes as
+// underscores), then from args, which win. Errors name the variable or
+// flag at fault; flag.ErrHelp after --help.
+func Parse(command string, args []string, stderr io.Writer) (*Flags, error) {
+	f := &Flags{Command: command}
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	switch command {
+	case "engine":
+		f.Engine.register(fs)
+	case "gateway":
+		f.Gateway.register(fs, true)
+	case "serve":
+		f.Engine.register(fs)
+		f.Gateway.register(fs, false)
+	default:
+		return nil, fmt.Errorf("stack: unknown command %q", command)
+	}
+	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running streams may take to finish")
+	var err error
+	fs.VisitAll(func(fl *flag.Flag) {
+		env := "STREAMGATE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		fl.Usage += fmt.Sprintf(" (env %s)", env)
+		if v, ok := os.LookupEnv(env); ok && err == nil {
+			if e := fl.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %v", env, v, e)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return f, nil
+}
+
+// Config is the stack f describes, logging to log (nil: nowhere).
+func (f *Flags) Config(log *slog.Logger) (Config, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg := Config{Logger: log}
+	if f.Command != "gateway" {
+		cfg.Engine = &engine.Options{
+			ModelDir:   f.Engine.Models,
+			Repository: builtin.FS,
+			Backends:   Backends(),
+			Extra:      TextModels(f.Engine.ModelDir, log),
+		}
+		cfg.EngineAddr = f.Engine.GRPC
+	}
+	if f.Command == "engine" {
+		return cfg, nil
+	}
+	g := &f.Gateway
+	mode, err := upstream.ParseCancelMode(g.Cancel)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Upstream = splitList(g.Upstream)
+	if f.Command == "gateway" && len(cfg.Upstream) == 0 {
+		return cfg, fmt.Errorf("--upstream: no targets")
+	}
+	cfg.UpstreamOptions = &upstream.Options{
+		Cancel:              mode,
+		MaxStreamsPerTarget: g.StreamsPer,
+		QueueSize:           g.UpstreamQueue,
+		HealthInterval:      g.HealthInterval,
+		HealthTimeout:       g.HealthTimeout,
+	}
+	cfg.HTTPAddr = g.HTTP
+	cfg.Gateway = &gateway.Options{
+		MaxBodyBytes:      g.MaxBody,
+		MaxStreams:        g.MaxStreams,
+		MaxStreamsPerConn: g.MaxPerConn,
+		RetryAfter:        g.RetryAfter,
+		SSE:               &sse.Options{KeepAlive: g.SSEKeepalive, WriteTimeout: g.SSEWriteTimeout},
+		WebSocket: &ws.Options{
+			MaxInFlight:  g.WSMaxInFlight,
+			WriteTimeout: g.WSWriteTimeout,
+			StallTimeout: g.WSStallTimeout,
+			PingInterval: g.WSPingInterval,
+			PingTimeout:  g.WSPingTimeout,
+		},
+		WebSocketOriginPatterns:  splitList(g.WSOrigins),
+		WebSocketSkipOriginCheck: g.WSSkipOriginCheck,
+		ChatTemplates:            ChatTemplates(),
+	}
+	return cfg, nil
+}
+
+// Backends is the backend set streamgate serves with: the built-in ones
+// and llama2.
+func Backends() map[string]backend.Factory {
+	b := builtin.Backends()
+	b[llama2.BackendName] = llama2.New
+	return b
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,224 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+// Config is one process's stack: an engine, a gateway, or both (the
+// gateway then talks to the engine over loopback gRPC). Every layer's
+// Options are used as given (Start copies them) except that a nil Logger
+// becomes Config.Logger.
+type Config struct {
+	// Engine, if set, runs an engine serving gRPC on EngineAddr.
+	Engine *engine.Options
+	// EngineAddr is the engine's gRPC listen address. Default
+	// 127.0.0.1:0 (a free port; Stack.EngineAddr tells which).
+	EngineAddr string
+
+	// Gateway, if set, runs a gateway serving HTTP on HTTPAddr, with an
+	// upstream client to Upstream.
+	Gateway *gateway.Options
+	// HTTPAddr is the gateway's HTTP listen address. Default 127.0.0.1:0.
+	HTTPAddr string
+	// Upstream are the gateway's targets ("host:port" or
+	// "dns:///host:port"). Empty with an engine: the engine.
+	Upstream []string
+	// UpstreamOptions configure the gateway's upstream client. Nil means
+	// its defaults.
+	UpstreamOptions *upstream.Options
+
+	// Handler, if set, wraps the gateway's handler (a test serving a page
+	// beside the API). Default: the gateway's handler.
+	Handler func(api http.Handler) http.Handler
+	// Server, if set, adjusts the HTTP server before it serves (a test
+	// setting ConnState or Protocols).
+	Server func(*http.Server)
+
+	// Logger is every layer's logger where its Options have none.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// Stack is a running stack. Its fields are set by Start and read-only
+// after; the layers' own methods may be used freely (tests watch
+// Engine.InFlight, drain the Gateway, read Upstream.Stats).
+type Stack struct {
+	Engine   *engine.Server   // nil without an engine
+	Upstream *upstream.Client // nil without a gateway
+	Gateway  *gateway.Server  // nil without a gateway
+	HTTP     *http.Server     // nil without a gateway
+
+	EngineAddr string // the engine's gRPC address, "" without one
+	HTTPAddr   string // the gateway's HTTP address, "" without one
+
+	log     *slog.Logger
+	serving sync.WaitGroup // the engine's and the HTTP server's Serve
+	errc    chan error     // the first Serve that failed
+	stop    sync.Once
+}
+
+// Start builds the layers of cfg from the bottom up and starts serving.
+// On error nothing is left running. Stop ends what Start started.
+func Start(cfg Config) (_ *Stack, err error) {
+	if cfg.Engine == nil && cfg.Gateway == nil {
+		return nil, errors.New("stack: neither an engine nor a gateway")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Stack{log: log, errc: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			s.Stop(canceled())
+		}
+	}()
+	if cfg.Engine != nil {
+		if err := s.startEngine(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Gateway != nil {
+		if err := s.startGateway(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Stack) startEngine(cfg Config) error {
+	opts := *cfg.Engine
+	if opts.Logger == nil {
+		opts.Logger = s.log
+	}
+	eng, err := engine.New(opts)
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", orLoopback(cfg.EngineAddr))
+	if err != nil {
+		eng.Stop()
+		return fmt.Errorf("engine listen: %w", err)
+	}
+	s.Engine, s.EngineAddr = eng, lis.Addr().String()
+	s.log.Info("engine serving", "grpc", s.EngineAddr, "models", eng.Models())
+	s.serve(func() error { return eng.Serve(lis) })
+	return nil
+}
+
+func (s *Stack) startGateway(cfg Config) error {
+	targets := cfg.Upstream
+	if len(targets) == 0 && s.EngineAddr != "" {
+		targets = []string{s.EngineAddr}
+	}
+	var uopts upstream.Options
+	if cfg.UpstreamOptions != nil {
+		uopts = *cfg.UpstreamOptions
+	}
+	if uopts.Logger == nil {
+		uopts.Logger = s.log
+	}
+	up, err := upstream.New(targets, &uopts)
+	if err != nil {
+		return err
+	}
+	s.Upstream = up
+	gopts := *cfg.Gateway
+	if gopts.Logger == nil {
+		gopts.Logger = s.log
+	}
+	s.Gateway = gateway.New(up, &gopts)
+	var h http.Handler = s.Gateway.Handler()
+	if cfg.Handler != nil {
+		h = cfg.Handler(h)
+	}
+	lis, err := net.Listen("tcp", orLoopback(cfg.HTTPAddr))
+	if err != nil {
+		return fmt.Errorf("gateway listen: %w", err)
+	}
+	// No WriteTimeout: streams set their own deadlines.
+	s.HTTP = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	if cfg.Server != nil {
+		cfg.Server(s.HTTP)
+	}
+	s.HTTPAddr = lis.Addr().String()
+	s.log.Info("gateway serving", "http", s.HTTPAddr, "upstream", targets, "cancel", uopts.Cancel)
+	s.serve(func() error { return s.HTTP.Serve(lis) })
+	return nil
+}
+
+// serve runs one server's Serve; a failure other than a stop is reported
+// on Err.
+func (s *Stack) serve(run func() error) {
+	s.serving.Go(func() {
+		if err := run(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.errc <- err
+		}
+	})
+}
+
+// Err delivers the error of a server that stopped serving on its own (a
+// listener failure); the caller should then Stop the stack.
+func (s *Stack) Err() <-chan error { return s.errc }
+
+// URL is the gateway's base URL, http://HTTPAddr.
+func (s *Stack) URL() string { return "http://" + s.HTTPAddr }
+
+// Stop shuts the stack down from the top, in order: the gateway drains
+// (readiness fails, new requests are refused, running ones may finish
+// until ctx is done, then they are ended), the HTTP server shuts down, the
+// upstream client closes, and the engine stops gracefully until ctx is
+// done (direct gRPC clients of the engine get what is left of ctx). Stop
+// returns when every server goroutine has exited; it is idempotent.
+func (s *Stack) Stop(ctx context.Context) {
+	s.stop.Do(func() {
+		if s.Gateway != nil {
+			if err := s.Gateway.Drain(ctx); err != nil {
+				s.log.Warn("gateway drain", "err", err)
+			}
+		}
+		if s.HTTP != nil {
+			// Drain has ended every stream; what is left are idle
+			// connections and short requests.
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if s.HTTP.Shutdown(sctx) != nil {
+				s.HTTP.Close()
+			}
+			cancel()
+		}
+		if s.Upstream != nil {
+			s.Upstream.Close()
+		}
+		if s.Engine != nil {
+			s.Engine.GracefulStop(ctx)
+		}
+		s.serving.Wait()
+	})
+}
+
+// StopNow is Stop with no grace: running requests are ended at once.
+func (s *Stack) StopNow() { s.Stop(canceled()) }
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+func orLoopback(addr string) string {
+	if addr == "" {
+		return "127.0.0.1:0"
+	}
+	return addr
+}

@@ -1,0 +1,131 @@
+package stack
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// Every flag reaches the Option it names, from the command line or from
+// its STREAMGATE_ variable.
+func TestFlagsReachOptions(t *testing.T) {
+	t.Setenv("STREAMGATE_WS_ORIGINS", "app.example.com, *.example.org")
+	t.Setenv("STREAMGATE_HEALTH_INTERVAL", "5s")
+	f, err := Parse("serve", []string{
+		"--retry-after", "3s", "--sse-keepalive", "-1s", "--sse-write-timeout", "7s",
+		"--ws-write-timeout", "4s", "--ws-stall-timeout", "2s", "--ws-ping-interval", "-1s", "--ws-ping-timeout", "9s",
+		"--ws-skip-origin-check", "--health-timeout", "300ms", "--cancel", "stream", "--upstream-queue", "9",
+		"--max-streams", "11", "--max-streams-per-conn", "3", "--max-body", "1000", "--ws-max-in-flight", "5",
+		"--upstream-streams", "6", "--models", "/repo", "--grpc", "127.0.0.1:1", "--http", "127.0.0.1:2",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, u := cfg.Gateway, cfg.UpstreamOptions
+	switch {
+	case cfg.Engine == nil || cfg.Engine.ModelDir != "/repo" || cfg.EngineAddr != "127.0.0.1:1" || cfg.HTTPAddr != "127.0.0.1:2":
+		t.Errorf("engine %+v at %s, http %s", cfg.Engine, cfg.EngineAddr, cfg.HTTPAddr)
+	case len(cfg.Upstream) != 0:
+		t.Errorf("serve's upstream is its engine, got %v", cfg.Upstream)
+	case g.RetryAfter != 3*time.Second || g.MaxStreams != 11 || g.MaxStreamsPerConn != 3 || g.MaxBodyBytes != 1000:
+		t.Errorf("gateway %+v", g)
+	case g.SSE.KeepAlive != -time.Second || g.SSE.WriteTimeout != 7*time.Second:
+		t.Errorf("sse %+v", g.SSE)
+	case g.WebSocket.WriteTimeout != 4*time.Second || g.WebSocket.StallTimeout != 2*time.Second ||
+		g.WebSocket.PingInterval != -time.Second || g.WebSocket.PingTimeout != 9*time.Second || g.WebSocket.MaxInFlight != 5:
+		t.Errorf("ws %+v", g.WebSocket)
+	case strings.Join(g.WebSocketOriginPatterns, "|") != "app.example.com|*.example.org" || !g.WebSocketSkipOriginCheck:
+		t.Errorf("origins %q skip %v", g.WebSocketOriginPatterns, g.WebSocketSkipOriginCheck)
+	case u.HealthInterval != 5*time.Second || u.HealthTimeout != 300*time.Millisecond || u.Cancel != upstream.CancelStream ||
+		u.QueueSize != 9 || u.MaxStreamsPerTarget != 6:
+		t.Errorf("upstream %+v", u)
+	}
+
+	if _, err := Parse("gateway", []string{"--cancel", "sometimes"}, io.Discard); err != nil {
+		t.Fatal(err) // the flag is a string; Config checks it
+	}
+	bad, _ := Parse("gateway", []string{"--cancel", "sometimes"}, io.Discard)
+	if _, err := bad.Config(nil); err == nil {
+		t.Error("bad cancel mode accepted")
+	}
+	empty, _ := Parse("gateway", []string{"--upstream", " , "}, io.Discard)
+	if _, err := empty.Config(nil); err == nil {
+		t.Error("a gateway without targets accepted")
+	}
+	if _, err := Parse("engine", []string{"--http", ":1"}, io.Discard); err == nil {
+		t.Error("engine accepted a gateway flag")
+	}
+}
+
+// The engine command's stack and the gateway command's stack, in front of
+// it over loopback, serve a request together and stop in order.
+func TestEngineAndGatewayStacks(t *testing.T) {
+	eng, err := Start(Config{Engine: &engine.Options{Repository: builtin.FS, Backends: builtin.Backends()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.StopNow()
+	if eng.Gateway != nil || eng.HTTP != nil || eng.EngineAddr == "" {
+		t.Fatalf("engine stack %+v", eng)
+	}
+	f, err := Parse("gateway", []string{"--upstream", eng.EngineAddr, "--http", "127.0.0.1:0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gw.Engine != nil || gw.Gateway == nil {
+		t.Fatalf("gateway stack %+v", gw)
+	}
+	resp, err := http.Post(gw.URL()+"/v2/models/square_int32/generate", "application/json", strings.NewReader(`{"IN":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != `{"model_name":"square_int32","model_version":"1","OUT":1}` {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gw.Stop(ctx)
+	gw.Stop(ctx) // idempotent
+	if _, err := http.Get(gw.URL() + "/healthz"); err == nil {
+		t.Error("the gateway still serves after Stop")
+	}
+	if _, err := gw.Upstream.Start(ctx, nil); err == nil {
+		t.Error("the upstream client still takes requests after Stop")
+	}
+}
+
+func TestStartRefusesNothing(t *testing.T) {
+	if _, err := Start(Config{}); err == nil {
+		t.Fatal("a stack of nothing started")
+	}
+	if _, err := Start(Config{Engine: &engine.Options{Repository: builtin.FS}}); err == nil {
+		t.Fatal("an engine without its backends started") // and nothing leaks
+	}
+}

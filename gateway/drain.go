@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // registry tracks the live inference requests and sockets so Drain can
@@ -15,9 +16,11 @@ type registry struct {
 }
 
 // liveStream is one registered request or socket. soft is called when
-// draining starts (nil: nothing to do), hard when its time is up.
+// draining starts (nil: nothing to do), hard when its time is up, and cut
+// when it has not ended Options.StopTimeout after hard: cut makes its
+// writes fail at once (a client that does not read cannot hold it).
 type liveStream struct {
-	soft, hard func()
+	soft, hard, cut func()
 }
 
 func newRegistry() *registry {
@@ -62,10 +65,11 @@ func (r *registry) snapshot() ([]*liveStream, <-chan struct{}) {
 // Retry-After, and WebSocket sockets stop taking requests (and close with
 // 1001 as soon as they have none running). Running requests may finish
 // until ctx is done; then SSE streams end with an error event, non-streaming
-// requests get 503, and sockets close with 1001. Drain returns once every
-// request has ended: nil if all finished on their own, ctx.Err() if some
-// had to be ended. It does not close listeners; call http.Server.Shutdown
-// afterwards.
+// requests get 503, and sockets close with 1001. What has not ended
+// Options.StopTimeout later (its client does not read) has its connection
+// cut. Drain returns once every request has ended: nil if all finished on
+// their own, ctx.Err() if some had to be ended. It does not close
+// listeners; call http.Server.Shutdown afterwards.
 func (s *Server) Drain(ctx context.Context) error {
 	s.draining.Store(true)
 	r := s.streams
@@ -80,23 +84,37 @@ func (s *Server) Drain(ctx context.Context) error {
 		}
 	}
 	var forced error
+	var cutoff <-chan time.Time
 	for {
 		live, changed := r.snapshot()
 		if len(live) == 0 {
 			return forced
 		}
-		if forced == nil {
-			select {
-			case <-changed:
-				continue
-			case <-ctx.Done():
-				forced = ctx.Err()
-				for _, e := range live {
-					e.hard()
+		select {
+		case <-changed:
+		case <-doneIf(forced == nil, ctx):
+			forced = ctx.Err()
+			for _, e := range live {
+				e.hard()
+			}
+			t := time.NewTimer(s.opts.StopTimeout)
+			defer t.Stop()
+			cutoff = t.C
+		case <-cutoff: // once: what is still live was ended StopTimeout ago
+			cutoff = nil
+			for _, e := range live {
+				if e.cut != nil {
+					e.cut()
 				}
-				continue
 			}
 		}
-		<-changed
 	}
+}
+
+// doneIf is ctx.Done() while wait holds, and nil (never ready) after.
+func doneIf(wait bool, ctx context.Context) <-chan struct{} {
+	if wait {
+		return ctx.Done()
+	}
+	return nil
 }

@@ -72,6 +72,10 @@ type sink interface {
 	// returns false when it wrote nothing and the caller must answer err
 	// in its route's error format.
 	fail(err error) bool
+	// cut makes the sink's write in progress and every later one fail at
+	// once. Unlike the other methods it is called from another goroutine:
+	// Drain's, for a request that outlived its stop timeout.
+	cut()
 }
 
 // serve runs one request through its whole life:
@@ -92,7 +96,7 @@ func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	done, err := s.admit(conn, func() { cancel(errDraining) })
+	done, err := s.admit(conn, &liveStream{hard: func() { cancel(errDraining) }, cut: out.cut})
 	if err != nil {
 		return err
 	}
@@ -122,8 +126,8 @@ func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error
 }
 
 // admit lets one inference request in: not draining, under the limits,
-// registered for Drain (hard ends it). done gives everything back.
-func (s *Server) admit(conn string, hard func()) (done func(), err error) {
+// registered for Drain as e. done gives everything back.
+func (s *Server) admit(conn string, e *liveStream) (done func(), err error) {
 	if s.draining.Load() {
 		s.metrics.rejected.With("draining").Inc()
 		return nil, errDraining
@@ -137,7 +141,7 @@ func (s *Server) admit(conn string, hard func()) (done func(), err error) {
 		s.metrics.rejected.With(reason).Inc()
 		return nil, err
 	}
-	remove, ok := s.streams.add(&liveStream{hard: hard})
+	remove, ok := s.streams.add(e)
 	if !ok {
 		release()
 		s.metrics.rejected.With("draining").Inc()

@@ -68,6 +68,12 @@ type Options struct {
 	// Default 2s.
 	ReadyTimeout time.Duration
 
+	// StopTimeout is how long the requests and sockets Drain ended (its
+	// context done) may take to deliver their last error event, body or
+	// close frame before their connections are cut, so that a client that
+	// does not read cannot hold Drain. Default 1s.
+	StopTimeout time.Duration
+
 	// Now is the clock used for the "created" field of OpenAI responses.
 	// Default time.Now.
 	Now func() time.Time
@@ -98,6 +104,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = 2 * time.Second
+	}
+	if c.StopTimeout <= 0 {
+		c.StopTimeout = time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -47,6 +47,7 @@ func (s *Server) newSSESink(w http.ResponseWriter, r *http.Request, errs errorFo
 }
 
 func (o *sseSink) protocol() string { return "sse" }
+func (o *sseSink) cut()             { o.sw.Abort() }
 
 func (o *sseSink) keepAlive() time.Duration {
 	if ka := o.sw.KeepAliveInterval(); ka > 0 {
@@ -128,6 +129,7 @@ type bodySink struct {
 }
 
 func (o *bodySink) protocol() string         { return "http" }
+func (o *bodySink) cut()                     { _ = http.NewResponseController(o.w).SetWriteDeadline(time.Now()) }
 func (o *bodySink) keepAlive() time.Duration { return 0 }
 func (o *bodySink) idle() error              { return nil }
 func (o *bodySink) fail(error) bool          { return false }
@@ -153,6 +155,7 @@ type wsSink struct {
 }
 
 func (o *wsSink) protocol() string         { return "ws" }
+func (o *wsSink) cut()                     {} // the socket is cut, with all its requests
 func (o *wsSink) keepAlive() time.Duration { return 0 }
 func (o *wsSink) flush() error             { return nil }
 func (o *wsSink) idle() error              { return nil }

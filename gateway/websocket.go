@@ -33,7 +33,11 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 	}
 	opts.ErrorInfo = s.wsErrorInfo(r)
 	sess := ws.NewSession(c, s.wsRequest, &opts)
-	remove, ok := s.streams.add(&liveStream{soft: sess.Drain, hard: sess.Stop})
+	// Cancelling Run's context closes the connection at once: Drain's cut
+	// for a socket whose client does not read.
+	ctx, cut := context.WithCancel(r.Context())
+	defer cut()
+	remove, ok := s.streams.add(&liveStream{soft: sess.Drain, hard: sess.Stop, cut: cut})
 	if !ok {
 		c.Close(websocket.StatusGoingAway, "server shutting down")
 		return nil
@@ -43,7 +47,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 	sockets.Inc()
 	defer sockets.Dec()
 	// Run returns once the socket is closed and every request on it ended.
-	sess.Run(r.Context())
+	sess.Run(ctx)
 	return nil
 }
 

@@ -54,9 +54,9 @@ var ErrClosed = errors.New("sse: writer closed")
 // KeepAliveComment is what the writer sends on a quiet stream.
 const KeepAliveComment = ": keepalive\n\n"
 
-// Writer is one SSE response. It is not safe for concurrent use: one
-// goroutine (the handler) calls all its methods. After a failed write every
-// further Flush or KeepAlive returns ErrClosed.
+// Writer is one SSE response. One goroutine (the handler) calls all its
+// methods, except Abort, which any goroutine may call. After a failed write
+// every further Flush or KeepAlive returns ErrClosed.
 type Writer struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
@@ -65,6 +65,9 @@ type Writer struct {
 	nextID uint64
 	buf    *[]byte // pending events; from bufPool, nil when none
 	failed bool
+
+	mu      sync.Mutex // orders Abort against the deadline of each write
+	aborted bool
 }
 
 // bufPool holds batch buffers between flushes, so a quiet stream holds
@@ -96,7 +99,37 @@ func (w *Writer) KeepAliveInterval() time.Duration {
 func (w *Writer) Start() error {
 	SetHeaders(w.w.Header())
 	w.w.WriteHeader(http.StatusOK)
+	if err := w.setDeadline(); err != nil {
+		return err
+	}
 	return w.flush()
+}
+
+// Abort makes the write in progress, if any, and every later one fail at
+// once, whatever the write timeout: the connection's write deadline is
+// set in the past. It is the one method any goroutine may call, at any
+// time; the server uses it to end streams whose client does not read.
+func (w *Writer) Abort() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.aborted = true
+	_ = w.rc.SetWriteDeadline(time.Now())
+}
+
+// setDeadline gives the next write its deadline, unless Abort came first.
+func (w *Writer) setDeadline() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.aborted {
+		w.failed = true
+		return ErrClosed
+	}
+	if w.opts.WriteTimeout > 0 {
+		// Not every ResponseWriter supports deadlines (httptest's recorder
+		// does not); the write then simply has none.
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.opts.WriteTimeout))
+	}
+	return nil
 }
 
 // Append buffers one event whose data is payload (normally one line of
@@ -144,10 +177,8 @@ func (w *Writer) write(b []byte) error {
 	if w.failed {
 		return ErrClosed
 	}
-	if w.opts.WriteTimeout > 0 {
-		// Not every ResponseWriter supports deadlines (httptest's recorder
-		// does not); the write then simply has none.
-		_ = w.rc.SetWriteDeadline(time.Now().Add(w.opts.WriteTimeout))
+	if err := w.setDeadline(); err != nil {
+		return err
 	}
 	if _, err := w.w.Write(b); err != nil {
 		w.failed = true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -206,5 +207,21 @@ func TestReaderComments(t *testing.T) {
 	}
 	if f := Frames([]byte(body)); len(f) != 4 || f[1] != "id: 0\ndata: {}\n\n" {
 		t.Fatalf("Frames = %q", f)
+	}
+}
+
+// After Abort every write fails, whatever the write timeout.
+func TestAbort(t *testing.T) {
+	w := NewWriter(httptest.NewRecorder(), &Options{WriteTimeout: -1})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Append([]byte(`{}`))
+	w.Abort()
+	if err := w.Flush(); err != ErrClosed {
+		t.Fatalf("Flush after Abort = %v", err)
+	}
+	if err := w.KeepAlive(); err != ErrClosed {
+		t.Fatalf("KeepAlive after Abort = %v", err)
 	}
 }

@@ -96,6 +96,7 @@ type Session struct {
 	closeWhy struct {
 		code   websocket.StatusCode
 		reason string
+		flush  bool // write the frames already queued before the close frame
 	}
 }
 
@@ -122,19 +123,21 @@ func (s *Session) Drain() {
 	idle := len(s.active) == 0
 	s.mu.Unlock()
 	if idle {
-		s.close(websocket.StatusGoingAway, "server shutting down")
+		s.close(websocket.StatusGoingAway, "server shutting down", true)
 	}
 }
 
-// Stop closes the socket with 1001 now, cancelling running requests.
-func (s *Session) Stop() { s.close(websocket.StatusGoingAway, "server shutting down") }
+// Stop closes the socket with 1001 now, cancelling running requests; the
+// frames still queued are dropped. Cancelling the context given to Run
+// closes the connection at once, without a close frame.
+func (s *Session) Stop() { s.close(websocket.StatusGoingAway, "server shutting down", false) }
 
-// close shuts the session down once: the writer sends the close frame
-// after the frames already queued for it.
-func (s *Session) close(code websocket.StatusCode, reason string) {
+// close shuts the session down once: the writer sends the close frame,
+// after the frames already queued for it if flush.
+func (s *Session) close(code websocket.StatusCode, reason string, flush bool) {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
-		s.closeWhy.code, s.closeWhy.reason = code, reason
+		s.closeWhy.code, s.closeWhy.reason, s.closeWhy.flush = code, reason, flush
 		s.mu.Unlock()
 		close(s.closed)
 	})
@@ -147,7 +150,7 @@ func (s *Session) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
-		s.close(websocket.StatusGoingAway, "server shutting down")
+		s.close(websocket.StatusGoingAway, "server shutting down", false)
 		wg.Wait()
 		s.conn.CloseNow()
 	}()
@@ -248,7 +251,7 @@ func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFun
 		s.enqueue(sctx, term)
 	}
 	if idle {
-		s.close(websocket.StatusGoingAway, "server shutting down")
+		s.close(websocket.StatusGoingAway, "server shutting down", true)
 	}
 }
 
@@ -266,7 +269,7 @@ func (s *Session) enqueue(ctx context.Context, f []byte) error {
 	case s.out <- f:
 		return nil
 	case <-t.C:
-		s.close(websocket.StatusPolicyViolation, "reader too slow")
+		s.close(websocket.StatusPolicyViolation, "reader too slow", false)
 		return errSlow
 	case <-s.closed:
 		return errClosing
@@ -281,9 +284,10 @@ var (
 )
 
 // writeLoop is the socket's only writer of data frames. When the session
-// closes it sends the frames already queued, then the close frame.
+// closes it sends the frames already queued (when the close asks for it,
+// all within one WriteTimeout), then the close frame.
 func (s *Session) writeLoop(ctx context.Context) {
-	write := func(f []byte) bool {
+	write := func(ctx context.Context, f []byte) bool {
 		wctx, cancel := context.WithTimeout(ctx, s.opts.WriteTimeout)
 		defer cancel()
 		return s.conn.Write(wctx, websocket.MessageText, f) == nil
@@ -291,29 +295,31 @@ func (s *Session) writeLoop(ctx context.Context) {
 	for {
 		select {
 		case f := <-s.out:
-			if !write(f) {
-				s.close(websocket.StatusAbnormalClosure, "")
+			if !write(ctx, f) {
+				s.close(websocket.StatusAbnormalClosure, "", false)
 				s.conn.CloseNow()
 				return
 			}
 		case <-s.closed:
 			s.mu.Lock()
-			code, reason := s.closeWhy.code, s.closeWhy.reason
+			why := s.closeWhy
 			s.mu.Unlock()
-			if code != websocket.StatusPolicyViolation {
+			if why.flush {
+				fctx, cancel := context.WithTimeout(ctx, s.opts.WriteTimeout)
 				for drained := false; !drained; {
 					select {
 					case f := <-s.out:
-						drained = !write(f)
+						drained = !write(fctx, f)
 					default:
 						drained = true
 					}
 				}
+				cancel()
 			}
-			if code == websocket.StatusAbnormalClosure {
+			if why.code == websocket.StatusAbnormalClosure {
 				s.conn.CloseNow()
 			} else {
-				s.conn.Close(code, reason) // also ends the blocking Read in Run
+				s.conn.Close(why.code, why.reason) // also ends the blocking Read in Run
 			}
 			return
 		case <-ctx.Done():
@@ -332,7 +338,7 @@ func (s *Session) pingLoop(ctx context.Context) {
 			err := s.conn.Ping(pctx)
 			cancel()
 			if err != nil {
-				s.close(websocket.StatusAbnormalClosure, "")
+				s.close(websocket.StatusAbnormalClosure, "", false)
 				return
 			}
 		case <-s.closed:

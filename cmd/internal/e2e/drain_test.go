@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/ws"
+)
+
+// smallServerBuffers gives the gateway's connections small socket send
+// buffers, so that a client that does not read stalls its writer soon.
+func smallServerBuffers(c *stack.Config) {
+	c.Server = func(srv *http.Server) {
+		srv.ConnState = func(c net.Conn, st http.ConnState) {
+			if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {
+				tc.SetWriteBuffer(16 << 10)
+			}
+		}
+	}
+}
+
+// stallingClient is an HTTP client whose connections have small receive
+// buffers; its caller reads nothing.
+func stallingClient(t *testing.T) *http.Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetReadBuffer(16 << 10)
+		}
+		return c, err
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// floodText is an echo prompt of 300 words of 16 KiB: far more than the
+// buffers between the gateway and a client hold.
+var floodText = strings.TrimSpace(strings.Repeat(strings.Repeat("x", 16<<10)+" ", 300))
+
+// drainNow drains s with a context that is already done and fails the
+// test if Drain has not returned long after (a hang guard, not a timing
+// assertion: Drain should return at once).
+func drainNow(t *testing.T, s *testStack) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.gw.Drain(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Drain = %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Drain still runs 20s after its context ended: it waits for a client that does not read")
+	}
+}
+
+// Drain does not outlive its context when an event stream's client does
+// not read and writes have no timeout: once the stream has been ended,
+// its connection is cut.
+func TestDrainCutsStalledSSE(t *testing.T) {
+	s := newStack(t, &gateway.Options{MaxBodyBytes: 64 << 20, SSE: &sse.Options{WriteTimeout: -1}}, smallServerBuffers)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+"/v2/models/echo/generate_stream",
+		strings.NewReader(`{"text_input":"`+floodText+`","stream":true}`))
+	resp, err := stallingClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// Unread, the stream falls behind until upstream fails it: its
+	// handler is stuck writing.
+	waitFor(t, "the stalled stream to overflow", func() bool { return s.up.Stats().QueueOverflows == 1 })
+	drainNow(t, s)
+}
+
+// Drain does not outlive its context when a WebSocket client does not
+// read, however long the socket's write timeout: the socket is cut.
+func TestDrainCutsStalledWebSocket(t *testing.T) {
+	s := newStack(t, &gateway.Options{
+		MaxBodyBytes: 64 << 20,
+		WebSocket:    &ws.Options{WriteTimeout: time.Hour, StallTimeout: time.Hour, Queue: 4, ReadLimit: 64 << 20},
+	}, smallServerBuffers)
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws",
+		&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol}, HTTPClient: stallingClient(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	wsSend(t, c, `{"type":"completions","id":"flood","body":{"model":"echo","prompt":"`+floodText+`","max_tokens":300}}`)
+	waitFor(t, "the stalled request to overflow", func() bool { return s.up.Stats().QueueOverflows == 1 })
+	drainNow(t, s)
+}

@@ -68,8 +68,11 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	w.status = http.StatusSwitchingProtocols
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return c, rw, err
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -208,7 +208,10 @@ func (c *Client) failover(cl *Call, from *target, why *Error, elsewhere bool) {
 		cl.finish(why, false)
 		return
 	}
-	t, err := c.pickTarget(nil, from)
+	t, release, err := c.pick(from)
+	if err == nil {
+		defer release()
+	}
 	if err == nil && elsewhere && t == from {
 		cl.finish(why, false) // nowhere else to go
 		return

@@ -30,8 +30,9 @@ type Client struct {
 	root       context.Context
 	cancelRoot context.CancelFunc
 
-	// targets is the current target set, replaced whole (copy on write)
-	// under mu when dns names re-resolve.
+	// targets is the current target set. Only the maintenance goroutine
+	// replaces it (whole: copy on write) when dns names re-resolve or
+	// removed targets are reaped; everyone else loads it.
 	targets atomic.Pointer[[]*target]
 	// names are the "dns:///" entries of New's list; resolved closes after
 	// their first resolution (at once when there are none).
@@ -41,6 +42,10 @@ type Client struct {
 	mu     sync.Mutex // guards closed and wg.Add against Close
 	closed bool
 	wg     sync.WaitGroup // maintenance goroutine and every stream's run
+
+	// testHookPicked, set only by tests, runs in Start between choosing a
+	// target and placing the request on it.
+	testHookPicked func(*target)
 }
 
 // New returns a Client for targets: "host:port" addresses, or
@@ -155,9 +160,13 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (*Call, e
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	t, err := c.pickTarget(ctx, nil)
+	t, release, err := c.pickTarget(ctx, nil)
 	if err != nil {
 		return nil, err
+	}
+	defer release()
+	if c.testHookPicked != nil {
+		c.testHookPicked(t)
 	}
 	decoupled := true
 	if cfg, err := t.modelConfig(ctx, req.GetModelName(), req.GetModelVersion()); err == nil {
@@ -202,52 +211,66 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (*Call, e
 	return cl, nil
 }
 
-// pickTarget returns the admitted target with the fewest outstanding
-// requests, preferring healthy ones and, when another exists, not avoid.
-// While no target is healthy every target is a candidate, so that a
-// recovered target is used at once and a dead one fails fast.
-func (c *Client) pickTarget(ctx context.Context, avoid *target) (*target, error) {
+// pickTarget waits for the first resolution of the dns names (or ctx),
+// then picks a target as pick does.
+func (c *Client) pickTarget(ctx context.Context, avoid *target) (t *target, release func(), err error) {
 	select {
 	case <-c.resolved:
 	default:
-		if ctx == nil {
-			break
-		}
 		select {
 		case <-c.resolved:
 		case <-ctx.Done():
-			return nil, ctxError(ctx)
+			return nil, nil, ctxError(ctx)
 		}
 	}
+	return c.pick(avoid)
+}
+
+// pick returns the admitted target with the fewest outstanding requests,
+// preferring healthy ones and, when another exists, not avoid. While no
+// target is healthy every target is a candidate, so that a recovered
+// target is used at once and a dead one fails fast. The target is pinned
+// (reap does not close it) until release is called. pick never blocks:
+// the readers' failover uses it.
+func (c *Client) pick(avoid *target) (t *target, release func(), err error) {
 	ts := c.targetList()
 	n := len(ts)
 	if n == 0 {
-		return nil, newError(KindUnavailable, codes.Unavailable, "no upstream targets")
+		return nil, nil, newError(KindUnavailable, codes.Unavailable, "no upstream targets")
 	}
 	start := int(c.rr.Add(1) % uint64(n))
-	var best *target
-	bestRank := 0
-	for i := range n {
-		t := ts[(start+i)%n]
-		if t.removed.Load() {
-			continue
+	var retired map[*target]bool // reaped while we looked; try the next best
+	for {
+		var best *target
+		bestRank := 0
+		for i := range n {
+			t := ts[(start+i)%n]
+			if t.removed.Load() || retired[t] {
+				continue
+			}
+			// rank: healthy and not avoided first, then outstanding requests.
+			rank := 0
+			if !t.healthy.Load() {
+				rank += 2
+			}
+			if t == avoid {
+				rank++
+			}
+			if best == nil || rank < bestRank || (rank == bestRank && t.outstanding.Load() < best.outstanding.Load()) {
+				best, bestRank = t, rank
+			}
 		}
-		// rank: healthy and not avoided first, then outstanding requests.
-		rank := 0
-		if !t.healthy.Load() {
-			rank += 2
+		if best == nil {
+			return nil, nil, newError(KindUnavailable, codes.Unavailable, "no upstream targets")
 		}
-		if t == avoid {
-			rank++
+		if best.pin() {
+			return best, best.unpin, nil
 		}
-		if best == nil || rank < bestRank || (rank == bestRank && t.outstanding.Load() < best.outstanding.Load()) {
-			best, bestRank = t, rank
+		if retired == nil {
+			retired = map[*target]bool{}
 		}
+		retired[best] = true
 	}
-	if best == nil {
-		return nil, newError(KindUnavailable, codes.Unavailable, "no upstream targets")
-	}
-	return best, nil
 }
 
 func newIDPrefix() string {

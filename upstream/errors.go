@@ -21,7 +21,8 @@ const (
 	// KindModel: the target answered the request with an error_message.
 	KindModel
 	// KindUnavailable: the target or the stream carrying the request went
-	// away and the request could not be retried.
+	// away and the request could not be retried, or the Client is closed
+	// (the calls Close ended, and Start after Close).
 	KindUnavailable
 	// KindCancelled: Call.Cancel was called or Start's context was
 	// cancelled.
@@ -31,8 +32,8 @@ const (
 	KindTooSlow
 	// KindDeadline: Start's context passed its deadline.
 	KindDeadline
-	// KindRejected: the request was not placed (no capacity left, the
-	// client is closed).
+	// KindRejected: the request was not placed: it is malformed, or no
+	// stream of the chosen target has room left.
 	KindRejected
 )
 
@@ -158,7 +159,8 @@ func ctxError(ctx context.Context) *Error {
 var (
 	errCancelled = newError(KindCancelled, codes.Canceled, "cancelled by caller")
 	errTooSlow   = newError(KindTooSlow, codes.ResourceExhausted, "response queue full: consumer too slow")
-	errClosed    = newError(KindUnavailable, codes.Unavailable, "client closed")
+	// errClosed ends the calls Close finds and refuses Start after it.
+	errClosed = newError(KindUnavailable, codes.Unavailable, "client closed")
 )
 
 // GRPCStatus makes status.FromError and status.Code work on an *Error.

@@ -105,13 +105,14 @@ func (c *Client) resolve() {
 	}
 }
 
-// reap drops removed targets that carry no requests.
+// reap drops removed targets that carry no requests and that no caller
+// is about to use (pin).
 func (c *Client) reap() {
 	cur := c.targetList()
 	var gone []*target
 	keep := cur[:0:0]
 	for _, t := range cur {
-		if t.removed.Load() && t.outstanding.Load() == 0 {
+		if t.removed.Load() && t.retire() {
 			gone = append(gone, t)
 			continue
 		}

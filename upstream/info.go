@@ -80,9 +80,11 @@ func (c *Client) ServerReady(ctx context.Context) (bool, error) {
 }
 
 func (c *Client) anyTarget(ctx context.Context, ask func(*target) (bool, error)) (bool, error) {
-	if _, err := c.pickTarget(ctx, nil); err != nil {
+	_, release, err := c.pickTarget(ctx, nil) // waits for dns names to resolve
+	if err != nil {
 		return false, err
 	}
+	release()
 	ts := slices.Clone(c.targetList())
 	slices.SortStableFunc(ts, func(a, b *target) int {
 		ha, hb := a.healthy.Load(), b.healthy.Load()
@@ -96,7 +98,11 @@ func (c *Client) anyTarget(ctx context.Context, ask func(*target) (bool, error))
 	})
 	var lastErr error
 	for _, t := range ts {
+		if !t.pin() {
+			continue // reaped meanwhile
+		}
 		ok, err := ask(t)
+		t.unpin()
 		if err == nil && ok {
 			return true, nil
 		}
@@ -113,20 +119,22 @@ func (c *Client) anyTarget(ctx context.Context, ask func(*target) (bool, error))
 // ServerMetadata returns one target's ServerMetadata (cached). The answer
 // is shared: do not modify it.
 func (c *Client) ServerMetadata(ctx context.Context) (*pb.ServerMetadataResponse, error) {
-	t, err := c.pickTarget(ctx, nil)
+	t, release, err := c.pickTarget(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	return t.serverMetadata(ctx)
 }
 
 // ModelReady asks one target whether a model version ("" = the target's
 // choice) is ready. Errors are gRPC status errors.
 func (c *Client) ModelReady(ctx context.Context, name, version string) (bool, error) {
-	t, err := c.pickTarget(ctx, nil)
+	t, release, err := c.pickTarget(ctx, nil)
 	if err != nil {
 		return false, err
 	}
+	defer release()
 	r, err := t.rpc.ModelReady(ctx, &pb.ModelReadyRequest{Name: name, Version: version})
 	return r.GetReady(), err
 }
@@ -136,10 +144,11 @@ func (c *Client) ModelReady(ctx context.Context, name, version string) (bool, er
 // errors (status.FromError gives the code, e.g. NotFound). The answer is
 // shared: do not modify it.
 func (c *Client) ModelMetadata(ctx context.Context, name, version string) (*pb.ModelMetadataResponse, error) {
-	t, err := c.pickTarget(ctx, nil)
+	t, release, err := c.pickTarget(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	return t.modelMetadata(ctx, name, version)
 }
 
@@ -147,20 +156,22 @@ func (c *Client) ModelMetadata(ctx context.Context, name, version string) (*pb.M
 // or not, inputs, outputs), cached like ModelMetadata. The answer is
 // shared: do not modify it.
 func (c *Client) ModelConfig(ctx context.Context, name, version string) (*pb.ModelConfig, error) {
-	t, err := c.pickTarget(ctx, nil)
+	t, release, err := c.pickTarget(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	return t.modelConfig(ctx, name, version)
 }
 
 // RepositoryIndex returns one target's model list, every model with its
 // state ("READY" for servable ones); not cached.
 func (c *Client) RepositoryIndex(ctx context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error) {
-	t, err := c.pickTarget(ctx, nil)
+	t, release, err := c.pickTarget(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	r, err := t.rpc.RepositoryIndex(ctx, &pb.RepositoryIndexRequest{})
 	return r.GetModels(), err
 }

@@ -90,3 +90,34 @@ func TestDNSTarget(t *testing.T) {
 		t.Fatalf("ServerMetadata = %v, %v", md, err)
 	}
 }
+
+// A target that leaves dns and is reaped while a request is between
+// choosing it and being placed on it keeps its connection until that
+// request is done: the request is served there, with no retry burned.
+func TestReapWaitsForPlacement(t *testing.T) {
+	e := startEngine(t, "")
+	c := newTestClient(t, []string{e.addr}, &Options{HealthInterval: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.testHookPicked = func(tg *target) {
+		// What the maintenance goroutine may do at this very moment.
+		tg.removed.Store(true)
+		c.reap()
+	}
+	cl, err := c.Start(ctx, repeatN(0, 2, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := readAll(ctx, cl)
+	if err != nil {
+		t.Fatalf("request on a target reaped before placement: %v", err)
+	}
+	checkRepeat(t, rs, 0, 2)
+	if s := c.Stats(); s.Retries != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	c.reap() // now it carries nothing: it goes
+	if n := len(c.targetList()); n != 0 {
+		t.Fatalf("%d targets left after the reap", n)
+	}
+}

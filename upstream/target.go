@@ -40,6 +40,8 @@ type target struct {
 	streams   []*stream // pooled streams, in order of creation
 	dedicated map[*stream]struct{}
 	checking  chan struct{} // closed when the recheck in flight ends; nil when none
+	pins      int           // callers about to use t (see pin)
+	retired   bool          // reaped: its connection is closed for good
 }
 
 func newTarget(c *Client, addr, name string) (*target, error) {
@@ -85,6 +87,37 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 }
 
 func (t *target) close() { t.conn.Close() }
+
+// pin keeps reap from closing t until unpin: it is held from choosing t
+// until the request placed on it counts in outstanding (or the metadata
+// call on it returns). False when t was reaped already.
+func (t *target) pin() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.retired {
+		return false
+	}
+	t.pins++
+	return true
+}
+
+func (t *target) unpin() {
+	t.mu.Lock()
+	t.pins--
+	t.mu.Unlock()
+}
+
+// retire marks t, gone from dns, as closed for good if it carries no
+// requests and nobody holds a pin; false otherwise.
+func (t *target) retire() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.outstanding.Load() != 0 || t.pins != 0 {
+		return false
+	}
+	t.retired = true
+	return true
+}
 
 // place puts cl on a stream of t: a dedicated new stream for
 // CancelStream, otherwise the least-loaded pooled stream, opening a new one

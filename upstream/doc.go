@@ -51,8 +51,46 @@
 // # Goroutines
 //
 // A Client owns one maintenance goroutine (health checks, idle stream
-// closing, dns re-resolution) and two goroutines per open stream. Close
-// stops and waits for all of them. Client and Call methods are safe for
-// concurrent use, except that one Call's Recv must not be called from two
-// goroutines at once.
+// closing, dns re-resolution, reaping targets that left dns), two
+// goroutines per open stream, and one per refused request while its
+// target is rechecked and it is retried. Close stops and waits for all of
+// them. Client and Call methods are safe for concurrent use, except that
+// one Call's Recv must not be called from two goroutines at once.
+//
+// # Locks
+//
+// Outermost first: Call.mu before stream.mu before respQueue.mu, and
+// target.mu before stream.mu. No goroutine holds a Call's and a target's
+// mutex at once; Client.mu and the metadata cache's mutex are leaves.
+// Nothing blocks under a lock: the only channel operations there are the
+// non-blocking wake of a stream's sender and closing a Call's done.
+// Counters and the fields placement scans (a stream's load and closed, a
+// target's outstanding, healthy and removed) are atomics, read without
+// locks.
+//
+// # A stream's state
+//
+// state (under stream.mu) is the life of one ModelStreamInfer RPC:
+//
+//	state         entered when                           takes calls  then
+//	stateNew      created by place                       yes          run opens the RPC: stateOpen
+//	stateOpen     the RPC is open                        yes          the sender sends sendq in order
+//	stateClosing  idle too long (closeIfIdle), or its    no           once it has no calls: an open RPC
+//	              target drains (drain)                               is half-closed, an unopened one
+//	                                                                  abandoned
+//	stateDead     closeWith: the RPC ended or failed     no           its calls were failed over; final
+//
+// The other fields qualify it:
+//   - closed (atomic) mirrors state > stateOpen, so that place can skip
+//     closing streams without locking them.
+//   - selfClosed is set when we end the stream on purpose (idle, drained,
+//     or its dedicated call cancelled): its end is then no failure, so it
+//     neither counts toward backoff nor ejects the target.
+//   - skipped holds the in-band calls that ended before their request was
+//     sent: the sender drops their queued cancel rather than cancel a
+//     request the target never saw.
+//   - gen is the target's break generation when the stream was created:
+//     streams that fail together (one connection dropping) count as one
+//     break toward backoff, and their replacements belong to the next
+//     generation.
 package upstream

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/streamgate/streamgate/gateway/generate"
+	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 	"github.com/streamgate/streamgate/upstream"
@@ -99,7 +100,7 @@ func classify(err error) *httpError {
 	var (
 		he  *httpError
 		ge  *generate.Error
-		se  *generate.SyntaxError
+		se  *jsonobj.SyntaxError
 		oe  *openai.RequestError
 		mbe *http.MaxBytesError
 	)

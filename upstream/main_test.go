@@ -115,12 +115,7 @@ func squareRequest(n int32) *pb.ModelInferRequest {
 	return req
 }
 
-func tensorsToRequest(req *pb.ModelInferRequest, ts ...*tensor.Tensor) {
-	for _, t := range ts {
-		req.Inputs = append(req.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape})
-		req.RawInputContents = append(req.RawInputContents, t.Raw)
-	}
-}
+func tensorsToRequest(req *pb.ModelInferRequest, ts ...*tensor.Tensor) { tensor.ToRequest(req, ts) }
 
 // repeatN is a repeat_int32 request for n responses base, base+1, ...
 // each delay ms apart.

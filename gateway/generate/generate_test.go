@@ -3,11 +3,11 @@ package generate
 import (
 	"encoding/json"
 	"errors"
-	"math"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
@@ -121,53 +121,13 @@ func TestParseSyntaxErrorPosition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.body), repeatInputs)
-		var se *SyntaxError
+		var se *jsonobj.SyntaxError
 		if !errors.As(err, &se) || se.Line != tc.line || se.Column != tc.col {
 			t.Errorf("Parse(%q) = %v, want line %d column %d", tc.body, err, tc.line, tc.col)
 		}
 	}
 	if r, err := Parse([]byte("  "), repeatInputs); err != nil || len(r.Inputs) != 0 {
 		t.Fatalf("empty body: %v %v", r, err)
-	}
-}
-
-func TestShape(t *testing.T) {
-	cases := []struct {
-		dims []int64
-		n    int64
-		want []int64
-	}{
-		{[]int64{-1}, 3, []int64{3}},
-		{[]int64{1}, 1, []int64{1}},
-		{[]int64{1}, 2, nil},
-		{[]int64{-1, 2}, 4, []int64{2, 2}},
-		{[]int64{-1, -1}, 4, []int64{1, 4}},
-		{[]int64{3, -1}, 4, nil},
-		{[]int64{}, 1, []int64{}},
-		{[]int64{0, -1}, 0, []int64{0, 1}},
-		{[]int64{-1}, 0, []int64{0}},
-	}
-	for _, tc := range cases {
-		got, ok := Shape(tc.dims, tc.n)
-		if ok != (tc.want != nil) || ok && !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("Shape(%v, %d) = %v %v, want %v", tc.dims, tc.n, got, ok, tc.want)
-		}
-	}
-}
-
-func TestHalfFloats(t *testing.T) {
-	for _, f := range []float32{0, 1, -2, 0.5, 65504, 6.1035156e-05, 5.9604645e-08, float32(math.Inf(1))} {
-		if got := F16ToF32(F32ToF16(f)); got != f {
-			t.Errorf("fp16 round trip %v = %v", f, got)
-		}
-	}
-	for _, f := range []float32{0, 1, -2, 0.5, 3.0e38, 1.0 / 1024} {
-		if got := BF16ToF32(F32ToBF16(f)); got != f && math.Abs(float64(got-f)/float64(f)) > 1.0/128 {
-			t.Errorf("bf16 round trip %v = %v", f, got)
-		}
-	}
-	if F32ToF16(1e6) != 0x7c00 || F32ToF16(1e-9) != 0 {
-		t.Error("fp16 overflow/underflow")
 	}
 }
 
@@ -203,7 +163,7 @@ func FuzzParse(f *testing.F) {
 		r, err := Parse(body, inputs)
 		if err != nil {
 			var e *Error
-			var se *SyntaxError
+			var se *jsonobj.SyntaxError
 			if !errors.As(err, &e) && !errors.As(err, &se) {
 				t.Fatalf("unexpected error type %T: %v", err, err)
 			}

@@ -4,18 +4,17 @@
 // turns one ModelInferResponse into the JSON object of one event.
 //
 // Error texts follow Triton's where Triton has one. Every error Parse
-// returns is the client's fault: an *Error, or a *SyntaxError with the
-// position of bad JSON.
+// returns is the client's fault: an *Error, or a *jsonobj.SyntaxError with
+// the position of bad JSON.
 package generate
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 
+	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
@@ -27,52 +26,6 @@ func (e *Error) Error() string { return e.Msg }
 
 func errorf(format string, args ...any) *Error { return &Error{Msg: fmt.Sprintf(format, args...)} }
 
-// SyntaxError is a body that is not valid JSON, with where it went wrong.
-type SyntaxError struct {
-	Offset       int64 // 0-based byte offset of the first bad byte, len(body) if truncated
-	Line, Column int   // 1-based, column counted in bytes
-	Msg          string
-}
-
-func (e *SyntaxError) Error() string {
-	return fmt.Sprintf("failed to parse the request JSON buffer: %s at line %d, column %d (offset %d)", e.Msg, e.Line, e.Column, e.Offset)
-}
-
-// NewSyntaxError describes why body is not valid JSON: where the first bad
-// byte is (or the end, for truncated input). err is the decoding error seen,
-// used only when body turns out to be valid JSON after all (trailing data
-// found by a streaming decoder, or a type error).
-func NewSyntaxError(body []byte, err error) *SyntaxError {
-	idx := int64(len(body))
-	msg := "unexpected end of JSON input"
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	if uerr := json.Unmarshal(body, new(any)); errors.As(uerr, &se) {
-		err = uerr
-	}
-	switch {
-	case errors.As(err, &se):
-		msg = strings.TrimPrefix(se.Error(), "json: ")
-		if se.Offset == int64(len(body)) && strings.HasPrefix(msg, "invalid character ' '") && !bytes.HasSuffix(body, []byte(" ")) {
-			// encoding/json reports truncation inside a literal as a space
-			// fed at the end of input.
-			msg = "unexpected end of JSON input"
-		}
-		if msg != "unexpected end of JSON input" && se.Offset > 0 {
-			idx = se.Offset - 1 // Offset counts the offending byte
-		}
-		if msg == "" {
-			msg = "unexpected data after the top-level value"
-		}
-	case errors.As(err, &te):
-		idx, msg = te.Offset, strings.TrimPrefix(te.Error(), "json: ")
-	}
-	idx = min(max(idx, 0), int64(len(body)))
-	line := 1 + bytes.Count(body[:idx], []byte{'\n'})
-	col := int(idx) - bytes.LastIndexByte(body[:idx], '\n')
-	return &SyntaxError{Offset: idx, Line: line, Column: col, Msg: msg}
-}
-
 // Request is a parsed generate body.
 type Request struct {
 	// ID is the body's "id", "" if absent. It is echoed in responses.
@@ -83,65 +36,15 @@ type Request struct {
 	Parameters map[string]*pb.InferParameter
 }
 
-// Member is one key of a JSON object with its undecoded value.
-type Member struct {
-	Key   string
-	Value json.RawMessage
-}
-
-// Members decodes a JSON object into its members in order. An empty or
-// all-whitespace body is an empty object. Decoding errors are
-// *SyntaxError; a value that is not an object gives notObject.
-func Members(body []byte, notObject string) ([]Member, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, NewSyntaxError(body, err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		if !json.Valid(body) {
-			return nil, NewSyntaxError(body, json.Unmarshal(body, new(any)))
-		}
-		return nil, &Error{Msg: notObject}
-	}
-	var out []Member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, NewSyntaxError(body, err)
-		}
-		key, _ := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, NewSyntaxError(body, err)
-		}
-		out = append(out, Member{Key: key, Value: raw})
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return nil, NewSyntaxError(body, err)
-	}
-	end := dec.InputOffset()
-	if _, err := dec.Token(); err != io.EOF {
-		if err != nil {
-			return nil, NewSyntaxError(body, err)
-		}
-		rest := body[end:]
-		skip := len(rest) - len(bytes.TrimLeft(rest, " \t\r\n"))
-		return nil, NewSyntaxError(body, &json.SyntaxError{Offset: end + int64(skip) + 1})
-	}
-	return out, nil
-}
-
 // Parse maps body to a Request. inputs is the model's input metadata: a key
 // naming an input becomes that tensor, shaped from the metadata; "id" is the
 // request id; "parameters" is an object mapped by the same rule; every other
 // key becomes a request parameter.
 func Parse(body []byte, inputs []*pb.ModelMetadataResponse_TensorMetadata) (*Request, error) {
-	members, err := Members(body, "Expected JSON object for the request body")
+	members, err := jsonobj.Members(body)
+	if err == jsonobj.ErrNotObject {
+		return nil, &Error{Msg: "Expected JSON object for the request body"}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -161,12 +64,8 @@ func Parse(body []byte, inputs []*pb.ModelMetadataResponse_TensorMetadata) (*Req
 			r.ID = id
 			continue
 		case "parameters":
-			inner, err := Members(m.Value, "Expected JSON object for keyword: 'parameters'")
+			inner, err := jsonobj.Members(m.Value)
 			if err != nil {
-				var e *Error
-				if errors.As(err, &e) {
-					return nil, e
-				}
 				return nil, &Error{Msg: "Expected JSON object for keyword: 'parameters'"}
 			}
 			for _, p := range inner {
@@ -183,7 +82,7 @@ func Parse(body []byte, inputs []*pb.ModelMetadataResponse_TensorMetadata) (*Req
 	return r, nil
 }
 
-func (r *Request) add(m Member, byName map[string]*pb.ModelMetadataResponse_TensorMetadata, seen map[string]bool) *Error {
+func (r *Request) add(m jsonobj.Member, byName map[string]*pb.ModelMetadataResponse_TensorMetadata, seen map[string]bool) *Error {
 	if seen[m.Key] {
 		return errorf("input '%s' already exists in request", m.Key)
 	}
@@ -250,15 +149,7 @@ func decodeValue(raw json.RawMessage) (any, error) {
 // Proto returns the inference request for model and version. The id is
 // left empty: upstream assigns its own.
 func (r *Request) Proto(model, version string) *pb.ModelInferRequest {
-	return NewInferRequest(model, version, r.Inputs, r.Parameters)
-}
-
-// NewInferRequest builds a request with inputs in raw form.
-func NewInferRequest(model, version string, inputs []*tensor.Tensor, params map[string]*pb.InferParameter) *pb.ModelInferRequest {
-	req := &pb.ModelInferRequest{ModelName: model, ModelVersion: version, Parameters: params}
-	for _, t := range inputs {
-		req.Inputs = append(req.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape})
-		req.RawInputContents = append(req.RawInputContents, t.Raw)
-	}
+	req := &pb.ModelInferRequest{ModelName: model, ModelVersion: version, Parameters: r.Parameters}
+	tensor.ToRequest(req, r.Inputs)
 	return req
 }

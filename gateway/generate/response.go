@@ -31,14 +31,14 @@ func AppendResponse(dst []byte, resp *pb.ModelInferResponse, id string) ([]byte,
 	b := append(dst, '{')
 	if id != "" {
 		b = appendKey(b, "id")
-		b = AppendString(b, id)
+		b = jsonstr.Append(b, id)
 		b = append(b, ',')
 	}
 	b = appendKey(b, "model_name")
-	b = AppendString(b, resp.GetModelName())
+	b = jsonstr.Append(b, resp.GetModelName())
 	b = append(b, ',')
 	b = appendKey(b, "model_version")
-	b = AppendString(b, resp.GetModelVersion())
+	b = jsonstr.Append(b, resp.GetModelVersion())
 	b = appendParams(b, resp.GetParameters())
 
 	err := tensor.EachOutput(resp, func(t tensor.Tensor) error {
@@ -78,12 +78,12 @@ func appendParams(b []byte, params map[string]*pb.InferParameter) []byte {
 
 // ErrorBody is Triton's error object {"error":"<msg>"}.
 func ErrorBody(msg string) []byte {
-	b := append([]byte(`{"error":`), AppendString(nil, msg)...)
+	b := append([]byte(`{"error":`), jsonstr.Append(nil, msg)...)
 	return append(b, '}')
 }
 
 func appendKey(dst []byte, k string) []byte {
-	return append(AppendString(dst, k), ':')
+	return append(jsonstr.Append(dst, k), ':')
 }
 
 func appendParam(b []byte, p *pb.InferParameter) []byte {
@@ -97,7 +97,7 @@ func appendParam(b []byte, p *pb.InferParameter) []byte {
 	case *pb.InferParameter_DoubleParam:
 		return appendFloat(b, v.DoubleParam, 64)
 	case *pb.InferParameter_StringParam:
-		return AppendString(b, v.StringParam)
+		return jsonstr.Append(b, v.StringParam)
 	}
 	return append(b, "null"...)
 }
@@ -152,9 +152,9 @@ func appendOutput(b []byte, t *tensor.Tensor) []byte {
 		case "UINT64":
 			b = strconv.AppendUint(b, le.Uint64(e), 10)
 		case "FP16":
-			b = appendFloat(b, float64(F16ToF32(le.Uint16(e))), 32)
+			b = appendFloat(b, float64(tensor.F16ToF32(le.Uint16(e))), 32)
 		case "BF16":
-			b = appendFloat(b, float64(BF16ToF32(le.Uint16(e))), 32)
+			b = appendFloat(b, float64(tensor.BF16ToF32(le.Uint16(e))), 32)
 		case "FP32":
 			b = appendFloat(b, float64(math.Float32frombits(le.Uint32(e))), 32)
 		case "FP64":
@@ -166,7 +166,3 @@ func appendOutput(b []byte, t *tensor.Tensor) []byte {
 	}
 	return b
 }
-
-// AppendString appends s as a JSON string, exactly as encoding/json
-// would write it.
-func AppendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }

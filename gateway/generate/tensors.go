@@ -36,40 +36,11 @@ func toTensor(key string, raw json.RawMessage, md *pb.ModelMetadataResponse_Tens
 			return nil, errorf("unable to convert element %d of input '%s' to %s: %s", i, key, dt, err.Msg)
 		}
 	}
-	shape, ok := Shape(md.GetShape(), int64(len(elems)))
+	shape, ok := tensor.FitShape(md.GetShape(), int64(len(elems)))
 	if !ok {
 		return nil, errorf("The schema can not convert input '%s' to tensor with proper shape", key)
 	}
 	return &tensor.Tensor{Name: key, Datatype: dt, Shape: shape, Raw: rawData}, nil
-}
-
-// Shape gives n elements the shape dims describes, as Triton's generate
-// does: fixed dims must divide n, the innermost -1 takes the remainder and
-// every other -1 becomes 1. ok is false when that is impossible.
-func Shape(dims []int64, n int64) (shape []int64, ok bool) {
-	shape = make([]int64, len(dims))
-	fixed, last := int64(1), -1
-	for i, d := range dims {
-		if d < 0 {
-			last = i
-			shape[i] = 1
-			continue
-		}
-		shape[i] = d
-		fixed *= d
-	}
-	if last < 0 {
-		return shape, fixed == n
-	}
-	if fixed == 0 {
-		shape[last] = 1
-		return shape, n == 0
-	}
-	if n%fixed != 0 {
-		return nil, false
-	}
-	shape[last] = n / fixed
-	return shape, true
 }
 
 func appendElem(dst []byte, dt string, v any) ([]byte, *Error) {
@@ -102,9 +73,9 @@ func appendElem(dst []byte, dt string, v any) ([]byte, *Error) {
 		}
 		switch dt {
 		case "FP16":
-			return le.AppendUint16(dst, F32ToF16(float32(f))), nil
+			return le.AppendUint16(dst, tensor.F32ToF16(float32(f))), nil
 		case "BF16":
-			return le.AppendUint16(dst, F32ToBF16(float32(f))), nil
+			return le.AppendUint16(dst, tensor.F32ToBF16(float32(f))), nil
 		case "FP32":
 			return le.AppendUint32(dst, math.Float32bits(float32(f))), nil
 		}
@@ -164,75 +135,6 @@ func typeErr(v any, want string) *Error {
 	}
 	return &Error{Msg: "expected " + want + ", got " + got}
 }
-
-// F32ToF16 converts to IEEE half precision, rounding to nearest even.
-func F32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23&0xff) - 127 + 15
-	mant := b & 0x7fffff
-	if b>>23&0xff == 0xff {
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	if exp >= 0x1f {
-		return sign | 0x7c00
-	}
-	if exp <= 0 {
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint32(14 - exp)
-		h := uint16(mant >> shift)
-		rem, halfway := mant&(1<<shift-1), uint32(1)<<(shift-1)
-		if rem > halfway || rem == halfway && h&1 == 1 {
-			h++
-		}
-		return sign | h
-	}
-	h := sign | uint16(exp)<<10 | uint16(mant>>13)
-	if rem := mant & 0x1fff; rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
-		h++ // a carry into the exponent is the correct rounding
-	}
-	return h
-}
-
-// F16ToF32 converts IEEE half precision to float32.
-func F16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0:
-		e := int32(-14)
-		for mant&0x400 == 0 {
-			mant <<= 1
-			e--
-		}
-		return math.Float32frombits(sign | uint32(e+127)<<23 | (mant&0x3ff)<<13)
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp-15+127)<<23 | mant<<13)
-}
-
-// F32ToBF16 converts to bfloat16, rounding to nearest even.
-func F32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if f != f {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
-
-// BF16ToF32 converts bfloat16 to float32.
-func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 // NewTensor builds the input md describes from Go values: string for BYTES,
 // bool for BOOL, and int, int64, uint32, float64 or json.Number for the

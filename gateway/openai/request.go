@@ -19,7 +19,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/streamgate/streamgate/gateway/generate"
+	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 )
 
@@ -69,9 +69,9 @@ type fields struct {
 }
 
 func parseObject(body []byte) (*fields, error) {
-	members, err := generate.Members(body, "")
+	members, err := jsonobj.Members(body)
 	if err != nil {
-		if se, ok := err.(*generate.SyntaxError); ok {
+		if se, ok := err.(*jsonobj.SyntaxError); ok {
 			return nil, &RequestError{Message: fmt.Sprintf("We could not parse the JSON body of your request: %s at line %d, column %d (offset %d).", se.Msg, se.Line, se.Column, se.Offset), Code: "invalid_json"}
 		}
 		return nil, &RequestError{Message: "The request body must be a JSON object.", Code: "invalid_json"}

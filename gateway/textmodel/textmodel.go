@@ -94,6 +94,13 @@ func (in inputs) add(ts []*tensor.Tensor, name string, values ...any) ([]*tensor
 	return append(ts, t), nil
 }
 
+// newRequest is the inference request for model with inputs ts.
+func newRequest(model, version string, ts []*tensor.Tensor) *pb.ModelInferRequest {
+	req := &pb.ModelInferRequest{ModelName: model, ModelVersion: version}
+	tensor.ToRequest(req, ts)
+	return req
+}
+
 // vllm is the vLLM backend convention.
 type vllm struct{ in inputs }
 
@@ -133,7 +140,7 @@ func (a *vllm) Request(model, version, prompt string, p Params) (*pb.ModelInferR
 	if err != nil {
 		return nil, err
 	}
-	return generate.NewInferRequest(model, version, ts, nil), nil
+	return newRequest(model, version, ts), nil
 }
 
 func (a *vllm) Decode(resp *pb.ModelInferResponse) (Piece, error) { return decode(resp) }
@@ -180,7 +187,7 @@ func (a *trtllm) Request(model, version, prompt string, p Params) (*pb.ModelInfe
 	if err != nil {
 		return nil, err
 	}
-	return generate.NewInferRequest(model, version, ts, nil), nil
+	return newRequest(model, version, ts), nil
 }
 
 func (a *trtllm) Decode(resp *pb.ModelInferResponse) (Piece, error) { return decode(resp) }

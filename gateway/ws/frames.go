@@ -12,10 +12,12 @@ package ws
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
-	"github.com/streamgate/streamgate/gateway/generate"
+	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
+	"github.com/streamgate/streamgate/gateway/internal/jsonstr"
 )
 
 // Subprotocol is the Sec-WebSocket-Protocol value of this protocol.
@@ -62,7 +64,10 @@ func (e *FrameError) Error() string { return e.Message }
 
 // ParseFrame decodes and checks one client frame.
 func ParseFrame(data []byte) (*Request, *FrameError) {
-	members, err := generate.Members(data, "a frame must be a JSON object")
+	members, err := jsonobj.Members(data)
+	if err == jsonobj.ErrNotObject {
+		err = errors.New("a frame must be a JSON object")
+	}
 	if err != nil {
 		return nil, &FrameError{Code: CodeBadRequest, Message: "invalid frame: " + err.Error()}
 	}
@@ -141,7 +146,7 @@ func ParseFrame(data []byte) (*Request, *FrameError) {
 func DataFrame(id string, seq uint64, data []byte) []byte {
 	b := make([]byte, 0, len(data)+len(id)+48)
 	b = append(b, `{"type":"data","id":`...)
-	b = generate.AppendString(b, id)
+	b = jsonstr.Append(b, id)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"data":`...)
@@ -157,9 +162,9 @@ const (
 
 // DoneFrame is {"type":"done","id":id,"reason":reason}.
 func DoneFrame(id, reason string) []byte {
-	b := append([]byte(`{"type":"done","id":`), generate.AppendString(nil, id)...)
+	b := append([]byte(`{"type":"done","id":`), jsonstr.Append(nil, id)...)
 	b = append(b, `,"reason":`...)
-	b = generate.AppendString(b, reason)
+	b = jsonstr.Append(b, reason)
 	return append(b, '}')
 }
 
@@ -169,12 +174,12 @@ func ErrorFrame(id, code, msg string) []byte {
 	b := []byte(`{"type":"error",`)
 	if id != "" {
 		b = append(b, `"id":`...)
-		b = generate.AppendString(b, id)
+		b = jsonstr.Append(b, id)
 		b = append(b, ',')
 	}
 	b = append(b, `"error":{"code":`...)
-	b = generate.AppendString(b, code)
+	b = jsonstr.Append(b, code)
 	b = append(b, `,"message":`...)
-	b = generate.AppendString(b, msg)
+	b = jsonstr.Append(b, msg)
 	return append(b, "}}"...)
 }

@@ -73,6 +73,36 @@ func ShapeString(shape []int64) string {
 	return b.String()
 }
 
+// FitShape gives n elements the shape dims describes (a model input's
+// dims, -1 for a variable dimension), as Triton's generate extension does:
+// fixed dims must divide n, the innermost -1 takes the remainder and every
+// other -1 becomes 1. ok is false when that is impossible.
+func FitShape(dims []int64, n int64) (shape []int64, ok bool) {
+	shape = make([]int64, len(dims))
+	fixed, last := int64(1), -1
+	for i, d := range dims {
+		if d < 0 {
+			last = i
+			shape[i] = 1
+			continue
+		}
+		shape[i] = d
+		fixed *= d
+	}
+	if last < 0 {
+		return shape, fixed == n
+	}
+	if fixed == 0 {
+		shape[last] = 1
+		return shape, n == 0
+	}
+	if n%fixed != 0 {
+		return nil, false
+	}
+	shape[last] = n / fixed
+	return shape, true
+}
+
 // Count returns the number of elements the shape declares.
 func (t *Tensor) Count() int64 { return ElementCount(t.Shape) }
 

@@ -173,6 +173,15 @@ func fromContents(dt string, n int64, c *pb.InferTensorContents) ([]byte, error)
 	return b, nil
 }
 
+// ToRequest appends inputs to req in the raw layout Triton accepts: one
+// inputs entry and one raw_input_contents entry per tensor.
+func ToRequest(req *pb.ModelInferRequest, inputs []*Tensor) {
+	for _, t := range inputs {
+		req.Inputs = append(req.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape})
+		req.RawInputContents = append(req.RawInputContents, t.Raw)
+	}
+}
+
 // ToResponse appends outs to resp in the raw layout Triton always answers
 // with: one outputs entry and one raw_output_contents entry per tensor.
 func ToResponse(resp *pb.ModelInferResponse, outs []*Tensor) {

@@ -1,0 +1,118 @@
+// Package jsonobj decodes a JSON object into its members, in order and
+// each value left undecoded, with the position of the first bad byte when
+// the input is not JSON: the first step of reading every request body and
+// WebSocket frame. Start with Members.
+package jsonobj
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ErrNotObject is valid JSON that is not an object.
+var ErrNotObject = errors.New("not a JSON object")
+
+// Member is one key of a JSON object with its undecoded value.
+type Member struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// Members decodes a JSON object into its members in order. An empty or
+// all-whitespace body is an empty object. Decoding errors are
+// *SyntaxError; valid JSON that is not an object gives ErrNotObject.
+func Members(body []byte) ([]Member, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, syntaxError(body, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		if !json.Valid(body) {
+			return nil, syntaxError(body, json.Unmarshal(body, new(any)))
+		}
+		return nil, ErrNotObject
+	}
+	var out []Member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, syntaxError(body, err)
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, syntaxError(body, err)
+		}
+		out = append(out, Member{Key: key, Value: raw})
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return nil, syntaxError(body, err)
+	}
+	end := dec.InputOffset()
+	if _, err := dec.Token(); err != io.EOF {
+		if err != nil {
+			return nil, syntaxError(body, err)
+		}
+		rest := body[end:]
+		skip := len(rest) - len(bytes.TrimLeft(rest, " \t\r\n"))
+		return nil, syntaxError(body, &json.SyntaxError{Offset: end + int64(skip) + 1})
+	}
+	return out, nil
+}
+
+// SyntaxError is a body that is not valid JSON, with where it went wrong.
+type SyntaxError struct {
+	Offset       int64 // 0-based byte offset of the first bad byte, len(body) if truncated
+	Line, Column int   // 1-based, column counted in bytes
+	Msg          string
+}
+
+// Error is the message Triton gives for a body that is not JSON, with the
+// position.
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("failed to parse the request JSON buffer: %s at line %d, column %d (offset %d)", e.Msg, e.Line, e.Column, e.Offset)
+}
+
+// syntaxError describes why body is not valid JSON: where the first bad
+// byte is (or the end, for truncated input). err is the decoding error seen,
+// used only when body turns out to be valid JSON after all (trailing data
+// found by a streaming decoder, or a type error).
+func syntaxError(body []byte, err error) *SyntaxError {
+	idx := int64(len(body))
+	msg := "unexpected end of JSON input"
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	if uerr := json.Unmarshal(body, new(any)); errors.As(uerr, &se) {
+		err = uerr
+	}
+	switch {
+	case errors.As(err, &se):
+		msg = strings.TrimPrefix(se.Error(), "json: ")
+		if se.Offset == int64(len(body)) && strings.HasPrefix(msg, "invalid character ' '") && !bytes.HasSuffix(body, []byte(" ")) {
+			// encoding/json reports truncation inside a literal as a space
+			// fed at the end of input.
+			msg = "unexpected end of JSON input"
+		}
+		if msg != "unexpected end of JSON input" && se.Offset > 0 {
+			idx = se.Offset - 1 // Offset counts the offending byte
+		}
+		if msg == "" {
+			msg = "unexpected data after the top-level value"
+		}
+	case errors.As(err, &te):
+		idx, msg = te.Offset, strings.TrimPrefix(te.Error(), "json: ")
+	}
+	idx = min(max(idx, 0), int64(len(body)))
+	line := 1 + bytes.Count(body[:idx], []byte{'\n'})
+	col := int(idx) - bytes.LastIndexByte(body[:idx], '\n')
+	return &SyntaxError{Offset: idx, Line: line, Column: col, Msg: msg}
+}

@@ -8,16 +8,65 @@
 // http.Server.Shutdown. openapi.yaml at the repository root is the full
 // contract, README.md has curl, browser and WebSocket examples.
 //
-// Layout: the handlers here validate a request into a job (an inference
-// request plus a translator from responses to payloads), admit it (drain
-// state, global and per-connection limits), start it upstream and pump the
-// responses to one writer: an SSE stream (sse), a WebSocket session (ws) or
-// one JSON body. Errors become statuses in one place, classify. Wire
-// formats live in subpackages: generate (Triton's generate JSON), openai
-// (OpenAI objects, chat template), textmodel (vLLM / TensorRT-LLM model
-// conventions), sse, ws, metrics.
+// # The life of a request
 //
-// Cancellation: every upstream call runs under a context derived from the
-// HTTP request (or the WebSocket request), so a client that goes away, a
-// cancel frame or a failed write cancels the call upstream at once.
+// Every inference request, whatever its route or protocol, lives the same
+// life, in lifecycle.go:
+//
+//  1. A handler (triton.go, v1.go, websocket.go) validates the request into
+//     a job: the ModelInferRequest and a translator from its responses to
+//     payloads, built for the form the payloads take (one JSON body, SSE
+//     events, WebSocket data frames).
+//  2. The handler picks a sink for that form (sinks.go: sseSink, bodySink,
+//     wsSink) and calls Server.serve(ctx, conn, job, sink), which admits
+//     the request (drain state, global and per-connection limits, the
+//     registry Drain ends), starts it upstream, relays its responses
+//     batch by batch into the sink (relay, with keepalives), and accounts
+//     how it ended (metrics, client gone, drained).
+//  3. An error is answered once, in the route's format (errors.go):
+//     classify turns any error into an httpError (status, code, message,
+//     Retry-After); serve lets the sink deliver it in band when the
+//     response has started, otherwise the handler returns it and
+//     Server.handle writes it as Triton's {"error":...} (tritonErrors) or
+//     OpenAI's {"error":{...}} (openAIErrors); a WebSocket request's
+//     error becomes its error frame (wsErrorInfo).
+//
+// Cancellation: serve's context comes from the HTTP request (or the
+// WebSocket request), so a client that goes away, a cancel frame or a
+// failed write cancels the call upstream at once.
+//
+// # Where new behaviour hooks in
+//
+// Each of these has exactly one place:
+//
+//   - API keys: Server.handle, which the inference and metadata routes and
+//     the WebSocket upgrade pass through (health and metrics do not),
+//     before the handler runs: authenticate there, answer 401 in the
+//     route's format, and put the key in the context.
+//   - Per-key rate limits: Server.admit, before the request starts: take
+//     the job's token reservation there (a field of job, filled by the job
+//     builders from the prompt and max_tokens), and settle it where serve
+//     ends, with the model's usage from the translator.
+//   - Resumable streams: the sink. Every payload a request produces goes
+//     through sink.send (and the in-band error through sink.fail), so a
+//     sink that appends each event to the stream's log before passing it
+//     on (a tee around sseSink or wsSink) sees the whole stream, its end
+//     included; SSE ids are the event numbers.
+//   - OpenTelemetry: the server span starts in instrument (every HTTP
+//     request, named by its route pattern) or wsRequest (one per WebSocket
+//     request); the
+//     upstream span wraps the call in serve from s.start to its end, with
+//     its first-response event in relay and its cancel where serve
+//     cancels the call.
+//   - New routes such as the Responses API: a handler, a job builder and a
+//     translator for the route's events; they reuse serve, the sinks and
+//     an error format. No route has a lifecycle of its own.
+//
+// # Layout
+//
+// Wire formats live in subpackages: generate (Triton's generate JSON),
+// openai (OpenAI objects, chat templates), textmodel (vLLM / TensorRT-LLM
+// model conventions), sse (the event-stream writer), ws (the WebSocket
+// protocol and session), metrics; internal/jsonobj and internal/jsonstr
+// read and write JSON without reflection.
 package gateway

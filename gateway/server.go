@@ -64,6 +64,14 @@ type Options struct {
 	// {"stories260k": openai.RawTemplate}. Default none.
 	ChatTemplates map[string]string
 
+	// UnloadedModels names models this deployment knows but upstream may
+	// not have loaded (e.g. weights not downloaded), each with a hint for
+	// the client, such as how to get the weights. A request for one that
+	// upstream does not know gets 404 with code "model_not_loaded" and
+	// "The model 'NAME' is known but not loaded: HINT" instead of "does not
+	// exist", on /v1 and /v2 alike. Default none.
+	UnloadedModels map[string]string
+
 	// ReadyTimeout bounds the upstream ServerReady check of /readyz.
 	// Default 2s.
 	ReadyTimeout time.Duration

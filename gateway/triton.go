@@ -106,7 +106,7 @@ func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
 	model, version := modelParams(r)
-	md, err := s.inspect.ModelMetadata(r.Context(), model, version)
+	md, err := s.metadata(r.Context(), model, version)
 	if err != nil {
 		s.tritonError(w, r, err)
 		return
@@ -123,7 +123,7 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
 
 // generateJob parses a generate body for model/version.
 func (s *Server) generateJob(ctx context.Context, model, version string, body []byte, one bool) (*job, error) {
-	md, err := s.inspect.ModelMetadata(ctx, model, version)
+	md, err := s.metadata(ctx, model, version)
 	if err != nil {
 		return nil, err
 	}

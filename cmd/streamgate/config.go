@@ -14,13 +14,17 @@ type engineConfig struct {
 	GRPC          string
 	Models        string
 	ModelDir      string
+	Model         string
+	ModelCache    string
 	ShutdownGrace time.Duration
 }
 
 func (c *engineConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen address (Triton's default port is 8001)")
 	fs.StringVar(&c.Models, "models", "", "model repository in Triton's layout (<dir>/<model>/config.pbtxt); empty serves the built-in models")
-	fs.StringVar(&c.ModelDir, "model-dir", "", "directory with llama2.c weights (stories260K.bin, tok512.bin); empty searches ./shared/models and ../shared/models")
+	fs.StringVar(&c.ModelDir, "model-dir", "", "directory with llama2.c weights (stories260K.bin, tok512.bin; stories15M.bin, tokenizer.bin; ...), searched first; then shared/models in and above the working directory and the binary's, then the model cache")
+	fs.StringVar(&c.Model, "model", "", "llama2.c models to serve: NAME[,NAME...] as 'streamgate models list' shows them, each an error when not found; empty serves stories260k and every other known model that is found")
+	registerModelCache(fs, &c.ModelCache)
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running streams may take to finish")
 }
 

@@ -14,13 +14,17 @@ import (
 // startEngine loads the models and starts serving gRPC on cfg.GRPC. The
 // returned stop drains it within cfg.ShutdownGrace.
 func startEngine(cfg engineConfig, log *slog.Logger) (srv *engine.Server, errc <-chan error, err error) {
+	text, err := textModels(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	backends := builtin.Backends()
 	backends[llama2.BackendName] = llama2.New
 	srv, err = engine.New(engine.Options{
 		ModelDir:   cfg.Models,
 		Repository: builtin.FS,
 		Backends:   backends,
-		Extra:      textModels(cfg.ModelDir, log),
+		Extra:      text,
 		Logger:     log,
 	})
 	if err != nil {

@@ -91,7 +91,8 @@ func startGateway(cfg gatewayConfig, log *slog.Logger) (*gatewayProcess, error) 
 		MaxStreamsPerConn: cfg.MaxPerConn,
 		SSE:               sseOptions(cfg.Keepalive),
 		WebSocket:         &ws.Options{MaxInFlight: cfg.WSMaxInFlight},
-		ChatTemplates:     chatTemplates,
+		ChatTemplates:     chatTemplates(),
+		UnloadedModels:    unloadedModels(),
 	})
 	lis, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {

@@ -14,8 +14,9 @@
 // enters the cache: the one pinned in Catalog where we know it
 // (stories260K.bin, tok512.bin, tokenizer.bin), otherwise the one the Hub
 // publishes for the file. The Hub stores the checkpoints with Git LFS, and a
-// HEAD request on a resolve URL, without following its redirect to the CDN,
-// answers with X-Linked-Etag: the LFS object id, which is the SHA-256 of the
+// HEAD request on a resolve URL, following redirects on the Hub itself
+// (a renamed repository) but not the one to the CDN, answers with
+// X-Linked-Etag: the LFS object id, which is the SHA-256 of the
 // file's content (X-Linked-Size is its size). Pull reads that header, or
 // ETag where X-Linked-Etag is absent, and accepts it only when it is 64
 // hex digits: a plain git file's ETag is a git blob id, not a SHA-256, and

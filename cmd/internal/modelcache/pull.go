@@ -181,19 +181,25 @@ func (c Cache) expected(ctx context.Context, f File, o *Options, cached bool) (s
 	return sum, "published by " + host(f.URL), nil
 }
 
-// published asks f's server for the SHA-256 of f: a HEAD request that does
-// not follow redirects (the Hub answers an LFS file's resolve URL with a
-// redirect to its CDN that carries X-Linked-Etag, the LFS object id, which
-// is the SHA-256 of the content), reading X-Linked-Etag, else ETag.
+// published asks f's server for the SHA-256 of f: a HEAD request that
+// follows redirects on the same host (a renamed repository) but not to
+// another (the Hub answers an LFS file's resolve URL with a redirect to
+// its CDN that carries X-Linked-Etag, the LFS object id, which is the
+// SHA-256 of the content), reading X-Linked-Etag, else ETag.
 func published(ctx context.Context, client *http.Client, f File, dir string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodHead, f.URL, nil)
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("Accept-Encoding", "identity")
-	noFollow := *client
-	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := noFollow.Do(req)
+	sameHost := *client
+	sameHost.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.URL.Host != via[len(via)-1].URL.Host || len(via) >= 10 {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	resp, err := sameHost.Do(req)
 	if err != nil {
 		return "", unreachable(f, dir, err)
 	}

@@ -21,13 +21,16 @@ import (
 	"github.com/streamgate/streamgate/engine/llama2/llama2test"
 )
 
-// hub is a local stand-in for the Hugging Face Hub: HEAD and GET on
-// /resolve/main/NAME answer with a redirect to /cdn/NAME carrying
-// X-Linked-Etag (the SHA-256 of the file) and X-Linked-Size, and /cdn/NAME
-// serves the bytes with Range support (http.ServeContent).
+// hub is a local stand-in for the Hugging Face Hub and its CDN, two
+// servers: HEAD and GET on the hub's /resolve/main/NAME answer with a
+// redirect to the CDN's /cdn/NAME carrying X-Linked-Etag (the SHA-256 of
+// the file) and X-Linked-Size; /resolve/main/renamed/NAME redirects to
+// /resolve/main/NAME on the hub (a relative redirect, as for a renamed
+// repository); the CDN serves the bytes with Range support
+// (http.ServeContent).
 type hub struct {
-	t   *testing.T
-	srv *httptest.Server
+	t        *testing.T
+	srv, cdn *httptest.Server
 
 	mu       sync.Mutex
 	files    map[string][]byte // served content
@@ -42,6 +45,8 @@ func newHub(t *testing.T) *hub {
 	h := &hub{t: t, files: map[string][]byte{}, etags: map[string]string{}, cutAt: map[string]int{}}
 	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
 	t.Cleanup(h.srv.Close)
+	h.cdn = httptest.NewServer(http.HandlerFunc(h.serve))
+	t.Cleanup(h.cdn.Close)
 	return h
 }
 
@@ -49,6 +54,10 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.requests = append(h.requests, strings.TrimSpace(r.Method+" "+r.URL.Path+" "+r.Header.Get("Range")))
 	h.mu.Unlock()
+	if name, ok := strings.CutPrefix(r.URL.Path, "/resolve/main/renamed/"); ok {
+		http.Redirect(w, r, "/resolve/main/"+name, http.StatusTemporaryRedirect)
+		return
+	}
 	if name, ok := strings.CutPrefix(r.URL.Path, "/resolve/main/"); ok {
 		h.mu.Lock()
 		data, ok := h.files[name]
@@ -64,7 +73,7 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Linked-Etag", `"`+etag+`"`)
 		w.Header().Set("X-Linked-Size", fmt.Sprint(len(data)))
 		w.Header().Set("ETag", `W/"0123456789abcdef0123456789abcdef01234567"`) // a git blob id, to be ignored
-		http.Redirect(w, r, "/cdn/"+name, http.StatusFound)
+		http.Redirect(w, r, h.cdn.URL+"/cdn/"+name, http.StatusFound)
 		return
 	}
 	name, ok := strings.CutPrefix(r.URL.Path, "/cdn/")
@@ -469,5 +478,20 @@ func TestProgressLines(t *testing.T) {
 	p.finish()
 	if want := "f: 16.8 MB\nf: 18.8 MB\n"; out.String() != want {
 		t.Errorf("unknown size:\n%q, want %q", out.String(), want)
+	}
+}
+
+// A relative redirect (a renamed repository) is followed to the resolve
+// URL that publishes the hash; the absolute one to the CDN is not.
+func TestPullFollowsRelativeRedirects(t *testing.T) {
+	h, m, cb, _ := testModel(t)
+	m.Checkpoint.URL = h.srv.URL + "/resolve/main/renamed/stories15M.bin"
+	c := Cache{Dir: t.TempDir()}
+	if out, err := pull(t, c, m, Options{}); err != nil {
+		t.Fatalf("pull: %v\n%s", err, out)
+	}
+	checkCached(t, c, m.Checkpoint, cb)
+	if got := strings.Join(h.log()[:2], "\n"); got != "HEAD /resolve/main/renamed/stories15M.bin\nHEAD /resolve/main/stories15M.bin" {
+		t.Errorf("requests:\n%s", got)
 	}
 }

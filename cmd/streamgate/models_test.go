@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -239,17 +238,20 @@ func TestModelsPullThenServe(t *testing.T) {
 	}
 	files["stories15M.bin"], _ = os.ReadFile(gen)
 	const prefix = "/karpathy/tinyllamas/resolve/main/"
-	var requests syncBuffer
+	// The Hub redirects a resolve URL to its CDN, another host.
+	cdn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name, ok := strings.CutPrefix(r.URL.Path, "/cdn/"); ok && files[name] != nil {
+			http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(files[name]))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer cdn.Close()
 	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(&requests, "%s %s\n", r.Method, r.URL.Path)
 		if name, ok := strings.CutPrefix(r.URL.Path, prefix); ok && files[name] != nil {
 			s := sha256.Sum256(files[name])
 			w.Header().Set("X-Linked-Etag", `"`+hex.EncodeToString(s[:])+`"`)
-			http.Redirect(w, r, "/cdn/"+name, http.StatusFound)
-			return
-		}
-		if name, ok := strings.CutPrefix(r.URL.Path, "/cdn/"); ok && files[name] != nil {
-			http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(files[name]))
+			http.Redirect(w, r, cdn.URL+"/cdn/"+name, http.StatusFound)
 			return
 		}
 		http.NotFound(w, r)

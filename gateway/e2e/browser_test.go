@@ -249,11 +249,12 @@ type cdp struct {
 	conn    *websocket.Conn
 	console *syncBuffer // console messages and uncaught exceptions of the page
 
-	mu      sync.Mutex
-	nextID  int64
-	pending map[int64]chan cdpMessage
-	err     error // set when the reader stopped
-	done    chan struct{}
+	mu       sync.Mutex
+	nextID   int64
+	pending  map[int64]chan cdpMessage
+	err      error    // set when the reader stopped
+	problems []string // errors and warnings the page logged, exceptions it threw
+	done     chan struct{}
 }
 
 type cdpMessage struct {
@@ -317,8 +318,43 @@ func (c *cdp) read() {
 		switch m.Method {
 		case "Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Log.entryAdded":
 			fmt.Fprintf(c.console, "%s %s\n", m.Method, m.Params)
+			if isProblem(m) {
+				c.mu.Lock()
+				c.problems = append(c.problems, fmt.Sprintf("%s %s", m.Method, m.Params))
+				c.mu.Unlock()
+			}
 		}
 	}
+}
+
+// isProblem reports whether a console or log message is an error or a
+// warning: an uncaught exception, console.error/warn/assert, or a browser
+// log entry (network failure, CSP violation, ...) at level error/warning.
+func isProblem(m cdpMessage) bool {
+	var p struct {
+		Type  string `json:"type"`
+		Entry struct {
+			Level string `json:"level"`
+		} `json:"entry"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	switch m.Method {
+	case "Runtime.exceptionThrown":
+		return true
+	case "Runtime.consoleAPICalled":
+		return p.Type == "error" || p.Type == "warning" || p.Type == "assert"
+	default:
+		return p.Entry.Level == "error" || p.Entry.Level == "warning"
+	}
+}
+
+// takeProblems returns the problems logged since the last call.
+func (c *cdp) takeProblems() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.problems
+	c.problems = nil
+	return p
 }
 
 // call sends one command and decodes its result into out (if not nil).
@@ -402,6 +438,12 @@ func (c *cdp) evalErr(t *testing.T, expr string, out any) error {
 // navigate loads url and waits until the page's script has run.
 func (c *cdp) navigate(t *testing.T, url string) {
 	t.Helper()
+	c.load(t, url, `typeof window.e2e === "object"`)
+}
+
+// load loads url and waits until the JavaScript expression ready holds.
+func (c *cdp) load(t *testing.T, url, ready string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	var nav struct {
@@ -414,9 +456,9 @@ func (c *cdp) navigate(t *testing.T, url string) {
 		t.Fatalf("navigate %s: %s", url, nav.ErrorText)
 	}
 	waitFor(t, "the page to load", func() bool {
-		var ready bool
-		err := c.evalErr(t, `document.readyState === "complete" && typeof window.e2e === "object" && location.href === `+strconv.Quote(url), &ready)
-		return err == nil && ready
+		var ok bool
+		err := c.evalErr(t, `document.readyState === "complete" && location.href === `+strconv.Quote(url)+` && (`+ready+`)`, &ok)
+		return err == nil && ok
 	})
 }
 

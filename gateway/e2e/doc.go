@@ -1,7 +1,9 @@
 // Package e2e holds end-to-end tests of streamgate with real third-party
 // clients and proxies: nginx, configured by the shipped deploy/nginx.conf,
 // in front of the gateway, and headless Chromium running a page that uses
-// the streaming routes with fetch() and WebSocket as a web app would.
+// the streaming routes with fetch() and WebSocket as a web app would, and
+// driving the playground at / as a person does (TestPlayground; set
+// STREAMGATE_SCREENSHOT_DIR to keep its screenshots).
 //
 // The package has no code outside its tests. The tests skip when nginx or
 // chromium is not installed, unless STREAMGATE_REQUIRE_E2E=1 is set (as in

@@ -24,8 +24,11 @@ import (
 
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/sse"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
 )
 
@@ -188,9 +191,43 @@ func (p *process) exited() bool {
 	}
 }
 
+// storiesModel is the real llama2.c model the stack serves when its
+// weights are found (as `streamgate serve` names it).
+const storiesModel = "stories260k"
+
+// storiesConfig is the engine config of storiesModel, or none when its
+// weights are not found (a failure if STREAMGATE_REQUIRE_MODELS=1).
+func storiesConfig(t *testing.T) []*pb.ModelConfig {
+	t.Helper()
+	dir, looked := llama2.FindModelDir(filepath.Join(moduleRoot(t), "..", "shared", "models"))
+	if dir == "" {
+		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
+			t.Fatalf("stories260K weights not found in %v and STREAMGATE_REQUIRE_MODELS=1", looked)
+		}
+		return nil
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*pb.ModelConfig{llama2.Config(storiesModel, filepath.Join(dir, llama2.CheckpointFile), filepath.Join(dir, llama2.TokenizerFile))}
+}
+
+// textModel is the model the tests ask for text: storiesModel when the
+// stack serves it, else the built-in echo model.
+func (s *stack) textModel() string {
+	for _, m := range s.eng.Models() {
+		if m == storiesModel {
+			return m
+		}
+	}
+	return "echo"
+}
+
 // stack is what `streamgate serve` runs, in this process so the test can
 // watch the engine's work (engine.Server.InFlight): the engine with the
-// built-in models on a loopback gRPC port, the upstream client and the
+// built-in models (and storiesModel when its weights are found) on a
+// loopback gRPC port, the upstream client and the
 // gateway with the defaults of cmd/streamgate. The gateway's HTTP server
 // also serves the browser test page at pagePath, so the page and the API
 // share one origin.
@@ -205,7 +242,9 @@ func startStack(t *testing.T) *stack {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: log})
+	backends := builtin.Backends()
+	backends[llama2.BackendName] = llama2.New
+	eng, err := engine.New(engine.Options{Repository: builtin.FS, Backends: backends, Logger: log, Extra: storiesConfig(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +261,8 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := gateway.New(up, &gateway.Options{Logger: log, SSE: &sse.Options{KeepAlive: 15 * time.Second}})
+	gw := gateway.New(up, &gateway.Options{Logger: log, SSE: &sse.Options{KeepAlive: 15 * time.Second},
+		ChatTemplates: map[string]string{storiesModel: openai.RawTemplate}})
 	api := gw.Handler()
 	var handlers sync.WaitGroup
 	hs := &http.Server{

@@ -35,7 +35,7 @@ func servePage(w http.ResponseWriter, r *http.Request) {
 // page saw and also records it as JSON in <pre id=result>.
 const page = `<!doctype html>
 <html>
-<head><meta charset="utf-8"><title>streamgate e2e</title></head>
+<head><meta charset="utf-8"><title>streamgate e2e</title><link rel="icon" href="data:,"></head>
 <body>
 <pre id="result">{}</pre>
 <script>

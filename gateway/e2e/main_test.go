@@ -238,7 +238,9 @@ type stack struct {
 	logs *syncBuffer
 }
 
-func startStack(t *testing.T) *stack {
+// startStack starts a stack; each wrap, if any, wraps the gateway's
+// handler.
+func startStack(t *testing.T, wrap ...func(http.Handler) http.Handler) *stack {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -263,7 +265,10 @@ func startStack(t *testing.T) *stack {
 	}
 	gw := gateway.New(up, &gateway.Options{Logger: log, SSE: &sse.Options{KeepAlive: 15 * time.Second},
 		ChatTemplates: map[string]string{storiesModel: openai.RawTemplate}})
-	api := gw.Handler()
+	var api http.Handler = gw.Handler()
+	for _, w := range wrap {
+		api = w(api)
+	}
 	var handlers sync.WaitGroup
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,9 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -125,5 +128,25 @@ func TestPageRevalidates(t *testing.T) {
 	}
 	if w := get(t, h, "If-None-Match", `"other"`); w.Code != http.StatusOK {
 		t.Errorf("a stale ETag: %d", w.Code)
+	}
+}
+
+// The joined script parses as a JavaScript module (node --check), so a
+// syntax error fails here too, not only in the Chromium tests.
+func TestScriptParses(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("STREAMGATE_REQUIRE_NODE") == "1" {
+			t.Fatal("node is not installed (STREAMGATE_REQUIRE_NODE=1)")
+		}
+		t.Skip("node is not installed")
+	}
+	page := get(t, Handler()).Body.String()
+	file := filepath.Join(t.TempDir(), "playground.mjs")
+	if err := os.WriteFile(file, []byte(inline(t, page, `<script type="module">`, `</script>`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(t.Context(), node, "--check", file).CombinedOutput(); err != nil {
+		t.Fatalf("node --check: %v\n%s", err, out)
 	}
 }

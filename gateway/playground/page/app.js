@@ -5,7 +5,7 @@
 const state = {
   key: sessionStorage.getItem("streamgate.key") || "",
   resumable: "unknown", // "yes" once an answer carried Streamgate-Stream-Id
-  models: [], // ids from /v1/models
+  models: null, // ids from /v1/models; null while loading
   metadata: new Map(), // model name -> Promise of {ok, status, body}
   nextRun: 1,
   sockets: 0, // sockets opened so far, to number them
@@ -27,7 +27,8 @@ const TRANSPORTS = {
 
 const $ = (id) => document.getElementById(id);
 const OTHER = "\u0000other"; // the model select's "Other…" option
-const MAX_LOG = 2000; // raw event lines shown per card
+const LOG_HEAD = 1500; // raw event lines kept from a request's start
+const LOG_TAIL = 500; // and from its end
 
 // ---- Server answers ---------------------------------------------------
 
@@ -64,8 +65,7 @@ function noteResumable() {
 // token (carries output), its finish reason and usage, or an error.
 function interpret(route, data) {
   if (data === "[DONE]") return { done: true };
-  if (data === null || typeof data !== "object" || Array.isArray(data)) return { unknown: true };
-  if ("unparsable" in data) return { unparsable: true };
+  if (data instanceof Unparsable || data === null || typeof data !== "object" || Array.isArray(data)) return { unknown: true };
   if ("error" in data) return { error: true };
   if (route !== "triton") {
     const c = Array.isArray(data.choices) ? data.choices[0] : undefined;
@@ -94,13 +94,15 @@ class Run {
     this.out = this.q(".output");
     this.textNode = null;
     this.pendingText = "";
-    this.logLines = [];
-    this.logShown = 0;
+    this.logHead = []; // the first LOG_HEAD lines of the raw event log
+    this.logTail = []; // the last LOG_TAIL lines after those
+    this.logCount = 0;
+    this.logShown = 0; // lines of logHead in the page
+    this.logEnded = false; // logTail is in the page
     this.finished = false;
     this.stopping = false;
     this.sid = null; // resumable stream id
-    this.lastEventId = "";
-    this.events = 0; // data events received
+    this.lastEventId = ""; // SSE id of the last event; on the WebSocket, seq + 1
     this.records = false; // output is lines of tensors, not text
     this.finish = null;
     this.usage = null;
@@ -148,7 +150,14 @@ class Run {
   // log adds a line to the raw event log.
   log(at, text) {
     const t = ((at - (this.figures?.start ?? at)) / 1000).toFixed(3).padStart(7);
-    this.logLines.push(`+${t}s  ${text}\n`);
+    const line = `+${t}s  ${text}\n`;
+    this.logCount++;
+    if (this.logHead.length < LOG_HEAD) {
+      this.logHead.push(line);
+    } else {
+      this.logTail.push(line);
+      if (this.logTail.length > LOG_TAIL) this.logTail.shift();
+    }
     this.schedule();
   }
 
@@ -173,12 +182,11 @@ class Run {
       this.end("done");
       return;
     }
-    this.events++;
     if (r.error) {
       this.fail("The server sent an error", typeof raw === "string" ? rawData(raw) : JSON.stringify(data));
       return;
     }
-    if (r.unparsable || r.unknown) {
+    if (r.unknown) {
       this.fail("An event that is not a JSON object", rawData(raw));
       return;
     }
@@ -228,11 +236,11 @@ class Run {
   socketClosed(sock, e) {
     if (this.finished) return;
     this.log(performance.now(), `WebSocket closed: ${e.code} ${e.reason}`);
-    if (this.dropping && this.sid) {
+    if (sock.dropped && this.sid) {
       this.resume(() => startWS(this, true));
       return;
     }
-    if (this.dropping) {
+    if (sock.dropped) {
       this.dropped("The socket was closed under this request. This server did not make the stream resumable, so it cancelled the request.");
       return;
     }
@@ -257,7 +265,6 @@ class Run {
 
   drop() {
     if (this.finished) return;
-    this.dropping = true;
     if (this.transport === "ws") {
       this.socket?.drop(); // socketClosed continues
       return;
@@ -275,7 +282,6 @@ class Run {
   resume(reconnect) {
     this.mark(`connection dropped after event ${this.lastEventId || 0}: resuming stream ${this.sid}`);
     this.setState("streaming", "resuming");
-    this.dropping = false;
     setTimeout(() => {
       if (this.finished) return;
       this.setState("streaming", "streaming");
@@ -401,16 +407,23 @@ class Run {
     if (this.usage) summary.push(`usage: ${this.usage.prompt_tokens} prompt + ${this.usage.completion_tokens} completion tokens`);
     if (this.sid) summary.push(`stream ${this.sid}`);
     this.q(".summary").textContent = summary.join(" · ");
-    this.q(".log .n").textContent = String(this.logLines.length);
-    const details = this.q(".log");
-    if (details.open && this.logShown < this.logLines.length) {
-      const pre = this.q(".log pre");
-      const upTo = Math.min(this.logLines.length, MAX_LOG);
-      if (this.logShown < upTo) pre.append(this.logLines.slice(this.logShown, upTo).join(""));
-      if (this.logLines.length > MAX_LOG && this.logShown <= MAX_LOG) {
-        pre.append(`… the first ${MAX_LOG} lines are shown\n`);
-      }
-      this.logShown = Math.max(upTo, this.logShown) + (this.logLines.length > MAX_LOG ? 1 : 0);
+    this.q(".log .n").textContent = String(this.logCount);
+    if (this.q(".log").open) this.renderLog();
+  }
+
+  // renderLog appends what the open log does not show yet: the first
+  // LOG_HEAD lines as they come, the last LOG_TAIL once the request ended.
+  renderLog() {
+    const pre = this.q(".log pre");
+    if (this.logShown < this.logHead.length) {
+      pre.append(this.logHead.slice(this.logShown).join(""));
+      this.logShown = this.logHead.length;
+    }
+    if (this.finished && !this.logEnded && this.logTail.length > 0) {
+      this.logEnded = true;
+      const skipped = this.logCount - this.logHead.length - this.logTail.length;
+      if (skipped > 0) pre.append(`… ${skipped} lines not kept …\n`);
+      pre.append(this.logTail.join(""));
     }
   }
 }
@@ -567,7 +580,7 @@ function checkBody() {
 function showRoute() {
   const r = route();
   $("text-fields").hidden = r === "triton";
-  $("max-tokens").placeholder = r === "chat" ? "rest of context" : "16";
+  $("max-tokens").placeholder = r === "chat" ? "no limit" : "16";
   if (r === "triton") $("body-box").open = true;
   fillModels();
   showPath();
@@ -582,11 +595,15 @@ function showPath() {
 
 function showTransport() {
   const t = transport();
-  $("transport-hint").textContent = {
+  let hint = {
     fetch: "fetch() POSTs the request and reads the answer as an event stream. Stop aborts the fetch: the server cancels the work.",
     eventsource: "A POST creates a resumable stream; EventSource reads /v1/streams/{id} and reconnects with Last-Event-ID by itself.",
     ws: "Every request shares one streamgate.v1 socket, interleaved; Stop sends a cancel frame. Send several at once with ×.",
   }[t];
+  if (t !== "ws" && Number($("count").value) > 6) {
+    hint += " Browsers open at most 6 HTTP/1.1 connections to a server: the requests beyond wait for one (the WebSocket has no such limit).";
+  }
+  $("transport-hint").textContent = hint;
   showPath();
 }
 
@@ -595,7 +612,7 @@ function showTransport() {
 function fillModels() {
   const sel = $("model");
   const before = model();
-  const names = [...state.models];
+  const names = [...(state.models ?? [])];
   if (route() === "triton") {
     for (const n of remembered()) if (!names.includes(n)) names.push(n);
   }
@@ -619,7 +636,7 @@ function remembered() {
 }
 
 function remember(name) {
-  if (state.models.includes(name) || remembered().includes(name)) return;
+  if (state.models?.includes(name) || remembered().includes(name)) return;
   localStorage.setItem("streamgate.tritonModels", JSON.stringify([name, ...remembered()].slice(0, 20)));
 }
 
@@ -629,7 +646,10 @@ async function modelChanged() {
   showPath();
   const info = $("model-info");
   if (!name) {
-    info.textContent = route() === "triton" ? "Type the name of any model upstream serves." : "";
+    info.classList.remove("error-text");
+    info.textContent = route() === "triton"
+      ? "Type the name of any model upstream serves."
+      : state.models === null ? "Loading models…" : "No text models upstream: the Triton route takes any model by name.";
     if (route() === "triton") setBody({});
     return;
   }
@@ -654,9 +674,12 @@ async function loadModels() {
     state.models = r.body.data.map((m) => m.id).filter((id) => typeof id === "string");
   } else {
     state.models = [];
-    setServer("down", `GET /v1/models: HTTP ${r.status} ${r.text}`);
   }
   fillModels();
+  if (!r.ok) {
+    $("model-info").textContent = `GET /v1/models: HTTP ${r.status} ${r.text}`;
+    $("model-info").classList.add("error-text");
+  }
 }
 
 async function loadServer() {
@@ -798,6 +821,7 @@ function init() {
     }
   };
   $("send").onclick = send;
+  $("count").addEventListener("input", showTransport);
   for (const id of ["prompt", "body"]) {
     $(id).addEventListener("keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {

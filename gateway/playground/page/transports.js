@@ -14,13 +14,18 @@ function authHeaders(headers = {}) {
   return headers;
 }
 
-// parseData parses one event's data: JSON, or "[DONE]".
+// Unparsable is event data that is not JSON.
+class Unparsable {
+  constructor(text) { this.text = text; }
+}
+
+// parseData parses one event's data: JSON, "[DONE]", or an Unparsable.
 function parseData(text) {
   if (text === "[DONE]") return text;
   try {
     return JSON.parse(text);
   } catch {
-    return { unparsable: text };
+    return new Unparsable(text);
   }
 }
 
@@ -154,6 +159,7 @@ class Socket {
     this.waiting = [];
     this.status = "connecting";
     this.opened = false;
+    this.dropped = false; // closed by drop()
     this.note = "";
     const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws";
     const protocols = ["streamgate.v1"];
@@ -220,7 +226,9 @@ class Socket {
 
   // drop closes the socket under every request on it.
   drop() {
-    if (this.live) this.ws.close(4000, "dropped by the playground");
+    if (!this.live) return;
+    this.dropped = true;
+    this.ws.close(4000, "dropped by the playground");
   }
 }
 
@@ -238,7 +246,7 @@ function sharedSocket() {
 function startWS(run, resume = false) {
   let frame;
   if (resume) {
-    frame = { type: "resume", id: run.id, stream: run.sid, after: run.events };
+    frame = { type: "resume", id: run.id, stream: run.sid, after: Number(run.lastEventId || 0) };
   } else {
     frame = { type: ROUTES[run.route].frame, id: run.id };
     if (run.route === "triton") frame.model = run.model;

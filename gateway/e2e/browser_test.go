@@ -218,7 +218,8 @@ func startChromium(t *testing.T) *chromium {
 }
 
 // openPage connects to the browser's page target over the DevTools
-// protocol.
+// protocol, with the Runtime, Page and Log domains enabled (console
+// messages and exceptions are recorded).
 func (b *chromium) openPage(t *testing.T) *cdp {
 	t.Helper()
 	c := httpClient(t)
@@ -241,7 +242,13 @@ func (b *chromium) openPage(t *testing.T) *cdp {
 		}
 		return false
 	})
-	return dialCDP(t, wsURL)
+	page := dialCDP(t, wsURL)
+	for _, method := range []string{"Runtime.enable", "Page.enable", "Log.enable"} {
+		if err := page.call(t.Context(), method, map[string]any{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return page
 }
 
 // cdp is a minimal Chrome DevTools protocol client for one target.
@@ -472,11 +479,6 @@ func TestBrowser(t *testing.T) {
 	s := startStack(t)
 	browser := startChromium(t)
 	page := browser.openPage(t)
-	for _, method := range []string{"Runtime.enable", "Page.enable", "Log.enable"} {
-		if err := page.call(t.Context(), method, map[string]any{}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	t.Run("direct", func(t *testing.T) {
 		runPage(t, s, page, s.url, true)
 	})

@@ -163,11 +163,6 @@ func TestPlayground(t *testing.T) {
 	s := startStack(t)
 	browser := startChromium(t)
 	page := browser.openPage(t)
-	for _, method := range []string{"Runtime.enable", "Page.enable", "Log.enable"} {
-		if err := page.call(t.Context(), method, map[string]any{}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	p := &playground{t: t, s: s, page: page, c: httpClient(t)}
 	model := s.textModel()
 	t.Logf("text model: %s", model)

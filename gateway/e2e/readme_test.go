@@ -92,11 +92,6 @@ func TestReadmeJavaScriptExamples(t *testing.T) {
 		requireTool(sub, "chromium", "/usr/bin/chromium")
 		if page == nil {
 			page = startChromium(t).openPage(t)
-			for _, method := range []string{"Runtime.enable", "Page.enable", "Log.enable"} {
-				if err := page.call(t.Context(), method, map[string]any{}, nil); err != nil {
-					sub.Fatal(err)
-				}
-			}
 		}
 		return page
 	}

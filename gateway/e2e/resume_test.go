@@ -267,11 +267,6 @@ func TestPlaygroundResume(t *testing.T) {
 	})
 	t.Cleanup(stand.close) // before the stack stops (cleanups run last first)
 	page := startChromium(t).openPage(t)
-	for _, method := range []string{"Runtime.enable", "Page.enable", "Log.enable"} {
-		if err := page.call(t.Context(), method, map[string]any{}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	p := &playground{t: t, s: s, page: page, c: httpClient(t)}
 	page.load(t, s.url+"/", `document.getElementById("body").value.includes('"model"')`)
 	p.js(playgroundHelpers, nil)

@@ -33,14 +33,14 @@ function streamURL(sid) {
   return "/v1/streams/" + encodeURIComponent(sid);
 }
 
-// startFetch sends run's request, or, with resume, asks /v1/streams/{sid}
-// for the events after the last one seen, and reads the answer.
-async function startFetch(run, resume = false) {
-  const ctl = new AbortController();
+// request fetches for run, which may cut it: run's POST (asking for a
+// resumable stream), or with resume the events of its stream after the
+// last one seen. It returns the response, or null when the fetch failed
+// (run has failed, unless it was cut).
+async function request(run, ctl, resume) {
   run.cut = () => ctl.abort();
-  let resp;
   try {
-    resp = resume
+    const resp = resume
       ? await fetch(streamURL(run.sid), {
         headers: authHeaders({ Accept: "text/event-stream", "Last-Event-ID": run.lastEventId || "0" }),
         cache: "no-store",
@@ -52,12 +52,20 @@ async function startFetch(run, resume = false) {
         body: run.bodyText,
         signal: ctl.signal,
       });
+    run.responded(resp);
+    return resp;
   } catch (e) {
     if (!ctl.signal.aborted) run.fail("Network error", e.message);
-    return;
+    return null;
   }
-  run.responded(resp);
-  await readAnswer(run, resp, ctl.signal);
+}
+
+// startFetch sends run's request (or resumes its stream) and reads the
+// answer.
+async function startFetch(run, resume = false) {
+  const ctl = new AbortController();
+  const resp = await request(run, ctl, resume);
+  if (resp) await readAnswer(run, resp, ctl.signal);
 }
 
 // readAnswer reads an HTTP answer into run: an error status, one JSON body
@@ -88,20 +96,8 @@ async function readAnswer(run, resp, signal) {
 // reads it from the start with EventSource.
 async function startEventSource(run) {
   const ctl = new AbortController();
-  run.cut = () => ctl.abort();
-  let resp;
-  try {
-    resp = await fetch(run.path, {
-      method: "POST",
-      headers: authHeaders({ "Content-Type": "application/json", "Streamgate-Resumable": "true" }),
-      body: run.bodyText,
-      signal: ctl.signal,
-    });
-  } catch (e) {
-    if (!ctl.signal.aborted) run.fail("Network error", e.message);
-    return;
-  }
-  run.responded(resp);
+  const resp = await request(run, ctl, false);
+  if (!resp) return;
   if (!resp.ok || !run.sid) {
     if (resp.ok) run.mark("the server made no resumable stream (no Streamgate-Stream-Id): reading the POST's answer");
     await readAnswer(run, resp, ctl.signal);

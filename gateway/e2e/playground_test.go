@@ -12,8 +12,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -476,5 +478,84 @@ func pixels(img image.Image) pixelStats {
 		colours:    len(counts),
 		background: float64(counts[bg]) / float64(b.Dx()*b.Dy()),
 		luminance:  (0.2126*float64(bg[0]) + 0.7152*float64(bg[1]) + 0.0722*float64(bg[2])) / 255,
+	}
+}
+
+// headerLog records, per request, the method, path and one header.
+type headerLog struct {
+	name string
+	mu   sync.Mutex
+	seen []string // "METHOD /path: value"
+}
+
+func (l *headerLog) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.seen = append(l.seen, fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, r.Header.Get(l.name)))
+		l.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (l *headerLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.seen
+	l.seen = nil
+	return s
+}
+
+// Once an API key is entered, every call the page makes carries it: HTTP
+// requests as Authorization: Bearer, the WebSocket as the subprotocol
+// streamgate.key.<key> after streamgate.v1.
+func TestPlaygroundAPIKey(t *testing.T) {
+	requireTool(t, "chromium", "/usr/bin/chromium")
+	auth := &headerLog{name: "Authorization"}
+	proto := &headerLog{name: "Sec-WebSocket-Protocol"}
+	s := startStack(t, auth.wrap, proto.wrap)
+	page := startChromium(t).openPage(t)
+	p := &playground{t: t, s: s, page: page, c: httpClient(t)}
+	page.load(t, s.url+"/", `document.getElementById("body").value.includes('"model"')`)
+	p.js(playgroundHelpers, nil)
+	auth.take()
+	proto.take()
+
+	const key = "sk-test.key_123"
+	p.set("api-key", key) // reloads the server's metadata and models
+	var calls []string
+	waitFor(t, "the models to reload", func() bool {
+		calls = append(calls, auth.take()...)
+		return slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "GET /v1/models:") })
+	})
+	for _, transport := range []string{"fetch", "ws"} {
+		p.js(fmt.Sprintf("pgt.pick(%q, %q)", "transport", transport), nil)
+		id := p.send()[0]
+		if c := p.waitCard(id, "done", finished); c.State != "done" {
+			t.Fatalf("%s: %+v", transport, c)
+		}
+	}
+	var paths []string
+	for _, r := range append(calls, auth.take()...) {
+		path, value, _ := strings.Cut(r, ": ")
+		paths = append(paths, path)
+		// A browser cannot set headers on a WebSocket: the key goes in
+		// its subprotocols, checked below.
+		if value != "Bearer "+key && path != "GET /v1/ws" {
+			t.Errorf("%s: Authorization %q", path, value)
+		}
+	}
+	for _, want := range []string{"GET /v1/models", "POST /v1/chat/completions", "GET /v1/ws"} {
+		if !slices.Contains(paths, want) {
+			t.Errorf("no %s among the calls %q", want, paths)
+		}
+	}
+	var ws []string
+	for _, r := range proto.take() {
+		if strings.HasPrefix(r, "GET /v1/ws:") {
+			ws = append(ws, r)
+		}
+	}
+	if len(ws) != 1 || ws[0] != "GET /v1/ws: streamgate.v1, streamgate.key."+key {
+		t.Errorf("WebSocket handshakes %q", ws)
 	}
 }

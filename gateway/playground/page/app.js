@@ -685,7 +685,7 @@ async function loadModels() {
 async function loadServer() {
   const [md, ready] = await Promise.all([
     api("/v2").catch((e) => ({ ok: false, status: 0, text: e.message })),
-    fetch("/readyz", { cache: "no-store" }).then((r) => r.ok, () => false),
+    fetch("/readyz", { headers: authHeaders(), cache: "no-store" }).then((r) => r.ok, () => false),
   ]);
   if (!md.ok) {
     setServer("down", `GET /v2: HTTP ${md.status} ${md.text}`);

@@ -13,7 +13,8 @@
 // the markup, style.css the look (light and dark), and the scripts, in
 // the order Handler joins them into one module, are sse.js (reading event
 // streams), figures.js (the figures and the gap chart), transports.js
-// (fetch, EventSource, WebSocket) and app.js (the composer and the cards).
+// (fetch, EventSource, WebSocket), run.js (one request and its card) and
+// app.js (the page's state, the composer, init).
 // Handler inlines them into one document whose Content-Security-Policy
 // allows exactly those inline blocks and connections to the page's own
 // origin.

@@ -16,7 +16,7 @@ import (
 var files embed.FS
 
 // scripts are joined, in this order, into the page's one module script.
-var scripts = []string{"sse.js", "figures.js", "transports.js", "app.js"}
+var scripts = []string{"sse.js", "figures.js", "transports.js", "run.js", "app.js"}
 
 // page is the assembled document and the headers that go with it.
 type page struct {

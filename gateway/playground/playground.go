@@ -25,9 +25,9 @@ type page struct {
 	csp  string
 }
 
-// Handler returns the handler of the playground page, for GET (and HEAD)
-// of /. It answers 304 to a matching If-None-Match. It panics if the
-// embedded files are malformed, a build error.
+// Handler returns the handler of the playground page, which the gateway
+// serves at GET /. It answers 304 to a matching If-None-Match. It panics
+// if the embedded files are malformed, a build error.
 func Handler() http.Handler {
 	p, err := build()
 	if err != nil {

@@ -330,7 +330,7 @@ class Run {
     if (f) {
       this.q(".ttft").textContent = ms(f.ttft);
       this.q(".tokens").textContent = String(f.tokens);
-      this.q(".unit-label").textContent = this.records ? "responses" : "tokens";
+      this.q(".unit-label").textContent = this.records ? "resp." : "tokens";
       this.q(".rate-label").textContent = this.records ? "resp/s" : "tokens/s";
       this.q(".rate").textContent = perSecond(f.rate);
       this.q(".gmax").textContent = ms(f.maxGap);

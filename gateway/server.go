@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/playground"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/ws"
 )
@@ -63,6 +64,14 @@ type Options struct {
 	// ChatTemplates overrides ChatTemplate per model name, e.g.
 	// {"stories260k": openai.RawTemplate}. Default none.
 	ChatTemplates map[string]string
+
+	// UnloadedModels names models this deployment knows but upstream may
+	// not have loaded (e.g. weights not downloaded), each with a hint for
+	// the client, such as how to get the weights. A request for one that
+	// upstream does not know gets 404 with code "model_not_loaded" and
+	// "The model 'NAME' is known but not loaded: HINT" instead of "does not
+	// exist", on /v1 and /v2 alike. Default none.
+	UnloadedModels map[string]string
 
 	// ReadyTimeout bounds the upstream ServerReady check of /readyz.
 	// Default 2s.
@@ -177,6 +186,7 @@ func (s *Server) routes() chi.Router {
 		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"Method Not Allowed"}`))
 	})
 
+	r.Method(http.MethodGet, "/", playground.Handler())
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.metricsHandler)

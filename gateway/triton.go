@@ -106,7 +106,7 @@ func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
-	md, err := s.inspect.ModelMetadata(r.Context(), model, version)
+	md, err := s.metadata(r.Context(), model, version)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) error {
 // generateJob parses a generate body for model/version into a job whose
 // payloads take form f.
 func (s *Server) generateJob(ctx context.Context, model, version string, body []byte, f form) (*job, error) {
-	md, err := s.inspect.ModelMetadata(ctx, model, version)
+	md, err := s.metadata(ctx, model, version)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -59,4 +60,22 @@ func starter(in Inferer) startFunc {
 		}
 		return c, nil
 	}
+}
+
+// codeNotLoaded is the error code of a known model upstream has not loaded
+// (Options.UnloadedModels).
+const codeNotLoaded = "model_not_loaded"
+
+// metadata asks upstream for a model's metadata. A model upstream does not
+// know but Options.UnloadedModels does gets its hint instead of upstream's
+// "unknown model".
+func (s *Server) metadata(ctx context.Context, model, version string) (*pb.ModelMetadataResponse, error) {
+	md, err := s.inspect.ModelMetadata(ctx, model, version)
+	if err != nil {
+		if hint, ok := s.opts.UnloadedModels[model]; ok && classify(err).Status == http.StatusNotFound {
+			return nil, &httpError{Status: http.StatusNotFound, Code: codeNotLoaded, Param: "model",
+				Msg: "The model '" + model + "' is known but not loaded: " + hint, Err: err}
+		}
+	}
+	return md, err
 }

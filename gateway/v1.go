@@ -19,9 +19,9 @@ import (
 
 // textModel finds model and its adapter. An unknown model is OpenAI's 404.
 func (s *Server) textModel(ctx context.Context, model string) (textmodel.Adapter, error) {
-	md, err := s.inspect.ModelMetadata(ctx, model, "")
+	md, err := s.metadata(ctx, model, "")
 	if err != nil {
-		if classify(err).Status == http.StatusNotFound {
+		if e := classify(err); e.Status == http.StatusNotFound && e.Code != codeNotLoaded {
 			return nil, &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
 				Msg: "The model '" + model + "' does not exist", Err: err}
 		}

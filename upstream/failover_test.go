@@ -447,9 +447,12 @@ func TestQueueFullRefusal(t *testing.T) {
 	if n, _ := ended(); n != 1 {
 		t.Fatalf("%d requests ended, want only the refused one", n)
 	}
-	// One stream per request (a new one opens while every open one is
-	// busy), the retry's included, and none drained.
-	if s := c.Stats(); s.Retries != 1 || s.StreamBreaks != 0 || s.StreamsOpen != 6 || !targetHealthy(c, a.addr) || !targetHealthy(c, b.addr) {
+	// The refused request was retried once on the other engine. (A second
+	// retry happens when a retry reached the other engine before one of
+	// its own requests did, which is then refused and retried in turn.)
+	// A new stream opened for each of the five requests while every open
+	// one was busy, and none was drained.
+	if s := c.Stats(); s.Retries < 1 || s.Retries > 2 || s.StreamBreaks != 0 || s.StreamsOpen < 5 || !targetHealthy(c, a.addr) || !targetHealthy(c, b.addr) {
 		t.Fatalf("stats %+v", s)
 	}
 	for _, cl := range calls {

@@ -3,6 +3,7 @@
 //	streamgate engine   --grpc ADDR --models DIR   the Triton-compatible engine alone
 //	streamgate serve                               engine and gateway in one process
 //	streamgate gateway  --http ADDR --upstream ADDR[,ADDR...]
+//	streamgate models   list | pull NAME...            llama2.c models to serve
 //
 // Every flag also reads the environment variable STREAMGATE_<FLAG> (upper
 // case, dashes as underscores); a flag given on the command line wins.
@@ -40,6 +41,7 @@ commands:
   serve     engine and gateway in one process (HTTP 127.0.0.1:8080, gRPC 127.0.0.1:8001)
   engine    the Triton-compatible gRPC engine alone
   gateway   the HTTP gateway alone, in front of an engine or a real Triton
+  models    list and pull llama2.c models (stories15M, ...) that serve loads
   bench     load generator: the gateway's cost against direct gRPC
   help      show this help
 
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		return serve(ctx, f, log)
+	case "models":
+		return runModels(ctx, args[1:], os.Stdout, stderr)
 	case "bench":
 		return bench.Main(ctx, args[1:], os.Stdout, stderr)
 	case "help", "-h", "--help":

@@ -52,11 +52,20 @@ func startProcess(t *testing.T, bin string, args ...string) (*exec.Cmd, *syncBuf
 }
 
 func startWithModels(t *testing.T, modelDir, bin string, args ...string) (*exec.Cmd, *syncBuffer) {
+	return startEnv(t, []string{"STREAMGATE_MODEL_DIR=" + modelDir}, bin, args...)
+}
+
+// startEnv runs bin with args and env in an empty working directory, with
+// an empty model cache unless env sets XDG_CACHE_HOME, so that only the
+// models the test provides are found.
+func startEnv(t *testing.T, env []string, bin string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	var logBuf syncBuffer
 	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
-	cmd.Env = append(os.Environ(), "STREAMGATE_MODEL_DIR="+modelDir)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(testEnv(), "XDG_CACHE_HOME="+t.TempDir())
+	cmd.Env = append(cmd.Env, env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -314,4 +323,16 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// testEnv is the environment without the variables that choose models.
+func testEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != "XDG_CACHE_HOME" && k != "HF_ENDPOINT" && k != "STREAMGATE_HUB" && !strings.HasPrefix(k, "STREAMGATE_MODEL") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

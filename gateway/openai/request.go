@@ -349,7 +349,10 @@ var chatRefused = map[string]string{
 	"web_search_options": "is not supported by this server.",
 }
 
-// ParseChat validates a chat completions body.
+// ParseChat validates a chat completions body. Without max_tokens or
+// max_completion_tokens, Params.MaxTokens is nil: the answer may run to the
+// end of the model's context, as OpenAI's chat completions do (unlike
+// completions, see ParseCompletion).
 func ParseChat(body []byte) (*ChatRequest, error) {
 	f, err := parseObject(body)
 	if err != nil {

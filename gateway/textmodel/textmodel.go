@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"strings"
 	"unicode/utf8"
 
@@ -22,8 +23,12 @@ import (
 )
 
 // Params are the sampling settings of one request; nil fields are left to
-// the model's defaults.
+// the model's defaults, except MaxTokens.
 type Params struct {
+	// MaxTokens limits the tokens generated. Nil means no limit but the
+	// model's context, as OpenAI's and vLLM's chat completions have: the
+	// vLLM convention is sent VLLMNoLimit (its own default, 16, would cut
+	// an answer mid-word), the TensorRT-LLM one DefaultTRTMaxTokens.
 	MaxTokens   *int
 	Temperature *float64
 	TopP        *float64
@@ -106,8 +111,13 @@ type vllm struct{ in inputs }
 
 func (a *vllm) Convention() string { return "vllm" }
 
+// VLLMNoLimit is the max_tokens sent in sampling_parameters when a request
+// sets no limit: vLLM and our engine end the answer when the context is
+// full (finish_reason "length") or at the end of the text.
+const VLLMNoLimit = math.MaxInt32
+
 func (a *vllm) Request(model, version, prompt string, p Params) (*pb.ModelInferRequest, error) {
-	sp := map[string]any{}
+	sp := map[string]any{"max_tokens": VLLMNoLimit}
 	if p.MaxTokens != nil {
 		sp["max_tokens"] = *p.MaxTokens
 	}

@@ -70,6 +70,16 @@ func TestVLLM(t *testing.T) {
 	if sp["max_tokens"] != 5.0 || sp["temperature"] != 0.5 || sp["seed"] != 42.0 || len(sp["stop"].([]any)) != 2 || sp["top_p"] != nil {
 		t.Fatalf("sampling_parameters %s", s[0])
 	}
+
+	// No limit asked: vLLM's own default (16) must not apply.
+	req, err = a.Request("echo", "", "hi", Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ = inputsOf(t, req)["sampling_parameters"].Strings()
+	if string(s[0]) != `{"max_tokens":2147483647}` {
+		t.Fatalf("sampling_parameters without a limit: %s", s[0])
+	}
 }
 
 func TestTRTLLM(t *testing.T) {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/builtin"
-	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -55,10 +53,9 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 	var extra []*pb.ModelConfig
 	quiet := slog.New(slog.DiscardHandler)
 	if o.stories {
-		extra = stack.TextModels("", quiet)
-		if len(extra) == 0 {
-			_, looked := llama2.FindModelDir("")
-			return nil, fmt.Errorf("stories260k: no %s and %s in %v", llama2.CheckpointFile, llama2.TokenizerFile, looked)
+		var err error
+		if extra, err = stack.TextModels(stack.EngineFlags{Model: modelStories}, quiet); err != nil {
+			return nil, err // says where it looked and how to get the weights
 		}
 	}
 	if o.echoDelay > 0 {

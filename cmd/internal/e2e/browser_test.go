@@ -35,7 +35,7 @@ func servePage(w http.ResponseWriter, r *http.Request) {
 // page saw and also records it as JSON in <pre id=result>.
 const page = `<!doctype html>
 <html>
-<head><meta charset="utf-8"><title>streamgate e2e</title></head>
+<head><meta charset="utf-8"><title>streamgate e2e</title><link rel="icon" href="data:,"></head>
 <body>
 <pre id="result">{}</pre>
 <script>
@@ -218,7 +218,8 @@ func startChromium(t *testing.T) *chromium {
 }
 
 // openPage connects to the browser's page target over the DevTools
-// protocol.
+// protocol, with the Runtime, Page and Log domains enabled (console
+// messages and exceptions are recorded).
 func (b *chromium) openPage(t *testing.T) *cdp {
 	t.Helper()
 	c := httpClient(t)
@@ -241,7 +242,13 @@ func (b *chromium) openPage(t *testing.T) *cdp {
 		}
 		return false
 	})
-	return dialCDP(t, wsURL)
+	page := dialCDP(t, wsURL)
+	for _, method := range []string{"Runtime.enable", "Page.enable", "Log.enable"} {
+		if err := page.call(t.Context(), method, map[string]any{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return page
 }
 
 // cdp is a minimal Chrome DevTools protocol client for one target.
@@ -249,11 +256,12 @@ type cdp struct {
 	conn    *websocket.Conn
 	console *syncBuffer // console messages and uncaught exceptions of the page
 
-	mu      sync.Mutex
-	nextID  int64
-	pending map[int64]chan cdpMessage
-	err     error // set when the reader stopped
-	done    chan struct{}
+	mu       sync.Mutex
+	nextID   int64
+	pending  map[int64]chan cdpMessage
+	err      error    // set when the reader stopped
+	problems []string // errors and warnings the page logged, exceptions it threw
+	done     chan struct{}
 }
 
 type cdpMessage struct {
@@ -317,8 +325,43 @@ func (c *cdp) read() {
 		switch m.Method {
 		case "Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Log.entryAdded":
 			fmt.Fprintf(c.console, "%s %s\n", m.Method, m.Params)
+			if isProblem(m) {
+				c.mu.Lock()
+				c.problems = append(c.problems, fmt.Sprintf("%s %s", m.Method, m.Params))
+				c.mu.Unlock()
+			}
 		}
 	}
+}
+
+// isProblem reports whether a console or log message is an error or a
+// warning: an uncaught exception, console.error/warn/assert, or a browser
+// log entry (network failure, CSP violation, ...) at level error/warning.
+func isProblem(m cdpMessage) bool {
+	var p struct {
+		Type  string `json:"type"`
+		Entry struct {
+			Level string `json:"level"`
+		} `json:"entry"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	switch m.Method {
+	case "Runtime.exceptionThrown":
+		return true
+	case "Runtime.consoleAPICalled":
+		return p.Type == "error" || p.Type == "warning" || p.Type == "assert"
+	default:
+		return p.Entry.Level == "error" || p.Entry.Level == "warning"
+	}
+}
+
+// takeProblems returns the problems logged since the last call.
+func (c *cdp) takeProblems() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.problems
+	c.problems = nil
+	return p
 }
 
 // call sends one command and decodes its result into out (if not nil).
@@ -402,6 +445,12 @@ func (c *cdp) evalErr(t *testing.T, expr string, out any) error {
 // navigate loads url and waits until the page's script has run.
 func (c *cdp) navigate(t *testing.T, url string) {
 	t.Helper()
+	c.load(t, url, `typeof window.e2e === "object"`)
+}
+
+// load loads url and waits until the JavaScript expression ready holds.
+func (c *cdp) load(t *testing.T, url, ready string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	var nav struct {
@@ -414,9 +463,9 @@ func (c *cdp) navigate(t *testing.T, url string) {
 		t.Fatalf("navigate %s: %s", url, nav.ErrorText)
 	}
 	waitFor(t, "the page to load", func() bool {
-		var ready bool
-		err := c.evalErr(t, `document.readyState === "complete" && typeof window.e2e === "object" && location.href === `+strconv.Quote(url), &ready)
-		return err == nil && ready
+		var ok bool
+		err := c.evalErr(t, `document.readyState === "complete" && location.href === `+strconv.Quote(url)+` && (`+ready+`)`, &ok)
+		return err == nil && ok
 	})
 }
 
@@ -430,11 +479,6 @@ func TestBrowser(t *testing.T) {
 	s := startStack(t)
 	browser := startChromium(t)
 	page := browser.openPage(t)
-	for _, method := range []string{"Runtime.enable", "Page.enable", "Log.enable"} {
-		if err := page.call(t.Context(), method, map[string]any{}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	t.Run("direct", func(t *testing.T) {
 		runPage(t, s, page, s.url, true)
 	})

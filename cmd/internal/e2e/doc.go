@@ -7,7 +7,9 @@
 // official openai npm package (node_test.go), nginx configured by the
 // shipped deploy/nginx.conf in front of the gateway, and headless Chromium
 // running a page that uses the streaming routes with fetch() and
-// WebSocket as a web app would. openapi_test.go keeps openapi.yaml true:
+// WebSocket as a web app would, and driving the playground at / as a
+// person does (TestPlayground; set STREAMGATE_SCREENSHOT_DIR to keep its
+// screenshots). openapi_test.go keeps openapi.yaml true:
 // every route is documented, and every response the tests read is checked
 // against it.
 //

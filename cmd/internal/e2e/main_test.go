@@ -22,8 +22,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/sse"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
 func TestMain(m *testing.M) {
@@ -171,13 +174,55 @@ func (p *process) exited() bool {
 	}
 }
 
-// startStack is the stack of the browser and proxy tests: the gateway's
-// HTTP server also serves the browser test page at pagePath, so the page
-// and the API share one origin.
-func startStack(t *testing.T) *testStack {
+// storiesModel is the real llama2.c model the stack serves when its
+// weights are found (as `streamgate serve` names it).
+const storiesModel = "stories260k"
+
+// storiesConfig is the engine config of storiesModel, or none when its
+// weights are not found (a failure if STREAMGATE_REQUIRE_MODELS=1).
+func storiesConfig(t testing.TB) []*pb.ModelConfig {
 	t.Helper()
-	return newStack(t, &gateway.Options{SSE: &sse.Options{KeepAlive: 15 * time.Second}}, func(c *stack.Config) {
+	dir, looked := llama2.FindModelDir(filepath.Join(moduleRoot(t), "..", "shared", "models"))
+	if dir == "" {
+		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
+			t.Fatalf("stories260K weights not found in %v and STREAMGATE_REQUIRE_MODELS=1", looked)
+		}
+		return nil
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*pb.ModelConfig{llama2.Config(storiesModel, filepath.Join(dir, llama2.CheckpointFile), filepath.Join(dir, llama2.TokenizerFile))}
+}
+
+// textModel is the model the tests ask for text: storiesModel when the
+// stack serves it, else the built-in echo model.
+func (s *testStack) textModel() string {
+	for _, m := range s.eng.Models() {
+		if m == storiesModel {
+			return m
+		}
+	}
+	return "echo"
+}
+
+// startStack is the stack of the browser, proxy and playground tests: it
+// also serves storiesModel when its weights are found, and the gateway's
+// HTTP server serves the browser test page at pagePath, so the page and
+// the API share one origin. Each wrap, if any, wraps the gateway's
+// handler.
+func startStack(t *testing.T, wrap ...func(http.Handler) http.Handler) *testStack {
+	t.Helper()
+	opts := &gateway.Options{SSE: &sse.Options{KeepAlive: 15 * time.Second},
+		ChatTemplates: map[string]string{storiesModel: openai.RawTemplate}}
+	return newStack(t, opts, func(c *stack.Config) {
+		c.Engine.Backends[llama2.BackendName] = llama2.New
+		c.Engine.Extra = append(c.Engine.Extra, storiesConfig(t)...)
 		c.Handler = func(api http.Handler) http.Handler {
+			for _, w := range wrap {
+				api = w(api)
+			}
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == pagePath {
 					servePage(w, r)

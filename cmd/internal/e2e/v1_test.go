@@ -3,9 +3,11 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
 	"github.com/streamgate/streamgate/gateway"
 )
 
@@ -143,4 +145,49 @@ func TestModels(t *testing.T) {
 	if resp.StatusCode != 404 || !strings.Contains(body, `"code":"model_not_found"`) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
+}
+
+// A model the deployment knows but upstream has not loaded gets its hint,
+// in each route's error shape, instead of "does not exist".
+func TestUnloadedModels(t *testing.T) {
+	s := newStack(t, &gateway.Options{UnloadedModels: map[string]string{
+		"stories260k": "get its weights with 'streamgate models pull stories260K'",
+		"echo":        "never shown: echo is loaded",
+	}})
+	msg := `The model 'stories260k' is known but not loaded: get its weights with 'streamgate models pull stories260K'`
+	openAI := `{"error":{"message":"` + msg + `","type":"invalid_request_error","param":"model","code":"model_not_loaded"}}`
+	triton := `{"error":"` + msg + `"}`
+	for _, tc := range []struct {
+		method, path, body, want string
+	}{
+		{"POST", "/v1/chat/completions", `{"model":"stories260k","messages":[{"role":"user","content":"x"}]}`, openAI},
+		{"POST", "/v1/completions", `{"model":"stories260k","prompt":"x","stream":true}`, openAI},
+		{"GET", "/v1/models/stories260k", "", openAI},
+		{"POST", "/v2/models/stories260k/generate_stream", `{"text_input":"x"}`, triton},
+		{"POST", "/v2/models/stories260k/generate", `{"text_input":"x"}`, triton},
+		{"GET", "/v2/models/stories260k", "", triton},
+		{"POST", "/v1/completions", `{"model":"nope","prompt":"x"}`,
+			`{"error":{"message":"The model 'nope' does not exist","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
+	} {
+		var resp *http.Response
+		var body string
+		if tc.method == "GET" {
+			resp, body = s.get(t, tc.path)
+		} else {
+			resp, body = s.post(t, tc.path, tc.body)
+		}
+		if resp.StatusCode != 404 || body != tc.want {
+			t.Errorf("%s %s %s\n got %d %s\nwant 404 %s", tc.method, tc.path, tc.body, resp.StatusCode, body, tc.want)
+		}
+	}
+	if resp, body := s.post(t, "/v1/completions", `{"model":"echo","prompt":"x"}`); resp.StatusCode != 200 {
+		t.Errorf("a loaded model with a hint: %d %s", resp.StatusCode, body)
+	}
+
+	c := s.dialWS(t)
+	wsSend(t, c, `{"type":"completions","id":"u1","body":{"model":"stories260k","prompt":"x"}}`)
+	if _, raw, err := wsRead(t, c); err != nil || string(raw) != `{"type":"error","id":"u1","error":{"code":"model_not_loaded","message":"`+msg+`"}}` {
+		t.Errorf("WebSocket: %s %v", raw, err)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
 }

@@ -33,9 +33,11 @@ type Flags struct {
 
 // EngineFlags are the engine's flags.
 type EngineFlags struct {
-	GRPC     string
-	Models   string
-	ModelDir string
+	GRPC       string
+	Models     string
+	ModelDir   string
+	Model      string
+	ModelCache string
 }
 
 // GatewayFlags are the gateway's flags.
@@ -73,7 +75,9 @@ type GatewayFlags struct {
 func (f *EngineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen address (Triton's default port is 8001)")
 	fs.StringVar(&f.Models, "models", "", "model repository in Triton's layout (<dir>/<model>/config.pbtxt); empty serves the built-in models")
-	fs.StringVar(&f.ModelDir, "model-dir", "", "directory with llama2.c weights (stories260K.bin, tok512.bin); empty searches ./shared/models and ../shared/models")
+	fs.StringVar(&f.ModelDir, "model-dir", "", "directory with llama2.c weights (stories260K.bin, tok512.bin; stories15M.bin, tokenizer.bin; ...), searched first; then shared/models in and above the working directory and the binary's, then the model cache")
+	fs.StringVar(&f.Model, "model", "", "llama2.c models to serve: NAME[,NAME...] as 'streamgate models list' shows them, each an error when not found; empty serves stories260k and every other known model that is found")
+	RegisterModelCache(fs, &f.ModelCache)
 }
 
 func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
@@ -121,6 +125,17 @@ func Parse(command string, args []string, stderr io.Writer) (*Flags, error) {
 		return nil, fmt.Errorf("stack: unknown command %q", command)
 	}
 	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running streams may take to finish")
+	if err := ParseFlagSet(fs, args); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// ParseFlagSet sets fs's flags from the environment variables
+// STREAMGATE_<FLAG> (upper case, dashes as underscores), then from args,
+// which win; it refuses arguments that are not flags. Each flag's usage
+// names its variable.
+func ParseFlagSet(fs *flag.FlagSet, args []string) error {
 	var err error
 	fs.VisitAll(func(fl *flag.Flag) {
 		env := "STREAMGATE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
@@ -132,15 +147,15 @@ func Parse(command string, args []string, stderr io.Writer) (*Flags, error) {
 		}
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	return f, nil
+	return nil
 }
 
 // Config is the stack f describes, logging to log (nil: nowhere).
@@ -150,11 +165,15 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	}
 	cfg := Config{Logger: log}
 	if f.Command != "gateway" {
+		text, err := TextModels(f.Engine, log)
+		if err != nil {
+			return cfg, err
+		}
 		cfg.Engine = &engine.Options{
 			ModelDir:   f.Engine.Models,
 			Repository: builtin.FS,
 			Backends:   Backends(),
-			Extra:      TextModels(f.Engine.ModelDir, log),
+			Extra:      text,
 		}
 		cfg.EngineAddr = f.Engine.GRPC
 	}
@@ -194,6 +213,7 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		WebSocketOriginPatterns:  splitList(g.WSOrigins),
 		WebSocketSkipOriginCheck: g.WSSkipOriginCheck,
 		ChatTemplates:            ChatTemplates(),
+		UnloadedModels:           UnloadedModels(),
 	}
 	return cfg, nil
 }

@@ -1,34 +1,106 @@
 package stack
 
 import (
+	"flag"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
+	"github.com/streamgate/streamgate/cmd/internal/modelcache"
 	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway/openai"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
-// TextModelName is the built-in real text model.
-const TextModelName = "stories260k"
-
-// TextModels returns the built-in text-generation model stories260k when
-// its llama2.c weights are found (--model-dir, STREAMGATE_MODEL_DIR,
-// ./shared/models, ../shared/models), and logs where it looked when not.
-func TextModels(dir string, log *slog.Logger) []*pb.ModelConfig {
-	found, looked := llama2.FindModelDir(dir)
-	if found == "" {
-		log.Warn("stories260k not loaded: weights not found", "want", []string{llama2.CheckpointFile, llama2.TokenizerFile}, "looked_in", looked)
-		return nil
+// TextModels returns the llama2.c text models to serve, each under its
+// catalog ID (stories260k, stories15m, ...) from the first directory of
+// modelcache.Locations that holds its files:
+//   - with --model NAME[,NAME...], exactly those, and one not found is an
+//     error naming the command that pulls it;
+//   - without, the built-in stories260k and every other known model that is
+//     found. stories260k not found is a warning that says where it looked;
+//     no model but stories260k found logs the command that pulls a real one.
+func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
+	cache, err := ModelCacheDir(cfg.ModelCache)
+	if err != nil {
+		return nil, err
 	}
-	log.Info("stories260k weights found", "dir", found)
-	return []*pb.ModelConfig{llama2.Config(TextModelName,
-		filepath.Join(found, llama2.CheckpointFile), filepath.Join(found, llama2.TokenizerFile))}
+	dirs := modelcache.Locations(cfg.ModelDir, cache)
+	want := modelcache.Catalog()
+	if cfg.Model != "" {
+		want = nil
+		for _, name := range strings.Split(cfg.Model, ",") {
+			m, err := modelcache.Lookup(strings.TrimSpace(name))
+			if err != nil {
+				return nil, fmt.Errorf("--model: %v", err)
+			}
+			want = append(want, m)
+		}
+	}
+	var (
+		out    []*pb.ModelConfig
+		served = map[string]bool{}
+		pulled bool // a model other than the built-in one is served
+	)
+	for _, m := range want {
+		if served[m.ID] {
+			continue
+		}
+		dir := modelcache.Find(m, dirs)
+		switch {
+		case dir == "" && cfg.Model != "":
+			return nil, fmt.Errorf("model %s: weights (%s, %s) not found in %s; get them with: %s",
+				m.Name, m.Checkpoint.Name, m.Tokenizer.Name, strings.Join(dirs, ", "), m.PullCommand())
+		case dir == "" && m.Name == modelcache.BuiltIn:
+			log.Warn(m.ID+" not loaded: weights not found", "want", []string{m.Checkpoint.Name, m.Tokenizer.Name},
+				"looked_in", dirs, "get_them_with", m.PullCommand())
+			continue
+		case dir == "":
+			continue
+		}
+		log.Info(m.ID+" weights found", "dir", dir)
+		served[m.ID] = true
+		pulled = pulled || m.Name != modelcache.BuiltIn
+		out = append(out, llama2.Config(m.ID, filepath.Join(dir, m.Checkpoint.Name), filepath.Join(dir, m.Tokenizer.Name)))
+	}
+	if !pulled {
+		s, _ := modelcache.Lookup(modelcache.Suggested)
+		log.Info("for a larger model, run: " + s.PullCommand() + " (then start again)")
+	}
+	return out, nil
 }
 
-// ChatTemplates returns the chat templates of the text models streamgate
-// knows: stories260k is a plain story model, so chat messages become its
+// RegisterModelCache adds the --model-cache flag to fs.
+func RegisterModelCache(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "model-cache", "", "directory 'streamgate models pull' downloads into, searched for models last; empty means $XDG_CACHE_HOME/streamgate/models, else ~/.cache/streamgate/models")
+}
+
+// ModelCacheDir is --model-cache, or the default cache directory.
+func ModelCacheDir(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	return modelcache.DefaultDir()
+}
+
+// ChatTemplates gives every known llama2.c model the raw template: they are
+// TinyStories story models, not chat models, so chat messages become their
 // prompt as they are.
 func ChatTemplates() map[string]string {
-	return map[string]string{TextModelName: openai.RawTemplate}
+	t := map[string]string{}
+	for _, m := range modelcache.Catalog() {
+		t[m.ID] = openai.RawTemplate
+	}
+	return t
+}
+
+// UnloadedModels tells the gateway how to get each known model whose
+// weights the engine did not find, instead of "does not exist".
+func UnloadedModels() map[string]string {
+	h := map[string]string{}
+	for _, m := range modelcache.Catalog() {
+		h[m.ID] = "its weights were not found when the engine started. Get them with '" + m.PullCommand() + "', then restart 'streamgate serve'"
+	}
+	return h
 }

@@ -129,6 +129,7 @@ type streamState struct {
 	abortErr error                // the status the RPC ends with, once aborted
 	active   map[string][]*active // by request id, for in-band cancel
 	fifo     []*ordered           // non-decoupled responses, in request order
+	draining bool                 // an orderedSink is handing the FIFO's head to the writer
 }
 
 type active struct{ cancel context.CancelFunc }
@@ -280,19 +281,41 @@ type orderedSink struct {
 
 func (o *orderedSink) send(context.Context, *pb.ModelStreamInferResponse) error { return nil }
 
+// finish marks the request answered and hands every answered response at
+// the head of the FIFO to the writer, in order. st.mu is never held while
+// sending (a full write queue must not block the stream's reader, cancels
+// or other requests): one goroutine at a time drains the head, and a
+// request that finishes while another drains leaves its response to it.
 func (o *orderedSink) finish(r *pb.ModelStreamInferResponse, err error) {
 	st := o.st
 	if err != nil && st.grpcErrors {
 		st.abort(err)
 	}
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	o.slot.resp, o.slot.done = r, true
-	for len(st.fifo) > 0 && st.fifo[0].done {
-		if head := st.fifo[0].resp; head != nil {
+	if st.draining {
+		st.mu.Unlock()
+		return
+	}
+	st.draining = true
+	for {
+		var ready []*pb.ModelStreamInferResponse
+		for len(st.fifo) > 0 && st.fifo[0].done {
+			if head := st.fifo[0].resp; head != nil {
+				ready = append(ready, head)
+			}
+			st.fifo[0] = nil
+			st.fifo = st.fifo[1:]
+		}
+		if len(ready) == 0 {
+			st.draining = false
+			st.mu.Unlock()
+			return
+		}
+		st.mu.Unlock()
+		for _, head := range ready {
 			_ = st.enqueue(st.ctx, head)
 		}
-		st.fifo[0] = nil
-		st.fifo = st.fifo[1:]
+		st.mu.Lock()
 	}
 }

@@ -25,21 +25,91 @@ type sink interface {
 	finish(r *pb.ModelStreamInferResponse, err error)
 }
 
+// errRequestDone is the cause with which a request's context is cancelled
+// once the request is over. Any other cause is a cancellation by the client
+// (or the server stopping), which also ends an instance hold.
+var errRequestDone = errors.New("request done")
+
 // call is one admitted request on its way through a model.
 type call struct {
-	model      *Model
-	req        *backend.Request
-	wanted     map[string]bool // requested outputs; nil = all
-	version    string          // the version the client asked for
-	emptyFinal bool
-	out        sink
+	model         *Model
+	req           *backend.Request
+	wanted        map[string]bool // requested outputs; nil = all
+	version       string          // the version the client asked for
+	emptyFinal    bool
+	out           sink
+	batchSize     int    // the request's batch dimension; 1 for models without batching
+	priority      uint64 // the priority parameter; 0 = the model's default level
+	timeoutMicros int64  // the timeout parameter; <= 0 = none asked for
+}
+
+// newCall builds the call of a decoded request.
+func newCall(m *Model, req *pb.ModelInferRequest, p requestParams) (*call, error) {
+	br, wanted, batchSize, err := m.decode(req, p.model)
+	if err != nil {
+		return nil, err
+	}
+	return &call{model: m, req: br, wanted: wanted, version: req.GetModelVersion(), emptyFinal: p.emptyFinal,
+		batchSize: batchSize, priority: p.priority, timeoutMicros: p.timeout}, nil
+}
+
+// batch is a set of queued calls that run together on one instance. The
+// first call's goroutine executes it; for a BatchBackend the others wait
+// for done.
+type batch struct {
+	instance int
+	started  time.Time // when it got its instance
+	calls    []*call
+	size     int           // the sum of the calls' batch sizes
+	done     chan struct{} // closed by the leader of a BatchBackend batch once out is set
+	out      []outcome     // per call, for BatchBackend batches
+	t        timings       // compute times of a BatchBackend batch, shared by its calls
+
+	cancelled atomic.Int32 // calls whose context is done
+	ctxOnce   sync.Once
+	ctx       context.Context
+	cancel    context.CancelFunc // ends ctx: every call cancelled, or the batch is over
+}
+
+// context is the batch's context, done once every call of the batch is
+// cancelled or the batch is over.
+func (b *batch) context() context.Context {
+	b.ctxOnce.Do(func() { b.ctx, b.cancel = context.WithCancel(context.Background()) })
+	return b.ctx
+}
+
+// memberCancelled counts a call of b whose context ended; the batch's
+// context ends with the last one.
+func (b *batch) memberCancelled() {
+	if int(b.cancelled.Add(1)) == len(b.calls) {
+		b.context()
+		b.cancel()
+	}
+}
+
+// outcome is a call's last response and its error, ready for the sink.
+type outcome struct {
+	resp *pb.ModelStreamInferResponse
+	err  error
+}
+
+// timings are the moments of a call's life that statistics report.
+type timings struct {
+	arrived      time.Time // entered the scheduler
+	started      time.Time // its batch got an instance
+	computeStart time.Time // the backend was called
+	computed     time.Time // the backend returned
+	end          time.Time // the last response was built
 }
 
 // run executes the call to completion and always finishes its sink once.
 func (s *Server) run(ctx context.Context, c *call) {
 	m := c.model
-	if err := m.acquire(ctx); err != nil {
-		if ctx.Err() != nil {
+	t := timings{arrived: time.Now()}
+	b, err := m.sched.submit(ctx, c)
+	if err != nil {
+		m.stats.failed(t.arrived, time.Now())
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			c.out.finish(c.flagsOnlyFinal(), nil)
 			return
 		}
@@ -48,46 +118,174 @@ func (s *Server) run(ctx context.Context, c *call) {
 	}
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
-	r := &responder{call: c}
+	t.started = b.started
+
+	var o outcome
+	if bb, ok := m.backend.(backend.BatchBackend); ok {
+		stop := context.AfterFunc(ctx, b.memberCancelled)
+		if b.calls[0] == c {
+			executeBatch(bb, b)
+		}
+		<-b.done
+		stop()
+		for i, member := range b.calls {
+			if member == c {
+				o = b.out[i]
+			}
+		}
+		t.computeStart, t.computed, t.end = b.t.computeStart, b.t.computed, b.t.end
+	} else {
+		o = executeOne(ctx, c, b.instance, &t)
+	}
+	if o.err != nil {
+		m.stats.failed(t.arrived, t.end)
+	} else {
+		m.stats.succeeded(c.batchSize, t)
+	}
+	c.out.finish(o.resp, o.err)
+}
+
+// executeBatch runs a batch of a BatchBackend: one ExecuteBatch call, then
+// every call's final response. It frees the instance when the backend
+// returns and closes b.done.
+func executeBatch(bb backend.BatchBackend, b *batch) {
+	m := b.calls[0].model
+	reqs := make([]*backend.Request, len(b.calls))
+	for i, c := range b.calls {
+		reqs[i] = c.req
+	}
+	ctx := b.context()
+	b.t.computeStart = time.Now()
+	results := bb.ExecuteBatch(ctx, &backend.Batch{Instance: b.instance, Requests: reqs})
+	b.t.computed = time.Now()
+	m.sched.release(b.instance)
+	b.cancel()
+	b.out = make([]outcome, len(b.calls))
+	for i, c := range b.calls {
+		r := backend.Result{Err: errorf(codes.Internal, "model '%s' returned %d results for %d requests", m.Name, len(results), len(b.calls))}
+		if len(results) == len(b.calls) {
+			r = results[i]
+		}
+		b.out[i] = c.result(r.Response, true, r.Err)
+	}
+	b.t.started, b.t.end = b.started, time.Now()
+	m.stats.executed(b.size, b.t)
+	close(b.done)
+}
+
+// executeOne runs a call on a Backend, which answers through its
+// Responder and frees the instance by Release, HoldUntil, or by returning.
+func executeOne(ctx context.Context, c *call, instance int, t *timings) outcome {
+	m := c.model
+	r := &responder{call: c, ctx: ctx, instance: instance}
+	t.computeStart = time.Now()
 	resp, err := m.backend.Execute(ctx, c.req, r)
-	if !r.held.Load() {
-		r.Release()
-	}
+	t.computed = time.Now()
+	r.executed()
+	final := true
 	if err == nil && resp == nil && !m.Decoupled {
-		err = errorf(codes.Internal, "model '%s' returned no response", m.Name)
+		// A non-decoupled model that sent its response and then a
+		// flags-only final: Triton delivers the first response sent,
+		// with the final flag it was sent with.
+		if resp = r.firstSent(); resp == nil {
+			err = errorf(codes.Internal, "model '%s' returned no response", m.Name)
+		}
+		final = false
 	}
+	o := c.result(resp, final, err)
+	t.end = time.Now()
+	m.stats.executed(c.batchSize, *t)
+	return o
+}
+
+// result turns a backend's outcome into the call's last response.
+func (c *call) result(resp *backend.Response, final bool, err error) outcome {
 	// A backend error without a class is UNKNOWN, as Triton reports an
 	// unclassified backend error.
 	err = backend.WithCode(codes.Unknown, err)
 	switch {
 	case err != nil:
-		c.out.finish(c.errorResponse(err), err)
+		return outcome{c.errorResponse(err), err}
 	case resp != nil:
-		c.out.finish(c.dataResponse(resp, true), nil)
-	default:
-		c.out.finish(c.flagsOnlyFinal(), nil)
+		return outcome{c.dataResponse(resp, final), nil}
 	}
+	return outcome{c.flagsOnlyFinal(), nil}
 }
 
 // responder is the backend.Responder (and backend.Holder) of one call.
 type responder struct {
-	call *call
-	once sync.Once
-	held atomic.Bool
+	call     *call
+	ctx      context.Context
+	instance int
+
+	mu       sync.Mutex
+	released bool
+	held     bool
+	stopHold func() // stops the hold's timer and cancellation watch
+	first    *backend.Response
 }
 
-// HoldUntil keeps the instance until t even if Execute returns first.
+// HoldUntil keeps the instance until t even if Execute returns first. A
+// cancellation of the request (not its normal end) frees it at once.
 func (r *responder) HoldUntil(t time.Time) {
-	r.held.Store(true)
-	time.AfterFunc(time.Until(t), r.Release)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released || r.held {
+		return
+	}
+	r.held = true
+	timer := time.AfterFunc(time.Until(t), r.Release)
+	stop := context.AfterFunc(r.ctx, func() {
+		if !errors.Is(context.Cause(r.ctx), errRequestDone) {
+			r.Release()
+		}
+	})
+	r.stopHold = func() {
+		timer.Stop()
+		stop()
+	}
 }
 
-func (r *responder) Send(ctx context.Context, resp *backend.Response) error {
-	if !r.call.model.Decoupled {
-		return errors.New("a non-decoupled model must return its one response")
+// executed is called when Execute has returned: the instance is free now
+// unless the backend holds it.
+func (r *responder) executed() {
+	r.mu.Lock()
+	held := r.held
+	r.mu.Unlock()
+	if !held {
+		r.Release()
 	}
+}
+
+func (r *responder) Release() {
+	r.mu.Lock()
+	if r.released {
+		r.mu.Unlock()
+		return
+	}
+	r.released = true
+	stop := r.stopHold
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	r.call.model.sched.release(r.instance)
+}
+
+// Send delivers a decoupled model's response. A non-decoupled model's
+// responses are not written as they come: the first is kept, the one
+// response of the request (TRITON.md §2), and later ones are dropped.
+func (r *responder) Send(ctx context.Context, resp *backend.Response) error {
 	if ctx.Err() != nil {
 		return backend.ErrCancelled
+	}
+	if !r.call.model.Decoupled {
+		r.mu.Lock()
+		if r.first == nil {
+			r.first = resp
+		}
+		r.mu.Unlock()
+		return nil
 	}
 	if err := r.call.out.send(ctx, r.call.dataResponse(resp, false)); err != nil {
 		return backend.ErrCancelled
@@ -95,7 +293,11 @@ func (r *responder) Send(ctx context.Context, resp *backend.Response) error {
 	return nil
 }
 
-func (r *responder) Release() { r.once.Do(r.call.model.release) }
+func (r *responder) firstSent() *backend.Response {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.first
+}
 
 func finalParam(final bool) *pb.InferParameter {
 	return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: final}}
@@ -104,7 +306,7 @@ func finalParam(final bool) *pb.InferParameter {
 func (c *call) dataResponse(resp *backend.Response, final bool) *pb.ModelStreamInferResponse {
 	ir := &pb.ModelInferResponse{
 		ModelName:    c.model.Name,
-		ModelVersion: modelVersion,
+		ModelVersion: c.model.Version,
 		Id:           c.req.ID,
 		Parameters:   make(map[string]*pb.InferParameter, len(resp.Parameters)+1),
 	}

@@ -7,8 +7,13 @@
 //     unary RPCs (metadata, health, ModelInfer).
 //   - stream.go: ModelStreamInfer. One reader goroutine (the handler), one
 //     writer goroutine that owns Send, one goroutine per request.
-//   - model.go and call.go: a model's instances and queue, and how one
-//     request runs on an instance through the backend.Backend contract.
+//   - model.go and repository.go: a model version, its config checks and
+//     Triton's repository layout (version directories, version_policy).
+//   - scheduler.go: a model's queue (priority levels, queue policies and
+//     timeouts) and dynamic batcher, which hands batches to instances.
+//   - call.go: how one request, or a batch of them, runs on an instance
+//     through the backend.Backend (or backend.BatchBackend) contract.
+//   - stats.go: ModelStatistics.
 //   - errors.go: engine errors and the one place they become gRPC statuses.
 //
 // The engine knows no backend itself: engine/builtin provides the default

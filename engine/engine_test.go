@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type harness struct {
 	srv    *engine.Server
 	client pb.GRPCInferenceServiceClient
+	addr   string
 }
 
 func start(t *testing.T, opts engine.Options) *harness {
@@ -57,7 +58,7 @@ func start(t *testing.T, opts engine.Options) *harness {
 		srv.Stop()
 		<-done
 	})
-	return &harness{srv: srv, client: pb.NewGRPCInferenceServiceClient(conn)}
+	return &harness{srv: srv, client: pb.NewGRPCInferenceServiceClient(conn), addr: lis.Addr().String()}
 }
 
 func boolParam(b bool) *pb.InferParameter {

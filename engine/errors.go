@@ -12,9 +12,12 @@ func errorf(code codes.Code, format string, args ...any) error {
 	return backend.Errorf(code, format, args...)
 }
 
+// Triton's texts (and classes) for requests turned away.
 var (
-	errQueueFull    = errorf(codes.Unavailable, "Exceeds maximum queue size")
-	errShuttingDown = errorf(codes.Unavailable, "GRPC server is shutting down and has stopped accepting new requests.")
+	errQueueFull        = errorf(codes.Unavailable, "Exceeds maximum queue size")
+	errTimeout          = errorf(codes.Unavailable, "Request timeout expired")
+	errSchedulerStopped = errorf(codes.Unavailable, "Server is stopping, scheduler for model has stopped accepting new inference requests")
+	errShuttingDown     = errorf(codes.Unavailable, "GRPC server is shutting down and has stopped accepting new requests.")
 )
 
 func errUnknownModel(name, version string) error {

@@ -178,7 +178,7 @@ func TestMetadataAndConfig(t *testing.T) {
 	if err != nil || len(idx.GetModels()) < 4 {
 		t.Fatalf("repository index %v %v", idx, err)
 	}
-	if _, err := h.client.ModelStatistics(ctx, &pb.ModelStatisticsRequest{}); status.Code(err) != codes.Unimplemented {
+	if _, err := h.client.SystemSharedMemoryStatus(ctx, &pb.SystemSharedMemoryStatusRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("unserved RPC: %v", err)
 	}
 }

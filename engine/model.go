@@ -1,23 +1,18 @@
 package engine
 
 import (
-	"context"
 	"fmt"
-	"sync"
 
 	"github.com/streamgate/streamgate/engine/backend"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
 
-// modelVersion is the one version every model has.
-const modelVersion = "1"
-
-// Model is one loaded model: its config, backend and scheduler. The
-// scheduler runs at most `instances` requests on the backend at once (until
-// they Release their instance) and lets at most maxQueue wait for one.
+// Model is one loaded version of a model: its config, backend, scheduler
+// and statistics.
 type Model struct {
 	Name      string
+	Version   string // the version's number, "1" when the repository has no version directories
 	Config    *pb.ModelConfig
 	Decoupled bool
 	backend   backend.Backend
@@ -26,31 +21,26 @@ type Model struct {
 	outputs   map[string]*pb.ModelOutput
 	required  int
 
-	slots    chan struct{} // one token per idle instance
-	mu       sync.Mutex
-	waiting  int
-	maxQueue int
+	sched *scheduler
+	stats modelStats
 }
 
-func newModel(cfg *pb.ModelConfig, b backend.Backend, instances, maxQueue int) *Model {
+func newModel(cfg *pb.ModelConfig, version string, b backend.Backend, instances int) *Model {
 	m := &Model{
 		Name:      cfg.GetName(),
+		Version:   version,
 		Config:    cfg,
 		Decoupled: cfg.GetModelTransactionPolicy().GetDecoupled(),
 		backend:   b,
 		inputs:    map[string]*pb.ModelInput{},
 		outputs:   map[string]*pb.ModelOutput{},
-		slots:     make(chan struct{}, instances),
-		maxQueue:  maxQueue,
-	}
-	for range instances {
-		m.slots <- struct{}{}
+		sched:     newScheduler(newSchedConfig(cfg), instances),
 	}
 	platform := cfg.GetPlatform()
 	if platform == "" {
 		platform = cfg.GetBackend()
 	}
-	m.metadata = &pb.ModelMetadataResponse{Name: m.Name, Versions: []string{modelVersion}, Platform: platform}
+	m.metadata = &pb.ModelMetadataResponse{Name: m.Name, Versions: []string{version}, Platform: platform}
 	batch := cfg.GetMaxBatchSize() > 0
 	shape := func(dims []int64) []int64 {
 		if batch {
@@ -74,84 +64,66 @@ func newModel(cfg *pb.ModelConfig, b backend.Backend, instances, maxQueue int) *
 	return m
 }
 
-// close releases the backend's resources.
+// close fails the requests still queued and releases the backend's
+// resources.
 func (m *Model) close() error {
+	m.sched.close()
 	if c, ok := m.backend.(backend.Closer); ok {
 		return c.Close()
 	}
 	return nil
 }
 
-// acquire waits for an idle instance. It fails at once when maxQueue
-// requests are already waiting, and when ctx ends first.
-func (m *Model) acquire(ctx context.Context) error {
-	select {
-	case <-m.slots:
-		return nil
-	default:
-	}
-	m.mu.Lock()
-	if m.waiting >= m.maxQueue {
-		m.mu.Unlock()
-		return errQueueFull
-	}
-	m.waiting++
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		m.waiting--
-		m.mu.Unlock()
-	}()
-	select {
-	case <-m.slots:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (m *Model) release() { m.slots <- struct{}{} }
-
 // decode validates req's inputs and requested outputs against the model's
-// config and returns the backend request. Texts follow Triton's.
-func (m *Model) decode(req *pb.ModelInferRequest, params map[string]*pb.InferParameter) (*backend.Request, map[string]bool, error) {
+// config and returns the backend request and the request's batch size (its
+// inputs' first dimension for a batching model, else 1). Texts follow
+// Triton's.
+func (m *Model) decode(req *pb.ModelInferRequest, params map[string]*pb.InferParameter) (*backend.Request, map[string]bool, int, error) {
 	ins := req.GetInputs()
 	if len(ins) < m.required || len(ins) > len(m.inputs) {
 		if m.required == len(m.inputs) {
-			return nil, nil, fmt.Errorf("expected %d inputs but got %d inputs for model '%s'", m.required, len(ins), m.Name)
+			return nil, nil, 0, fmt.Errorf("expected %d inputs but got %d inputs for model '%s'", m.required, len(ins), m.Name)
 		}
-		return nil, nil, fmt.Errorf("expected number of inputs between %d and %d but got %d inputs for model '%s'", m.required, len(m.inputs), len(ins), m.Name)
+		return nil, nil, 0, fmt.Errorf("expected number of inputs between %d and %d but got %d inputs for model '%s'", m.required, len(m.inputs), len(ins), m.Name)
 	}
 	seen := make(map[string]bool, len(ins))
+	batchSize := 0
 	for _, in := range ins {
 		cfg, ok := m.inputs[in.GetName()]
 		if !ok {
-			return nil, nil, fmt.Errorf("unexpected inference input '%s' for model '%s'", in.GetName(), m.Name)
+			return nil, nil, 0, fmt.Errorf("unexpected inference input '%s' for model '%s'", in.GetName(), m.Name)
 		}
 		if seen[in.GetName()] {
-			return nil, nil, fmt.Errorf("input '%s' already exists in request", in.GetName())
+			return nil, nil, 0, fmt.Errorf("input '%s' already exists in request", in.GetName())
 		}
 		seen[in.GetName()] = true
 		if want := Datatype(cfg.GetDataType()); in.GetDatatype() != want {
-			return nil, nil, fmt.Errorf("inference input '%s' data-type is '%s', but model '%s' expects '%s'", in.GetName(), in.GetDatatype(), m.Name, want)
+			return nil, nil, 0, fmt.Errorf("inference input '%s' data-type is '%s', but model '%s' expects '%s'", in.GetName(), in.GetDatatype(), m.Name, want)
 		}
 		if err := m.checkShape(cfg, in.GetShape()); err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
+		}
+		if m.Config.GetMaxBatchSize() > 0 {
+			if batchSize == 0 {
+				batchSize = int(in.GetShape()[0])
+			} else if int(in.GetShape()[0]) != batchSize {
+				return nil, nil, 0, fmt.Errorf("input '%s' batch size does not match other inputs for '%s'", in.GetName(), m.Name)
+			}
 		}
 	}
 	for name, cfg := range m.inputs {
 		if !seen[name] && !cfg.GetOptional() {
-			return nil, nil, fmt.Errorf("expected %d inputs but got %d inputs for model '%s'", m.required, len(ins), m.Name)
+			return nil, nil, 0, fmt.Errorf("expected %d inputs but got %d inputs for model '%s'", m.required, len(ins), m.Name)
 		}
 	}
 	tensors, err := tensor.FromRequest(req)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	var wanted map[string]bool
 	for _, o := range req.GetOutputs() {
 		if _, ok := m.outputs[o.GetName()]; !ok {
-			return nil, nil, fmt.Errorf("unexpected inference output '%s' for model '%s'", o.GetName(), m.Name)
+			return nil, nil, 0, fmt.Errorf("unexpected inference output '%s' for model '%s'", o.GetName(), m.Name)
 		}
 		if wanted == nil {
 			wanted = map[string]bool{}
@@ -159,13 +131,13 @@ func (m *Model) decode(req *pb.ModelInferRequest, params map[string]*pb.InferPar
 		wanted[o.GetName()] = true
 	}
 	br := &backend.Request{
-		ID: req.GetId(), ModelName: m.Name, ModelVersion: modelVersion,
+		ID: req.GetId(), ModelName: m.Name, ModelVersion: m.Version,
 		Inputs: make(map[string]*tensor.Tensor, len(tensors)), Parameters: params,
 	}
 	for _, t := range tensors {
 		br.Inputs[t.Name] = t
 	}
-	return br, wanted, nil
+	return br, wanted, max(batchSize, 1), nil
 }
 
 func (m *Model) checkShape(cfg *pb.ModelInput, shape []int64) error {
@@ -173,9 +145,12 @@ func (m *Model) checkShape(cfg *pb.ModelInput, shape []int64) error {
 	got := shape
 	if mbs := int64(m.Config.GetMaxBatchSize()); mbs > 0 {
 		if len(shape) == 0 {
-			return fmt.Errorf("unexpected shape for input '%s' for model '%s'. Expected %s, got %s", cfg.GetName(), m.Name, tensor.ShapeString(append([]int64{-1}, dims...)), tensor.ShapeString(shape))
+			return fmt.Errorf("input '%s' has no shape but model requires batch dimension for '%s'", cfg.GetName(), m.Name)
 		}
-		if shape[0] < 1 || shape[0] > mbs {
+		if shape[0] < 1 {
+			return fmt.Errorf("inference request batch-size must be >= 1 for '%s'", m.Name)
+		}
+		if shape[0] > mbs {
 			return fmt.Errorf("inference request batch-size must be <= %d for '%s'", mbs, m.Name)
 		}
 		got = shape[1:]

@@ -23,6 +23,8 @@ const (
 type requestParams struct {
 	emptyFinal bool
 	cancel     bool
+	priority   uint64                        // 0: the model's default level
+	timeout    int64                         // queue timeout in µs; <= 0: none asked for
 	model      map[string]*pb.InferParameter // passed to the backend
 }
 
@@ -48,14 +50,18 @@ func parseParams(in map[string]*pb.InferParameter) (requestParams, error) {
 				if c.Int64Param < 0 {
 					return p, errorf(codes.InvalidArgument, "invalid value for 'priority', expected value >= 0.")
 				}
+				p.priority = uint64(c.Int64Param)
 			case *pb.InferParameter_Uint64Param:
+				p.priority = c.Uint64Param
 			default:
 				return p, invalidType(k, "int64_param or uint64_param")
 			}
 		case "timeout":
-			if _, ok := v.GetParameterChoice().(*pb.InferParameter_Int64Param); !ok {
+			t, ok := v.GetParameterChoice().(*pb.InferParameter_Int64Param)
+			if !ok {
 				return p, invalidType(k, "int64_param")
 			}
+			p.timeout = t.Int64Param
 		case paramEmptyFinal:
 			b, ok := v.GetParameterChoice().(*pb.InferParameter_BoolParam)
 			if !ok {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,10 +16,6 @@ import (
 	"github.com/streamgate/streamgate/engine/backend"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
-
-// defaultMaxQueue bounds the requests of one model that wait for an
-// instance when its config sets no dynamic_batching.default_queue_policy.
-const defaultMaxQueue = 16384
 
 // ParseConfig parses one config.pbtxt. Unknown fields and malformed values
 // are errors that name the line, column and field.
@@ -67,6 +64,11 @@ func fieldAt(data []byte, msg string) string {
 // the config's backend (or platform) field. label names the repository in
 // errors (a directory path, or "built-in"). Directories without a
 // config.pbtxt are skipped, as Triton does with auto-complete off.
+//
+// A model's numeric subdirectories (<model>/1/, <model>/2/, ...) are its
+// versions; the config's version_policy picks the ones served (latest 1 by
+// default), each with its own instances, queue and statistics. A model
+// directory without version subdirectories serves version 1.
 func LoadRepository(fsys fs.FS, label string, factories map[string]backend.Factory) ([]*Model, error) {
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
@@ -96,19 +98,82 @@ func LoadRepository(fsys fs.FS, label string, factories map[string]backend.Facto
 		if cfg.GetName() != e.Name() {
 			return nil, fmt.Errorf("%s: name: model name %q must match its directory %q", where, cfg.GetName(), e.Name())
 		}
-		m, err := NewModel(cfg, path.Join(label, e.Name()), factories)
+		available, err := versionDirs(fsys, e.Name())
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", where, err)
+			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		models = append(models, m)
+		versions := []int64{1}
+		if len(available) > 0 {
+			if versions, err = servedVersions(cfg, available); err != nil {
+				return nil, fmt.Errorf("%s: %v", where, err)
+			}
+		}
+		for _, v := range versions {
+			m, err := newModelVersion(cfg, path.Join(label, e.Name()), strconv.FormatInt(v, 10), factories)
+			if err != nil {
+				for _, loaded := range models {
+					_ = loaded.close()
+				}
+				return nil, fmt.Errorf("%s: %v", where, err)
+			}
+			models = append(models, m)
+		}
 	}
-	sort.Slice(models, func(i, j int) bool { return models[i].Name < models[j].Name })
+	sort.SliceStable(models, func(i, j int) bool { return models[i].Name < models[j].Name })
 	return models, nil
 }
 
-// NewModel validates cfg and builds its backend. dir is where relative
-// paths in the config's parameters resolve.
+// versionDirs lists a model directory's numeric subdirectories, ascending.
+func versionDirs(fsys fs.FS, model string) ([]int64, error) {
+	entries, err := fs.ReadDir(fsys, model)
+	if err != nil {
+		return nil, err
+	}
+	var versions []int64
+	for _, e := range entries {
+		if v, err := strconv.ParseInt(e.Name(), 10, 64); err == nil && e.IsDir() && v >= 0 {
+			versions = append(versions, v)
+		}
+	}
+	slices.Sort(versions)
+	return versions, nil
+}
+
+// servedVersions applies cfg's version_policy to the available versions
+// (ascending): latest N (N = 1 when unset), all, or specific ones.
+func servedVersions(cfg *pb.ModelConfig, available []int64) ([]int64, error) {
+	vp := cfg.GetVersionPolicy()
+	switch {
+	case vp.GetAll() != nil:
+		return available, nil
+	case vp.GetSpecific() != nil:
+		var out []int64
+		for _, v := range vp.GetSpecific().GetVersions() {
+			if !slices.Contains(available, v) {
+				return nil, fmt.Errorf("version_policy.specific: version %d has no directory", v)
+			}
+			out = append(out, v)
+		}
+		slices.Sort(out)
+		if out = slices.Compact(out); len(out) == 0 {
+			return nil, errors.New("version_policy.specific: names no version")
+		}
+		return out, nil
+	}
+	n := int(vp.GetLatest().GetNumVersions())
+	if n <= 0 {
+		n = 1
+	}
+	return available[max(0, len(available)-n):], nil
+}
+
+// NewModel validates cfg and builds its backend, as version 1. dir is where
+// relative paths in the config's parameters resolve.
 func NewModel(cfg *pb.ModelConfig, dir string, factories map[string]backend.Factory) (*Model, error) {
+	return newModelVersion(cfg, dir, "1", factories)
+}
+
+func newModelVersion(cfg *pb.ModelConfig, dir, version string, factories map[string]backend.Factory) (*Model, error) {
 	if err := validateConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -124,18 +189,20 @@ func NewModel(cfg *pb.ModelConfig, dir string, factories map[string]backend.Fact
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := b.(backend.BatchBackend); !ok && cfg.GetDynamicBatching() != nil && cfg.GetMaxBatchSize() > 0 {
+		if c, ok := b.(backend.Closer); ok {
+			_ = c.Close()
+		}
+		return nil, fmt.Errorf("dynamic_batching: backend %q does not execute batches of requests; use max_batch_size 0", kind)
+	}
 	instances := 0
 	for _, g := range cfg.GetInstanceGroup() {
-		instances += int(g.GetCount())
+		instances += max(int(g.GetCount()), 1)
 	}
 	if instances == 0 {
 		instances = 1
 	}
-	maxQueue := defaultMaxQueue
-	if q := cfg.GetDynamicBatching().GetDefaultQueuePolicy().GetMaxQueueSize(); q > 0 {
-		maxQueue = int(q)
-	}
-	return newModel(cfg, b, instances, maxQueue), nil
+	return newModel(cfg, version, b, instances), nil
 }
 
 func validateConfig(cfg *pb.ModelConfig) error {
@@ -163,6 +230,48 @@ func validateConfig(cfg *pb.ModelConfig) error {
 	for i, g := range cfg.GetInstanceGroup() {
 		if g.GetCount() < 0 {
 			return fmt.Errorf("instance_group[%d].count: must be non-negative, got %d", i, g.GetCount())
+		}
+	}
+	return validateDynamicBatching(cfg)
+}
+
+// validateDynamicBatching checks dynamic_batching as Triton does, with its
+// texts.
+func validateDynamicBatching(cfg *pb.ModelConfig) error {
+	db := cfg.GetDynamicBatching()
+	if db == nil {
+		return nil
+	}
+	for _, n := range db.GetPreferredBatchSize() {
+		if n <= 0 {
+			return fmt.Errorf("dynamic_batching.preferred_batch_size: dynamic batching preferred size must be positive for %s", cfg.GetName())
+		}
+		if n > cfg.GetMaxBatchSize() {
+			return fmt.Errorf("dynamic_batching.preferred_batch_size: dynamic batching preferred size must be <= max batch size for %s", cfg.GetName())
+		}
+	}
+	if levels := db.GetPriorityLevels(); levels != 0 {
+		if db.GetDefaultPriorityLevel() == 0 || db.GetDefaultPriorityLevel() > levels {
+			return fmt.Errorf("dynamic_batching.default_priority_level: default priority level must be in range [1, %d] for %s", levels, cfg.GetName())
+		}
+		for level := range db.GetPriorityQueuePolicy() {
+			if level == 0 || level > levels {
+				return fmt.Errorf("dynamic_batching.priority_queue_policy: priority queue policy must have priority level in range [1, %d] for %s", levels, cfg.GetName())
+			}
+		}
+	}
+	if db.GetPreserveOrdering() {
+		if db.GetPriorityLevels() > 1 {
+			return fmt.Errorf("dynamic_batching.preserve_ordering: Only one priority level is allowed when 'preserve_ordering' is true for %s", cfg.GetName())
+		}
+		policies := []*pb.ModelQueuePolicy{db.GetDefaultQueuePolicy()}
+		for _, p := range db.GetPriorityQueuePolicy() {
+			policies = append(policies, p)
+		}
+		for _, p := range policies {
+			if p.GetDefaultTimeoutMicroseconds() != 0 && p.GetTimeoutAction() == pb.ModelQueuePolicy_DELAY {
+				return fmt.Errorf("dynamic_batching.preserve_ordering: Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for %s", cfg.GetName())
+			}
 		}
 	}
 	return nil

@@ -83,7 +83,7 @@ func TestBadConfigsNameFileAndField(t *testing.T) {
 		{"name mismatch", `name: "other" backend: "square"`, []string{"m/config.pbtxt", "name"}},
 		{"bad dims", `name: "m" backend: "square" input [{name: "IN" data_type: TYPE_INT32 dims: [0]}] output [{name: "OUT" data_type: TYPE_INT32 dims: [1]}]`, []string{"m/config.pbtxt", "input[0].dims"}},
 		{"no dtype", `name: "m" backend: "square" input [{name: "IN" dims: [1]}] output [{name: "OUT" data_type: TYPE_INT32 dims: [1]}]`, []string{"m/config.pbtxt", "input[0].data_type"}},
-		{"repeat not decoupled", strings.Replace(tritonRepeatConfig, "True", "False", 1), []string{"repeat_int32/config.pbtxt", "decoupled"}},
+		{"repeat batching", strings.Replace(tritonRepeatConfig, "max_batch_size: 0", "max_batch_size: 8", 1), []string{"repeat_int32/config.pbtxt", "max_batch_size"}},
 		{"square knob", `name: "m" backend: "square" model_transaction_policy { decoupled: true } input [{name: "IN" data_type: TYPE_INT32 dims: [1]}] output [{name: "OUT" data_type: TYPE_INT32 dims: [1]}] parameters { key: "CUSTOM_OUTPUT_DELAY_NS" value { string_value: "soon" } }`, []string{"m/config.pbtxt", "CUSTOM_OUTPUT_DELAY_NS"}},
 	}
 	for _, c := range cases {

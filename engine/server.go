@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +45,21 @@ type Options struct {
 	Extra []*pb.ModelConfig
 	// Logger receives load and shutdown messages. Nil means slog.Default().
 	Logger *slog.Logger
+	// StallTimeout is how long a model may have requests queued while
+	// every instance is busy and nothing starts or finishes before
+	// ModelReady reports it not ready (a wedged model). Zero means
+	// DefaultStallTimeout.
+	StallTimeout time.Duration
+	// LaxReadiness makes ServerReady ignore model readiness. False (the
+	// zero value) is Triton's --strict-readiness=true: the server is ready
+	// only while every model is.
+	LaxReadiness bool
 }
+
+// DefaultStallTimeout is Options.StallTimeout's default: longer than any
+// hold the built-in models allow (repeat's WAIT is at most a minute), so a
+// busy model is not mistaken for a wedged one.
+const DefaultStallTimeout = 2 * time.Minute
 
 // Server is a Triton-compatible GRPCInferenceService. Its methods may be
 // called concurrently. Serve blocks; GracefulStop and Stop end it.
@@ -52,8 +67,10 @@ type Server struct {
 	pb.UnimplementedGRPCInferenceServiceServer
 
 	log      *slog.Logger
-	models   map[string]*Model
+	models   map[string][]*Model // by name, versions ascending
 	names    []string
+	stall    time.Duration
+	lax      bool
 	grpc     *grpc.Server
 	health   *health.Server
 	stopping atomic.Bool
@@ -79,9 +96,12 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{log: log, models: map[string]*Model{}}
+	s := &Server{log: log, models: map[string][]*Model{}, stall: opts.StallTimeout, lax: opts.LaxReadiness}
+	if s.stall <= 0 {
+		s.stall = DefaultStallTimeout
+	}
 	for _, m := range models {
-		s.models[m.Name] = m
+		s.models[m.Name] = append(s.models[m.Name], m)
 	}
 	for _, cfg := range opts.Extra {
 		if _, ok := s.models[cfg.GetName()]; ok {
@@ -92,10 +112,18 @@ func New(opts Options) (*Server, error) {
 			s.closeModels()
 			return nil, fmt.Errorf("model %s: %v", cfg.GetName(), err)
 		}
-		s.models[m.Name] = m
+		s.models[m.Name] = []*Model{m}
 	}
-	for name := range s.models {
+	for name, versions := range s.models {
 		s.names = append(s.names, name)
+		sort.Slice(versions, func(i, j int) bool { return versionLess(versions[i].Version, versions[j].Version) })
+		var all []string
+		for _, m := range versions {
+			all = append(all, m.Version)
+		}
+		for _, m := range versions {
+			m.metadata.Versions = all
+		}
 	}
 	sort.Strings(s.names)
 	log.Info("models loaded", "repository", label, "models", s.names)
@@ -143,46 +171,98 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) closeModels() {
-	for _, m := range s.models {
-		if err := m.close(); err != nil {
-			s.log.Error("unloading model", "model", m.Name, "err", err)
+	for _, versions := range s.models {
+		for _, m := range versions {
+			if err := m.close(); err != nil {
+				s.log.Error("unloading model", "model", m.Name, "version", m.Version, "err", err)
+			}
 		}
 	}
+}
+
+// versionLess orders version numbers numerically.
+func versionLess(a, b string) bool {
+	x, errA := strconv.ParseInt(a, 10, 64)
+	y, errB := strconv.ParseInt(b, 10, 64)
+	if errA != nil || errB != nil {
+		return a < b
+	}
+	return x < y
 }
 
 // InFlight is the number of requests executing on model instances.
 func (s *Server) InFlight() int { return int(s.inflight.Load()) }
 
+// Queued is the number of requests waiting for an instance of model (all
+// its versions); Triton reports it as nv_inference_pending_request_count.
+func (s *Server) Queued(model string) int {
+	n := 0
+	for _, m := range s.models[model] {
+		n += m.sched.pending()
+	}
+	return n
+}
+
 // Models lists the loaded model names, sorted.
 func (s *Server) Models() []string { return append([]string(nil), s.names...) }
 
-// lookup finds a model; version must be "" or the model's one version.
+// lookup finds a model version; "" is the latest one served.
 func (s *Server) lookup(name, version string) (*Model, error) {
-	m, ok := s.models[name]
-	if !ok || (version != "" && version != modelVersion) {
-		return nil, errUnknownModel(name, version)
+	versions := s.models[name]
+	if len(versions) == 0 {
+		return nil, errUnknownModel(name, "")
 	}
-	return m, nil
+	if version == "" {
+		return versions[len(versions)-1], nil
+	}
+	for _, m := range versions {
+		if m.Version == version {
+			return m, nil
+		}
+	}
+	return nil, errUnknownModel(name, version)
+}
+
+// ready reports whether m serves requests: the server is not stopping and
+// the model is not wedged (requests queued, every instance busy, nothing
+// started or finished for StallTimeout). Triton has no such check; a
+// wedged model otherwise looks ready to health checks forever.
+func (s *Server) ready(m *Model) bool {
+	return !s.stopping.Load() && !m.sched.stalled(time.Now(), s.stall)
 }
 
 func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
 	return &pb.ServerLiveResponse{Live: true}, nil
 }
 
+// ServerReady is false while stopping and, unless Options.LaxReadiness,
+// while any model is not ready (Triton's strict readiness).
 func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
-	return &pb.ServerReadyResponse{Ready: !s.stopping.Load()}, nil
+	if s.stopping.Load() {
+		return &pb.ServerReadyResponse{}, nil
+	}
+	if !s.lax {
+		for _, versions := range s.models {
+			for _, m := range versions {
+				if !s.ready(m) {
+					return &pb.ServerReadyResponse{}, nil
+				}
+			}
+		}
+	}
+	return &pb.ServerReadyResponse{Ready: true}, nil
 }
 
 func (s *Server) ModelReady(_ context.Context, r *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
-	_, err := s.lookup(r.GetName(), r.GetVersion())
-	return &pb.ModelReadyResponse{Ready: err == nil && !s.stopping.Load()}, nil
+	m, err := s.lookup(r.GetName(), r.GetVersion())
+	return &pb.ModelReadyResponse{Ready: err == nil && s.ready(m)}, nil
 }
 
 func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
 	return &pb.ServerMetadataResponse{
 		Name:       "streamgate",
 		Version:    Version,
-		Extensions: []string{"model_configuration", "parameters", "model_repository", ExtensionCancel},
+		Extensions: []string{"model_configuration", "parameters", "model_repository", "schedule_policy", "statistics", ExtensionCancel},
 	}, nil
 }
 
@@ -205,7 +285,9 @@ func (s *Server) ModelConfig(_ context.Context, r *pb.ModelConfigRequest) (*pb.M
 func (s *Server) RepositoryIndex(context.Context, *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
 	out := &pb.RepositoryIndexResponse{}
 	for _, name := range s.names {
-		out.Models = append(out.Models, &pb.RepositoryIndexResponse_ModelIndex{Name: name, Version: modelVersion, State: "READY"})
+		for _, m := range s.models[name] {
+			out.Models = append(out.Models, &pb.RepositoryIndexResponse_ModelIndex{Name: name, Version: m.Version, State: "READY"})
+		}
 	}
 	return out, nil
 }
@@ -226,12 +308,17 @@ func (s *Server) ModelInfer(ctx context.Context, r *pb.ModelInferRequest) (*pb.M
 	if err != nil {
 		return nil, toStatus(err, codes.InvalidArgument)
 	}
-	br, wanted, err := m.decode(r, p.model)
+	c, err := newCall(m, r, p)
 	if err != nil {
 		return nil, toStatus(err, codes.InvalidArgument)
 	}
 	var got unarySink
-	s.run(ctx, &call{model: m, req: br, wanted: wanted, version: r.GetModelVersion(), out: &got})
+	c.out = &got
+	// The request is over when ModelInfer returns; a cancellation before
+	// that (the client's) ends an instance hold, the return does not.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(errRequestDone)
+	s.run(ctx, c)
 	switch {
 	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()
@@ -241,11 +328,18 @@ func (s *Server) ModelInfer(ctx context.Context, r *pb.ModelInferRequest) (*pb.M
 	return got.resp.GetInferResponse(), nil
 }
 
-// unarySink keeps the one final response of a unary call.
+// unarySink keeps the one final response of a unary call. A unary response
+// carries no triton_final_response: only Triton's stream handler sets it.
 type unarySink struct {
 	resp *pb.ModelStreamInferResponse
 	err  error
 }
 
 func (u *unarySink) send(context.Context, *pb.ModelStreamInferResponse) error { return nil }
-func (u *unarySink) finish(r *pb.ModelStreamInferResponse, err error)         { u.resp, u.err = r, err }
+
+func (u *unarySink) finish(r *pb.ModelStreamInferResponse, err error) {
+	if r != nil {
+		delete(r.GetInferResponse().GetParameters(), paramFinal)
+	}
+	u.resp, u.err = r, err
+}

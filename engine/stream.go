@@ -132,7 +132,9 @@ type streamState struct {
 	draining bool                 // an orderedSink is handing the FIFO's head to the writer
 }
 
-type active struct{ cancel context.CancelFunc }
+// active is a running request: cancel with errRequestDone once it is over,
+// with nil (context.Canceled) to cancel it.
+type active struct{ cancel context.CancelCauseFunc }
 
 // ordered is a non-decoupled request's slot in the stream's FIFO.
 type ordered struct {
@@ -200,18 +202,17 @@ func (st *streamState) handle(req *pb.ModelInferRequest) {
 		reject(err)
 		return
 	}
-	br, wanted, err := m.decode(req, p.model)
+	c, err := newCall(m, req, p)
 	if err != nil {
 		reject(err)
 		return
 	}
-	ctx, cancel := context.WithCancel(st.ctx)
+	ctx, cancel := context.WithCancelCause(st.ctx)
 	a := &active{cancel: cancel}
-	c := &call{model: m, req: br, wanted: wanted, version: req.GetModelVersion(), emptyFinal: p.emptyFinal}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
-		cancel()
+		cancel(errRequestDone)
 		return
 	}
 	st.active[id] = append(st.active[id], a)
@@ -234,12 +235,12 @@ func (st *streamState) cancelID(id string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, a := range st.active[id] {
-		a.cancel()
+		a.cancel(nil)
 	}
 }
 
 func (st *streamState) forget(id string, a *active) {
-	a.cancel()
+	a.cancel(errRequestDone)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	list := st.active[id]

@@ -73,6 +73,38 @@ type Backend interface {
 	Execute(ctx context.Context, req *Request, r Responder) (*Response, error)
 }
 
+// Batch is what one execution of a BatchBackend gets: the requests the
+// scheduler put together (in queue order) and the model instance they run
+// on.
+type Batch struct {
+	// Instance is the index of the model instance, 0-based, counting the
+	// instances of the config's instance_group entries in order.
+	Instance int
+	Requests []*Request
+}
+
+// Result is one request's outcome in a batch: its one response, or its
+// error (sent as an error response with the final flag).
+type Result struct {
+	Response *Response
+	Err      error
+}
+
+// BatchBackend is implemented by backends that execute several requests in
+// one call, as Triton hands a backend's execute function a batch of
+// requests. The engine's dynamic batcher (config dynamic_batching with
+// max_batch_size > 0) needs it, and uses it for every execution of such a
+// backend, a batch of one included.
+//
+// ExecuteBatch runs b on its instance, which stays busy until it returns,
+// and returns one Result per request, in order. Each request gets exactly
+// its one (final) response: there is no Responder. ctx is done once every
+// request of the batch is cancelled, or the server stops.
+type BatchBackend interface {
+	Backend
+	ExecuteBatch(ctx context.Context, b *Batch) []Result
+}
+
 // Closer is implemented by backends that hold resources to release at
 // unload.
 type Closer interface {

@@ -2,7 +2,14 @@
 // (model repeat_int32): for inputs IN[n], DELAY[n] and WAIT[1] it sends n
 // responses OUT=IN[i], IDX=i, the i-th after sleeping DELAY[i] ms, then a
 // flags-only final. The instance is released after WAIT ms, whether the
-// request is done by then or not, so one instance overlaps requests.
+// request is done by then or not, so one instance overlaps requests; a
+// cancelled request releases it at once (Triton's holds it for WAIT).
+//
+// Like Triton's, it also serves a model with decoupled: false; the engine
+// then delivers the first response only (TRITON.md §2).
+//
+// Unlike Triton's, it refuses a WAIT or a DELAY element above MaxDelay, so
+// one request cannot hold an instance for days (UINT32 ms allow 49.7).
 package repeat
 
 import (
@@ -17,6 +24,10 @@ import (
 	"github.com/streamgate/streamgate/proto/tensor"
 )
 
+// MaxDelay is the largest WAIT and the largest DELAY element accepted, in
+// milliseconds: one minute.
+const MaxDelay = 60_000
+
 type model struct{}
 
 // New validates the config the way Triton's repeat backend does.
@@ -24,9 +35,6 @@ func New(cfg backend.Config) (backend.Backend, error) {
 	c := cfg.Model
 	if c.GetMaxBatchSize() != 0 {
 		return nil, fmt.Errorf("max_batch_size: repeat backend only supports max_batch_size 0, got %d", c.GetMaxBatchSize())
-	}
-	if !c.GetModelTransactionPolicy().GetDecoupled() {
-		return nil, fmt.Errorf("model_transaction_policy.decoupled: repeat backend requires a decoupled model")
 	}
 	want := []struct {
 		name string
@@ -76,6 +84,14 @@ func (model) Execute(ctx context.Context, req *backend.Request, r backend.Respon
 	}
 	if len(wait) != 1 {
 		return nil, backend.Errorf(codes.InvalidArgument, "unexpected size for WAIT input")
+	}
+	if wait[0] > MaxDelay {
+		return nil, backend.Errorf(codes.InvalidArgument, "WAIT must be at most %d ms, got %d", MaxDelay, wait[0])
+	}
+	for i, d := range delay {
+		if d > MaxDelay {
+			return nil, backend.Errorf(codes.InvalidArgument, "DELAY[%d] must be at most %d ms, got %d", i, MaxDelay, d)
+		}
 	}
 	// The instance is busy for exactly WAIT ms, as Triton's execute blocks
 	// for WAIT whether or not the responses are done by then.

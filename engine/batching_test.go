@@ -308,19 +308,18 @@ func TestQueuePolicy(t *testing.T) {
 		reqs         []*pb.ModelInferRequest
 		rejected     []string // ids answered "Request timeout expired"
 		order        []string // execution order of the others, after the blocker
-		waitExpired  bool     // wait for timeouts before releasing the blocker
 	}{
-		{"default timeout rejects", "default_timeout_microseconds: 1000", []*pb.ModelInferRequest{identityReq("q", "a", false, 1)}, []string{"a"}, nil, true},
+		{"default timeout rejects", "default_timeout_microseconds: 1000", []*pb.ModelInferRequest{identityReq("q", "a", false, 1)}, []string{"a"}, nil},
 		{"override shortens", "default_timeout_microseconds: 600000000 allow_timeout_override: true",
-			[]*pb.ModelInferRequest{withTimeout("short", 1000), identityReq("q", "plain", false, 1)}, []string{"short"}, []string{"plain"}, true},
+			[]*pb.ModelInferRequest{withTimeout("short", 1000), identityReq("q", "plain", false, 1)}, []string{"short"}, []string{"plain"}},
 		{"override ignored when not allowed", "default_timeout_microseconds: 600000000",
-			[]*pb.ModelInferRequest{withTimeout("short", 1000)}, nil, []string{"short"}, false},
+			[]*pb.ModelInferRequest{withTimeout("short", 1000)}, nil, []string{"short"}},
 		{"override cannot lengthen", "default_timeout_microseconds: 1000 allow_timeout_override: true",
-			[]*pb.ModelInferRequest{withTimeout("long", 600000000)}, []string{"long"}, nil, true},
+			[]*pb.ModelInferRequest{withTimeout("long", 600000000)}, []string{"long"}, nil},
 		{"no default, no timeout", "allow_timeout_override: true",
-			[]*pb.ModelInferRequest{withTimeout("x", 1000)}, nil, []string{"x"}, false},
+			[]*pb.ModelInferRequest{withTimeout("x", 1000)}, nil, []string{"x"}},
 		{"DELAY runs expired ones last", "default_timeout_microseconds: 600000000 allow_timeout_override: true timeout_action: DELAY",
-			[]*pb.ModelInferRequest{withTimeout("late", 1000), identityReq("q", "b", false, 1), identityReq("q", "c", false, 1)}, nil, []string{"b", "c", "late"}, true},
+			[]*pb.ModelInferRequest{withTimeout("late", 1000), identityReq("q", "b", false, 1), identityReq("q", "c", false, 1)}, nil, []string{"b", "c", "late"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := repo(t, map[string]string{"q/config.pbtxt": fmt.Sprintf(unbatchedIdentity, "q", "recorded", "default_queue_policy { "+c.policy+" }")})
@@ -335,15 +334,13 @@ func TestQueuePolicy(t *testing.T) {
 					return h.srv.Queued("q")+int(stats(t, h, "q").GetInferenceStats().GetFail().GetCount()) == i+1
 				})
 			}
-			if c.waitExpired {
-				waitFor(t, "timeouts to pass", func() bool {
-					s := stats(t, h, "q")
-					return h.srv.Queued("q") == len(c.reqs)-len(c.rejected) && s.GetInferenceStats().GetFail().GetCount() == uint64(len(c.rejected))
-				})
-				// The batcher applies DELAY when it next forms a batch; make
-				// sure the 1 ms timeouts are over by then.
-				time.Sleep(2 * time.Millisecond)
-			}
+			waitFor(t, "rejections", func() bool {
+				return stats(t, h, "q").GetInferenceStats().GetFail().GetCount() == uint64(len(c.rejected))
+			})
+			// The batcher applies timeouts (DELAY, and REJECT when it gets
+			// there first) when it next forms a batch: make sure the 1 ms
+			// ones are over by then, so that a timeout wrongly applied shows.
+			time.Sleep(2 * time.Millisecond)
 			release()
 			got := collectAll(waits)
 			for _, id := range c.rejected {

@@ -60,8 +60,9 @@ type batch struct {
 	instance int
 	started  time.Time // when it got its instance
 	calls    []*call
+	one      [1]*call      // calls' storage for a batch of one
 	size     int           // the sum of the calls' batch sizes
-	done     chan struct{} // closed by the leader of a BatchBackend batch once out is set
+	done     chan struct{} // for batches of several: closed by the leader of a BatchBackend batch once out is set
 	out      []outcome     // per call, for BatchBackend batches
 	t        timings       // compute times of a BatchBackend batch, shared by its calls
 
@@ -122,12 +123,16 @@ func (s *Server) run(ctx context.Context, c *call) {
 
 	var o outcome
 	if bb, ok := m.backend.(backend.BatchBackend); ok {
-		stop := context.AfterFunc(ctx, b.memberCancelled)
-		if b.calls[0] == c {
-			executeBatch(bb, b)
+		if len(b.calls) == 1 {
+			executeBatch(ctx, bb, b)
+		} else {
+			stop := context.AfterFunc(ctx, b.memberCancelled)
+			if b.calls[0] == c {
+				executeBatch(b.context(), bb, b)
+			}
+			<-b.done
+			stop()
 		}
-		<-b.done
-		stop()
 		for i, member := range b.calls {
 			if member == c {
 				o = b.out[i]
@@ -145,21 +150,24 @@ func (s *Server) run(ctx context.Context, c *call) {
 	c.out.finish(o.resp, o.err)
 }
 
-// executeBatch runs a batch of a BatchBackend: one ExecuteBatch call, then
-// every call's final response. It frees the instance when the backend
-// returns and closes b.done.
-func executeBatch(bb backend.BatchBackend, b *batch) {
+// executeBatch runs a batch of a BatchBackend: one ExecuteBatch call with
+// ctx (the batch's, or the one call's own), then every call's final
+// response. It frees the instance when the backend returns and closes
+// b.done.
+func executeBatch(ctx context.Context, bb backend.BatchBackend, b *batch) {
 	m := b.calls[0].model
 	reqs := make([]*backend.Request, len(b.calls))
 	for i, c := range b.calls {
 		reqs[i] = c.req
 	}
-	ctx := b.context()
 	b.t.computeStart = time.Now()
 	results := bb.ExecuteBatch(ctx, &backend.Batch{Instance: b.instance, Requests: reqs})
 	b.t.computed = time.Now()
 	m.sched.release(b.instance)
-	b.cancel()
+	if b.done != nil {
+		b.context()
+		b.cancel()
+	}
 	b.out = make([]outcome, len(b.calls))
 	for i, c := range b.calls {
 		r := backend.Result{Err: errorf(codes.Internal, "model '%s' returned %d results for %d requests", m.Name, len(results), len(b.calls))}
@@ -170,7 +178,9 @@ func executeBatch(bb backend.BatchBackend, b *batch) {
 	}
 	b.t.started, b.t.end = b.started, time.Now()
 	m.stats.executed(b.size, b.t)
-	close(b.done)
+	if b.done != nil {
+		close(b.done)
+	}
 }
 
 // executeOne runs a call on a Backend, which answers through its
@@ -228,13 +238,18 @@ type responder struct {
 // HoldUntil keeps the instance until t even if Execute returns first. A
 // cancellation of the request (not its normal end) frees it at once.
 func (r *responder) HoldUntil(t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		r.Release()
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.released || r.held {
 		return
 	}
 	r.held = true
-	timer := time.AfterFunc(time.Until(t), r.Release)
+	timer := time.AfterFunc(d, r.Release)
 	stop := context.AfterFunc(r.ctx, func() {
 		if !errors.Is(context.Cause(r.ctx), errRequestDone) {
 			r.Release()

@@ -28,7 +28,7 @@ type harness struct {
 	addr   string
 }
 
-func start(t *testing.T, opts engine.Options) *harness {
+func start(t testing.TB, opts engine.Options) *harness {
 	t.Helper()
 	if opts.Backends == nil {
 		opts.Backends = builtin.Backends()

@@ -38,7 +38,9 @@ type scheduler struct {
 	order    []uint64          // keys of levels, ascending (1 is the highest priority)
 	queued   int               // requests in all levels
 	timed    int               // queued requests whose timeout is not applied yet
+	earliest time.Time         // no deadline of a queued request is before it
 	timer    *time.Timer       // the batch delay; nil until first needed
+	scratch  []*pending        // formLocked's result, reused
 	closed   bool              // no more requests; everyone queued was failed
 	progress time.Time         // last time a batch started or an instance was freed
 }
@@ -202,15 +204,24 @@ func (s *scheduler) submit(ctx context.Context, c *call) (*batch, error) {
 	if timeout > 0 {
 		p.deadline = now.Add(timeout)
 		s.timed++
+		if s.earliest.IsZero() || p.deadline.Before(s.earliest) {
+			s.earliest = p.deadline
+		}
 	}
 	l.items = append(l.items, p)
 	s.queued++
 	s.dispatchLocked(now)
 	s.mu.Unlock()
 
+	// Most requests find an idle instance at once: no timer, no select.
+	select {
+	case a := <-p.ready:
+		return a.b, a.err
+	default:
+	}
 	var expired <-chan time.Time
 	if timeout > 0 {
-		t := time.NewTimer(timeout)
+		t := time.NewTimer(time.Until(now.Add(timeout)))
 		defer t.Stop()
 		expired = t.C
 	}
@@ -267,17 +278,17 @@ func (s *scheduler) expire(p *pending) bool {
 	if l == nil || p.deadline.IsZero() {
 		return false // closed, or already applied
 	}
-	rejected := s.timeOutLocked(l, p)
+	rejected := s.timeOutLocked(l, slices.Index(l.items, p))
 	s.dispatchLocked(time.Now())
 	return rejected
 }
 
-// timeOutLocked applies l's timeout action to p, a member of l.items
-// whose deadline passed; true when p was rejected (and taken out).
-func (s *scheduler) timeOutLocked(l *level, p *pending) bool {
+// timeOutLocked applies l's timeout action to l.items[i], whose deadline
+// passed; true when it was rejected (and taken out).
+func (s *scheduler) timeOutLocked(l *level, i int) bool {
+	p := l.items[i]
 	p.deadline = time.Time{}
 	s.timed--
-	i := slices.Index(l.items, p)
 	l.items = slices.Delete(l.items, i, i+1)
 	if l.policy.delay {
 		l.delayed = append(l.delayed, p)
@@ -289,15 +300,26 @@ func (s *scheduler) timeOutLocked(l *level, p *pending) bool {
 
 // applyLocked applies the timeout action to every queued request whose
 // deadline passed, before a batch is formed, as Triton's batcher does;
-// rejected requests are answered through their ready channel.
+// rejected requests are answered through their ready channel. It walks
+// the queue only once the earliest deadline has come.
 func (s *scheduler) applyLocked(now time.Time) {
-	if s.timed == 0 {
+	if s.timed == 0 || now.Before(s.earliest) {
 		return
 	}
+	s.earliest = time.Time{}
 	for _, lv := range s.order {
 		l := s.levels[lv]
-		for _, p := range slices.Clone(l.items) {
-			if !p.deadline.IsZero() && !now.Before(p.deadline) && s.timeOutLocked(l, p) {
+		for i := 0; i < len(l.items); {
+			p := l.items[i]
+			switch {
+			case p.deadline.IsZero():
+				i++
+			case now.Before(p.deadline):
+				if s.earliest.IsZero() || p.deadline.Before(s.earliest) {
+					s.earliest = p.deadline
+				}
+				i++
+			case s.timeOutLocked(l, i):
 				p.ready <- admission{err: errTimeout}
 			}
 		}
@@ -348,7 +370,11 @@ func (s *scheduler) dispatchLocked(now time.Time) {
 		}
 		instance := s.idle[len(s.idle)-1]
 		s.idle = s.idle[:len(s.idle)-1]
-		b := &batch{instance: instance, started: now, done: make(chan struct{})}
+		b := &batch{instance: instance, started: now}
+		b.calls = b.one[:0]
+		if len(members) > 1 {
+			b.done = make(chan struct{})
+		}
 		for _, p := range members {
 			s.removeLocked(p)
 			b.calls = append(b.calls, p.c)
@@ -384,10 +410,21 @@ func (s *scheduler) eachLocked(f func(*pending) bool) {
 // oldest request has waited max_queue_delay, or at once when there is no
 // delay. Else wait (the returned duration) for more requests.
 func (s *scheduler) formLocked(now time.Time) ([]*pending, time.Duration) {
-	var members []*pending
+	members := s.scratch[:0]
 	if !s.cfg.batching {
-		s.eachLocked(func(p *pending) bool { members = append(members, p); return false })
-		return members, 0
+		for _, lv := range s.order {
+			l := s.levels[lv]
+			if len(l.items) > 0 {
+				members = append(members, l.items[0])
+			} else if len(l.delayed) > 0 {
+				members = append(members, l.delayed[0])
+			} else {
+				continue
+			}
+			s.scratch = members
+			return members, 0
+		}
+		return nil, 0
 	}
 	maxPreferred := s.cfg.preferred[len(s.cfg.preferred)-1]
 	size, best, full := 0, 0, false
@@ -412,6 +449,7 @@ func (s *scheduler) formLocked(now time.Time) ([]*pending, time.Duration) {
 		}
 		return true
 	})
+	s.scratch = members
 	waited := now.Sub(oldest)
 	delayOver := s.cfg.delay > 0 && waited >= s.cfg.delay
 	switch {
@@ -465,5 +503,5 @@ func (s *scheduler) close() {
 		p.ready <- admission{err: errSchedulerStopped}
 		return true
 	})
-	s.levels, s.order, s.queued, s.timed = map[uint64]*level{}, nil, 0, 0
+	s.levels, s.order, s.queued, s.timed, s.earliest = map[uint64]*level{}, nil, 0, 0, time.Time{}
 }

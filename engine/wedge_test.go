@@ -227,3 +227,19 @@ func TestSlowClientDoesNotBlockStream(t *testing.T) {
 	})
 	cancel()
 }
+
+// TestIdentityDelayLimit: identity's delay_ms (streamgate's request
+// parameter) is bounded like repeat's WAIT, so it cannot hold an instance
+// for days either.
+func TestIdentityDelayLimit(t *testing.T) {
+	h := start(t, engine.Options{})
+	for _, ms := range []int64{60_001, -1} {
+		req := identityReq("identity_int32", "d", false, 1)
+		req.Parameters = map[string]*pb.InferParameter{"delay_ms": int64Param(ms)}
+		_, err := h.client.ModelInfer(context.Background(), req)
+		want := fmt.Sprintf("delay_ms must be between 0 and 60000, got %d", ms)
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || st.Message() != want {
+			t.Fatalf("delay_ms %d: %v, want INVALID_ARGUMENT %q", ms, err, want)
+		}
+	}
+}

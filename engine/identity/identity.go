@@ -16,9 +16,9 @@
 //     once every request of the batch is cancelled.
 //   - creation_delay_sec: loading the model sleeps this long.
 //
-// Request parameter delay_ms (int64, streamgate's) delays an execution by
-// the largest delay_ms of its requests, after execute_delay_ms, so tests
-// can hold requests of an unbatched model.
+// Request parameter delay_ms (int64, streamgate's, at most MaxDelayMs)
+// delays an execution by the largest delay_ms of its requests, after
+// execute_delay_ms, so tests can hold requests of an unbatched model.
 //
 // Not reproduced: the example response parameters param0, param1 and
 // param2 that Triton's backend attaches to every response.
@@ -38,6 +38,10 @@ import (
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
+
+// MaxDelayMs is the largest delay_ms request parameter accepted: one
+// minute, so that no request holds an instance for long.
+const MaxDelayMs = 60_000
 
 type model struct {
 	pairs      []pair // by output, in config order
@@ -149,21 +153,28 @@ func (m model) Execute(ctx context.Context, req *backend.Request, _ backend.Resp
 // inputs to its outputs.
 func (m model) ExecuteBatch(ctx context.Context, b *backend.Batch) []backend.Result {
 	wait := m.delay * time.Duration(max(m.multiplier*b.Instance, 1))
-	var extra time.Duration
-	for _, r := range b.Requests {
-		if p, ok := r.Parameters["delay_ms"]; ok {
-			extra = max(extra, time.Duration(p.GetInt64Param())*time.Millisecond)
-		}
-	}
 	out := make([]backend.Result, len(b.Requests))
-	if !backend.Sleep(ctx, wait+extra) {
-		for i := range out {
-			out[i].Err = backend.ErrCancelled
-		}
-		return out
-	}
+	var extra time.Duration
 	for i, r := range b.Requests {
-		out[i] = m.respond(r)
+		p, ok := r.Parameters["delay_ms"]
+		if !ok {
+			continue
+		}
+		if ms := p.GetInt64Param(); ms < 0 || ms > MaxDelayMs {
+			out[i].Err = backend.Errorf(codes.InvalidArgument, "delay_ms must be between 0 and %d, got %d", MaxDelayMs, ms)
+		} else {
+			extra = max(extra, time.Duration(ms)*time.Millisecond)
+		}
+	}
+	cancelled := !backend.Sleep(ctx, wait+extra)
+	for i, r := range b.Requests {
+		switch {
+		case out[i].Err != nil:
+		case cancelled:
+			out[i].Err = backend.ErrCancelled
+		default:
+			out[i] = m.respond(r)
+		}
 	}
 	return out
 }

@@ -23,6 +23,15 @@
 // input count includes BOS, the output count every sampled token, the
 // end-of-text token included).
 //
+// A prompt longer than the context can hold is refused with
+// INVALID_ARGUMENT before it is tokenized: no token stands for more bytes
+// than the vocabulary's longest piece (7 for tok512, 27 for the Llama 2
+// vocabulary), so a prompt over (seq_len-1)·that many bytes cannot fit
+// (512 positions of stories260K: 3,577 bytes). Shorter prompts are refused
+// when their tokens, BOS included, exceed seq_len. Tokenizing stops when
+// the request is cancelled, and so does the prompt's prefill, between its
+// chunks.
+//
 // With stream=true, each released piece of text is one Send carrying only
 // text_output; Execute then returns the final response with the remaining
 // text (usually "") and the three other outputs. The prompt is not echoed.

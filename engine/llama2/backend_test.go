@@ -162,8 +162,17 @@ func TestBadRequests(t *testing.T) {
 		{`{"stop": [""]}`, "stop sequence 0 must be 1 to 256 bytes long, got 0"},
 		{`{"stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}`, "stop has 17 sequences, at most 16"},
 		{`{"ignore_eos": 1}`, "ignore_eos must be true or false"},
-		{`{"top_k": 5}`, `unknown key "top_k"`},
-		{`{"top_k": null}`, `unknown key "top_k"`},
+		{`{"top_k": -2}`, "top_k must be an integer >= -1 (0 and -1 turn it off), got -2"},
+		{`{"top_k": 2.5}`, "top_k must be an integer >= -1"},
+		{`{"min_p": 1.5}`, "min_p must be a number in [0, 1], got 1.5"},
+		{`{"min_p": -0.1}`, "min_p must be a number in [0, 1]"},
+		{`{"repetition_penalty": 0}`, "repetition_penalty must be a number > 0, got 0"},
+		{`{"repetition_penalty": 1e-50}`, "repetition_penalty must be a number > 0"},
+		{`{"repetition_penalty": "x"}`, "repetition_penalty must be a number > 0"},
+		{`{"frequency_penalty": 2.5}`, "frequency_penalty must be a number in [-2, 2], got 2.5"},
+		{`{"presence_penalty": -3}`, "presence_penalty must be a number in [-2, 2], got -3"},
+		{`{"best_of": 2}`, `unknown key "best_of" (supported: temperature, top_p, top_k, min_p, repetition_penalty, frequency_penalty, presence_penalty, max_tokens, seed, stop, ignore_eos)`},
+		{`{"best_of": null}`, `unknown key "best_of"`},
 	} {
 		_, err := tryRun(t, context.Background(), b, call{params: tc.params})
 		if err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.HasPrefix(err.Error(), "llama2: ") {
@@ -171,7 +180,8 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 	// Nulls mean defaults; seeds may be negative or beyond int64.
-	for _, p := range []string{`{}`, `{"temperature":null,"stop":null}`, `{"seed":-5,"max_tokens":1}`, `{"seed":18446744073709551615}`} {
+	for _, p := range []string{`{}`, `{"temperature":null,"stop":null}`, `{"seed":-5,"max_tokens":1}`, `{"seed":18446744073709551615}`,
+		`{"top_k":-1,"min_p":1,"repetition_penalty":2,"frequency_penalty":-2,"presence_penalty":2}`, `{"top_k":null,"min_p":null}`} {
 		if _, err := tryRun(t, context.Background(), b, call{params: p}); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}

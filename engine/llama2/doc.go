@@ -14,8 +14,12 @@
 // default false), sampling_parameters (BYTES [1], a JSON object with
 // temperature (default 1.0; 0 is greedy), top_p (default 1.0), max_tokens
 // (default 16), seed (default random), stop (a string or a list of strings)
-// and ignore_eos (default false)), exclude_input_in_output (BOOL [1],
-// default false).
+// and ignore_eos (default false), and vLLM's top_k (default 0; 0 and -1
+// are off), min_p (in [0, 1], default 0), repetition_penalty (> 0,
+// default 1), frequency_penalty and presence_penalty (in [-2, 2], default
+// 0), with vLLM's meanings: penalties first, then temperature, min_p,
+// top_k and top_p), exclude_input_in_output (BOOL [1], default false).
+// Unknown keys and values out of range are INVALID_ARGUMENT errors.
 //
 // Outputs: text_output (BYTES [-1]), finish_reason (BYTES [1], "stop" for
 // an end-of-text token or a stop sequence, "length" for max_tokens or the

@@ -75,7 +75,7 @@ func newSequence(in request, prompt []int) *sequence {
 	return &sequence{
 		req:     in,
 		prompt:  prompt,
-		sampler: sampler.New(p.temperature, p.topP, p.seed),
+		sampler: sampler.New(p.Options, prompt),
 		text:    textStream{stops: p.stop},
 		notify:  make(chan struct{}, 1),
 	}

@@ -201,3 +201,198 @@ done:
 	VMOVUPS Y0, (DI)
 	VZEROUPPER
 	RET
+
+// Grouped-query attention: two query heads that share a KV head read each
+// key and value row once. Each head's results are bit for bit those of
+// scores8x8 and weightedVec (same products, same reduction order).
+
+// func scores8x8x2(k *float32, kvDim int, n8 int, q *float32, scale float32, att *float32, ldatt int) (m0, m1 float32)
+// As scores8x8 for the two 8-float queries q[0:8] (scores to att) and
+// q[8:16] (scores to att[ldatt:]): each key row is loaded once and
+// multiplied with both. Returns each head's maximum score.
+TEXT ·scores8x8x2(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), SI
+	MOVQ kvDim+8(FP), BX
+	SHLQ $2, BX
+	MOVQ n8+16(FP), CX
+	SHRQ $3, CX
+	MOVQ q+24(FP), AX
+	VMOVUPS (AX), Y15    // q0
+	VMOVUPS 32(AX), Y14  // q1
+	VBROADCASTSS scale+32(FP), Y13
+	MOVQ att+40(FP), DI
+	MOVQ ldatt+48(FP), R11
+	LEAQ (DI)(R11*4), R11
+	MOVL $0xff800000, AX // -Inf
+	MOVL AX, X12
+	VBROADCASTSS X12, Y12 // max0
+	VMOVAPS Y12, Y11      // max1
+	LEAQ (BX)(BX*2), DX  // 3 rows
+	LEAQ (BX)(BX*4), R8  // 5 rows
+	LEAQ (DX)(DX*1), R9  // 6 rows
+	LEAQ (R9)(BX*1), R10 // 7 rows
+
+loop:
+	// Rows 0..3: products with q0 in Y0..Y3, with q1 in Y4..Y7, reduced
+	// to the half-sums of rows 0..3 in Y8 (q0) and Y9 (q1).
+	VMOVUPS (SI), Y10
+	VMULPS  Y10, Y15, Y0
+	VMULPS  Y10, Y14, Y4
+	VMOVUPS (SI)(BX*1), Y10
+	VMULPS  Y10, Y15, Y1
+	VMULPS  Y10, Y14, Y5
+	VMOVUPS (SI)(BX*2), Y10
+	VMULPS  Y10, Y15, Y2
+	VMULPS  Y10, Y14, Y6
+	VMOVUPS (SI)(DX*1), Y10
+	VMULPS  Y10, Y15, Y3
+	VMULPS  Y10, Y14, Y7
+	VHADDPS Y1, Y0, Y0
+	VHADDPS Y3, Y2, Y2
+	VHADDPS Y2, Y0, Y8
+	VHADDPS Y5, Y4, Y4
+	VHADDPS Y7, Y6, Y6
+	VHADDPS Y6, Y4, Y9
+
+	// Rows 4..7, reduced into Y0 (q0) and Y4 (q1).
+	VMOVUPS (SI)(BX*4), Y10
+	VMULPS  Y10, Y15, Y0
+	VMULPS  Y10, Y14, Y4
+	VMOVUPS (SI)(R8*1), Y10
+	VMULPS  Y10, Y15, Y1
+	VMULPS  Y10, Y14, Y5
+	VMOVUPS (SI)(R9*1), Y10
+	VMULPS  Y10, Y15, Y2
+	VMULPS  Y10, Y14, Y6
+	VMOVUPS (SI)(R10*1), Y10
+	VMULPS  Y10, Y15, Y3
+	VMULPS  Y10, Y14, Y7
+	VHADDPS Y1, Y0, Y0
+	VHADDPS Y3, Y2, Y2
+	VHADDPS Y2, Y0, Y0
+	VHADDPS Y5, Y4, Y4
+	VHADDPS Y7, Y6, Y6
+	VHADDPS Y6, Y4, Y4
+
+	// Head 0: eight scores, scaled, stored, maximum.
+	VPERM2F128 $0x20, Y0, Y8, Y1
+	VPERM2F128 $0x31, Y0, Y8, Y2
+	VADDPS  Y2, Y1, Y1
+	VMULPS  Y13, Y1, Y1
+	VMOVUPS Y1, (DI)
+	VMAXPS  Y1, Y12, Y12
+	// Head 1.
+	VPERM2F128 $0x20, Y4, Y9, Y5
+	VPERM2F128 $0x31, Y4, Y9, Y6
+	VADDPS  Y6, Y5, Y5
+	VMULPS  Y13, Y5, Y5
+	VMOVUPS Y5, (R11)
+	VMAXPS  Y5, Y11, Y11
+
+	LEAQ    (SI)(BX*8), SI
+	ADDQ    $32, DI
+	ADDQ    $32, R11
+	DECQ    CX
+	JNZ     loop
+
+	VEXTRACTF128 $1, Y12, X1
+	VMAXPS    X1, X12, X12
+	VPERMILPS $0x4E, X12, X1
+	VMAXPS    X1, X12, X12
+	VPERMILPS $0xB1, X12, X1
+	VMAXPS    X1, X12, X12
+	VEXTRACTF128 $1, Y11, X1
+	VMAXPS    X1, X11, X11
+	VPERMILPS $0x4E, X11, X1
+	VMAXPS    X1, X11, X11
+	VPERMILPS $0xB1, X11, X1
+	VMAXPS    X1, X11, X11
+	VZEROUPPER
+	MOVSS X12, m0+56(FP)
+	MOVSS X11, m1+60(FP)
+	RET
+
+// func weightedVec2(v *float32, kvDim int, att0, att1 *float32, n int, inv0, inv1 float32, out0, out1 *float32)
+// As weightedVec for two heads' weights over the same value rows: each
+// 8-float row is loaded once and accumulated into both heads' four
+// accumulators (Y0..Y3 for att0, Y8..Y11 for att1).
+TEXT ·weightedVec2(SB), NOSPLIT, $0-64
+	MOVQ v+0(FP), SI
+	MOVQ kvDim+8(FP), BX
+	SHLQ $2, BX
+	MOVQ att0+16(FP), DI
+	MOVQ att1+24(FP), R9
+	MOVQ n+32(FP), CX
+	LEAQ (BX)(BX*2), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ CX, R8
+	SHRQ $2, R8
+	JZ   tail
+
+loop4:
+	VMOVUPS (SI), Y12
+	VBROADCASTSS 0(DI), Y13
+	VBROADCASTSS 0(R9), Y14
+	VFMADD231PS Y12, Y13, Y0
+	VFMADD231PS Y12, Y14, Y8
+	VMOVUPS (SI)(BX*1), Y12
+	VBROADCASTSS 4(DI), Y13
+	VBROADCASTSS 4(R9), Y14
+	VFMADD231PS Y12, Y13, Y1
+	VFMADD231PS Y12, Y14, Y9
+	VMOVUPS (SI)(BX*2), Y12
+	VBROADCASTSS 8(DI), Y13
+	VBROADCASTSS 8(R9), Y14
+	VFMADD231PS Y12, Y13, Y2
+	VFMADD231PS Y12, Y14, Y10
+	VMOVUPS (SI)(DX*1), Y12
+	VBROADCASTSS 12(DI), Y13
+	VBROADCASTSS 12(R9), Y14
+	VFMADD231PS Y12, Y13, Y3
+	VFMADD231PS Y12, Y14, Y11
+	LEAQ (SI)(BX*4), SI
+	ADDQ $16, DI
+	ADDQ $16, R9
+	DECQ R8
+	JNZ  loop4
+
+tail:
+	ANDQ $3, CX
+	JZ   done
+
+loop1:
+	VMOVUPS (SI), Y12
+	VBROADCASTSS 0(DI), Y13
+	VBROADCASTSS 0(R9), Y14
+	VFMADD231PS Y12, Y13, Y0
+	VFMADD231PS Y12, Y14, Y8
+	ADDQ BX, SI
+	ADDQ $4, DI
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  loop1
+
+done:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VBROADCASTSS inv0+40(FP), Y4
+	VMULPS Y4, Y0, Y0
+	MOVQ out0+48(FP), DI
+	VMOVUPS Y0, (DI)
+	VADDPS Y9, Y8, Y8
+	VADDPS Y11, Y10, Y10
+	VADDPS Y10, Y8, Y8
+	VBROADCASTSS inv1+44(FP), Y4
+	VMULPS Y4, Y8, Y8
+	MOVQ out1+56(FP), DI
+	VMOVUPS Y8, (DI)
+	VZEROUPPER
+	RET

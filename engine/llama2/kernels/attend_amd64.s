@@ -3,9 +3,52 @@
 #include "textflag.h"
 
 // AVX2+FMA pieces of attention (scores for 8-float heads, exp and weighted
-// sums of values for any multiple of 8), used by
-// attendHeadAVX (asm_amd64.go). Strides (kvDim) are in floats. Each
-// function ends with VZEROUPPER.
+// sums of values for any multiple of 8), used by attendHeadAVX and, for
+// two query heads sharing a KV head, attendPairAVX (asm_amd64.go).
+// Strides (kvDim) are in floats. Each function ends with VZEROUPPER.
+
+// The reductions below are macros so that the one-head and the two-head
+// kernels run the very same instructions for each head's result.
+
+// HADD4 reduces the products a, b, c, d of four rows by two VHADDPS
+// levels: in dst, the low 128 bits hold each row's (l0+l1)+(l2+l3) and
+// the high 128 bits its (l4+l5)+(l6+l7). Clobbers a and c.
+#define HADD4(a, b, c, d, dst) \
+	VHADDPS b, a, a \
+	VHADDPS d, c, c \
+	VHADDPS c, a, dst
+
+// SCORES8 finishes eight scores from the HADD4 of rows 0..3 (lo) and 4..7
+// (hi): adds the halves, scales them, stores them at (ptr) and folds them
+// into the running maximum max. Clobbers t1 and t2.
+#define SCORES8(lo, hi, t1, t2, scale, ptr, max) \
+	VPERM2F128 $0x20, hi, lo, t1 \
+	VPERM2F128 $0x31, hi, lo, t2 \
+	VADDPS  t2, t1, t1 \
+	VMULPS  scale, t1, t1 \
+	VMOVUPS t1, (ptr) \
+	VMAXPS  t1, max, max
+
+// HMAX leaves in the low lane of xmax the maximum of the eight lanes of
+// ymax (whose low half is xmax). Clobbers X1.
+#define HMAX(ymax, xmax) \
+	VEXTRACTF128 $1, ymax, X1 \
+	VMAXPS    X1, xmax, xmax \
+	VPERMILPS $0x4E, xmax, X1 \
+	VMAXPS    X1, xmax, xmax \
+	VPERMILPS $0xB1, xmax, X1 \
+	VMAXPS    X1, xmax, xmax
+
+// SUM4STORE stores (a+b)+(c+d), times the float32 inv, at out (a pointer
+// argument). Clobbers a, c, Y4 and DI.
+#define SUM4STORE(a, b, c, d, inv, out) \
+	VADDPS b, a, a \
+	VADDPS d, c, c \
+	VADDPS c, a, a \
+	VBROADCASTSS inv, Y4 \
+	VMULPS Y4, a, a \
+	MOVQ out, DI \
+	VMOVUPS a, (DI)
 
 // func scores8x8(k *float32, kvDim int, n8 int, q *float32, scale float32, att *float32) float32
 // att[p] = scale·(q·k[p*kvDim:][:8]) for p < n8 (a multiple of 8, > 0),
@@ -39,29 +82,15 @@ loop:
 	VMULPS  (SI)(R8*1), Y15, Y5
 	VMULPS  (SI)(R9*1), Y15, Y6
 	VMULPS  (SI)(R10*1), Y15, Y7
-	VHADDPS Y1, Y0, Y0
-	VHADDPS Y3, Y2, Y2
-	VHADDPS Y2, Y0, Y0
-	VHADDPS Y5, Y4, Y4
-	VHADDPS Y7, Y6, Y6
-	VHADDPS Y6, Y4, Y4
-	VPERM2F128 $0x20, Y4, Y0, Y1
-	VPERM2F128 $0x31, Y4, Y0, Y2
-	VADDPS  Y2, Y1, Y1
-	VMULPS  Y14, Y1, Y1
-	VMOVUPS Y1, (DI)
-	VMAXPS  Y1, Y13, Y13
+	HADD4(Y0, Y1, Y2, Y3, Y0)
+	HADD4(Y4, Y5, Y6, Y7, Y4)
+	SCORES8(Y0, Y4, Y1, Y2, Y14, DI, Y13)
 	LEAQ    (SI)(BX*8), SI
 	ADDQ    $32, DI
 	DECQ    CX
 	JNZ     loop
 
-	VEXTRACTF128 $1, Y13, X1
-	VMAXPS    X1, X13, X13
-	VPERMILPS $0x4E, X13, X1
-	VMAXPS    X1, X13, X13
-	VPERMILPS $0xB1, X13, X1
-	VMAXPS    X1, X13, X13
+	HMAX(Y13, X13)
 	VZEROUPPER
 	MOVSS X13, ret+48(FP)
 	RET
@@ -192,13 +221,7 @@ loop1:
 	JNZ  loop1
 
 done:
-	VADDPS Y1, Y0, Y0
-	VADDPS Y3, Y2, Y2
-	VADDPS Y2, Y0, Y0
-	VBROADCASTSS inv+32(FP), Y4
-	VMULPS Y4, Y0, Y0
-	MOVQ out+40(FP), DI
-	VMOVUPS Y0, (DI)
+	SUM4STORE(Y0, Y1, Y2, Y3, inv+32(FP), out+40(FP))
 	VZEROUPPER
 	RET
 
@@ -247,12 +270,8 @@ loop:
 	VMOVUPS (SI)(DX*1), Y10
 	VMULPS  Y10, Y15, Y3
 	VMULPS  Y10, Y14, Y7
-	VHADDPS Y1, Y0, Y0
-	VHADDPS Y3, Y2, Y2
-	VHADDPS Y2, Y0, Y8
-	VHADDPS Y5, Y4, Y4
-	VHADDPS Y7, Y6, Y6
-	VHADDPS Y6, Y4, Y9
+	HADD4(Y0, Y1, Y2, Y3, Y8)
+	HADD4(Y4, Y5, Y6, Y7, Y9)
 
 	// Rows 4..7, reduced into Y0 (q0) and Y4 (q1).
 	VMOVUPS (SI)(BX*4), Y10
@@ -267,27 +286,11 @@ loop:
 	VMOVUPS (SI)(R10*1), Y10
 	VMULPS  Y10, Y15, Y3
 	VMULPS  Y10, Y14, Y7
-	VHADDPS Y1, Y0, Y0
-	VHADDPS Y3, Y2, Y2
-	VHADDPS Y2, Y0, Y0
-	VHADDPS Y5, Y4, Y4
-	VHADDPS Y7, Y6, Y6
-	VHADDPS Y6, Y4, Y4
+	HADD4(Y0, Y1, Y2, Y3, Y0)
+	HADD4(Y4, Y5, Y6, Y7, Y4)
 
-	// Head 0: eight scores, scaled, stored, maximum.
-	VPERM2F128 $0x20, Y0, Y8, Y1
-	VPERM2F128 $0x31, Y0, Y8, Y2
-	VADDPS  Y2, Y1, Y1
-	VMULPS  Y13, Y1, Y1
-	VMOVUPS Y1, (DI)
-	VMAXPS  Y1, Y12, Y12
-	// Head 1.
-	VPERM2F128 $0x20, Y4, Y9, Y5
-	VPERM2F128 $0x31, Y4, Y9, Y6
-	VADDPS  Y6, Y5, Y5
-	VMULPS  Y13, Y5, Y5
-	VMOVUPS Y5, (R11)
-	VMAXPS  Y5, Y11, Y11
+	SCORES8(Y8, Y0, Y1, Y2, Y13, DI, Y12)  // head 0
+	SCORES8(Y9, Y4, Y5, Y6, Y13, R11, Y11) // head 1
 
 	LEAQ    (SI)(BX*8), SI
 	ADDQ    $32, DI
@@ -295,18 +298,8 @@ loop:
 	DECQ    CX
 	JNZ     loop
 
-	VEXTRACTF128 $1, Y12, X1
-	VMAXPS    X1, X12, X12
-	VPERMILPS $0x4E, X12, X1
-	VMAXPS    X1, X12, X12
-	VPERMILPS $0xB1, X12, X1
-	VMAXPS    X1, X12, X12
-	VEXTRACTF128 $1, Y11, X1
-	VMAXPS    X1, X11, X11
-	VPERMILPS $0x4E, X11, X1
-	VMAXPS    X1, X11, X11
-	VPERMILPS $0xB1, X11, X1
-	VMAXPS    X1, X11, X11
+	HMAX(Y12, X12)
+	HMAX(Y11, X11)
 	VZEROUPPER
 	MOVSS X12, m0+56(FP)
 	MOVSS X11, m1+60(FP)
@@ -380,19 +373,7 @@ loop1:
 	JNZ  loop1
 
 done:
-	VADDPS Y1, Y0, Y0
-	VADDPS Y3, Y2, Y2
-	VADDPS Y2, Y0, Y0
-	VBROADCASTSS inv0+40(FP), Y4
-	VMULPS Y4, Y0, Y0
-	MOVQ out0+48(FP), DI
-	VMOVUPS Y0, (DI)
-	VADDPS Y9, Y8, Y8
-	VADDPS Y11, Y10, Y10
-	VADDPS Y10, Y8, Y8
-	VBROADCASTSS inv1+44(FP), Y4
-	VMULPS Y4, Y8, Y8
-	MOVQ out1+56(FP), DI
-	VMOVUPS Y8, (DI)
+	SUM4STORE(Y0, Y1, Y2, Y3, inv0+40(FP), out0+48(FP))
+	SUM4STORE(Y8, Y9, Y10, Y11, inv1+44(FP), out1+56(FP))
 	VZEROUPPER
 	RET

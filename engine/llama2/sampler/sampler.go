@@ -226,13 +226,20 @@ func (s *Sampler) nucleus(probs []float32, coin float32) int {
 	if len(c) == 0 { // only with a one-token vocabulary
 		return argmax(probs)
 	}
-	// Stable, like the merge sort behind glibc's qsort for such arrays.
+	return walkSorted(c, topP, coin)
+}
+
+// walkSorted sorts c by probability, most likely first (stable, like the
+// merge sort behind glibc's qsort for such arrays), keeps the shortest
+// prefix whose cumulative probability exceeds limit (all of c if none
+// does), and walks the prefix's CDF with coin scaled to its mass.
+func walkSorted(c []candidate, limit, coin float32) int {
 	slices.SortStableFunc(c, func(a, b candidate) int { return cmp.Compare(b.prob, a.prob) })
 	var cum float32
 	last := len(c) - 1
 	for i := range c {
 		cum += c[i].prob
-		if cum > topP {
+		if cum > limit {
 			last = i
 			break
 		}
@@ -279,31 +286,15 @@ func (s *Sampler) filtered(probs []float32, coin float32) int {
 	if len(c) == 0 { // only with NaN probabilities
 		return argmax(probs)
 	}
-	slices.SortStableFunc(c, func(a, b candidate) int { return cmp.Compare(b.prob, a.prob) })
-	var mass float32
-	for _, x := range c {
-		mass += x.prob
-	}
-	last, cum := len(c)-1, mass
+	limit := float32(math.Inf(1))
 	if topP := s.o.TopP; topP > 0 && topP < 1 {
-		cum = 0
-		for i := range c {
-			cum += c[i].prob
-			if cum > topP*mass {
-				last = i
-				break
-			}
+		var mass float32
+		for _, x := range c {
+			mass += x.prob
 		}
+		limit = topP * mass
 	}
-	r := coin * cum
-	var cdf float32
-	for i := range last + 1 {
-		cdf += c[i].prob
-		if r < cdf {
-			return c[i].index
-		}
-	}
-	return c[last].index
+	return walkSorted(c, limit, coin)
 }
 
 // kthLargest returns the k-th largest value of v (1 <= k <= len(v)),

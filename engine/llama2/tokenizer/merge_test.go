@@ -41,30 +41,9 @@ func (t *Tokenizer) mergeQuadratic(toks []int) []int {
 	}
 }
 
-// referenceEncode is Encode with the quadratic merge.
+// referenceEncode is Encode with BOS and the quadratic merge.
 func (t *Tokenizer) referenceEncode(text string) []int {
-	toks, err := t.Encode(context.Background(), "", true, false)
-	if err != nil {
-		panic(err)
-	}
-	// Encode of "" is just BOS; build the unmerged tokens as Encode does.
-	if text != "" && t.hasSpace {
-		toks = append(toks, int(t.spaceID))
-	}
-	for i := 0; i < len(text); {
-		j := i + 1
-		for j < len(text) && j-i < 4 && text[j]&0xC0 == 0x80 {
-			j++
-		}
-		if id, ok := t.ids[text[i:j]]; ok {
-			toks = append(toks, int(id))
-		} else {
-			for k := i; k < j; k++ {
-				toks = append(toks, int(t.fallback(text[k])))
-			}
-		}
-		i = j
-	}
+	toks := t.appendSymbols([]int{BOS}, text)
 	return append(toks[:1], t.mergeQuadratic(toks[1:])...)
 }
 

@@ -202,6 +202,22 @@ func (t *Tokenizer) Encode(ctx context.Context, text string, bos, eos bool) ([]i
 		toks = append(toks, BOS)
 	}
 	start := len(toks) // merging starts after BOS, with the dummy prefix
+	toks = t.appendSymbols(toks, text)
+	merged, err := t.merge(ctx, toks[start:])
+	if err != nil {
+		return nil, err
+	}
+	toks = toks[:start+len(merged)]
+	if eos {
+		toks = append(toks, EOS)
+	}
+	return toks, nil
+}
+
+// appendSymbols appends the tokens that merging starts from: the dummy
+// prefix (unless text is empty), then each UTF-8 code point's token, or
+// its bytes' fallback tokens.
+func (t *Tokenizer) appendSymbols(toks []int, text string) []int {
 	if text != "" && t.hasSpace {
 		toks = append(toks, int(t.spaceID))
 	}
@@ -220,15 +236,7 @@ func (t *Tokenizer) Encode(ctx context.Context, text string, bos, eos bool) ([]i
 		}
 		i = j
 	}
-	merged, err := t.merge(ctx, toks[start:])
-	if err != nil {
-		return nil, err
-	}
-	toks = toks[:start+len(merged)]
-	if eos {
-		toks = append(toks, EOS)
-	}
-	return toks, nil
+	return toks
 }
 
 // fallback returns the token of byte b when its code point has none.

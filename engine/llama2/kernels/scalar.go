@@ -274,7 +274,7 @@ func attendGroup8(out, q []float32, g int, t *Attention, kvOff, kvDim int, scale
 	for p0 := 0; p0 < n; p0 += attendBlock {
 		p1 := min(p0+attendBlock, n)
 		for h := range g {
-			scores8(att[h*n+p0:h*n+p1], q[h*8:h*8+8], keys[p0*kvDim:], kvDim, scale)
+			scoreRows8(att[h*n+p0:h*n+p1], q[h*8:h*8+8], keys[p0*kvDim:], kvDim, scale)
 		}
 	}
 	for h := range g {
@@ -293,7 +293,7 @@ func attendGroup8(out, q []float32, g int, t *Attention, kvOff, kvDim int, scale
 	for p0 := 0; p0 < n; p0 += attendBlock {
 		p1 := min(p0+attendBlock, n)
 		for h := range g {
-			weighted8(out[h*8:h*8+8], att[h*n+p0:h*n+p1], vals[p0*kvDim:], kvDim)
+			addWeighted8(out[h*8:h*8+8], att[h*n+p0:h*n+p1], vals[p0*kvDim:], kvDim)
 		}
 	}
 	for h := range g {
@@ -309,9 +309,9 @@ func attendGroup8(out, q []float32, g int, t *Attention, kvOff, kvDim int, scale
 	}
 }
 
-// scores8 sets att[p] = scale·q·k_p for the 8-float keys k_p =
+// scoreRows8 sets att[p] = scale·q·k_p for the 8-float keys k_p =
 // keys[p*kvDim:].
-func scores8(att, q, keys []float32, kvDim int, scale float32) {
+func scoreRows8(att, q, keys []float32, kvDim int, scale float32) {
 	q = q[:8]
 	q0, q1, q2, q3, q4, q5, q6, q7 := q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
 	for p := range att {
@@ -321,9 +321,9 @@ func scores8(att, q, keys []float32, kvDim int, scale float32) {
 	}
 }
 
-// weighted8 adds Σ_p att[p]·v_p to out[:8] over the 8-float value rows
+// addWeighted8 adds Σ_p att[p]·v_p to out[:8] over the 8-float value rows
 // v_p = vals[p*kvDim:], in position order.
-func weighted8(out, att, vals []float32, kvDim int) {
+func addWeighted8(out, att, vals []float32, kvDim int) {
 	out = out[:8]
 	o0, o1, o2, o3, o4, o5, o6, o7 := out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7]
 	for p, a := range att {

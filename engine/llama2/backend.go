@@ -40,6 +40,9 @@ type Backend struct {
 	kern     kernels.Kernels
 	maxSeq   int
 	maxQueue int
+	// promptBytes is the longest prompt, in bytes, that can fit the
+	// context; 0 when the vocabulary sets no bound (see promptByteLimit).
+	promptBytes int
 
 	mu       sync.Mutex
 	closing  bool
@@ -53,6 +56,10 @@ type Backend struct {
 
 	slotsInUse atomic.Int32 // KV caches held by sequences
 	passes     atomic.Int64 // forward passes run
+
+	// onPass, if set (by tests, before the first request), runs on the
+	// scheduler goroutine after each forward pass with the pass count.
+	onPass func(passes int64)
 }
 
 var (
@@ -128,10 +135,25 @@ func open(cfg backend.Config) (*Backend, error) {
 	b := &Backend{
 		model: model, tok: tok, pool: pool, kern: kernels.NewCPU(pool),
 		maxSeq: maxSeq, maxQueue: maxQueue,
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		promptBytes: promptByteLimit(model.Config().SeqLen, tok.MaxTokenBytes()),
+		wake:        make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	go b.run()
 	return b, nil
+}
+
+// promptByteLimit returns the length in bytes beyond which a prompt
+// cannot fit a context of seqLen tokens when no token stands for more than
+// perToken bytes (tokenizer.MaxTokenBytes; 0 means no bound, and then so is
+// the result). A prompt of n bytes encodes to BOS and at least
+// ceil(n/perToken) more tokens, so n > (seqLen-1)·perToken means more
+// than seqLen tokens: such a prompt is refused before the tokenizer spends
+// time on it.
+func promptByteLimit(seqLen, perToken int) int {
+	if perToken <= 0 || seqLen <= 1 {
+		return 0
+	}
+	return (seqLen - 1) * perToken
 }
 
 func intParam(m *pb.ModelConfig, key string, def, lo, hi int) (int, error) {
@@ -172,9 +194,16 @@ func (b *Backend) Execute(ctx context.Context, req *backend.Request, r backend.R
 	if err != nil {
 		return nil, backend.WithCode(codes.InvalidArgument, err)
 	}
-	prompt := b.tok.Encode(in.prompt, true, false)
-	if n := b.model.Config().SeqLen; len(prompt) > n {
-		return nil, backend.Errorf(codes.InvalidArgument, "llama2: prompt is %d tokens, longer than the model's context of %d tokens", len(prompt), n)
+	seqLen := b.model.Config().SeqLen
+	if limit := b.promptBytes; limit > 0 && len(in.prompt) > limit {
+		return nil, backend.Errorf(codes.InvalidArgument, "llama2: prompt is %d bytes, longer than the model's context of %d tokens can hold (at most %d bytes: %d per token)", len(in.prompt), seqLen, limit, b.tok.MaxTokenBytes())
+	}
+	prompt, err := b.tok.Encode(ctx, in.prompt, true, false)
+	if err != nil {
+		return nil, nil // ctx is done
+	}
+	if len(prompt) > seqLen {
+		return nil, backend.Errorf(codes.InvalidArgument, "llama2: prompt is %d tokens, longer than the model's context of %d tokens", len(prompt), seqLen)
 	}
 	s := newSequence(in, prompt)
 	if err := b.admit(s); err != nil {

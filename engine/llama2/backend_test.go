@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/llama2/internal/testmodel"
 )
@@ -160,8 +162,17 @@ func TestBadRequests(t *testing.T) {
 		{`{"stop": [""]}`, "stop sequence 0 must be 1 to 256 bytes long, got 0"},
 		{`{"stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}`, "stop has 17 sequences, at most 16"},
 		{`{"ignore_eos": 1}`, "ignore_eos must be true or false"},
-		{`{"top_k": 5}`, `unknown key "top_k"`},
-		{`{"top_k": null}`, `unknown key "top_k"`},
+		{`{"top_k": -2}`, "top_k must be an integer >= -1 (0 and -1 turn it off), got -2"},
+		{`{"top_k": 2.5}`, "top_k must be an integer >= -1"},
+		{`{"min_p": 1.5}`, "min_p must be a number in [0, 1], got 1.5"},
+		{`{"min_p": -0.1}`, "min_p must be a number in [0, 1]"},
+		{`{"repetition_penalty": 0}`, "repetition_penalty must be a number > 0, got 0"},
+		{`{"repetition_penalty": 1e-50}`, "repetition_penalty must be a number > 0"},
+		{`{"repetition_penalty": "x"}`, "repetition_penalty must be a number > 0"},
+		{`{"frequency_penalty": 2.5}`, "frequency_penalty must be a number in [-2, 2], got 2.5"},
+		{`{"presence_penalty": -3}`, "presence_penalty must be a number in [-2, 2], got -3"},
+		{`{"best_of": 2}`, `unknown key "best_of" (supported: temperature, top_p, top_k, min_p, repetition_penalty, frequency_penalty, presence_penalty, max_tokens, seed, stop, ignore_eos)`},
+		{`{"best_of": null}`, `unknown key "best_of"`},
 	} {
 		_, err := tryRun(t, context.Background(), b, call{params: tc.params})
 		if err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.HasPrefix(err.Error(), "llama2: ") {
@@ -169,7 +180,8 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 	// Nulls mean defaults; seeds may be negative or beyond int64.
-	for _, p := range []string{`{}`, `{"temperature":null,"stop":null}`, `{"seed":-5,"max_tokens":1}`, `{"seed":18446744073709551615}`} {
+	for _, p := range []string{`{}`, `{"temperature":null,"stop":null}`, `{"seed":-5,"max_tokens":1}`, `{"seed":18446744073709551615}`,
+		`{"top_k":-1,"min_p":1,"repetition_penalty":2,"frequency_penalty":-2,"presence_penalty":2}`, `{"top_k":null,"min_p":null}`} {
 		if _, err := tryRun(t, context.Background(), b, call{params: p}); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
@@ -348,4 +360,80 @@ func TestCloseFailsRunningRequests(t *testing.T) {
 		t.Errorf("after Close: err = %v", err)
 	}
 	b.Close() // idempotent
+}
+
+// TestLongPromptRefusedBeforeTokenizing checks the byte cap: a prompt
+// longer than the context can hold in bytes is refused with its own
+// message, without being tokenized; one under the cap but over the
+// context in tokens gets the token count.
+func TestLongPromptRefusedBeforeTokenizing(t *testing.T) {
+	b := realBackend(t, nil)
+	// stories260K: 512 positions, pieces of at most 7 bytes.
+	if b.promptBytes != 511*7 {
+		t.Fatalf("prompt byte limit %d, want 511·7 = %d", b.promptBytes, 511*7)
+	}
+	for _, tc := range []struct {
+		prompt string
+		msg    string
+	}{
+		{strings.Repeat("a", 1<<20), "llama2: prompt is 1048576 bytes, longer than the model's context of 512 tokens can hold (at most 3577 bytes: 7 per token)"},
+		{strings.Repeat("a", 3578), "llama2: prompt is 3578 bytes, longer than the model's context of 512 tokens can hold"},
+		{strings.Repeat("a b ", 894), "llama2: prompt is 1790 tokens, longer than the model's context of 512 tokens"},
+	} {
+		_, err := tryRun(t, context.Background(), b, call{prompt: tc.prompt, params: greedy})
+		if err == nil || !strings.HasPrefix(err.Error(), tc.msg) {
+			t.Errorf("%d-byte prompt: err = %v, want %q", len(tc.prompt), err, tc.msg)
+		}
+		if code, _ := backend.CodeOf(err); code != codes.InvalidArgument {
+			t.Errorf("%d-byte prompt: code %v, want InvalidArgument", len(tc.prompt), code)
+		}
+	}
+	if p := b.passes.Load(); p != 0 {
+		t.Errorf("refused prompts ran %d forward passes", p)
+	}
+}
+
+// TestCancelledBeforeTokenizing checks that a request whose context is
+// already done is neither tokenized into the queue nor run.
+func TestCancelledBeforeTokenizing(t *testing.T) {
+	b := cycle(t, 4096, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	resp, err := b.Execute(ctx, call{prompt: strings.Repeat("abcd", 1000), params: greedy}.request(), &recorder{t: t})
+	if resp != nil || err != nil {
+		t.Fatalf("cancelled request: %v, %v; want nil, nil", resp, err)
+	}
+	b.mu.Lock()
+	inflight := b.inflight
+	b.mu.Unlock()
+	if inflight != 0 || b.passes.Load() != 0 {
+		t.Errorf("cancelled request was admitted (%d in flight, %d passes)", inflight, b.passes.Load())
+	}
+}
+
+// TestCancelDuringPrefill cancels a request whose prompt takes 57 passes
+// (3,601 tokens in chunks of 64) right after the first pass: the scheduler
+// must drop it and free its KV cache at once rather than finish the prompt.
+func TestCancelDuringPrefill(t *testing.T) {
+	b := cycle(t, 4096, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	b.onPass = func(n int64) {
+		if n == 1 {
+			cancel()
+			<-returned // Execute has marked the sequence cancelled
+		}
+	}
+	go func() {
+		defer close(returned)
+		resp, err := b.Execute(ctx, call{prompt: strings.Repeat("abcd", 900), params: greedy}.request(), &recorder{t: t})
+		if resp != nil || err != nil {
+			t.Errorf("cancelled request: %v, %v; want nil, nil", resp, err)
+		}
+	}()
+	<-returned
+	waitFor(t, "the KV cache to be freed", func() bool { return b.slotsInUse.Load() == 0 })
+	if p := b.passes.Load(); p != 1 {
+		t.Errorf("%d passes ran, want 1: the prefill went on after the client left", p)
+	}
 }

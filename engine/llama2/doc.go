@@ -14,14 +14,27 @@
 // default false), sampling_parameters (BYTES [1], a JSON object with
 // temperature (default 1.0; 0 is greedy), top_p (default 1.0), max_tokens
 // (default 16), seed (default random), stop (a string or a list of strings)
-// and ignore_eos (default false)), exclude_input_in_output (BOOL [1],
-// default false).
+// and ignore_eos (default false), and vLLM's top_k (default 0; 0 and -1
+// are off), min_p (in [0, 1], default 0), repetition_penalty (> 0,
+// default 1), frequency_penalty and presence_penalty (in [-2, 2], default
+// 0), with vLLM's meanings: penalties first, then temperature, min_p,
+// top_k and top_p), exclude_input_in_output (BOOL [1], default false).
+// Unknown keys and values out of range are INVALID_ARGUMENT errors.
 //
 // Outputs: text_output (BYTES [-1]), finish_reason (BYTES [1], "stop" for
 // an end-of-text token or a stop sequence, "length" for max_tokens or the
 // context length), num_input_tokens and num_output_tokens (UINT32 [1]; the
 // input count includes BOS, the output count every sampled token, the
 // end-of-text token included).
+//
+// A prompt longer than the context can hold is refused with
+// INVALID_ARGUMENT before it is tokenized: no token stands for more bytes
+// than the vocabulary's longest piece (7 for tok512, 27 for the Llama 2
+// vocabulary), so a prompt over (seq_len-1)·that many bytes cannot fit
+// (512 positions of stories260K: 3,577 bytes). Shorter prompts are refused
+// when their tokens, BOS included, exceed seq_len. Tokenizing stops when
+// the request is cancelled, and so does the prompt's prefill, between its
+// chunks.
 //
 // With stream=true, each released piece of text is one Send carrying only
 // text_output; Execute then returns the final response with the remaining

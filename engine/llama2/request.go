@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/streamgate/streamgate/engine/backend"
+	"github.com/streamgate/streamgate/engine/llama2/sampler"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
 
@@ -50,12 +52,10 @@ type request struct {
 
 // samplingParams are the decoded sampling_parameters.
 type samplingParams struct {
-	temperature float32
-	topP        float32
-	maxTokens   int
-	seed        uint64
-	stop        []string
-	ignoreEOS   bool
+	sampler.Options
+	maxTokens int
+	stop      []string
+	ignoreEOS bool
 }
 
 // parseRequest decodes and checks req's inputs. Errors are meant for the
@@ -120,10 +120,8 @@ func optionalBool(req *backend.Request, name string) (bool, error) {
 // that a misspelt parameter is not silently ignored.
 func parseSamplingParams(raw string) (samplingParams, error) {
 	p := samplingParams{
-		temperature: defaultTemperature,
-		topP:        defaultTopP,
-		maxTokens:   defaultMaxTokens,
-		seed:        rand.Uint64(),
+		Options:   sampler.Options{Temperature: defaultTemperature, TopP: defaultTopP, Seed: rand.Uint64()},
+		maxTokens: defaultMaxTokens,
 	}
 	if raw == "" {
 		return p, nil
@@ -157,13 +155,13 @@ func parseSamplingParams(raw string) (samplingParams, error) {
 			if !ok || f < 0 || math.IsInf(f, 0) || f > math.MaxFloat32 {
 				return p, bad("a number >= 0")
 			}
-			p.temperature = float32(f)
+			p.Temperature = float32(f)
 		case "top_p":
 			f, ok := number(v)
 			if !ok || f <= 0 || f > 1 {
 				return p, bad("a number in (0, 1]")
 			}
-			p.topP = float32(f)
+			p.TopP = float32(f)
 		case "max_tokens":
 			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 			if err != nil || n < 1 {
@@ -173,9 +171,9 @@ func parseSamplingParams(raw string) (samplingParams, error) {
 		case "seed":
 			s := string(bytes.TrimSpace(v))
 			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-				p.seed = uint64(n)
+				p.Seed = uint64(n)
 			} else if u, err := strconv.ParseUint(s, 10, 64); err == nil {
-				p.seed = u
+				p.Seed = u
 			} else {
 				return p, bad("a 64-bit integer")
 			}
@@ -185,6 +183,34 @@ func parseSamplingParams(raw string) (samplingParams, error) {
 				return p, err
 			}
 			p.stop = stops
+		case "top_k":
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			if err != nil || n < -1 {
+				return p, bad("an integer >= -1 (0 and -1 turn it off)")
+			}
+			p.TopK = int(min(n, math.MaxInt32))
+		case "min_p":
+			f, ok := number(v)
+			if !ok || f < 0 || f > 1 {
+				return p, bad("a number in [0, 1]")
+			}
+			p.MinP = float32(f)
+		case "repetition_penalty":
+			f, ok := number(v)
+			if !ok || !(float32(f) > 0) || f > math.MaxFloat32 {
+				return p, bad("a number > 0")
+			}
+			p.RepetitionPenalty = float32(f)
+		case "frequency_penalty", "presence_penalty":
+			f, ok := number(v)
+			if !ok || f < -2 || f > 2 {
+				return p, bad("a number in [-2, 2]")
+			}
+			if k == "frequency_penalty" {
+				p.FrequencyPenalty = float32(f)
+			} else {
+				p.PresencePenalty = float32(f)
+			}
 		case "ignore_eos":
 			if err := json.Unmarshal(v, &p.ignoreEOS); err != nil {
 				return p, bad("true or false")
@@ -196,10 +222,13 @@ func parseSamplingParams(raw string) (samplingParams, error) {
 	return p, nil
 }
 
-var paramNames = []string{"temperature", "top_p", "max_tokens", "seed", "stop", "ignore_eos"}
+var paramNames = []string{
+	"temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty",
+	"max_tokens", "seed", "stop", "ignore_eos",
+}
 
 func unknownParam(k string) error {
-	return fmt.Errorf("llama2: sampling_parameters: unknown key %q (supported: temperature, top_p, max_tokens, seed, stop, ignore_eos)", k)
+	return fmt.Errorf("llama2: sampling_parameters: unknown key %q (supported: %s)", k, strings.Join(paramNames, ", "))
 }
 
 // number decodes a JSON number.

@@ -75,7 +75,7 @@ func newSequence(in request, prompt []int) *sequence {
 	return &sequence{
 		req:     in,
 		prompt:  prompt,
-		sampler: sampler.New(p.temperature, p.topP, p.seed),
+		sampler: sampler.New(p.Options, prompt),
 		text:    textStream{stops: p.stop},
 		notify:  make(chan struct{}, 1),
 	}
@@ -167,13 +167,16 @@ func (b *Backend) run() {
 			}
 			continue
 		}
-		b.passes.Add(1)
+		n := b.passes.Add(1)
 		if err := sc.ws.Forward(sc.steps); err != nil {
 			for _, s := range sc.active {
 				sc.retire(s, &finish{err: err})
 			}
 			sc.active = sc.active[:0]
 			continue
+		}
+		if b.onPass != nil {
+			b.onPass(n)
 		}
 		sc.advance()
 	}

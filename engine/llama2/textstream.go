@@ -1,7 +1,6 @@
 package llama2
 
 import (
-	"bytes"
 	"strings"
 	"unicode/utf8"
 )
@@ -9,28 +8,62 @@ import (
 // textStream turns decoded token pieces into text that is safe to release:
 // it never releases part of a UTF-8 character, nor text that may turn out to
 // be the start of a stop sequence, and it cuts the output at the first stop
-// sequence. The zero value (no stop sequences) is ready to use.
+// sequence. The zero value (no stop sequences) is ready to use, and so is a
+// value with only stops set.
 //
 // Invariant: released text never contains the beginning of a stop
 // sequence's match, because any suffix that is a prefix of a stop sequence
 // is held back; so a match always starts inside pending.
+//
+// Stop sequences are matched with Knuth-Morris-Pratt automata, one per
+// sequence, fed each byte once: a push costs O(len(piece)·len(stops)),
+// whatever the sequences hold.
 type textStream struct {
 	stops   []string
 	pending []byte
+	// matched[i] is the length of the longest suffix of the text so far
+	// that is a prefix of stops[i] (the automaton's state); border[i] is
+	// stops[i]'s failure function.
+	matched []int
+	border  [][]int
 }
 
 // push appends piece and returns the text that can be released now. stop
 // reports that a stop sequence completed: out is then the text before it and
 // the stream is finished.
 func (t *textStream) push(piece string) (out string, stop bool) {
+	if t.matched == nil && len(t.stops) > 0 {
+		t.matched = make([]int, len(t.stops))
+		t.border = make([][]int, len(t.stops))
+		for i, s := range t.stops {
+			t.border[i] = borders(s)
+		}
+	}
+	from := len(t.pending)
 	t.pending = append(t.pending, piece...)
-	if k := t.firstStop(); k >= 0 {
-		out = toValid(t.pending[:k])
+	// The earliest match: each sequence's first match ends first among
+	// its matches, and the earliest start among those wins.
+	first, held := -1, 0
+	for i, s := range t.stops {
+		q := t.matched[i]
+		for j := from; j < len(t.pending); j++ {
+			q = advance(s, t.border[i], q, t.pending[j])
+			if q == len(s) {
+				if k := j + 1 - len(s); first < 0 || k < first {
+					first = k
+				}
+				break
+			}
+		}
+		t.matched[i] = q
+		held = max(held, q)
+	}
+	if first >= 0 {
+		out = toValid(t.pending[:first])
 		t.pending = t.pending[:0]
 		return out, true
 	}
-	cut := len(t.pending) - t.stopPrefix()
-	cut = completeUTF8(t.pending[:cut])
+	cut := completeUTF8(t.pending[:len(t.pending)-held])
 	out = toValid(t.pending[:cut])
 	t.pending = append(t.pending[:0], t.pending[cut:]...)
 	return out, false
@@ -44,31 +77,32 @@ func (t *textStream) flush() string {
 	return out
 }
 
-// firstStop returns the index in pending of the earliest stop sequence
-// match, or -1.
-func (t *textStream) firstStop() int {
-	first := -1
-	for _, s := range t.stops {
-		if k := bytes.Index(t.pending, []byte(s)); k >= 0 && (first < 0 || k < first) {
-			first = k
+// borders returns the failure function of s: b[i] is the length of the
+// longest proper prefix of s[:i+1] that is also its suffix.
+func borders(s string) []int {
+	b := make([]int, len(s))
+	for i, q := 1, 0; i < len(s); i++ {
+		for q > 0 && s[i] != s[q] {
+			q = b[q-1]
 		}
+		if s[i] == s[q] {
+			q++
+		}
+		b[i] = q
 	}
-	return first
+	return b
 }
 
-// stopPrefix returns the length of the longest suffix of pending that is a
-// proper prefix of a stop sequence.
-func (t *textStream) stopPrefix() int {
-	best := 0
-	for _, s := range t.stops {
-		for n := min(len(s)-1, len(t.pending)); n > best; n-- {
-			if bytes.HasSuffix(t.pending, []byte(s[:n])) {
-				best = n
-				break
-			}
-		}
+// advance moves the automaton of s (failure function b) from state q (q
+// bytes of s matched, q < len(s)) over byte c.
+func advance(s string, b []int, q int, c byte) int {
+	for q > 0 && s[q] != c {
+		q = b[q-1]
 	}
-	return best
+	if s[q] == c {
+		q++
+	}
+	return q
 }
 
 // completeUTF8 returns the length of the longest prefix of b that does not

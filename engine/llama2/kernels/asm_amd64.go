@@ -121,11 +121,86 @@ func expVec(att *float32, n8 int, m float32) float32
 //go:noescape
 func weightedVec(v *float32, kvDim int, att *float32, n int, inv float32, out *float32)
 
-func asmAttend() func(out, q []float32, t *Attention, kvOff, kvDim int, scale float32, att []float32) {
+// scores8x8x2 is scores8x8 for two 8-float queries, q[0:8] and q[8:16],
+// against the same keys, each key row loaded once: head 0's scores go to
+// att, head 1's to att[ldatt:]. It returns each head's maximum.
+//
+//go:noescape
+func scores8x8x2(k *float32, kvDim int, n8 int, q *float32, scale float32, att *float32, ldatt int) (m0, m1 float32)
+
+// weightedVec2 is weightedVec for two heads' weights att0 and att1 over the
+// same value rows, each row loaded once: out0[:8] and out1[:8].
+//
+//go:noescape
+func weightedVec2(v *float32, kvDim int, att0, att1 *float32, n int, inv0, inv1 float32, out0, out1 *float32)
+
+func asmAttend() attendFunc {
 	if !hasAVX2FMA {
 		return nil
 	}
-	return attendHeadAVX
+	return attendGroupAVX
+}
+
+// attendGroupAVX is attendGroup with vector code for heads of a multiple of
+// 8 floats and at least 8 positions: the heads of the group are taken two
+// at a time (attendPairAVX), so each key and value row is read once per
+// pair; an odd last head runs alone (attendHeadAVX). Other shapes use the
+// scalar attendGroup. Every head's output is bit for bit what
+// attendHeadAVX computes for it alone.
+func attendGroupAVX(out, q []float32, g int, t *Attention, kvOff, kvDim int, scale float32, att []float32) {
+	hs := len(q) / g
+	if hs == 0 || hs%8 != 0 || t.Len < 8 {
+		attendGroup(out, q, g, t, kvOff, kvDim, scale, att)
+		return
+	}
+	h := 0
+	for ; h+2 <= g; h += 2 {
+		attendPairAVX(out[h*hs:(h+2)*hs], q[h*hs:(h+2)*hs], t, kvOff, kvDim, scale, att)
+	}
+	if h < g {
+		attendHeadAVX(out[h*hs:(h+1)*hs], q[h*hs:(h+1)*hs], t, kvOff, kvDim, scale, att)
+	}
+}
+
+// attendPairAVX is attendHeadAVX for two query heads (q and out hold two
+// heads of a multiple of 8 floats) over the same KV head, with at least 8
+// positions; att is scratch of at least 2·t.Len floats.
+func attendPairAVX(out, q []float32, t *Attention, kvOff, kvDim int, scale float32, att []float32) {
+	n, hs := t.Len, len(q)/2
+	if kvDim < hs || kvOff < 0 || len(t.Keys) < (n-1)*kvDim+kvOff+hs || len(t.Values) < (n-1)*kvDim+kvOff+hs || len(att) < 2*n || len(out) < 2*hs {
+		panic("kernels: Attention slices too short")
+	}
+	a0, a1 := att[:n], att[n:2*n]
+	q0, q1 := q[:hs], q[hs:2*hs]
+	n8 := n &^ 7
+	var m0, m1 float32
+	if hs == 8 {
+		m0, m1 = scores8x8x2(&t.Keys[kvOff], kvDim, n8, &q[0], scale, &a0[0], n)
+		for p := n8; p < n; p++ {
+			k := t.Keys[kvOff+p*kvDim : kvOff+p*kvDim+8]
+			s0, s1 := dot(q0, k)*scale, dot(q1, k)*scale
+			a0[p], a1[p] = s0, s1
+			m0, m1 = max32(m0, s0), max32(m1, s1)
+		}
+	} else {
+		m0, m1 = float32(math.Inf(-1)), float32(math.Inf(-1))
+		for p := range n {
+			k := &t.Keys[kvOff+p*kvDim]
+			s0, s1 := dot1x1(k, &q0[0], hs)*scale, dot1x1(k, &q1[0], hs)*scale
+			a0[p], a1[p] = s0, s1
+			m0, m1 = max32(m0, s0), max32(m1, s1)
+		}
+	}
+	sum0, sum1 := expVec(&a0[0], n8, m0), expVec(&a1[0], n8, m1)
+	for p := n8; p < n; p++ {
+		e0, e1 := expf(a0[p]-m0), expf(a1[p]-m1)
+		a0[p], a1[p] = e0, e1
+		sum0 += e0
+		sum1 += e1
+	}
+	for c := 0; c < hs; c += 8 {
+		weightedVec2(&t.Values[kvOff+c], kvDim, &a0[0], &a1[0], n, 1/sum0, 1/sum1, &out[c], &out[hs+c])
+	}
 }
 
 // attendHeadAVX is attendHead with vector code for heads of a multiple of

@@ -7,3 +7,6 @@ package kernels
 func matmulAsmForTest(m *MatMul) { matmulRowsAVX(m, 0, m.D) }
 
 func dot1x1Go(w, x []float32) float32 { return dot1x1(&w[0], &x[0], len(w)) }
+
+// attendHeadAsmForTest is the one-head assembly attention kernel.
+var attendHeadAsmForTest = attendHeadAVX

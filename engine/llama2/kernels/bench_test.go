@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -40,32 +41,55 @@ func BenchmarkMatMul(b *testing.B) {
 	}
 }
 
-// BenchmarkAttendHead measures one head at 128 positions.
-func BenchmarkAttendHead(b *testing.B) {
+// BenchmarkAttention measures the attention of one query row over n
+// positions, single worker, for stories260K's heads (8 query heads sharing
+// 4 KV heads of 8 floats) and stories15M's (6 heads of 48): "perhead" runs
+// the one-head kernel for every query head, reading the KV head's rows
+// once per query head; "grouped" is the kernel CPU.Attention uses, which
+// reads them once per group of query heads sharing them.
+//
+//	go test -run '^$' -bench Attention ./engine/llama2/kernels
+func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, g := range []Heads{{8, 4, 8}, {6, 6, 48}} {
-		kvDim, n := g.KVHeads*g.HeadSize, 128
-		t := Attention{Out: make([]float32, g.Heads*g.HeadSize), Q: randVec(r, g.Heads*g.HeadSize), Keys: randVec(r, n*kvDim), Values: randVec(r, n*kvDim), Len: n}
-		att := make([]float32, n)
-		hs := g.HeadSize
-		b.Run("scalar/hs"+string(rune('0'+hs/8)), func(b *testing.B) {
-			for b.Loop() {
-				attendHead(t.Out[:hs], t.Q[:hs], &t, 0, kvDim, 0.3, att)
+		for _, n := range []int{128, 512} {
+			kvDim, hs, group := g.KVHeads*g.HeadSize, g.HeadSize, g.Heads/g.KVHeads
+			t := Attention{Out: make([]float32, g.Heads*hs), Q: randVec(r, g.Heads*hs), Keys: randVec(r, n*kvDim), Values: randVec(r, n*kvDim), Len: n}
+			att := make([]float32, group*n)
+			name := fmt.Sprintf("heads%d-kv%d-hs%d/pos%d", g.Heads, g.KVHeads, hs, n)
+			perHead := func(one func(out, q []float32, t *Attention, kvOff, kvDim int, scale float32, att []float32)) {
+				for h := range g.Heads {
+					one(t.Out[h*hs:(h+1)*hs], t.Q[h*hs:(h+1)*hs], &t, (h/group)*hs, kvDim, 0.3, att)
+				}
 			}
-		})
-		if f := asmAttend(); f != nil {
-			b.Run("asm/hs"+string(rune('0'+hs/8)), func(b *testing.B) {
+			grouped := func(f attendFunc) {
+				for kvh := range g.KVHeads {
+					lo, hi := kvh*group*hs, (kvh+1)*group*hs
+					f(t.Out[lo:hi], t.Q[lo:hi], group, &t, kvh*hs, kvDim, 0.3, att)
+				}
+			}
+			b.Run(name+"/scalar-perhead", func(b *testing.B) {
 				for b.Loop() {
-					f(t.Out[:hs], t.Q[:hs], &t, 0, kvDim, 0.3, att)
+					perHead(attendHead)
 				}
 			})
-		}
-		if f := simdAttend(); f != nil {
-			b.Run("simd/hs"+string(rune('0'+hs/8)), func(b *testing.B) {
+			b.Run(name+"/scalar-grouped", func(b *testing.B) {
 				for b.Loop() {
-					f(t.Out[:hs], t.Q[:hs], &t, 0, kvDim, 0.3, att)
+					grouped(attendGroup)
 				}
 			})
+			if f := asmAttend(); f != nil {
+				b.Run(name+"/asm-perhead", func(b *testing.B) {
+					for b.Loop() {
+						perHead(attendHeadAsmForTest)
+					}
+				})
+				b.Run(name+"/asm-grouped", func(b *testing.B) {
+					for b.Loop() {
+						grouped(f)
+					}
+				})
+			}
 		}
 	}
 }

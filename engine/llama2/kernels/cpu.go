@@ -3,7 +3,7 @@ package kernels
 import "math"
 
 // CPU implements Kernels on the CPU: matrix products split by output rows
-// and attention split by (row, head) across a Pool's workers. Work below a
+// and attention split by (row, KV head) across a Pool's workers. Work below a
 // threshold runs on the calling goroutine, since waking a worker costs more
 // than a 64×64 product.
 type CPU struct {
@@ -11,7 +11,7 @@ type CPU struct {
 	scratch [][]float32 // attention scores, one buffer per worker
 	chunk   int         // minChunk or minChunkSIMD
 	matmul  func(m *MatMul, lo, hi int)
-	attend1 func(out, q []float32, t *Attention, kvOff, kvDim int, scale float32, att []float32)
+	attendG attendFunc
 	simd    bool
 
 	// per-call state, reused to avoid allocating closures
@@ -35,16 +35,16 @@ const (
 func NewCPU(pool *Pool) *CPU {
 	c := NewScalarCPU(pool)
 	if f, g := asmMatmul(), asmAttend(); f != nil && g != nil {
-		c.matmul, c.attend1, c.simd, c.chunk = f, g, true, minChunkSIMD
+		c.matmul, c.attendG, c.simd, c.chunk = f, g, true, minChunkSIMD
 	} else if f, g := simdMatmul(), simdAttend(); f != nil && g != nil {
-		c.matmul, c.attend1, c.simd, c.chunk = f, g, true, minChunkSIMD
+		c.matmul, c.attendG, c.simd, c.chunk = f, g, true, minChunkSIMD
 	}
 	return c
 }
 
 // NewScalarCPU is NewCPU without the SIMD code, for comparisons.
 func NewScalarCPU(pool *Pool) *CPU {
-	return &CPU{pool: pool, scratch: make([][]float32, pool.Workers()), matmul: matmulRowsScalar, attend1: attendHead, chunk: minChunk}
+	return &CPU{pool: pool, scratch: make([][]float32, pool.Workers()), matmul: matmulRowsScalar, attendG: attendGroup, chunk: minChunk}
 }
 
 // SIMD reports whether the kernels use vector instructions.
@@ -95,9 +95,18 @@ func (c *CPU) Softmax(x []float32) { softmax(x) }
 // SwiGLU implements Kernels.
 func (c *CPU) SwiGLU(h, g []float32) { swiglu(h, g) }
 
-// Attention implements Kernels.
+// attendFunc computes the attention of the g query heads that share one KV
+// head (grouped-query attention) for one task: q and out hold the g heads
+// (g·HeadSize floats), the KV head's floats start at kvOff within each
+// kvDim-float position of t.Keys and t.Values, and att is scratch of at
+// least g·t.Len floats. Each key and value row is read once for all g
+// heads.
+type attendFunc func(out, q []float32, g int, t *Attention, kvOff, kvDim int, scale float32, att []float32)
+
+// Attention implements Kernels. Its work items are (task, KV head) pairs,
+// each covering the query heads that share the KV head.
 func (c *CPU) Attention(shape Heads, tasks ...Attention) {
-	items := len(tasks) * shape.Heads
+	items := len(tasks) * shape.KVHeads
 	work := 0
 	for i := range tasks {
 		work += tasks[i].Len
@@ -115,19 +124,21 @@ func (c *CPU) Attention(shape Heads, tasks ...Attention) {
 	c.att = nil
 }
 
-// attend runs items [lo, hi) of the current Attention call, item = task*Heads+head.
+// attend runs items [lo, hi) of the current Attention call, item =
+// task*KVHeads + KV head.
 func (c *CPU) attend(lo, hi, worker int) {
 	s := c.heads
 	hs := s.HeadSize
 	kvDim := s.KVHeads * hs
-	group := s.Heads / s.KVHeads
+	g := s.Heads / s.KVHeads
 	scale := float32(1 / math.Sqrt(float64(hs)))
 	for it := lo; it < hi; it++ {
-		t := &c.att[it/s.Heads]
-		h := it % s.Heads
-		if cap(c.scratch[worker]) < t.Len {
-			c.scratch[worker] = make([]float32, t.Len+t.Len/2)
+		t := &c.att[it/s.KVHeads]
+		kvh := it % s.KVHeads
+		if need := g * t.Len; cap(c.scratch[worker]) < need {
+			c.scratch[worker] = make([]float32, need+need/2)
 		}
-		c.attend1(t.Out[h*hs:(h+1)*hs], t.Q[h*hs:(h+1)*hs], t, (h/group)*hs, kvDim, scale, c.scratch[worker])
+		h0, h1 := kvh*g*hs, (kvh+1)*g*hs
+		c.attendG(t.Out[h0:h1], t.Q[h0:h1], g, t, kvh*hs, kvDim, scale, c.scratch[worker][:cap(c.scratch[worker])])
 	}
 }

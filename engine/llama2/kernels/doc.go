@@ -4,8 +4,12 @@
 //
 // Start with NewPool and NewCPU. CPU runs plain Go kernels (four
 // accumulators, bounds-check-free loops) and splits large matrix products
-// by output rows, and attention by (row, head), across a Pool of persistent
-// workers; small work stays on the calling goroutine. On amd64 CPUs with
+// by output rows, and attention by (row, KV head), across a Pool of
+// persistent workers; small work stays on the calling goroutine. With
+// grouped-query attention, the query heads that share a KV head are one
+// work item that reads each cached key and value row once for all of them
+// (attendFunc in cpu.go), with each head's result bit for bit what a
+// head-by-head pass gives. On amd64 CPUs with
 // AVX2 and FMA (detected at run time with CPUID), every build uses the
 // assembly kernels of dot_amd64.s and attend_amd64.s (asm_amd64.go):
 // register-blocked 4×2 and 8×1 dot-product tiles for the matrix products,

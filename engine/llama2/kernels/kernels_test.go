@@ -120,7 +120,7 @@ func TestMatMulMatchesReference(t *testing.T) {
 
 func TestAttentionMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	geoms := []Heads{{8, 4, 8}, {6, 6, 48}, {4, 1, 16}, {2, 2, 6}}
+	geoms := []Heads{{8, 4, 8}, {6, 6, 48}, {4, 1, 16}, {2, 2, 6}, {6, 2, 8}, {8, 2, 16}, {4, 2, 6}}
 	for name, k := range kernelSets(t) {
 		for _, g := range geoms {
 			kvDim := g.KVHeads * g.HeadSize
@@ -340,4 +340,45 @@ func FuzzAsmDot(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestGroupedAttentionMatchesPerHead checks that reading each KV row once
+// for a group of query heads changes no bit of any head's output: the
+// grouped kernels against their one-head kernels run head by head, over
+// group sizes 1 to 4 (odd ones leave a head outside the assembly's pairs),
+// head sizes with and without vector code, and lengths around the 8-wide
+// blocks.
+func TestGroupedAttentionMatchesPerHead(t *testing.T) {
+	type kernel struct {
+		name    string
+		grouped attendFunc
+		one     func(out, q []float32, t *Attention, kvOff, kvDim int, scale float32, att []float32)
+	}
+	ks := []kernel{{"scalar", attendGroup, attendHead}}
+	if f := asmAttend(); f != nil {
+		ks = append(ks, kernel{"asm", f, attendHeadAsmForTest})
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, k := range ks {
+		for _, g := range []Heads{{8, 4, 8}, {6, 2, 8}, {8, 2, 8}, {4, 4, 8}, {8, 2, 16}, {6, 2, 16}, {4, 2, 6}, {6, 6, 48}} {
+			group, hs, kvDim := g.Heads/g.KVHeads, g.HeadSize, g.KVHeads*g.HeadSize
+			for _, n := range []int{1, 7, 8, 9, 16, 23, 130} {
+				task := Attention{Q: randVec(r, g.Heads*hs), Keys: randVec(r, n*kvDim), Values: randVec(r, n*kvDim), Len: n}
+				want, got := make([]float32, g.Heads*hs), make([]float32, g.Heads*hs)
+				att := make([]float32, group*n)
+				for h := range g.Heads {
+					k.one(want[h*hs:(h+1)*hs], task.Q[h*hs:(h+1)*hs], &task, (h/group)*hs, kvDim, 0.35, att)
+				}
+				for kvh := range g.KVHeads {
+					lo, hi := kvh*group*hs, (kvh+1)*group*hs
+					k.grouped(got[lo:hi], task.Q[lo:hi], group, &task, kvh*hs, kvDim, 0.35, att)
+				}
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("%s %+v n=%d: output %d grouped %v, per head %v", k.name, g, n, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
 }

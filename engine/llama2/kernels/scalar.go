@@ -195,6 +195,42 @@ func swiglu(h, g []float32) {
 	}
 }
 
+// attendGroup is the attendFunc of plain Go: for 8-float heads,
+// attendGroup8; otherwise scores of every head against each key row, a
+// softmax per head, then every head's weighted sum from each value row.
+// Each head's output is bit for bit attendHead's for it alone.
+func attendGroup(out, q []float32, g int, t *Attention, kvOff, kvDim int, scale float32, att []float32) {
+	hs := len(q) / g
+	if g == 1 {
+		attendHead(out, q, t, kvOff, kvDim, scale, att)
+		return
+	}
+	if hs == 8 {
+		attendGroup8(out, q, g, t, kvOff, kvDim, scale, att)
+		return
+	}
+	n := t.Len
+	att = att[:g*n]
+	keys, vals := t.Keys[kvOff:], t.Values[kvOff:]
+	for p := range n {
+		k := keys[p*kvDim : p*kvDim+hs]
+		for h := range g {
+			att[h*n+p] = dot(q[h*hs:(h+1)*hs], k) * scale
+		}
+	}
+	for h := range g {
+		softmax(att[h*n : (h+1)*n])
+	}
+	out = out[:g*hs]
+	clear(out)
+	for p := range n {
+		v := vals[p*kvDim : p*kvDim+hs]
+		for h := range g {
+			axpy(out[h*hs:(h+1)*hs], att[h*n+p], v)
+		}
+	}
+}
+
 // attendHead computes one head of one attention task into out (HeadSize
 // floats); att is scratch of at least t.Len floats.
 func attendHead(out, q []float32, t *Attention, kvOff, kvDim int, scale float32, att []float32) {
@@ -217,32 +253,79 @@ func attendHead(out, q []float32, t *Attention, kvOff, kvDim int, scale float32,
 	}
 }
 
-// attendHead8 is attendHead for 8-float heads (stories260K), with the query
-// and the output held in registers instead of calling dot and axpy per
-// position.
+// attendHead8 is attendHead for 8-float heads (stories260K): attendGroup8
+// with a group of one.
 func attendHead8(out, q []float32, t *Attention, kvOff, kvDim int, scale float32, att []float32) {
+	attendGroup8(out, q, 1, t, kvOff, kvDim, scale, att)
+}
+
+// attendBlock is how many positions attendGroup8 takes at a time: their
+// key or value rows stay in L1 while every head of the group uses them.
+const attendBlock = 64
+
+// attendGroup8 is attendGroup for 8-float heads, with the query and the
+// output of a head held in registers over a block of positions instead of
+// calling dot and axpy per position. A head's arithmetic (the order of
+// every sum) does not depend on the group or the blocks.
+func attendGroup8(out, q []float32, g int, t *Attention, kvOff, kvDim int, scale float32, att []float32) {
+	n := t.Len
+	att, q, out = att[:g*n], q[:g*8], out[:g*8]
+	keys, vals := t.Keys[kvOff:], t.Values[kvOff:]
+	for p0 := 0; p0 < n; p0 += attendBlock {
+		p1 := min(p0+attendBlock, n)
+		for h := range g {
+			scoreRows8(att[h*n+p0:h*n+p1], q[h*8:h*8+8], keys[p0*kvDim:], kvDim, scale)
+		}
+	}
+	for h := range g {
+		a := att[h*n : (h+1)*n]
+		m := float32(math.Inf(-1))
+		for _, s := range a {
+			if s > m { // not max(): its NaN handling costs a branchy sequence
+				m = s
+			}
+		}
+		for p, s := range a {
+			a[p] = expf(s - m)
+		}
+	}
+	clear(out)
+	for p0 := 0; p0 < n; p0 += attendBlock {
+		p1 := min(p0+attendBlock, n)
+		for h := range g {
+			addWeighted8(out[h*8:h*8+8], att[h*n+p0:h*n+p1], vals[p0*kvDim:], kvDim)
+		}
+	}
+	for h := range g {
+		var sum float32
+		for _, e := range att[h*n : (h+1)*n] {
+			sum += e
+		}
+		inv := 1 / sum
+		o := out[h*8 : h*8+8]
+		for i := range o {
+			o[i] *= inv
+		}
+	}
+}
+
+// scoreRows8 sets att[p] = scale·q·k_p for the 8-float keys k_p =
+// keys[p*kvDim:].
+func scoreRows8(att, q, keys []float32, kvDim int, scale float32) {
 	q = q[:8]
 	q0, q1, q2, q3, q4, q5, q6, q7 := q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
-	att = att[:t.Len]
-	keys := t.Keys[kvOff:]
-	m := float32(math.Inf(-1))
 	for p := range att {
 		k := keys[p*kvDim : p*kvDim+8]
 		s := ((q0*k[0] + q1*k[1]) + (q2*k[2] + q3*k[3])) + ((q4*k[4] + q5*k[5]) + (q6*k[6] + q7*k[7]))
-		s *= scale
-		att[p] = s
-		if s > m { // not max(): its NaN handling costs a branchy sequence
-			m = s
-		}
+		att[p] = s * scale
 	}
-	var sum float32
-	for p, s := range att {
-		e := expf(s - m)
-		att[p] = e
-		sum += e
-	}
-	vals := t.Values[kvOff:]
-	var o0, o1, o2, o3, o4, o5, o6, o7 float32
+}
+
+// addWeighted8 adds Σ_p att[p]·v_p to out[:8] over the 8-float value rows
+// v_p = vals[p*kvDim:], in position order.
+func addWeighted8(out, att, vals []float32, kvDim int) {
+	out = out[:8]
+	o0, o1, o2, o3, o4, o5, o6, o7 := out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7]
 	for p, a := range att {
 		v := vals[p*kvDim : p*kvDim+8]
 		o0 += a * v[0]
@@ -254,8 +337,6 @@ func attendHead8(out, q []float32, t *Attention, kvOff, kvDim int, scale float32
 		o6 += a * v[6]
 		o7 += a * v[7]
 	}
-	inv := 1 / sum
-	out = out[:8]
-	out[0], out[1], out[2], out[3] = o0*inv, o1*inv, o2*inv, o3*inv
-	out[4], out[5], out[6], out[7] = o4*inv, o5*inv, o6*inv, o7*inv
+	out[0], out[1], out[2], out[3] = o0, o1, o2, o3
+	out[4], out[5], out[6], out[7] = o4, o5, o6, o7
 }

@@ -119,11 +119,11 @@ func dot1(w, x []float32, n8 int) float32 {
 	return hsum8(a, z, z, z, z, z, z, z).GetLo().GetElem(0)
 }
 
-func simdAttend() func(out, q []float32, t *Attention, kvOff, kvDim int, scale float32, att []float32) {
+func simdAttend() attendFunc {
 	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
 		return nil
 	}
-	return attendHeadSIMD
+	return eachHead(attendHeadSIMD)
 }
 
 // attendHeadSIMD is attendHead with vector code for 8-float heads
@@ -226,4 +226,15 @@ func weighted8(pv unsafe.Pointer, kvDim int, att []float32, inv float32, out *[8
 		o0 = bc(att[p]).MulAdd(at(pv, p*kvDim), o0)
 	}
 	o0.Add(o1).Add(o2.Add(o3)).Mul(bc(inv)).Store(out)
+}
+
+// eachHead makes an attendFunc of a one-head kernel: the heads of a group
+// run one after the other, each reading the KV head's rows.
+func eachHead(f func(out, q []float32, t *Attention, kvOff, kvDim int, scale float32, att []float32)) attendFunc {
+	return func(out, q []float32, g int, t *Attention, kvOff, kvDim int, scale float32, att []float32) {
+		hs := len(q) / g
+		for h := range g {
+			f(out[h*hs:(h+1)*hs], q[h*hs:(h+1)*hs], t, kvOff, kvDim, scale, att)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,6 +30,8 @@ type Tokenizer struct {
 	maxLen   int
 	spaceID  int32
 	hasSpace bool
+
+	maxTokenBytes int // see MaxTokenBytes
 }
 
 // Load reads a tokenizer.bin with vocab entries (the count comes from the
@@ -72,7 +75,11 @@ func Parse(data []byte, vocab int) (*Tokenizer, error) {
 	for i := range t.byteID {
 		t.byteID[i] = -1
 	}
+	// The pieces are substrings of one copy of the file, so loading costs
+	// a few allocations rather than one per entry.
+	all := string(data)
 	off := 4
+	longest := 0
 	for i := range vocab {
 		if len(data)-off < 8 {
 			return nil, fmt.Errorf("%w: entry %d of %d is truncated at byte %d", ErrFormat, i, vocab, off)
@@ -83,12 +90,13 @@ func Parse(data []byte, vocab int) (*Tokenizer, error) {
 		if n < 0 || n > maxLen || n > len(data)-off {
 			return nil, fmt.Errorf("%w: entry %d has length %d (max_token_length %d, %d bytes left)", ErrFormat, i, n, maxLen, len(data)-off)
 		}
-		p := string(data[off : off+n])
+		p := all[off : off+n]
 		off += n
+		longest = max(longest, n)
 		t.pieces[i] = p
 		t.decoded[i] = p
 		if b, ok := byteToken(p); ok {
-			t.decoded[i] = string([]byte{b})
+			t.decoded[i] = byteStrings[b : int(b)+1]
 			if t.byteID[b] < 0 {
 				t.byteID[b] = int32(i)
 			}
@@ -108,8 +116,24 @@ func Parse(data []byte, vocab int) (*Tokenizer, error) {
 	if id, ok := t.ids[" "]; ok {
 		t.spaceID, t.hasSpace = id, true
 	}
+	t.maxTokenBytes = longest
+	for b := range t.byteID {
+		if t.pieces[t.fallback(byte(b))] == "" {
+			t.maxTokenBytes = 0
+		}
+	}
 	return t, nil
 }
+
+// byteStrings holds every byte value once, for the one-byte strings that
+// byte tokens decode to.
+var byteStrings = func() string {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return string(b)
+}()
 
 // byteToken parses a "<0xHH>" piece (upper-case hex, as llama2.c writes it).
 func byteToken(p string) (byte, bool) {
@@ -148,14 +172,52 @@ func (t *Tokenizer) Piece(prev, tok int) string {
 	return p
 }
 
+// MaxTokenBytes returns the most bytes of text that one token of Encode's
+// output can stand for, or 0 when the vocabulary sets no such bound.
+//
+// The bound is the longest piece. Every token Encode starts from stands
+// for at most as many bytes as its piece holds: a code point found in the
+// vocabulary is its own piece, and a byte-fallback token stands for one
+// byte while its piece ("<0xHH>", or whatever the file holds at that id)
+// is at least one byte long. A merge joins two tokens into the token whose
+// piece is the two pieces joined, so it keeps that property, and no piece
+// is longer than the longest. A vocabulary whose fallback piece for some
+// byte is empty breaks the first step (empty pieces could then merge any
+// number of bytes into one token), so it has no bound.
+func (t *Tokenizer) MaxTokenBytes() int { return t.maxTokenBytes }
+
+// ctxCheckEvery is how many merges Encode runs between looks at its
+// context: well under a millisecond of work.
+const ctxCheckEvery = 1 << 10
+
 // Encode tokenizes text the way llama2.c does, optionally framed by BOS and
-// EOS.
-func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
+// EOS. It takes O(n log n) time in the length of text, and stops early with
+// ctx's error once ctx is done.
+func (t *Tokenizer) Encode(ctx context.Context, text string, bos, eos bool) ([]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	toks := make([]int, 0, len(text)+3)
 	if bos {
 		toks = append(toks, BOS)
 	}
 	start := len(toks) // merging starts after BOS, with the dummy prefix
+	toks = t.appendSymbols(toks, text)
+	merged, err := t.merge(ctx, toks[start:])
+	if err != nil {
+		return nil, err
+	}
+	toks = toks[:start+len(merged)]
+	if eos {
+		toks = append(toks, EOS)
+	}
+	return toks, nil
+}
+
+// appendSymbols appends the tokens that merging starts from: the dummy
+// prefix (unless text is empty), then each UTF-8 code point's token, or
+// its bytes' fallback tokens.
+func (t *Tokenizer) appendSymbols(toks []int, text string) []int {
 	if text != "" && t.hasSpace {
 		toks = append(toks, int(t.spaceID))
 	}
@@ -169,47 +231,18 @@ func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
 			toks = append(toks, int(id))
 		} else {
 			for k := i; k < j; k++ {
-				id := t.byteID[text[k]]
-				if id < 0 {
-					id = Unknown
-				}
-				toks = append(toks, int(id))
+				toks = append(toks, int(t.fallback(text[k])))
 			}
 		}
 		i = j
 	}
-	toks = append(toks[:start], t.merge(toks[start:])...)
-	if eos {
-		toks = append(toks, EOS)
-	}
 	return toks
 }
 
-// merge repeatedly merges the adjacent pair whose concatenation is the
-// best-scoring piece (the first such pair on ties) until none merges.
-func (t *Tokenizer) merge(toks []int) []int {
-	buf := make([]byte, 0, 2*t.maxLen)
-	for {
-		best, bestID := -1, int32(-1)
-		bestScore := float32(-1e10) // llama2.c's floor: lower scores never merge
-		for i := 0; i+1 < len(toks); i++ {
-			a, b := t.pieces[toks[i]], t.pieces[toks[i+1]]
-			if len(a)+len(b) > t.maxLen {
-				continue
-			}
-			buf = append(append(buf[:0], a...), b...)
-			id, ok := t.ids[string(buf)]
-			if !ok {
-				continue
-			}
-			if s := t.scores[id]; s > bestScore {
-				best, bestID, bestScore = i, id, s
-			}
-		}
-		if best < 0 {
-			return toks
-		}
-		toks[best] = int(bestID)
-		toks = append(toks[:best+1], toks[best+2:]...)
+// fallback returns the token of byte b when its code point has none.
+func (t *Tokenizer) fallback(b byte) int32 {
+	if id := t.byteID[b]; id >= 0 {
+		return id
 	}
+	return Unknown
 }

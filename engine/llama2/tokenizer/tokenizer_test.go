@@ -14,7 +14,7 @@ import (
 
 // sharedModels returns ../shared/models (or $STREAMGATE_MODEL_DIR); it
 // skips the test when absent unless STREAMGATE_REQUIRE_MODELS=1.
-func sharedModels(t *testing.T, file string) string {
+func sharedModels(t testing.TB, file string) string {
 	t.Helper()
 	for _, d := range []string{os.Getenv("STREAMGATE_MODEL_DIR"), "../../../../shared/models", "../../../shared/models"} {
 		if d == "" {
@@ -57,7 +57,7 @@ func TestGoldenIDs(t *testing.T) {
 				t.Fatal(err)
 			}
 			for text, want := range tc.want {
-				got := tk.Encode(text, true, false)
+				got := encode(t, tk, text)
 				if !slices.Equal(got, want) {
 					t.Errorf("Encode(%q) = %v, want %v", text, got, want)
 				}
@@ -69,7 +69,7 @@ func TestGoldenIDs(t *testing.T) {
 					t.Errorf("decode(%v) = %q, want %q", got, dec.String(), text)
 				}
 			}
-			if got := tk.Encode("", true, true); !slices.Equal(got, []int{1, 2}) {
+			if got := mustEncode(t, tk, "", true, true); !slices.Equal(got, []int{1, 2}) {
 				t.Errorf("Encode(\"\", bos, eos) = %v", got)
 			}
 		})
@@ -105,7 +105,7 @@ func TestEncodeByteFallbackAndMerges(t *testing.T) {
 		"€":   {1, 259, 0xE2 + 3, 0x82 + 3, 0xAC + 3},
 		"😀x":  {1, 259, 0xF0 + 3, 0x9F + 3, 0x98 + 3, 0x80 + 3, 'x' + 3},
 	} {
-		if got := tk.Encode(text, true, false); !slices.Equal(got, want) {
+		if got := encode(t, tk, text); !slices.Equal(got, want) {
 			t.Errorf("Encode(%q) = %v, want %v", text, got, want)
 		}
 	}
@@ -149,5 +149,30 @@ func TestParseErrors(t *testing.T) {
 	}
 	if _, err := tokenizer.Parse(good, 1); err != nil {
 		t.Errorf("good: %v", err)
+	}
+}
+
+// TestRealVocabulariesMatchQuadratic compares Encode with the quadratic
+// reference on both real vocabularies: story text, and text with code
+// points outside them.
+func TestRealVocabulariesMatchQuadratic(t *testing.T) {
+	for _, v := range vocabs {
+		t.Run(v.file, func(t *testing.T) {
+			tk, err := tokenizer.Load(sharedModels(t, v.file), v.vocab)
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts := []string{storyText(1500), "Zoë's café — naïve 😀 ✓ \x00\xff tab\tnew\nline", strings.Repeat("a", 300), strings.Repeat(" ", 50)}
+			for _, text := range texts {
+				got := encode(t, tk, text)
+				if want := tokenizer.ReferenceEncode(tk, text); !slices.Equal(got, want) {
+					t.Fatalf("Encode(%q) = %v, reference %v", text, got, want)
+				}
+				if n := len(text) + 1; n > tk.MaxTokenBytes()*(len(got)-1) {
+					t.Errorf("%d bytes (dummy prefix included) in %d tokens, more than MaxTokenBytes %d each", n, len(got)-1, tk.MaxTokenBytes())
+				}
+			}
+			t.Logf("MaxTokenBytes %d", tk.MaxTokenBytes())
+		})
 	}
 }

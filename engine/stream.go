@@ -32,7 +32,7 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	st := &streamState{srv: s, ctx: ctx, cancel: cancel, out: make(chan *pb.ModelStreamInferResponse, writeQueue),
-		active: map[string][]*active{}, aborted: make(chan struct{})}
+		ended: make(chan struct{}), active: map[string][]*active{}, aborted: make(chan struct{})}
 	if md, ok := metadata.FromIncomingContext(stream.Context()); ok {
 		v := md.Get("triton_grpc_error")
 		st.grpcErrors = len(v) > 0 && strings.EqualFold(v[0], "true")
@@ -53,7 +53,11 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	}
 	st.closeIntake()
 	st.reqs.Wait()
-	close(st.out)
+	// out is never closed: after an abort the reader may still be running
+	// and may still enqueue. Every request goroutine is done, so ended
+	// tells the writer to send what is queued and stop; a late enqueue
+	// from the reader returns on the cancelled ctx (abort cancels it).
+	close(st.ended)
 	writeErr := <-writerDone
 	switch {
 	case st.abortErr != nil:
@@ -119,7 +123,8 @@ type streamState struct {
 	srv        *Server
 	ctx        context.Context
 	cancel     context.CancelFunc
-	out        chan *pb.ModelStreamInferResponse
+	out        chan *pb.ModelStreamInferResponse // never closed; see ended
+	ended      chan struct{}                     // closed once no request goroutine is left
 	reqs       sync.WaitGroup
 	grpcErrors bool          // triton_grpc_error mode
 	aborted    chan struct{} // closed by abort
@@ -143,18 +148,33 @@ type ordered struct {
 }
 
 // write owns stream.Send. After a send fails, or the stream was aborted, it
-// keeps draining so that no sender blocks.
+// keeps draining so that no sender blocks. It returns once ended is closed
+// and what was queued before it is sent.
 func (st *streamState) write(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
 	var err error
-	for r := range st.out {
+	send := func(r *pb.ModelStreamInferResponse) {
 		if err != nil || st.isAborted() {
-			continue
+			return
 		}
 		if err = stream.Send(r); err != nil {
 			st.cancel()
 		}
 	}
-	return err
+	for {
+		select {
+		case r := <-st.out:
+			send(r)
+		case <-st.ended:
+			for {
+				select {
+				case r := <-st.out:
+					send(r)
+				default:
+					return err
+				}
+			}
+		}
+	}
 }
 
 func (st *streamState) isAborted() bool {

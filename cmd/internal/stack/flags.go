@@ -38,6 +38,11 @@ type EngineFlags struct {
 	ModelDir   string
 	Model      string
 	ModelCache string
+	// Readiness: how long a model may make no progress with work queued
+	// before it reports not ready, and whether one such model makes the
+	// whole server not ready (Triton's strict readiness).
+	StallTimeout    time.Duration
+	StrictReadiness bool
 }
 
 // GatewayFlags are the gateway's flags.
@@ -78,6 +83,8 @@ func (f *EngineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ModelDir, "model-dir", "", "directory with llama2.c weights (stories260K.bin, tok512.bin; stories15M.bin, tokenizer.bin; ...), searched first; then shared/models in and above the working directory and the binary's, then the model cache")
 	fs.StringVar(&f.Model, "model", "", "llama2.c models to serve: NAME[,NAME...] as 'streamgate models list' shows them, each an error when not found; empty serves stories260k and every other known model that is found")
 	RegisterModelCache(fs, &f.ModelCache)
+	fs.DurationVar(&f.StallTimeout, "stall-timeout", engine.DefaultStallTimeout, "a model with requests queued, every instance busy and nothing started or finished for this long reports not ready")
+	fs.BoolVar(&f.StrictReadiness, "strict-readiness", true, "ServerReady is false while any model is not ready, as Triton's default --strict-readiness; false keeps the server ready (a gateway then keeps sending the other models' requests)")
 }
 
 func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
@@ -174,6 +181,9 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 			Repository: builtin.FS,
 			Backends:   Backends(),
 			Extra:      text,
+
+			StallTimeout: f.Engine.StallTimeout,
+			LaxReadiness: !f.Engine.StrictReadiness,
 		}
 		cfg.EngineAddr = f.Engine.GRPC
 	}

@@ -41,6 +41,15 @@ type call struct {
 	batchSize     int    // the request's batch dimension; 1 for models without batching
 	priority      uint64 // the priority parameter; 0 = the model's default level
 	timeoutMicros int64  // the timeout parameter; <= 0 = none asked for
+	seq           seqFlags
+
+	// Set by the sequencer, for models with sequence_batching: where the
+	// call waits (or why it could not be queued), then the slot it runs in
+	// and which of the slot's sequences it belongs to.
+	queued   *seqPending
+	queueErr error
+	slot     *seqSlot
+	slotGen  uint64
 }
 
 // newCall builds the call of a decoded request.
@@ -49,8 +58,13 @@ func newCall(m *Model, req *pb.ModelInferRequest, p requestParams) (*call, error
 	if err != nil {
 		return nil, err
 	}
+	if m.seqs != nil {
+		if err := m.seqs.cfg.checkCorrID(m.Name, req.GetId(), p.seq.id); err != nil {
+			return nil, err
+		}
+	}
 	return &call{model: m, req: br, wanted: wanted, version: req.GetModelVersion(), emptyFinal: p.emptyFinal,
-		batchSize: batchSize, priority: p.priority, timeoutMicros: p.timeout}, nil
+		batchSize: batchSize, priority: p.priority, timeoutMicros: p.timeout, seq: p.seq}, nil
 }
 
 // batch is a set of queued calls that run together on one instance. The
@@ -60,11 +74,16 @@ type batch struct {
 	instance int
 	started  time.Time // when it got its instance
 	calls    []*call
-	one      [1]*call      // calls' storage for a batch of one
-	size     int           // the sum of the calls' batch sizes
-	done     chan struct{} // for batches of several: closed by the leader of a BatchBackend batch once out is set
-	out      []outcome     // per call, for BatchBackend batches
-	t        timings       // compute times of a BatchBackend batch, shared by its calls
+	one      [1]*call // calls' storage for a batch of one
+	// rows is what the backend executes when it is more than the calls'
+	// requests (the sequencer's padding rows); rowOf[i] is calls[i]'s row.
+	// Both are nil otherwise.
+	rows  []*backend.Request
+	rowOf []int
+	size  int           // the sum of the rows' batch sizes
+	done  chan struct{} // for batches of several: closed by the leader of a BatchBackend batch once out is set
+	out   []outcome     // per call, for BatchBackend batches
+	t     timings       // compute times of a BatchBackend batch, shared by its calls
 
 	cancelled atomic.Int32 // calls whose context is done
 	ctxOnce   sync.Once
@@ -148,6 +167,9 @@ func (s *Server) run(ctx context.Context, c *call) {
 		m.stats.succeeded(c.batchSize, t)
 	}
 	c.out.finish(o.resp, o.err)
+	if m.seqs != nil {
+		m.seqs.finished(c)
+	}
 }
 
 // executeBatch runs a batch of a BatchBackend: one ExecuteBatch call with
@@ -156,9 +178,12 @@ func (s *Server) run(ctx context.Context, c *call) {
 // b.done.
 func executeBatch(ctx context.Context, bb backend.BatchBackend, b *batch) {
 	m := b.calls[0].model
-	reqs := make([]*backend.Request, len(b.calls))
-	for i, c := range b.calls {
-		reqs[i] = c.req
+	reqs := b.rows
+	if reqs == nil {
+		reqs = make([]*backend.Request, len(b.calls))
+		for i, c := range b.calls {
+			reqs[i] = c.req
+		}
 	}
 	b.t.computeStart = time.Now()
 	results := bb.ExecuteBatch(ctx, &backend.Batch{Instance: b.instance, Requests: reqs})
@@ -170,9 +195,13 @@ func executeBatch(ctx context.Context, bb backend.BatchBackend, b *batch) {
 	}
 	b.out = make([]outcome, len(b.calls))
 	for i, c := range b.calls {
-		r := backend.Result{Err: errorf(codes.Internal, "model '%s' returned %d results for %d requests", m.Name, len(results), len(b.calls))}
-		if len(results) == len(b.calls) {
-			r = results[i]
+		r := backend.Result{Err: errorf(codes.Internal, "model '%s' returned %d results for %d requests", m.Name, len(results), len(reqs))}
+		if len(results) == len(reqs) {
+			row := i
+			if b.rowOf != nil {
+				row = b.rowOf[i]
+			}
+			r = results[row]
 		}
 		b.out[i] = c.result(r.Response, true, r.Err)
 	}
@@ -213,6 +242,9 @@ func (c *call) result(resp *backend.Response, final bool, err error) outcome {
 	// A backend error without a class is UNKNOWN, as Triton reports an
 	// unclassified backend error.
 	err = backend.WithCode(codes.Unknown, err)
+	if c.model.seqs != nil {
+		resp = c.model.seqs.keepState(c, resp)
+	}
 	switch {
 	case err != nil:
 		return outcome{c.errorResponse(err), err}
@@ -301,6 +333,11 @@ func (r *responder) Send(ctx context.Context, resp *backend.Response) error {
 		}
 		r.mu.Unlock()
 		return nil
+	}
+	if m := r.call.model; m.seqs != nil {
+		if resp = m.seqs.keepState(r.call, resp); resp == nil {
+			return nil
+		}
 	}
 	if err := r.call.out.send(ctx, r.call.dataResponse(resp, false)); err != nil {
 		return backend.ErrCancelled

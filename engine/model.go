@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/streamgate/streamgate/engine/backend"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -21,11 +23,30 @@ type Model struct {
 	outputs   map[string]*pb.ModelOutput
 	required  int
 
-	sched *scheduler
+	sched batcher
+	seqs  *sequencer // sched, for models with sequence_batching; else nil
 	stats modelStats
 }
 
-func newModel(cfg *pb.ModelConfig, version string, b backend.Backend, instances int) *Model {
+// batcher chooses which queued requests run together on which instance:
+// the scheduler (dynamic batching, or none) or the sequencer (sequence
+// batching). release is called once per batch, when its instance is free.
+type batcher interface {
+	submit(ctx context.Context, c *call) (*batch, error)
+	release(instance int)
+	stalled(now time.Time, after time.Duration) bool
+	pending() int
+	close()
+}
+
+var (
+	_ batcher = (*scheduler)(nil)
+	_ batcher = (*sequencer)(nil)
+)
+
+// newModel builds a model version; seq is its sequence_batching, read by
+// newSeqConfig, when it has one.
+func newModel(cfg *pb.ModelConfig, version string, b backend.Backend, instances int, seq *seqConfig) *Model {
 	m := &Model{
 		Name:      cfg.GetName(),
 		Version:   version,
@@ -34,7 +55,12 @@ func newModel(cfg *pb.ModelConfig, version string, b backend.Backend, instances 
 		backend:   b,
 		inputs:    map[string]*pb.ModelInput{},
 		outputs:   map[string]*pb.ModelOutput{},
-		sched:     newScheduler(newSchedConfig(cfg), instances),
+	}
+	if seq != nil {
+		m.seqs = newSequencer(*seq, m.Name, instances)
+		m.sched = m.seqs
+	} else {
+		m.sched = newScheduler(newSchedConfig(cfg), instances)
 	}
 	platform := cfg.GetPlatform()
 	if platform == "" {

@@ -24,6 +24,7 @@ type requestParams struct {
 	emptyFinal bool
 	cancel     bool
 	priority   uint64                        // 0: the model's default level
+	seq        seqFlags                      // sequence_id, sequence_start, sequence_end
 	timeout    int64                         // queue timeout in µs; <= 0: none asked for
 	model      map[string]*pb.InferParameter // passed to the backend
 }
@@ -35,14 +36,23 @@ func parseParams(in map[string]*pb.InferParameter) (requestParams, error) {
 	for k, v := range in {
 		switch k {
 		case "sequence_id":
-			switch v.GetParameterChoice().(type) {
-			case *pb.InferParameter_Int64Param, *pb.InferParameter_StringParam:
+			switch c := v.GetParameterChoice().(type) {
+			case *pb.InferParameter_Int64Param:
+				p.seq.id = seqID{num: uint64(c.Int64Param)}
+			case *pb.InferParameter_StringParam:
+				p.seq.id = seqID{str: c.StringParam, isStr: true}
 			default:
 				return p, invalidType(k, "int64_param or string_param")
 			}
 		case "sequence_start", "sequence_end":
-			if _, ok := v.GetParameterChoice().(*pb.InferParameter_BoolParam); !ok {
+			b, ok := v.GetParameterChoice().(*pb.InferParameter_BoolParam)
+			if !ok {
 				return p, invalidType(k, "bool_param")
+			}
+			if k == "sequence_start" {
+				p.seq.start = b.BoolParam
+			} else {
+				p.seq.end = b.BoolParam
 			}
 		case "priority":
 			switch c := v.GetParameterChoice().(type) {

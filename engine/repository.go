@@ -177,6 +177,15 @@ func newModelVersion(cfg *pb.ModelConfig, dir, version string, factories map[str
 	if err := validateConfig(cfg); err != nil {
 		return nil, err
 	}
+	var seq *seqConfig
+	if cfg.GetSequenceBatching() != nil {
+		normalizeSequenceBatching(cfg)
+		sc, err := newSeqConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		seq = &sc
+	}
 	kind := cfg.GetBackend()
 	if kind == "" {
 		kind = cfg.GetPlatform()
@@ -189,11 +198,20 @@ func newModelVersion(cfg *pb.ModelConfig, dir, version string, factories map[str
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := b.(backend.BatchBackend); !ok && cfg.GetDynamicBatching() != nil && cfg.GetMaxBatchSize() > 0 {
-		if c, ok := b.(backend.Closer); ok {
-			_ = c.Close()
+	if _, ok := b.(backend.BatchBackend); !ok && cfg.GetMaxBatchSize() > 0 {
+		field := ""
+		switch {
+		case cfg.GetDynamicBatching() != nil:
+			field = "dynamic_batching"
+		case cfg.GetSequenceBatching() != nil:
+			field = "sequence_batching"
 		}
-		return nil, fmt.Errorf("dynamic_batching: backend %q does not execute batches of requests; use max_batch_size 0", kind)
+		if field != "" {
+			if c, ok := b.(backend.Closer); ok {
+				_ = c.Close()
+			}
+			return nil, fmt.Errorf("%s: backend %q does not execute batches of requests; use max_batch_size 0", field, kind)
+		}
 	}
 	instances := 0
 	for _, g := range cfg.GetInstanceGroup() {
@@ -202,7 +220,7 @@ func newModelVersion(cfg *pb.ModelConfig, dir, version string, factories map[str
 	if instances == 0 {
 		instances = 1
 	}
-	return newModel(cfg, version, b, instances), nil
+	return newModel(cfg, version, b, instances, seq), nil
 }
 
 func validateConfig(cfg *pb.ModelConfig) error {

@@ -25,10 +25,10 @@ import (
 // hands each batch to its requests' goroutines through their ready
 // channels, and the first request's goroutine executes it (see run).
 //
-// A sequence batcher (Triton's sequence_batching) would be a second way of
-// choosing batches over the same instances: pinning a sequence's requests
-// to one instance slot. Requests, batches and their execution (call.go)
-// already know nothing of how the batch was chosen.
+// The sequencer (sequencer.go, Triton's sequence_batching) is the other
+// batcher over the same instances: it pins a sequence's requests to one
+// instance slot. Requests, batches and their execution (call.go) know
+// nothing of how the batch was chosen.
 type scheduler struct {
 	cfg schedConfig
 

@@ -43,7 +43,8 @@ type Options struct {
 	// Extra are models added beside the repository's (e.g. stories260k when
 	// its weights are found). A repository model of the same name wins.
 	Extra []*pb.ModelConfig
-	// Logger receives load and shutdown messages. Nil means slog.Default().
+	// Logger receives load and shutdown messages and the sequence
+	// batcher's warnings. Nil means slog.Default().
 	Logger *slog.Logger
 	// StallTimeout is how long a model may have requests queued while
 	// every instance is busy and nothing starts or finishes before
@@ -116,6 +117,11 @@ func New(opts Options) (*Server, error) {
 	}
 	for name, versions := range s.models {
 		s.names = append(s.names, name)
+		for _, m := range versions {
+			if m.seqs != nil {
+				m.seqs.log = log
+			}
+		}
 		sort.Slice(versions, func(i, j int) bool { return versionLess(versions[i].Version, versions[j].Version) })
 		var all []string
 		for _, m := range versions {
@@ -262,7 +268,7 @@ func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb
 	return &pb.ServerMetadataResponse{
 		Name:       "streamgate",
 		Version:    Version,
-		Extensions: []string{"model_configuration", "parameters", "model_repository", "schedule_policy", "statistics", ExtensionCancel},
+		Extensions: []string{"model_configuration", "parameters", "model_repository", "schedule_policy", "statistics", "sequence", "sequence(string_id)", ExtensionCancel},
 	}, nil
 }
 

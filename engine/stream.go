@@ -243,6 +243,10 @@ func (st *streamState) handle(req *pb.ModelInferRequest) {
 		st.fifo = append(st.fifo, slot)
 		c.out = &orderedSink{st: st, slot: slot}
 	}
+	if m.seqs != nil {
+		// A sequence's requests queue in the order they arrive.
+		m.seqs.enqueue(c)
+	}
 	st.reqs.Go(func() {
 		defer st.forget(id, a)
 		st.srv.run(ctx, c)

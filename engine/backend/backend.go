@@ -10,6 +10,8 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -131,6 +133,20 @@ func Param(cfg *pb.ModelConfig, key, def string) string {
 		return p.GetStringValue()
 	}
 	return def
+}
+
+// MillisParam reads config parameter key as a non-negative whole number
+// of milliseconds; 0 when absent.
+func MillisParam(cfg *pb.ModelConfig, key string) (time.Duration, error) {
+	v := Param(cfg, key, "")
+	if v == "" {
+		return 0, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || ms < 0 {
+		return 0, fmt.Errorf("parameters[%s]: want a non-negative integer, got %q", key, v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // Sleep waits for d or until ctx is done and reports whether the full

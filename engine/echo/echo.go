@@ -15,8 +15,6 @@ package echo
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,14 +30,11 @@ type model struct {
 
 // New builds the echo backend.
 func New(cfg backend.Config) (backend.Backend, error) {
-	m := model{}
-	if v := backend.Param(cfg.Model, "delay_ms", ""); v != "" {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ms < 0 {
-			return nil, fmt.Errorf("parameters[delay_ms]: want a non-negative integer, got %q", v)
-		}
-		m.delay = time.Duration(ms) * time.Millisecond
+	delay, err := backend.MillisParam(cfg.Model, "delay_ms")
+	if err != nil {
+		return nil, err
 	}
+	m := model{delay: delay}
 	return m, nil
 }
 

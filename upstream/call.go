@@ -18,7 +18,8 @@ type Call struct {
 	id        string // upstream id, unique per Client
 	origID    string // the caller's req.Id, put back on responses
 	decoupled bool
-	auto      bool // mode follows the target (CancelAuto)
+	auto      bool      // mode follows the target (CancelAuto)
+	seq       *seqRoute // the sequence the request belongs to; nil for none
 	q         respQueue
 
 	mode      atomic.Int32 // CancelMode in effect: inband, stream or none
@@ -139,6 +140,9 @@ func (cl *Call) finishLocked(err error, abort bool) {
 		cl.aborted.Store(true)
 	}
 	close(cl.done)
+	if cl.seq != nil {
+		cl.c.seqs.ended(cl.seq, err)
+	}
 }
 
 // abort ends the call early (Cancel, Start's ctx, Close) and cancels it
@@ -197,6 +201,12 @@ func (c *Client) failover(cl *Call, from *target, why *Error, elsewhere bool) {
 		return
 	}
 	closed := c.isClosed()
+	if cl.seq != nil && !closed {
+		// Never re-routed: the sequence's state was where it ran.
+		cl.mu.Unlock()
+		cl.finish(c.seqs.lose(cl.seq, why), false)
+		return
+	}
 	retry := !cl.retried && !cl.delivered.Load() && !closed
 	cl.retried = true
 	cl.mu.Unlock()

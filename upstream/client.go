@@ -25,6 +25,7 @@ type Client struct {
 	streamID atomic.Uint64
 	rr       atomic.Uint64 // rotates ties between equally loaded targets
 	ctr      counters
+	seqs     seqRoutes // open sequences and where their requests go
 
 	// root is the parent of every stream's context; Close cancels it.
 	root       context.Context
@@ -150,7 +151,7 @@ func (c *Client) targetList() []*target {
 // (KindDeadline or KindCancelled) and is cancelled upstream. Start itself
 // blocks only to learn a target's capabilities and the model's config,
 // which are cached (Options.MetadataTTL).
-func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (*Call, error) {
+func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call, err error) {
 	if c.isClosed() {
 		return nil, errClosed
 	}
@@ -160,8 +161,19 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (*Call, e
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	t, release, err := c.pickTarget(ctx, nil)
+	plan, err := c.sequenceRoute(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	defer func() { plan.placed(c, err) }()
+	var t *target
+	var release func()
+	if plan.r != nil {
+		t, release = plan.r.t, plan.r.t.unpin
+		if !t.pin() {
+			return nil, c.seqs.lose(plan.r, newError(KindUnavailable, codes.Unavailable, "target "+t.addr+" left"))
+		}
+	} else if t, release, err = c.pickTarget(ctx, nil); err != nil {
 		return nil, err
 	}
 	defer release()
@@ -203,7 +215,14 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (*Call, e
 			ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true},
 		}
 	}
-	if err := t.place(cl); err != nil {
+	if plan.r != nil {
+		if err = plan.place(cl); err != nil {
+			cl.finish(err, true) // counts it out of the sequence
+		}
+	} else {
+		err = t.place(cl)
+	}
+	if err != nil {
 		return nil, err
 	}
 	c.ctr.started.Add(1)
@@ -233,6 +252,11 @@ func (c *Client) pickTarget(ctx context.Context, avoid *target) (t *target, rele
 // (reap does not close it) until release is called. pick never blocks:
 // the readers' failover uses it.
 func (c *Client) pick(avoid *target) (t *target, release func(), err error) {
+	return c.pickBy(avoid, func(t *target) int64 { return t.outstanding.Load() })
+}
+
+// pickBy is pick with load(t) in place of the outstanding requests.
+func (c *Client) pickBy(avoid *target, load func(*target) int64) (t *target, release func(), err error) {
 	ts := c.targetList()
 	n := len(ts)
 	if n == 0 {
@@ -256,7 +280,7 @@ func (c *Client) pick(avoid *target) (t *target, release func(), err error) {
 			if t == avoid {
 				rank++
 			}
-			if best == nil || rank < bestRank || (rank == bestRank && t.outstanding.Load() < best.outstanding.Load()) {
+			if best == nil || rank < bestRank || (rank == bestRank && load(t) < load(best)) {
 				best, bestRank = t, rank
 			}
 		}

@@ -35,16 +35,21 @@ const (
 	// KindRejected: the request was not placed: it is malformed, or no
 	// stream of the chosen target has room left.
 	KindRejected
+	// KindSequenceLost: the request belongs to a sequence whose target or
+	// stream went away after it started: the sequence's state is gone, and
+	// every request of it fails so until a new START.
+	KindSequenceLost
 )
 
 var kindNames = [...]string{
-	KindUnknown:     "unknown",
-	KindModel:       "model_error",
-	KindUnavailable: "upstream_unavailable",
-	KindCancelled:   "cancelled",
-	KindTooSlow:     "too_slow",
-	KindDeadline:    "deadline_exceeded",
-	KindRejected:    "rejected",
+	KindUnknown:      "unknown",
+	KindModel:        "model_error",
+	KindUnavailable:  "upstream_unavailable",
+	KindCancelled:    "cancelled",
+	KindTooSlow:      "too_slow",
+	KindDeadline:     "deadline_exceeded",
+	KindRejected:     "rejected",
+	KindSequenceLost: "sequence_lost",
 }
 
 // String returns the snake_case name of k, e.g. "upstream_unavailable".

@@ -38,6 +38,7 @@ func (c *Client) maintain() {
 				c.checkAll()
 				nextHealth = time.Now().Add(c.opts.HealthInterval)
 			}
+			c.seqs.sweep(now)
 			for _, t := range c.targetList() {
 				t.closeIdle(now)
 			}

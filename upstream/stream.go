@@ -45,6 +45,9 @@ type stream struct {
 	selfClosed atomic.Bool
 	// closed mirrors state > stateOpen for lock-free placement scans.
 	closed atomic.Bool
+	// seqs counts the open sequences pinned to s: it is not idle while
+	// they last (sequence.go).
+	seqs atomic.Int32
 
 	mu        sync.Mutex
 	state     streamState
@@ -168,7 +171,7 @@ func (s *stream) signal() {
 func (s *stream) closeIfIdle(now time.Time, idle time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state > stateOpen || len(s.calls) > 0 || now.Sub(s.idleSince) < idle {
+	if s.state > stateOpen || len(s.calls) > 0 || s.seqs.Load() > 0 || now.Sub(s.idleSince) < idle {
 		return false
 	}
 	s.selfClosed.Store(true)
@@ -356,8 +359,9 @@ func (s *stream) route(m *pb.ModelStreamInferResponse) {
 	tooSlow := false
 	if msg := m.GetErrorMessage(); msg != "" {
 		e, classed := inbandError(msg, resp.GetParameters())
-		if e.Code == codes.Unavailable && !cl.delivered.Load() {
-			// Refused before it ran: the request may go elsewhere.
+		if e.Code == codes.Unavailable && !cl.delivered.Load() && cl.seq == nil {
+			// Refused before it ran: the request may go elsewhere (not
+			// one of a sequence, whose state is on this target).
 			s.removeLocked(cl)
 			s.mu.Unlock()
 			s.t.outstanding.Add(-1)

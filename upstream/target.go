@@ -29,6 +29,7 @@ type target struct {
 	rpc  pb.GRPCInferenceServiceClient
 
 	outstanding atomic.Int64 // calls placed on this target's streams
+	sequences   atomic.Int64 // open sequences routed to this target (sequence.go)
 	healthy     atomic.Bool  // admitted by health checks
 	removed     atomic.Bool  // gone from dns: no new calls, closed when drained
 	breaks      atomic.Int32 // consecutive stream failures, for backoff

@@ -164,6 +164,9 @@ func classifyUpstream(ue *upstream.Error) *httpError {
 		e.Status, e.Msg = http.StatusGatewayTimeout, "deadline exceeded"
 	case upstream.KindCancelled:
 		e.Status, e.Msg = StatusClientClosed, "request cancelled"
+	case upstream.KindSequenceLost:
+		// Retrying will not help: the sequence must start again.
+		e.Status, e.Msg = http.StatusConflict, ue.Message
 	default:
 		e.Status, e.Code, e.Msg = http.StatusInternalServerError, "internal", "internal error"
 	}

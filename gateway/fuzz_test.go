@@ -185,6 +185,8 @@ func FuzzWebSocketRequest(f *testing.F) {
 		`{"type":"chat.completions","id":"b","body":{"model":"echo","messages":[{"role":"user","content":"x"}]}}`,
 		`{"type":"completions","id":"c","body":{"model":"echo","prompt":"x"}}`,
 		`{"type":"generate","id":"d","model":"nope"}`, `{"type":"cancel","id":"e"}`,
+		`{"type":"sequence.start","id":"f","model":"echo","body":{"text_input":"x"}}`,
+		`{"type":"sequence.data","id":"f","body":{"text_input":"x"}}`,
 	} {
 		f.Add([]byte(s))
 	}

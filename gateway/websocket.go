@@ -53,6 +53,9 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 
 // wsRequest runs one request frame (the session's ws.Handler).
 func (s *Server) wsRequest(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
+	if req.Type == ws.TypeSequenceStart {
+		return s.wsSequence(ctx, req, emit)
+	}
 	j, err := s.wsJob(ctx, req)
 	if err != nil {
 		return err

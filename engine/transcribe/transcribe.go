@@ -17,8 +17,9 @@
 //
 // Inputs: text_input BYTES [1] (the chunk); optional stream BOOL [1]
 // (default true; false sends nothing until END, then the whole
-// transcript) and sampling_parameters BYTES [1] (accepted for the vLLM
-// convention, ignored). Control END (any data type; START may be there too, the engine resets
+// transcript). The names are the vLLM text convention's, but without
+// sampling_parameters: the OpenAI routes, which cannot run a sequence,
+// do not list it. Control END (any data type; START may be there too, the engine resets
 // the state on it) and the
 // state named in the config (BYTES [1], zero data: the empty transcript).
 // Outputs: text_output BYTES [1]; finish_reason BYTES [1] on END.

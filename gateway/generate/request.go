@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
@@ -95,12 +96,77 @@ func (r *Request) add(m jsonobj.Member, byName map[string]*pb.ModelMetadataRespo
 		r.Inputs = append(r.Inputs, t)
 		return nil
 	}
+	if p, err, ok := sequenceParam(m.Key, m.Value); ok {
+		if err != nil {
+			return err
+		}
+		r.Parameters[m.Key] = p
+		return nil
+	}
 	p, err := toParameter(m.Key, m.Value)
 	if err != nil {
 		return err
 	}
 	r.Parameters[m.Key] = p
 	return nil
+}
+
+// sequenceParam parses the sequence keys as Triton's HTTP frontend does:
+// sequence_id an unsigned integer (sent as int64_param, the protocol's
+// form of an integer id) or a string, sequence_start and sequence_end
+// booleans. ok is false for any other key.
+func sequenceParam(key string, raw json.RawMessage) (p *pb.InferParameter, err *Error, ok bool) {
+	bad := &Error{Msg: "Unable to parse '" + key + "'"}
+	switch key {
+	case "sequence_id":
+		v, derr := decodeValue(raw)
+		if derr != nil {
+			return nil, bad, true
+		}
+		switch x := v.(type) {
+		case json.Number:
+			u, perr := strconv.ParseUint(string(x), 10, 64)
+			if perr != nil {
+				return nil, bad, true
+			}
+			return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(u)}}, nil, true
+		case string:
+			return &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: x}}, nil, true
+		}
+		return nil, bad, true
+	case "sequence_start", "sequence_end":
+		var b bool
+		if json.Unmarshal(raw, &b) != nil {
+			return nil, bad, true
+		}
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: b}}, nil, true
+	}
+	return nil, nil, false
+}
+
+// IsSequenceKey reports whether key is one of the parameters that put a
+// request in a sequence.
+func IsSequenceKey(key string) bool {
+	return key == "sequence_id" || key == "sequence_start" || key == "sequence_end"
+}
+
+// BytesInput is input name, one BYTES element holding data, shaped from
+// the model's input metadata (as a one-element JSON value would be).
+func BytesInput(name string, data []byte, inputs []*pb.ModelMetadataResponse_TensorMetadata) (*tensor.Tensor, error) {
+	for _, md := range inputs {
+		if md.GetName() != name {
+			continue
+		}
+		if md.GetDatatype() != "BYTES" {
+			return nil, errorf("input '%s' is %s: binary chunks fill BYTES inputs", name, md.GetDatatype())
+		}
+		shape, ok := tensor.FitShape(md.GetShape(), 1)
+		if !ok {
+			return nil, errorf("The schema can not convert input '%s' to tensor with proper shape", name)
+		}
+		return tensor.NewBytes(name, shape, [][]byte{data}), nil
+	}
+	return nil, errorf("unexpected inference input '%s'", name)
 }
 
 // ReservedPrefixes are parameter key prefixes a client may not send.

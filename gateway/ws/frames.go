@@ -8,6 +8,13 @@
 // "cancelled") or "error". Start with NewSession: the gateway accepts the
 // socket and runs one Session per connection, giving it a Handler that
 // runs one request.
+//
+// Client-side streaming (sequence.go): "sequence.start" opens a sequence
+// under an id with its first chunk, "sequence.data" frames and binary
+// frames (ParseBinary) add chunks, "sequence.end" adds the last; the
+// Handler of the sequence.start request reads them in order from
+// Request.Sequence, and the id's data frames and terminal frame are those
+// of one request.
 package ws
 
 import (
@@ -29,6 +36,10 @@ const (
 	TypeChat        = "chat.completions"
 	TypeCompletions = "completions"
 	TypeCancel      = "cancel"
+
+	TypeSequenceStart = "sequence.start"
+	TypeSequenceData  = "sequence.data"
+	TypeSequenceEnd   = "sequence.end"
 )
 
 // Error codes the session itself produces; handlers add their own through
@@ -38,6 +49,19 @@ const (
 	CodeDuplicateID     = "duplicate_id"
 	CodeTooManyRequests = "too_many_requests"
 	CodeUnavailable     = "unavailable"
+
+	// A sequence frame names no open sequence.
+	CodeUnknownSequence = "unknown_sequence"
+	// A sequence.start beyond Options.MaxSequences.
+	CodeTooManySequences = "too_many_sequences"
+	// A chunk larger than Options.MaxChunkBytes: it ends its sequence.
+	CodeChunkTooLarge = "chunk_too_large"
+	// Chunks beyond Options.ChunkRate, or more waiting than
+	// Options.SequenceQueue: the chunk's sequence ends.
+	CodeTooManyChunks = "too_many_chunks"
+	// No chunk for Options.SequenceIdle (or the model's shorter idle
+	// limit): the sequence ends.
+	CodeSequenceIdle = "sequence_idle"
 )
 
 // MaxIDLength bounds client ids, in bytes.
@@ -50,6 +74,10 @@ type Request struct {
 	Model   string          `json:"model,omitempty"`
 	Version string          `json:"version,omitempty"`
 	Body    json.RawMessage `json:"body,omitempty"`
+
+	// Sequence is the rest of a sequence.start request's input: set by
+	// the session for the Handler, nil for other requests.
+	Sequence *Sequence `json:"-"`
 }
 
 // FrameError is a client frame the session refuses. ID is "" when the
@@ -114,9 +142,13 @@ func ParseFrame(data []byte) (*Request, *FrameError) {
 	switch r.Type {
 	case TypeCancel:
 		return &r, nil
-	case TypeGenerate:
+	case TypeGenerate, TypeSequenceStart:
 		if r.Model == "" {
-			return bad("a generate frame needs 'model'")
+			return bad("a %s frame needs 'model'", r.Type)
+		}
+	case TypeSequenceData, TypeSequenceEnd:
+		if r.Model != "" || r.Version != "" {
+			return bad("a %s frame takes the model of its sequence.start", r.Type)
 		}
 	case TypeChat, TypeCompletions:
 		if r.Model != "" || r.Version != "" {
@@ -129,7 +161,9 @@ func ParseFrame(data []byte) (*Request, *FrameError) {
 	}
 	body, ok := fields["body"]
 	if !ok || string(body) == "null" {
-		if r.Type != TypeGenerate {
+		switch r.Type {
+		case TypeGenerate, TypeSequenceStart, TypeSequenceEnd:
+		default:
 			return bad("a %s frame needs a 'body' object", r.Type)
 		}
 		body = json.RawMessage("{}")

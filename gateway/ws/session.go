@@ -3,6 +3,7 @@ package ws
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,6 +42,29 @@ type Options struct {
 	// ErrorInfo turns a Handler's error into the code and message of the
 	// request's error frame. Default: "internal", "internal error".
 	ErrorInfo func(err error) (code, message string)
+
+	// MaxSequences is how many sequences may be open at once on one
+	// socket (they count toward MaxInFlight too); more are refused with
+	// code too_many_sequences. Default 32.
+	MaxSequences int
+	// MaxChunkBytes bounds one chunk of a sequence: a sequence frame's
+	// body or a binary frame's bytes. A larger chunk ends its sequence
+	// with code chunk_too_large. Default 64 KiB.
+	MaxChunkBytes int
+	// ChunkRate is how many chunks per second one socket may send, all
+	// its sequences together, in bursts of up to a second's worth (at
+	// least one chunk). A chunk beyond it ends its sequence with code
+	// too_many_chunks. Default 100; negative means no limit.
+	ChunkRate float64
+	// SequenceQueue is how many chunks of one sequence may wait while its
+	// previous chunk runs; one more ends the sequence with code
+	// too_many_chunks (the reader never waits for a sequence). Default 32.
+	SequenceQueue int
+	// SequenceIdle ends a sequence whose client sends no chunk for this
+	// long, with code sequence_idle; the Handler may shorten it (to stay
+	// ahead of the model's own idle limit). Default 30s; negative means
+	// no limit but the Handler's.
+	SequenceIdle time.Duration
 }
 
 func (o *Options) withDefaults() Options {
@@ -69,6 +93,19 @@ func (o *Options) withDefaults() Options {
 	if c.ErrorInfo == nil {
 		c.ErrorInfo = func(error) (string, string) { return "internal", "internal error" }
 	}
+	if c.MaxSequences <= 0 {
+		c.MaxSequences = 32
+	}
+	if c.MaxChunkBytes <= 0 {
+		c.MaxChunkBytes = 64 << 10
+	}
+	if c.ChunkRate == 0 {
+		c.ChunkRate = 100
+	}
+	if c.SequenceQueue <= 0 {
+		c.SequenceQueue = 32
+	}
+	def(&c.SequenceIdle, 30*time.Second)
 	return c
 }
 
@@ -89,15 +126,24 @@ type Session struct {
 	out    chan []byte   // frames for the writer
 	closed chan struct{} // closed when the session is shutting down
 
-	mu       sync.Mutex
-	active   map[string]context.CancelCauseFunc
-	draining bool
-	stopOnce sync.Once
-	closeWhy struct {
+	chunks chunkBucket // only the reader uses it
+
+	mu        sync.Mutex
+	active    map[string]*running
+	sequences int // active entries that are sequences
+	draining  bool
+	stopOnce  sync.Once
+	closeWhy  struct {
 		code   websocket.StatusCode
 		reason string
 		flush  bool // write the frames already queued before the close frame
 	}
+}
+
+// running is one active request.
+type running struct {
+	cancel context.CancelCauseFunc
+	seq    *Sequence // its input, for a sequence.start request
 }
 
 // NewSession returns a session for c, which must have been accepted with
@@ -111,7 +157,8 @@ func NewSession(c *websocket.Conn, h Handler, opts *Options) *Session {
 		opts:   o,
 		out:    make(chan []byte, o.Queue),
 		closed: make(chan struct{}),
-		active: map[string]context.CancelCauseFunc{},
+		active: map[string]*running{},
+		chunks: chunkBucket{rate: o.ChunkRate},
 	}
 }
 
@@ -166,7 +213,7 @@ func (s *Session) Run(ctx context.Context) error {
 			return err
 		}
 		if typ != websocket.MessageText {
-			s.enqueue(ctx, ErrorFrame("", CodeBadRequest, "frames must be text messages"))
+			s.handleBinary(ctx, data)
 			continue
 		}
 		s.handleFrame(ctx, &wg, data)
@@ -176,25 +223,23 @@ func (s *Session) Run(ctx context.Context) error {
 func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []byte) {
 	req, fe := ParseFrame(data)
 	if fe != nil {
-		s.mu.Lock()
-		_, busy := s.active[fe.ID]
-		s.mu.Unlock()
-		if busy {
-			// An error naming a running id would read as its terminal.
-			fe.Message = "request " + fe.ID + ": " + fe.Message
-			fe.ID = ""
-		}
-		s.enqueue(ctx, ErrorFrame(fe.ID, fe.Code, fe.Message))
+		s.refuseFrame(ctx, fe)
 		return
 	}
-	s.mu.Lock()
-	if req.Type == TypeCancel {
-		if cancel, ok := s.active[req.ID]; ok {
-			cancel(errCancelled)
+	switch req.Type {
+	case TypeCancel:
+		s.mu.Lock()
+		if r, ok := s.active[req.ID]; ok {
+			r.cancel(errCancelled)
 		}
 		s.mu.Unlock() // cancels of unknown or finished ids are ignored
 		return
+	case TypeSequenceData, TypeSequenceEnd:
+		s.addChunk(ctx, req.ID, Chunk{Body: req.Body, End: req.Type == TypeSequenceEnd})
+		return
 	}
+	seq := req.Type == TypeSequenceStart
+	s.mu.Lock()
 	var refuse []byte
 	switch {
 	case s.active[req.ID] != nil:
@@ -203,6 +248,12 @@ func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []by
 		refuse = ErrorFrame(req.ID, CodeUnavailable, "server is shutting down")
 	case len(s.active) >= s.opts.MaxInFlight:
 		refuse = ErrorFrame(req.ID, CodeTooManyRequests, "too many requests in flight on this socket")
+	case seq && s.sequences >= s.opts.MaxSequences:
+		refuse = ErrorFrame(req.ID, CodeTooManySequences, "too many open sequences on this socket (at most "+strconv.Itoa(s.opts.MaxSequences)+")")
+	case seq && len(req.Body) > s.opts.MaxChunkBytes:
+		refuse = ErrorFrame(req.ID, CodeChunkTooLarge, s.chunkTooLarge())
+	case seq && !s.chunks.take(time.Now()):
+		refuse = ErrorFrame(req.ID, CodeTooManyChunks, s.tooManyChunks())
 	}
 	if refuse != nil {
 		s.mu.Unlock()
@@ -210,9 +261,88 @@ func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []by
 		return
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
-	s.active[req.ID] = cancel
+	r := &running{cancel: cancel}
+	if seq {
+		r.seq = &Sequence{chunks: make(chan Chunk, s.opts.SequenceQueue), idle: max(s.opts.SequenceIdle, 0)}
+		req.Sequence = r.seq
+		s.sequences++
+	}
+	s.active[req.ID] = r
 	s.mu.Unlock()
 	wg.Go(func() { s.serve(ctx, rctx, cancel, req) })
+}
+
+func (s *Session) chunkTooLarge() string {
+	return "a chunk holds at most " + strconv.Itoa(s.opts.MaxChunkBytes) + " bytes"
+}
+
+func (s *Session) tooManyChunks() string {
+	return "more than " + strconv.FormatFloat(s.opts.ChunkRate, 'g', -1, 64) + " chunks per second on this socket"
+}
+
+// handleBinary routes a binary frame's chunk to its sequence.
+func (s *Session) handleBinary(ctx context.Context, data []byte) {
+	id, c, fe := ParseBinary(data)
+	if fe != nil {
+		s.refuseFrame(ctx, fe)
+		return
+	}
+	s.addChunk(ctx, id, c)
+}
+
+// refuseFrame answers a frame the session refuses. An error naming a
+// running id would read as its terminal, so the id goes into the message.
+func (s *Session) refuseFrame(ctx context.Context, fe *FrameError) {
+	s.mu.Lock()
+	_, busy := s.active[fe.ID]
+	s.mu.Unlock()
+	if busy {
+		fe.Message = "request " + fe.ID + ": " + fe.Message
+		fe.ID = ""
+	}
+	s.enqueue(ctx, ErrorFrame(fe.ID, fe.Code, fe.Message))
+}
+
+// addChunk queues c for the open sequence id, without waiting: a chunk
+// that breaks a limit ends its sequence instead (the cause becomes its
+// error frame). A chunk for no open sequence gets an error frame of its
+// own, naming no id.
+func (s *Session) addChunk(ctx context.Context, id string, c Chunk) {
+	s.mu.Lock()
+	r := s.active[id]
+	var refuse string
+	switch {
+	case r == nil:
+		refuse = "no open sequence " + id
+	case r.seq == nil:
+		refuse = "request " + id + " is not a sequence"
+	case r.seq.ended:
+		refuse = "sequence " + id + " has already ended"
+	}
+	if refuse != "" {
+		s.mu.Unlock()
+		s.enqueue(ctx, ErrorFrame("", CodeUnknownSequence, refuse))
+		return
+	}
+	var end *FrameError
+	switch {
+	case c.Size() > s.opts.MaxChunkBytes:
+		end = &FrameError{ID: id, Code: CodeChunkTooLarge, Message: s.chunkTooLarge()}
+	case !s.chunks.take(time.Now()):
+		end = &FrameError{ID: id, Code: CodeTooManyChunks, Message: s.tooManyChunks()}
+	default:
+		select {
+		case r.seq.chunks <- c:
+			r.seq.ended = c.End
+		default:
+			end = &FrameError{ID: id, Code: CodeTooManyChunks, Message: "more than " + strconv.Itoa(s.opts.SequenceQueue) + " chunks of the sequence wait for the model"}
+		}
+	}
+	if end != nil {
+		r.seq.ended = true // nothing more is taken for it
+		r.cancel(end)
+	}
+	s.mu.Unlock()
 }
 
 // serve runs one request and sends its terminal frame.
@@ -232,17 +362,26 @@ func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFun
 
 	s.mu.Lock()
 	delete(s.active, req.ID) // before the terminal: the client may reuse the id once it sees it
+	if req.Sequence != nil {
+		s.sequences--
+	}
 	idle := s.draining && len(s.active) == 0
 	s.mu.Unlock()
 
 	var term []byte
+	var fe *FrameError
 	switch {
 	case errors.Is(cause, errCancelled):
 		term = DoneFrame(req.ID, ReasonCancelled)
+	case errors.As(cause, &fe) && sctx.Err() == nil:
+		// The session ended it (a sequence's chunk broke a limit).
+		term = ErrorFrame(req.ID, fe.Code, fe.Message)
 	case err == nil:
 		term = DoneFrame(req.ID, ReasonFinal)
 	case sctx.Err() != nil:
 		// The socket is going away; nobody will read a terminal.
+	case errors.As(err, &fe):
+		term = ErrorFrame(req.ID, fe.Code, fe.Message)
 	default:
 		code, msg := s.opts.ErrorInfo(err)
 		term = ErrorFrame(req.ID, code, msg)

@@ -255,7 +255,8 @@ func TestSessionLimitsAndBadFrames(t *testing.T) {
 		`error x3 too_many_requests too many requests in flight on this socket`,
 		`error  bad_request frame needs an 'id': a non-empty string of at most 256 bytes`,
 		`error  bad_request request hold1: unknown frame type 'bogus'`,
-		`error  bad_request frames must be text messages`,
+		// Binary frames carry sequence chunks, after a header.
+		`error  bad_request a binary frame starts with a JSON header of at most 1024 bytes and a newline`,
 	}
 	for _, w := range want {
 		f, err := read(t, c)

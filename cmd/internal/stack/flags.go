@@ -75,6 +75,13 @@ type GatewayFlags struct {
 	WSStallTimeout    time.Duration
 	WSPingInterval    time.Duration
 	WSPingTimeout     time.Duration
+
+	// WebSocket sequences (client-side streaming).
+	WSMaxSequences  int
+	WSMaxChunkBytes int
+	WSChunkRate     float64
+	WSSequenceQueue int
+	WSSequenceIdle  time.Duration
 }
 
 func (f *EngineFlags) register(fs *flag.FlagSet) {
@@ -110,6 +117,11 @@ func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
 	fs.DurationVar(&f.WSStallTimeout, "ws-stall-timeout", 10*time.Second, "how long a frame may wait for a full send queue before the socket is closed with 1008")
 	fs.DurationVar(&f.WSPingInterval, "ws-ping-interval", 30*time.Second, "interval of WebSocket pings; negative disables them")
 	fs.DurationVar(&f.WSPingTimeout, "ws-ping-timeout", 15*time.Second, "how long a pong may take before the socket is dropped")
+	fs.IntVar(&f.WSMaxSequences, "ws-max-sequences", 32, "sequences open at once per WebSocket (too_many_sequences beyond)")
+	fs.IntVar(&f.WSMaxChunkBytes, "ws-max-chunk-bytes", 64<<10, "largest chunk of a sequence in bytes (a frame's body, a binary frame's data); a larger one ends its sequence (chunk_too_large)")
+	fs.Float64Var(&f.WSChunkRate, "ws-chunk-rate", 100, "sequence chunks per second per WebSocket, in bursts of a second's worth; beyond it a chunk ends its sequence (too_many_chunks); negative disables")
+	fs.IntVar(&f.WSSequenceQueue, "ws-sequence-queue", 32, "chunks of one sequence that may wait while the previous one runs; one more ends the sequence (too_many_chunks)")
+	fs.DurationVar(&f.WSSequenceIdle, "ws-sequence-idle", 30*time.Second, "a sequence whose client sends no chunk for this long is ended (sequence_idle), sooner when the model's max_sequence_idle is shorter; negative leaves only the model's")
 }
 
 // Parse reads command's flags ("engine", "gateway" or "serve") from the
@@ -219,6 +231,12 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 			StallTimeout: g.WSStallTimeout,
 			PingInterval: g.WSPingInterval,
 			PingTimeout:  g.WSPingTimeout,
+
+			MaxSequences:  g.WSMaxSequences,
+			MaxChunkBytes: g.WSMaxChunkBytes,
+			ChunkRate:     g.WSChunkRate,
+			SequenceQueue: g.WSSequenceQueue,
+			SequenceIdle:  g.WSSequenceIdle,
 		},
 		WebSocketOriginPatterns:  splitList(g.WSOrigins),
 		WebSocketSkipOriginCheck: g.WSSkipOriginCheck,

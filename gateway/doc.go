@@ -61,6 +61,9 @@
 //   - New routes such as the Responses API: a handler, a job builder and a
 //     translator for the route's events; they reuse serve, the sinks and
 //     an error format. No route has a lifecycle of its own.
+//   - Client-side streaming (sequence.go): a WebSocket sequence is one
+//     request of its session whose chunks each live the life above, in
+//     order, under one correlation id the gateway assigns.
 //
 // # Layout
 //

@@ -48,6 +48,18 @@
 // target is healthy, requests are still tried on all of them so recovery is
 // seen at once.
 //
+// # Sequences
+//
+// A request whose parameters carry a sequence_id belongs to a sequence of
+// a stateful model (sequence.go): its START goes to the target with the
+// fewest open sequences, every later request of it to the same target
+// (and, with in-band cancel, the same pooled stream, kept open while the
+// sequence is), and none of them is ever failed over or retried
+// elsewhere: when the target or stream goes away the call, and every later
+// request of the sequence until a new START, ends with KindSequenceLost.
+// The route ends with the END request, a cancelled request, or the
+// model's max_sequence_idle_microseconds without a request.
+//
 // # Goroutines
 //
 // A Client owns one maintenance goroutine (health checks, idle stream

@@ -68,7 +68,8 @@ type preset struct {
 	cancelAfter  int
 	perSocket    int
 	baselineLast bool
-	embedded     bool // the preset needs --embedded for its main figure
+	embedded     bool   // the preset needs --embedded for its main figure
+	model        string // "" keeps --model's default
 	about        string
 }
 
@@ -93,6 +94,11 @@ var presets = map[string]preset{
 		duration: 10 * time.Second, warmup: time.Second, ramp: 100 * time.Millisecond, cancelAfter: 10, embedded: true,
 		about: "100 concurrent streams, 10 ms apart; the client leaves after 10 responses; time until the engine stops",
 	},
+	"sequence": {
+		transports: []string{"direct", "ws"}, model: modelTranscribe, conc: 64, perSocket: 8, responses: 50, delay: 100 * time.Millisecond,
+		duration: 10 * time.Second, warmup: 2 * time.Second, ramp: time.Second,
+		about: "64 concurrent sequences (client-side streaming into transcribe) of 50 chunks, 100 ms apart; 8 per WebSocket; chunk sent → its partial result",
+	},
 	"ws-mux": {
 		transports: []string{"ws", "sse"}, conc: 100, perSocket: 100, responses: 100, delay: 10 * time.Millisecond,
 		duration: 10 * time.Second, warmup: 2 * time.Second, ramp: 100 * time.Millisecond,
@@ -109,11 +115,13 @@ direct gRPC client on the same engine. Targets only the addresses given
 (default loopback), or with --embedded an engine and gateway it starts in
 this process.
 
-Presets (--preset): relay, latency, hold, cancel, ws-mux; any flag given
-overrides the preset. Transports: direct (gRPC ModelStreamInfer, the
-baseline), sse (POST /v2/models/M/generate_stream), chat (OpenAI streaming
-/v1/chat/completions; repeat_int32 runs use the echo model for it), ws
-(/v1/ws, streamgate.v1, many requests per socket).
+Presets (--preset): relay, latency, hold, cancel, ws-mux, sequence; any
+flag given overrides the preset. Transports: direct (gRPC ModelStreamInfer,
+the baseline), sse (POST /v2/models/M/generate_stream), chat (OpenAI
+streaming /v1/chat/completions; repeat_int32 runs use the echo model for
+it), ws (/v1/ws, streamgate.v1, many requests per socket). With --model
+transcribe (the sequence preset) a request is a sequence of --responses
+chunks sent --delay apart, over direct or ws only.
 
 Examples:
   streamgate bench --preset relay --compare
@@ -144,9 +152,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	transports := fs.String("transport", "sse", "transports to run, comma-separated: "+strings.Join(knownTransports, ", "))
 	pids := fs.String("server-pid", "", "server process ids to measure (comma-separated); default: the local listeners of --http and --grpc")
-	fs.StringVar(&c.Preset, "preset", "", "scenario: relay, latency, hold, cancel, ws-mux (default: none, the flags alone)")
+	fs.StringVar(&c.Preset, "preset", "", "scenario: relay, latency, hold, cancel, ws-mux, sequence (default: none, the flags alone)")
 	fs.BoolVar(&c.Compare, "compare", false, "also run the direct gRPC baseline, first, and print ratios against it")
-	fs.StringVar(&c.Model, "model", modelRepeat, "model: repeat_int32, echo or stories260k")
+	fs.StringVar(&c.Model, "model", modelRepeat, "model: repeat_int32, echo, stories260k or transcribe (sequences of --responses chunks, --delay apart)")
 	fs.IntVar(&c.Concurrency, "c", 64, "concurrent streams (closed loop); with --rate, the cap on requests in flight")
 	fs.Float64Var(&c.Rate, "rate", 0, "open loop: start this many requests per second (0: closed loop)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measurement window of each transport, after the warmup")
@@ -196,7 +204,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	if c.Preset != "" {
 		p, ok := presets[c.Preset]
 		if !ok {
-			return c, fmt.Errorf("unknown preset %q (relay, latency, hold, cancel, ws-mux)", c.Preset)
+			return c, fmt.Errorf("unknown preset %q (relay, latency, hold, cancel, ws-mux, sequence)", c.Preset)
 		}
 		apply := func(name string, f func()) {
 			if !set[name] {
@@ -212,6 +220,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		apply("ramp", func() { c.Ramp = p.ramp })
 		apply("cancel-after", func() { c.CancelAfter = p.cancelAfter })
 		apply("baseline-last", func() { c.BaselineLast = p.baselineLast })
+		if p.model != "" {
+			apply("model", func() { c.Model = p.model })
+		}
 		if p.perSocket > 0 {
 			apply("ws-per-socket", func() { c.WSPerSocket = p.perSocket })
 		}
@@ -244,8 +255,12 @@ func (c *Config) validate() error {
 	switch {
 	case len(c.Transports) == 0:
 		return errors.New("no transport given")
-	case c.Model != modelRepeat && c.Model != modelEcho && c.Model != modelStories:
-		return fmt.Errorf("unknown model %q (repeat_int32, echo, stories260k)", c.Model)
+	case c.Model != modelRepeat && c.Model != modelEcho && c.Model != modelStories && c.Model != modelTranscribe:
+		return fmt.Errorf("unknown model %q (repeat_int32, echo, stories260k, transcribe)", c.Model)
+	case c.Model == modelTranscribe && c.Responses < 2:
+		return errors.New("--responses: a transcribe sequence needs at least 2 chunks")
+	case c.Model == modelTranscribe && c.CancelAfter > 0:
+		return errors.New("--cancel-after does not apply to transcribe sequences")
 	case c.Concurrency < 1:
 		return errors.New("--c must be at least 1")
 	case c.Rate < 0:
@@ -491,6 +506,16 @@ func writeHeapProfile(name string, stderr io.Writer) {
 
 func (c *Config) newTransport(pr plannedRun) (transport, error) {
 	base := "http://" + c.HTTP
+	if pr.wl.Kind == modelTranscribe {
+		switch pr.transport {
+		case "direct":
+			d, err := newDirect(c.GRPC, pr.wl, 0)
+			return seqDirect{d}, err
+		case "ws":
+			return seqWS{newWSTransport(base, pr.wl, c.Concurrency, c.WSPerSocket)}, nil
+		}
+		return nil, fmt.Errorf("transcribe sequences run over direct and ws only")
+	}
 	switch pr.transport {
 	case "direct":
 		return newDirect(c.GRPC, pr.wl, c.DirectStreams)

@@ -32,7 +32,9 @@ type Result struct {
 	Inter Dist `json:"inter_response"`
 	// CancelStop is client left → engine stopped executing the request
 	// (cancel preset, --embedded).
-	CancelStop   *Dist             `json:"cancel_stop,omitempty"`
+	CancelStop *Dist `json:"cancel_stop,omitempty"`
+	// ChunkLatency is chunk sent → its partial result (sequence preset).
+	ChunkLatency *Dist             `json:"chunk_latency,omitempty"`
 	Errors       map[string]int64  `json:"errors"`
 	ErrorSamples map[string]string `json:"error_samples,omitempty"`
 	// Embedded: server and load generator share this process, so
@@ -164,6 +166,12 @@ func (rep *Report) writeTable(w io.Writer) {
 		if r.CancelStop != nil {
 			fmt.Fprintf(w, "%s cancel: %d requests left mid-stream; engine stopped after p50 %.2f ms, p99 %.2f ms, max %.2f ms (client left → Execute returned)\n",
 				r.Transport, r.CancelStop.N, r.CancelStop.P50, r.CancelStop.P99, r.CancelStop.Max)
+		}
+	}
+	for _, r := range rep.Results {
+		if d := r.ChunkLatency; d != nil {
+			fmt.Fprintf(w, "%s sequence: chunk sent → its partial result p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d chunks)\n",
+				r.Transport, d.P50, d.P90, d.P99, d.Max, d.N)
 		}
 	}
 	for _, r := range rep.Results {

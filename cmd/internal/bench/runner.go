@@ -90,6 +90,7 @@ type recorder struct {
 	ttft      []int64
 	gaps      []int64
 	stops     []int64 // cancel: client left → engine stopped
+	chunks    []int64 // sequence: chunk sent → its partial result
 	responses int64
 	completed int64
 	cancelled int64
@@ -114,6 +115,7 @@ func (r *recorder) merge(o *recorder) {
 	r.ttft = append(r.ttft, o.ttft...)
 	r.gaps = append(r.gaps, o.gaps...)
 	r.stops = append(r.stops, o.stops...)
+	r.chunks = append(r.chunks, o.chunks...)
 	r.responses += o.responses
 	r.completed += o.completed
 	r.cancelled += o.cancelled
@@ -135,6 +137,24 @@ type stream struct {
 	n           int
 	cancelAt    int // leave after this many responses; 0 never
 	left        time.Time
+	pending     []time.Time // sequence: send times of the chunks not answered yet
+}
+
+// sent marks one chunk of a sequence sent.
+func (s *stream) sent() { s.pending = append(s.pending, time.Now()) }
+
+// partial records the partial result of the oldest chunk not answered yet
+// (each chunk of the sequence preset gains exactly one), and counts it as
+// a response.
+func (s *stream) partial() {
+	if len(s.pending) > 0 {
+		sent, now := s.pending[0], time.Now()
+		s.pending = s.pending[1:]
+		if !sent.Before(s.rec.win.from) && now.Before(s.rec.win.to) {
+			s.rec.chunks = append(s.rec.chunks, int64(now.Sub(sent)))
+		}
+	}
+	s.response()
 }
 
 // begin marks the moment the request is sent.
@@ -345,6 +365,10 @@ func (spec runSpec) result(rec *recorder, win window, snap monitorSnapshot) *Res
 	if len(rec.stops) > 0 {
 		d := summarize(rec.stops)
 		r.CancelStop = &d
+	}
+	if len(rec.chunks) > 0 {
+		d := summarize(rec.chunks)
+		r.ChunkLatency = &d
 	}
 	if secs > 0 {
 		r.RespPerSec = float64(rec.responses) / secs

@@ -223,3 +223,35 @@ func TestEmbeddedSmoke(t *testing.T) {
 		}
 	})
 }
+
+// TestSequenceSmoke: the sequence preset's transports, embedded, with short
+// sequences: every chunk gets its partial result over direct and ws, and
+// the report gives chunk latencies.
+func TestSequenceSmoke(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"--embedded", "--json", "--preset", "sequence", "--c", "4", "--ws-per-socket", "2", "--responses", "4",
+		"--delay", "5ms", "--duration", "400ms", "--warmup", "50ms", "--ramp", "0s", "--pause", "0s"}
+	if err := Main(context.Background(), args, &out, &errOut); err != nil {
+		t.Fatalf("Main: %v\n%s", err, errOut.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	got := map[string]bool{}
+	for _, r := range rep.Results {
+		got[r.Transport] = true
+		if r.Model != modelTranscribe || r.Requests == 0 || len(r.Errors) != 0 {
+			t.Errorf("%s: model %s, %d sequences, errors %v", r.Transport, r.Model, r.Requests, r.ErrorSamples)
+		}
+		if d := r.ChunkLatency; d == nil || d.N == 0 || int64(d.N) > r.Responses {
+			t.Errorf("%s: chunk latencies %+v for %d responses", r.Transport, d, r.Responses)
+		}
+	}
+	if !got["direct"] || !got["ws"] {
+		t.Fatalf("runs %v, want direct and ws", got)
+	}
+	if err := Main(context.Background(), []string{"--model", "transcribe", "--responses", "1"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "at least 2 chunks") {
+		t.Errorf("a one-chunk sequence: %v", err)
+	}
+}

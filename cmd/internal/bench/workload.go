@@ -16,6 +16,9 @@ const (
 	modelRepeat  = "repeat_int32"
 	modelEcho    = "echo"
 	modelStories = "stories260k"
+	// modelTranscribe is client-side streaming (sequence.go): a request
+	// is a sequence of Responses chunks, Delay apart.
+	modelTranscribe = "transcribe"
 )
 
 // workload is the request mix of one run: a model, how many responses each
@@ -44,6 +47,9 @@ type workload struct {
 func (w workload) textModel() bool { return w.Kind != modelRepeat }
 
 func (w workload) String() string {
+	if w.Kind == modelTranscribe {
+		return fmt.Sprintf("%s %d chunks @%v", w.Model, w.Responses, w.Delay)
+	}
 	s := fmt.Sprintf("%s ×%d", w.Model, w.Responses)
 	if w.Kind != modelStories {
 		s += fmt.Sprintf(" @%v", w.Delay)

@@ -102,6 +102,16 @@ func TestReadmeJavaScriptExamples(t *testing.T) {
 			switch {
 			case strings.Contains(code, "from 'openai'") || strings.Contains(code, `from "openai"`):
 				runNodeExample(t, s, c, code)
+			case strings.Contains(code, "sequence.start"):
+				runBrowserExample(t, browser(t), s, code, func(r readmeRun) error {
+					// The example's own logging: three partial results, then the end.
+					for _, want := range []string{"mic heard hello ", "mic heard world, ", "mic heard how are you", "mic done final"} {
+						if !r.has(want) {
+							return fmt.Errorf("console.log lines %q, want %q", r.Logs, want)
+						}
+					}
+					return nil
+				})
 			case strings.Contains(code, "new WebSocket("):
 				runBrowserExample(t, browser(t), s, code, func(r readmeRun) error {
 					// The example's own logging: c1's chat answer, g1 cancelled.

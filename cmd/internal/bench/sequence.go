@@ -143,17 +143,8 @@ func (t seqWS) do(ctx context.Context, serial int32, st *stream) error {
 	}
 	defer s.inflight.Add(-1)
 	id := "q" + strconv.FormatInt(int64(serial), 10)
-	call := &wsCall{ch: make(chan wsFrame, 64), gone: make(chan struct{})}
-	s.mu.Lock()
-	dead := s.dead
-	s.calls[id] = call
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.calls, id)
-		s.mu.Unlock()
-		close(call.gone)
-	}()
+	call, dead, unregister := s.register(id)
+	defer unregister()
 	n := t.wl.Responses
 	err = schedule(ctx, n, t.wl.Delay, func(k int) error {
 		typ := "sequence.data"

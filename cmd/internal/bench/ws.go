@@ -201,6 +201,22 @@ func (t *wsTransport) write(s *wsSocket, frame []byte) error {
 	return c.Write(ctx, websocket.MessageText, frame)
 }
 
+// register routes the frames of request id to the returned call until
+// unregister; dead closes if the socket fails.
+func (s *wsSocket) register(id string) (call *wsCall, dead <-chan struct{}, unregister func()) {
+	call = &wsCall{ch: make(chan wsFrame, 64), gone: make(chan struct{})}
+	s.mu.Lock()
+	dead = s.dead
+	s.calls[id] = call
+	s.mu.Unlock()
+	return call, dead, func() {
+		s.mu.Lock()
+		delete(s.calls, id)
+		s.mu.Unlock()
+		close(call.gone)
+	}
+}
+
 func (t *wsTransport) do(ctx context.Context, serial int32, st *stream) error {
 	s, err := t.socket()
 	if err != nil {
@@ -208,17 +224,8 @@ func (t *wsTransport) do(ctx context.Context, serial int32, st *stream) error {
 	}
 	defer s.inflight.Add(-1)
 	id := "r" + strconv.FormatInt(int64(serial), 10)
-	call := &wsCall{ch: make(chan wsFrame, 64), gone: make(chan struct{})}
-	s.mu.Lock()
-	dead := s.dead
-	s.calls[id] = call
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.calls, id)
-		s.mu.Unlock()
-		close(call.gone)
-	}()
+	call, dead, unregister := s.register(id)
+	defer unregister()
 	frame, _ := json.Marshal(map[string]any{"type": "generate", "id": id, "model": t.wl.Model, "body": json.RawMessage(t.wl.generateBody(serial))})
 	st.begin()
 	if err := t.write(s, frame); err != nil {

@@ -458,6 +458,17 @@ func TestSequenceControls(t *testing.T) {
 			t.Fatalf("inference_count %d execution_count %d, want 6 and 4", st.GetInferenceCount(), st.GetExecutionCount())
 		}
 	})
+	t.Run("direct waits for slot utilization", func(t *testing.T) {
+		// Half the slots must be ready before a batch runs (or a minute
+		// must pass): a alone waits for b.
+		h, l := startSeqLog(t, fmt.Sprintf(seqModel, "m", 2, 600_000_000, "direct { max_queue_delay_microseconds: 60000000 minimum_slot_utilization: 1.0 }", 1), false)
+		s := openStream(t, h)
+		send(t, s, seqInt("a1", 31, true, true, 1, true))
+		waitFor(t, "a1 queued", func() bool { return h.srv.Queued("m") == 1 })
+		send(t, s, seqInt("b1", 32, true, true, 2, true))
+		recvN(t, s, 2)
+		checkRows(t, l.executions(), [][]seqRow{{row("a1", 31, true, true, 1), row("b1", 32, true, true, 2)}})
+	})
 	t.Run("oldest", func(t *testing.T) {
 		h, l := startSeqLog(t, fmt.Sprintf(seqModel, "m", 2, 600_000_000, "oldest { max_candidate_sequences: 3 }", 1), true)
 		s := openStream(t, h)

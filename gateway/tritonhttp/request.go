@@ -1,0 +1,622 @@
+package tritonhttp
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
+)
+
+// HeaderLength is the HTTP header of Triton's binary tensor data
+// extension: the byte length of the JSON part of a request or response
+// body, the raw tensor data following it.
+const HeaderLength = "Inference-Header-Content-Length"
+
+// Request is a parsed /infer body.
+type Request struct {
+	// ID is the body's "id", "" if absent; the response echoes it.
+	ID string
+	// Parameters are the request parameters, mapped to the gRPC protocol's
+	// (sequence_id int64 or string, sequence_start/sequence_end bool,
+	// priority uint64, timeout int64, the rest as given).
+	Parameters map[string]*pb.InferParameter
+	// Inputs in request order, in the raw layout.
+	Inputs []*tensor.Tensor
+	// Outputs are the requested outputs in order; none means every output.
+	Outputs []Output
+	// BinaryOutput is how outputs not in Outputs are returned: the
+	// parameter binary_data_output, always true for a raw binary request.
+	BinaryOutput bool
+}
+
+// Output is one requested output.
+type Output struct {
+	Name string
+	// Binary: its data follows the JSON (parameter binary_data), rather
+	// than being its "data" array.
+	Binary bool
+}
+
+// Proto returns the inference request for model and version.
+func (r *Request) Proto(model, version string) *pb.ModelInferRequest {
+	req := &pb.ModelInferRequest{ModelName: model, ModelVersion: version, Id: r.ID, Parameters: r.Parameters}
+	tensor.ToRequest(req, r.Inputs)
+	for _, o := range r.Outputs {
+		req.Outputs = append(req.Outputs, &pb.ModelInferRequest_InferRequestedOutputTensor{Name: o.Name})
+	}
+	return req
+}
+
+// binary reports whether output name is returned as binary data.
+func (r *Request) binary(name string) bool {
+	for _, o := range r.Outputs {
+		if o.Name == name {
+			return o.Binary
+		}
+	}
+	return r.BinaryOutput
+}
+
+// ParseHeaderLength returns the length of the JSON part of a body of
+// bodyLen bytes, as Triton reads header HeaderLength (value; present false
+// when the request has none): the whole body without it, else value read
+// as C's atoi reads it (garbage is 0). 0 means a raw binary request: the
+// whole body is the data of the model's one input.
+func ParseHeaderLength(value string, present bool, bodyLen int) (int, error) {
+	if !present {
+		return bodyLen, nil
+	}
+	n := atoi(value)
+	if n < 0 || n > int64(bodyLen) {
+		return 0, invalid("inference header size should be in range (0, %d), got: %s", bodyLen, value)
+	}
+	return int(n), nil
+}
+
+// atoi is C's atoi: leading white space, an optional sign, then digits up
+// to the first non-digit; saturating instead of overflowing.
+func atoi(s string) int64 {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	var n int64
+	for i := 0; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		if n > (math.MaxInt64-9)/10 {
+			n = math.MaxInt64
+			break
+		}
+		n = n*10 + int64(s[i]-'0')
+	}
+	if neg {
+		return -n
+	}
+	return n
+}
+
+// Parse reads an /infer body whose JSON part is its first headerLen bytes
+// (ParseHeaderLength), the raw data of the binary inputs following it in
+// input order. headerLen 0 is a raw binary request: cfg (the model's
+// config) then gives the one input's name, datatype and shape. model names
+// the model in error texts. The tensors alias body.
+//
+// Errors are *Error, or *jsonobj.SyntaxError for a JSON part that does not
+// parse.
+func Parse(body []byte, headerLen int, model string, cfg *pb.ModelConfig) (*Request, error) {
+	if headerLen == 0 {
+		return parseRaw(body, model, cfg)
+	}
+	p := &parser{model: model, data: body[headerLen:]}
+	return p.parse(body[:headerLen])
+}
+
+// parseRaw is a raw binary request: the body is the data of the model's
+// only input, whose shape is deduced from its config (Triton core's
+// InferenceRequest::Normalize).
+func parseRaw(body []byte, model string, cfg *pb.ModelConfig) (*Request, error) {
+	ins := cfg.GetInput()
+	if len(ins) != 1 {
+		return nil, invalid("Raw request must only have 1 input (found 1) to be deduced but got %d inputs in '%s' model configuration", len(ins), model)
+	}
+	in := ins[0]
+	var shape []int64
+	if cfg.GetMaxBatchSize() != 0 {
+		shape = append(shape, 1)
+	}
+	dynamic, count := -1, int64(1)
+	for _, d := range in.GetDims() {
+		if d == -1 {
+			if dynamic != -1 {
+				return nil, invalid("The shape of the raw input '%s' can not be deduced because there are more than one variable-sized dimension", in.GetName())
+			}
+			dynamic = len(shape)
+		} else {
+			count *= d
+		}
+		shape = append(shape, d)
+	}
+	dt := Datatype(in.GetDataType())
+	raw := body
+	switch size := int64(tensor.ElementSize(dt)); {
+	case dt == "BYTES":
+		if dynamic != -1 || count != 1 {
+			return nil, invalid("For BYTE datatype raw input '%s', the model must have input shape [1]", in.GetName())
+		}
+		raw = binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+		raw = append(raw, body...)
+	case dynamic != -1 && count > 0 && size > 0:
+		shape[dynamic] = int64(len(body)) / count / size
+	case dynamic != -1:
+		shape[dynamic] = 0
+	}
+	return &Request{
+		Inputs:       []*tensor.Tensor{{Name: in.GetName(), Datatype: dt, Shape: shape, Raw: raw}},
+		BinaryOutput: true,
+	}, nil
+}
+
+// Datatype is the protocol's name of a config datatype (TYPE_STRING is
+// BYTES).
+func Datatype(dt pb.DataType) string {
+	if dt == pb.DataType_TYPE_STRING {
+		return "BYTES"
+	}
+	return strings.TrimPrefix(dt.String(), "TYPE_")
+}
+
+// parser reads one JSON request, in Triton's order: id, parameters, then
+// each input (taking binary data from data in turn), then outputs.
+type parser struct {
+	model string
+	data  []byte // binary data not yet taken
+	req   Request
+	log   string // Triton's LogRequest() prefix: "[request id: <id>] " once an id is set
+}
+
+func (p *parser) parse(header []byte) (*Request, error) {
+	members, err := jsonobj.Members(header)
+	var se *jsonobj.SyntaxError
+	if errors.As(err, &se) {
+		return nil, se
+	}
+	top := object(members) // not an object: no members, as Triton finds none
+	if raw, ok := top.find("id"); ok {
+		id, e := asString(decode(raw))
+		if e != nil {
+			return nil, wrap("Unable to parse 'id'", e)
+		}
+		p.req.ID = id
+		if id != "" {
+			p.log = "[request id: " + id + "] "
+		}
+	}
+	if raw, ok := top.find("parameters"); ok {
+		if e := p.parameters(raw); e != nil {
+			return nil, e
+		}
+	}
+	inputs, e := top.memberAsArray("inputs")
+	if e != nil {
+		return nil, wrap("Unable to parse 'inputs'", e)
+	}
+	seen := map[string]bool{}
+	for _, raw := range inputs {
+		t, e := p.input(asObject(raw))
+		if e != nil {
+			return nil, e
+		}
+		if seen[t.Name] {
+			return nil, invalid("%sinput '%s' already exists in request", p.log, t.Name)
+		}
+		seen[t.Name] = true
+		p.req.Inputs = append(p.req.Inputs, t)
+	}
+	if len(p.data) != 0 {
+		return nil, invalid("unexpected additional input data for model '%s'", p.model)
+	}
+	if _, ok := top.find("outputs"); ok {
+		outputs, e := top.memberAsArray("outputs")
+		if e != nil {
+			return nil, wrap("Unable to parse 'outputs'", e)
+		}
+		for _, raw := range outputs {
+			if e := p.output(asObject(raw)); e != nil {
+				return nil, e
+			}
+		}
+	}
+	return &p.req, nil
+}
+
+// parameters maps the request's "parameters" (Triton's
+// ParseJsonTritonParams).
+func (p *parser) parameters(raw json.RawMessage) *Error {
+	members, err := jsonobj.Members(raw)
+	if err != nil {
+		return invalid("failed to get request params.: attempt to get members for non-object")
+	}
+	params := object(members)
+	p.req.Parameters = map[string]*pb.InferParameter{}
+	seen := map[string]bool{}
+	for _, m := range params {
+		key := m.Key
+		if seen[key] {
+			continue // Triton reads the first of duplicate keys every time
+		}
+		seen[key] = true
+		v, _ := params.find(key)
+		val := decode(v)
+		var param *pb.InferParameter
+		switch {
+		case key == "sequence_id":
+			if u, e := asUint(val); e == nil {
+				param = int64OrUint64(u)
+			} else if s, e := asString(val); e == nil {
+				param = stringParam(s)
+			} else {
+				return wrap("Unable to parse 'sequence_id'", e)
+			}
+		case key == "sequence_start" || key == "sequence_end":
+			b, e := asBool(val)
+			if e != nil {
+				return wrap("Unable to parse '"+key+"'", e)
+			}
+			param = &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: b}}
+		case key == "priority":
+			u, e := asUint(val)
+			if e != nil {
+				return wrap("Unable to parse 'priority'", e)
+			}
+			param = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: u}}
+		case key == "timeout":
+			u, e := asUint(val)
+			if e != nil {
+				return wrap("Unable to parse 'timeout'", e)
+			}
+			param = int64OrUint64(u)
+		case key == "binary_data_output":
+			b, e := asBool(val)
+			if e != nil {
+				return wrap("Unable to parse 'binary_data_output'", e)
+			}
+			p.req.BinaryOutput = b
+			continue
+		case strings.HasPrefix(key, "triton_"):
+			return invalid("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.")
+		case strings.HasPrefix(key, "streamgate_"):
+			return invalid("parameter keys starting with 'streamgate_' are reserved for streamgate usage")
+		default:
+			param = customParam(val)
+			if param == nil {
+				return invalid("parameter '%s' has invalid type. It should be either 'int', 'bool', or 'string'.", key)
+			}
+		}
+		p.req.Parameters[key] = param
+	}
+	return nil
+}
+
+func stringParam(s string) *pb.InferParameter {
+	return &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: s}}
+}
+
+// int64OrUint64 is u as the gRPC protocol's int64_param, or uint64_param
+// when it does not fit (which the server then refuses in its own words).
+func int64OrUint64(u uint64) *pb.InferParameter {
+	if u <= math.MaxInt64 {
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(u)}}
+	}
+	return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: u}}
+}
+
+// customParam maps any other parameter as Triton does: string, signed
+// integer, bool, or any other number as a double; nil for the rest.
+func customParam(v any) *pb.InferParameter {
+	switch x := v.(type) {
+	case string:
+		return stringParam(x)
+	case bool:
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: x}}
+	case json.Number:
+		if i, e := asInt(x); e == nil {
+			return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: i}}
+		}
+		if f, e := asDouble(x); e == nil {
+			return &pb.InferParameter{ParameterChoice: &pb.InferParameter_DoubleParam{DoubleParam: f}}
+		}
+	}
+	return nil
+}
+
+// input reads one input (Triton's ParseJsonTritonIO).
+func (p *parser) input(in object) (*tensor.Tensor, *Error) {
+	params := p.paramsOf(in)
+	_, hasData := in.find("data")
+	_, hasBinary := params.find("binary_data_size")
+	_, hasShm := params.find("shared_memory_region")
+	if set := btoi(hasData) + btoi(hasBinary) + btoi(hasShm); set != 1 {
+		msg := "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But"
+		if set == 0 {
+			msg += " no field is set"
+		} else {
+			msg += " set"
+			for _, f := range []struct {
+				set  bool
+				name string
+			}{{hasData, "data"}, {hasBinary, "binary_data_size"}, {hasShm, "shared_memory_region"}} {
+				if f.set {
+					msg += " '" + f.name + "'"
+				}
+			}
+		}
+		return nil, invalid("%s", msg)
+	}
+	name, e := in.memberAsString("name")
+	if e != nil {
+		return nil, wrap("Unable to parse 'name'", e)
+	}
+	dt, e := in.memberAsString("datatype")
+	if e != nil {
+		return nil, wrap("Unable to parse 'datatype'", e)
+	}
+	dims, e := in.memberAsArray("shape")
+	if e != nil {
+		return nil, wrap("Unable to parse 'shape'", e)
+	}
+	shape := make([]int64, 0, len(dims))
+	for _, d := range dims {
+		u, e := asUint(decode(d))
+		if e != nil {
+			return nil, wrap("Unable to parse 'shape'", e)
+		}
+		shape = append(shape, int64(u))
+	}
+	t := &tensor.Tensor{Name: name, Datatype: dt, Shape: shape}
+	switch {
+	case hasBinary:
+		raw, _ := params.find("binary_data_size")
+		size, e := asUint(decode(raw))
+		if e != nil {
+			return nil, wrap("Unable to parse 'binary_data_size'", e)
+		}
+		if size > uint64(len(p.data)) {
+			return nil, invalid("unexpected size for input '%s', expecting %d additional bytes for model '%s'", name, size-uint64(len(p.data)), p.model)
+		}
+		t.Raw, p.data = p.data[:size:size], p.data[size:]
+	case hasShm:
+		return nil, sharedMemory(params)
+	default:
+		raw, e := p.jsonData(in, name, dt, shape)
+		if e != nil {
+			return nil, e
+		}
+		t.Raw = raw
+	}
+	return t, nil
+}
+
+// paramsOf returns the members of an input's or output's "parameters".
+func (p *parser) paramsOf(o object) object {
+	raw, ok := o.find("parameters")
+	if !ok {
+		return nil
+	}
+	return asObject(raw)
+}
+
+// sharedMemory refuses an input or output in a shared memory region:
+// streamgate registers none, so every region is unknown.
+func sharedMemory(params object) *Error {
+	raw, _ := params.find("shared_memory_region")
+	region, e := asString(decode(raw))
+	if e != nil {
+		return wrap("Unable to parse 'shared_memory_region'", e)
+	}
+	for _, k := range []string{"shared_memory_offset", "shared_memory_byte_size"} {
+		if raw, ok := params.find(k); ok {
+			if _, e := asUint(decode(raw)); e != nil {
+				return wrap("Unable to parse '"+k+"'", e)
+			}
+		}
+	}
+	return &Error{Code: codes.NotFound, Msg: "Unable to find shared memory region: '" + region + "'"}
+}
+
+var errShapeData = invalid("Shape does not match true shape of 'data' field")
+
+// jsonData converts an input's "data" (nested arrays, flattened in order)
+// into the raw layout, as Triton's ReadDataFromJson does: integers are
+// truncated to the datatype's width, FP32 is rounded from the double.
+func (p *parser) jsonData(in object, name, dt string, shape []int64) ([]byte, *Error) {
+	want := tensor.ElementCount(shape)
+	if want == 0 {
+		return []byte{}, nil // Triton reads no data at all
+	}
+	if want < 0 { // overflowing: no data can match it
+		want = math.MaxInt64
+	}
+	raw, _ := in.find("data")
+	data, ok := decode(raw).([]any)
+	if !ok {
+		return nil, wrap("Unable to parse 'data'", errNotArray)
+	}
+	if dt == "BYTES" {
+		if e := checkStrings(data); e != nil {
+			return nil, wrap("Unable to parse JSON bytes array", e)
+		}
+	}
+	size := tensor.ElementSize(dt)
+	switch {
+	case dt == "FP16" || dt == "BF16":
+		return nil, invalid("receiving %s data via JSON is not supported. Please use the binary data format for input %s", dt, name)
+	case size < 0:
+		return nil, invalid("invalid datatype for input %s", name)
+	}
+	out := make([]byte, 0, min(len(data), 1<<16)*max(size, 1))
+	var n int64
+	var walk func(v any) *Error
+	walk = func(v any) *Error {
+		if a, ok := v.([]any); ok {
+			for _, e := range a {
+				if err := walk(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if dt != "BYTES" && n >= want {
+			return errShapeData
+		}
+		var e *Error
+		out, e = appendElement(out, dt, v)
+		n++
+		return e
+	}
+	if e := walk(data); e != nil {
+		return nil, wrap("Unable to parse 'data'", e)
+	}
+	if dt != "BYTES" && n != want { // BYTES counts are the server's to check
+		return nil, wrap("Unable to parse 'data'", errShapeData)
+	}
+	return out, nil
+}
+
+// checkStrings fails unless every leaf of nested arrays is a string
+// (Triton's JsonBytesArrayByteSize).
+func checkStrings(v any) *Error {
+	if a, ok := v.([]any); ok {
+		for _, e := range a {
+			if err := checkStrings(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	_, e := asString(v)
+	return e
+}
+
+// appendElement appends one JSON element of datatype dt.
+func appendElement(dst []byte, dt string, v any) ([]byte, *Error) {
+	le := binary.LittleEndian
+	switch dt {
+	case "BOOL":
+		b, e := asBool(v)
+		if e != nil {
+			return dst, e
+		}
+		if b {
+			return append(dst, 1), nil
+		}
+		return append(dst, 0), nil
+	case "UINT8", "UINT16", "UINT32", "UINT64":
+		u, e := asUint(v)
+		if e != nil {
+			return dst, e
+		}
+		switch dt {
+		case "UINT8":
+			return append(dst, byte(u)), nil
+		case "UINT16":
+			return le.AppendUint16(dst, uint16(u)), nil
+		case "UINT32":
+			return le.AppendUint32(dst, uint32(u)), nil
+		}
+		return le.AppendUint64(dst, u), nil
+	case "INT8", "INT16", "INT32", "INT64":
+		i, e := asInt(v)
+		if e != nil {
+			return dst, e
+		}
+		switch dt {
+		case "INT8":
+			return append(dst, byte(int8(i))), nil
+		case "INT16":
+			return le.AppendUint16(dst, uint16(int16(i))), nil
+		case "INT32":
+			return le.AppendUint32(dst, uint32(int32(i))), nil
+		}
+		return le.AppendUint64(dst, uint64(i)), nil
+	case "FP32", "FP64":
+		f, e := asDouble(v)
+		if e != nil {
+			return dst, e
+		}
+		if dt == "FP32" {
+			return le.AppendUint32(dst, math.Float32bits(float32(f))), nil
+		}
+		return le.AppendUint64(dst, math.Float64bits(f)), nil
+	}
+	s, e := asString(v) // BYTES
+	if e != nil {
+		return dst, e
+	}
+	dst = le.AppendUint32(dst, uint32(len(s)))
+	return append(dst, s...), nil
+}
+
+// output reads one requested output.
+func (p *parser) output(out object) *Error {
+	params := p.paramsOf(out)
+	if _, ok := params.find("shared_memory_region"); ok {
+		if _, ok := params.find("classification"); ok {
+			return invalid("Output can't set both 'shared_memory_region' and 'classification'")
+		}
+		if raw, ok := params.find("binary_data"); ok {
+			b, e := asBool(decode(raw))
+			if e != nil {
+				return wrap("Unable to set 'binary_data'", e)
+			}
+			if b {
+				return invalid("Output can't set both 'shared_memory_region' and 'binary_data'")
+			}
+		}
+	}
+	name, e := out.memberAsString("name")
+	if e != nil {
+		return wrap("Unable to parse 'name'", e)
+	}
+	if raw, ok := params.find("classification"); ok {
+		n, e := asUint(decode(raw))
+		if e != nil {
+			return wrap("Unable to set 'classification'", e)
+		}
+		if n > 0 {
+			return &Error{Code: codes.Unimplemented, Msg: "output '" + name + "': classification is not supported by streamgate"}
+		}
+	}
+	if _, ok := params.find("shared_memory_region"); ok {
+		return sharedMemory(params)
+	}
+	o := Output{Name: name}
+	if raw, ok := params.find("binary_data"); ok {
+		b, e := asBool(decode(raw))
+		if e != nil {
+			return wrap("Unable to parse 'binary_data'", e)
+		}
+		o.Binary = b
+	}
+	for _, prev := range p.req.Outputs {
+		if prev.Name == name {
+			return nil // a set in Triton: the first one counts
+		}
+	}
+	p.req.Outputs = append(p.req.Outputs, o)
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
@@ -135,11 +136,15 @@ func (s *modelStats) proto(name, version string) *pb.ModelStatistics {
 func (s *Server) ModelStatistics(_ context.Context, r *pb.ModelStatisticsRequest) (*pb.ModelStatisticsResponse, error) {
 	out := &pb.ModelStatisticsResponse{}
 	names := s.names
-	if r.GetName() != "" {
-		if _, err := s.lookup(r.GetName(), r.GetVersion()); err != nil {
-			return nil, toStatus(err, codes.NotFound)
+	if name := r.GetName(); name != "" {
+		// Triton's texts and class (TRITONSERVER_ServerModelStatistics).
+		if len(s.models[name]) == 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "requested model '%s' is not available", name)
 		}
-		names = []string{r.GetName()}
+		if _, err := s.lookup(name, r.GetVersion()); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "requested model version is not available for model '%s'", name)
+		}
+		names = []string{name}
 	}
 	for _, name := range names {
 		for _, m := range s.models[name] {

@@ -92,10 +92,17 @@ func TestModelStatistics(t *testing.T) {
 	if err != nil || len(all.GetModelStats()) != 1 || all.GetModelStats()[0].GetName() != "m" {
 		t.Fatalf("all models: %v %v", all, err)
 	}
-	for _, r := range []*pb.ModelStatisticsRequest{{Name: "nope"}, {Name: "m", Version: "2"}} {
-		_, err := h.client.ModelStatistics(ctx, r)
-		if status.Code(err) != codes.NotFound {
-			t.Fatalf("%v: %v", r, err)
+	// Triton answers these INVALID_ARGUMENT, in these words.
+	for _, tc := range []struct {
+		r    *pb.ModelStatisticsRequest
+		want string
+	}{
+		{&pb.ModelStatisticsRequest{Name: "nope"}, "requested model 'nope' is not available"},
+		{&pb.ModelStatisticsRequest{Name: "m", Version: "2"}, "requested model version is not available for model 'm'"},
+	} {
+		_, err := h.client.ModelStatistics(ctx, tc.r)
+		if s, _ := status.FromError(err); s.Code() != codes.InvalidArgument || s.Message() != tc.want {
+			t.Fatalf("%v: %v, want InvalidArgument %q", tc.r, err, tc.want)
 		}
 	}
 }

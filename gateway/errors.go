@@ -11,6 +11,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/textmodel"
+	"github.com/streamgate/streamgate/gateway/tritonhttp"
 	"github.com/streamgate/streamgate/upstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -100,6 +101,7 @@ func classify(err error) *httpError {
 	var (
 		he  *httpError
 		ge  *generate.Error
+		te  *tritonhttp.Error
 		se  *jsonobj.SyntaxError
 		oe  *openai.RequestError
 		mbe *http.MaxBytesError
@@ -113,6 +115,9 @@ func classify(err error) *httpError {
 		return &httpError{Status: http.StatusBadRequest, Code: "invalid_json", Msg: se.Error()}
 	case errors.As(err, &ge):
 		return &httpError{Status: http.StatusBadRequest, Code: "bad_request", Msg: ge.Msg}
+	case errors.As(err, &te): // Triton's text, with the status Triton gives its class
+		st := grpcStatus(te.Code)
+		return &httpError{Status: st, Code: codeForStatus(st), Msg: te.Msg}
 	case errors.As(err, &mbe):
 		return &httpError{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large",
 			Msg: "request body too large: the limit is " + strconv.FormatInt(mbe.Limit, 10) + " bytes"}
@@ -192,6 +197,11 @@ func (s *Server) setRetryAfter(w http.ResponseWriter, e *httpError) {
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
+	writeBody(w, status, body)
+}
+
+// writeBody writes a whole body whose Content-Type is already set.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)

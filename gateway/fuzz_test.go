@@ -7,11 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/tritonhttp"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -50,6 +52,15 @@ func (fakeUpstream) ModelMetadata(_ context.Context, name, _ string) (*pb.ModelM
 		return md, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
+}
+func (fakeUpstream) ModelConfig(_ context.Context, name, _ string) (*pb.ModelConfig, error) {
+	if md := fakeModels[name]; md != nil {
+		return &pb.ModelConfig{Name: name, Backend: md.GetPlatform()}, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
+}
+func (fakeUpstream) ModelStatistics(_ context.Context, name, _ string) (*pb.ModelStatisticsResponse, error) {
+	return &pb.ModelStatisticsResponse{ModelStats: []*pb.ModelStatistics{{Name: name, Version: "1"}}}, nil
 }
 func (fakeUpstream) RepositoryIndex(context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error) {
 	return []*pb.RepositoryIndexResponse_ModelIndex{{Name: "echo", State: "READY"}, {Name: "repeat_int32", State: "READY"}}, nil
@@ -132,6 +143,11 @@ func checkResponse(t *testing.T, rec *httptest.ResponseRecorder) {
 				t.Fatalf("event is not JSON: %q", ev.Data)
 			}
 		}
+	case ct == "application/octet-stream": // Triton's binary tensor data extension
+		n, err := strconv.Atoi(rec.Header().Get(tritonhttp.HeaderLength))
+		if err != nil || n > len(body) || !json.Valid(body[:n]) {
+			t.Fatalf("%d: %s %q with a body of %d bytes: %q", rec.Code, tritonhttp.HeaderLength, rec.Header().Get(tritonhttp.HeaderLength), len(body), body)
+		}
 	default:
 		t.Fatalf("status %d, unexpected Content-Type %q", rec.Code, ct)
 	}
@@ -160,6 +176,33 @@ func FuzzGenerateRoutes(f *testing.F) {
 	fuzzRoute(f, []string{"/v2/models/repeat_int32/generate", "/v2/models/repeat_int32/generate_stream", "/v2/models/echo/versions/1/generate_stream"}, []string{
 		`{"IN":[1,2],"DELAY":[0,0],"WAIT":1}`, `{"id":"x","parameters":{"a":1}}`, `{"text_input":"hi","stream":true}`,
 		`{"IN":["a"]}`, `{"triton_x":1}`, `[`, ``, `{"IN":[1],"IN":[2]}`,
+	})
+}
+
+// FuzzInferRoute drives /infer with any body and
+// Inference-Header-Content-Length.
+func FuzzInferRoute(f *testing.F) {
+	for _, s := range []struct {
+		body string
+		hl   string
+	}{
+		{`{"inputs":[{"name":"IN","shape":[1],"datatype":"INT32","data":[1]}]}`, ""},
+		{`{"id":"a","inputs":[{"name":"IN","shape":[1],"datatype":"INT32","parameters":{"binary_data_size":4}}],"parameters":{"binary_data_output":true}}` + "\x01\x00\x00\x00", "144"},
+		{`{"inputs":[],"outputs":[{"name":"OUT","parameters":{"binary_data":true}},{"name":"IDX"}]}`, "-1"},
+		{"\x01\x02", "0"},
+		{`{"inputs":[1,]}`, "x"},
+	} {
+		f.Add([]byte(s.body), s.hl)
+	}
+	h := fakeServer().Handler()
+	f.Fuzz(func(t *testing.T, body []byte, hl string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/v2/models/repeat_int32/infer", bytes.NewReader(body))
+		if hl != "" {
+			req.Header.Set(tritonhttp.HeaderLength, hl)
+		}
+		h.ServeHTTP(rec, req)
+		checkResponse(t, rec)
 	})
 }
 

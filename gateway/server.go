@@ -196,11 +196,16 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v2", triton(s.serverMetadata))
 	r.Get("/v2/health/live", s.serverLive)
 	r.Get("/v2/health/ready", s.serverReady)
+	r.Post("/v2/repository/index", triton(s.repositoryIndex))
+	r.Get("/v2/models/stats", triton(s.modelStats))
 	for _, base := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
 		r.Get(base, triton(s.modelMetadata))
 		r.Get(base+"/ready", s.modelReady)
 		r.Post(base+"/generate", triton(s.generate))
 		r.Post(base+"/generate_stream", triton(s.generateStream))
+		r.Post(base+"/infer", triton(s.infer))
+		r.Get(base+"/config", triton(s.modelConfigJSON))
+		r.Get(base+"/stats", triton(s.modelStats))
 	}
 
 	r.Post("/v1/chat/completions", openAI(s.chatCompletions))

@@ -122,10 +122,13 @@ func (o *sseSink) fail(err error) bool {
 	return true
 }
 
-// bodySink answers a request with one JSON body, once its call has ended.
+// bodySink answers a request with one body, once its call has ended.
 type bodySink struct {
 	w    http.ResponseWriter
 	body []byte
+	// header, if set, sets the body's Content-Type (and any other header
+	// its form needs) just before it is written; nil means JSON.
+	header func(http.Header)
 }
 
 func (o *bodySink) protocol() string         { return "http" }
@@ -141,7 +144,12 @@ func (o *bodySink) send(p []byte) error {
 
 func (o *bodySink) flush() error {
 	if o.body != nil {
-		writeJSON(o.w, http.StatusOK, o.body)
+		if o.header != nil {
+			o.header(o.w.Header())
+			writeBody(o.w, http.StatusOK, o.body)
+		} else {
+			writeJSON(o.w, http.StatusOK, o.body)
+		}
 		o.body = nil
 	}
 	return nil

@@ -24,6 +24,9 @@ type Inspector interface {
 	ServerMetadata(ctx context.Context) (*pb.ServerMetadataResponse, error)
 	ModelReady(ctx context.Context, name, version string) (bool, error)
 	ModelMetadata(ctx context.Context, name, version string) (*pb.ModelMetadataResponse, error)
+	ModelConfig(ctx context.Context, name, version string) (*pb.ModelConfig, error)
+	// ModelStatistics: name "" is every model, version "" every version.
+	ModelStatistics(ctx context.Context, name, version string) (*pb.ModelStatisticsResponse, error)
 	RepositoryIndex(ctx context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error)
 }
 
@@ -66,16 +69,31 @@ func starter(in Inferer) startFunc {
 // (Options.UnloadedModels).
 const codeNotLoaded = "model_not_loaded"
 
-// metadata asks upstream for a model's metadata. A model upstream does not
-// know but Options.UnloadedModels does gets its hint instead of upstream's
-// "unknown model".
+// metadata asks upstream for a model's metadata (notLoaded's errors).
 func (s *Server) metadata(ctx context.Context, model, version string) (*pb.ModelMetadataResponse, error) {
 	md, err := s.inspect.ModelMetadata(ctx, model, version)
 	if err != nil {
-		if hint, ok := s.opts.UnloadedModels[model]; ok && classify(err).Status == http.StatusNotFound {
-			return nil, &httpError{Status: http.StatusNotFound, Code: codeNotLoaded, Param: "model",
-				Msg: "The model '" + model + "' is known but not loaded: " + hint, Err: err}
-		}
+		return nil, s.notLoaded(model, err)
 	}
-	return md, err
+	return md, nil
+}
+
+// modelConfig asks upstream for a model's config (notLoaded's errors).
+func (s *Server) modelConfig(ctx context.Context, model, version string) (*pb.ModelConfig, error) {
+	cfg, err := s.inspect.ModelConfig(ctx, model, version)
+	if err != nil {
+		return nil, s.notLoaded(model, err)
+	}
+	return cfg, nil
+}
+
+// notLoaded is err, upstream's answer about model, unless upstream does
+// not know the model but Options.UnloadedModels does: then it is the
+// model's hint instead of upstream's "unknown model".
+func (s *Server) notLoaded(model string, err error) error {
+	if hint, ok := s.opts.UnloadedModels[model]; ok && classify(err).Status == http.StatusNotFound {
+		return &httpError{Status: http.StatusNotFound, Code: codeNotLoaded, Param: "model",
+			Msg: "The model '" + model + "' is known but not loaded: " + hint, Err: err}
+	}
+	return err
 }

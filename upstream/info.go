@@ -175,3 +175,15 @@ func (c *Client) RepositoryIndex(ctx context.Context) ([]*pb.RepositoryIndexResp
 	r, err := t.rpc.RepositoryIndex(ctx, &pb.RepositoryIndexRequest{})
 	return r.GetModels(), err
 }
+
+// ModelStatistics returns one target's statistics of a model version
+// (name "": every model; version "": every version it serves); not
+// cached. Errors are gRPC status errors.
+func (c *Client) ModelStatistics(ctx context.Context, name, version string) (*pb.ModelStatisticsResponse, error) {
+	t, release, err := c.pickTarget(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return t.rpc.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: name, Version: version})
+}

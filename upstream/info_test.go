@@ -61,4 +61,14 @@ func TestInfo(t *testing.T) {
 			t.Fatalf("RepositoryIndex %v lacks %s", names, want)
 		}
 	}
+	st, err := c.ModelStatistics(ctx, "identity_int32", "1")
+	if err != nil || len(st.GetModelStats()) != 1 || st.GetModelStats()[0].GetName() != "identity_int32" || st.GetModelStats()[0].GetVersion() != "1" {
+		t.Fatalf("ModelStatistics(identity_int32) = %v, %v", st, err)
+	}
+	if st, err := c.ModelStatistics(ctx, "", ""); err != nil || len(st.GetModelStats()) < 3 {
+		t.Fatalf("ModelStatistics() = %v, %v", st, err)
+	}
+	if _, err := c.ModelStatistics(ctx, "nope", ""); status.Code(err) == codes.OK {
+		t.Fatal("ModelStatistics(nope) succeeded")
+	}
 }

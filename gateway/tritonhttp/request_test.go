@@ -78,7 +78,7 @@ func TestParseJSONData(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		dt, shape, data string
-		want              []byte
+		want            []byte
 	}{
 		{"BOOL", "[3]", "[true,false,true]", []byte{1, 0, 1}},
 		{"UINT8", "[3]", "[0,255,256]", []byte{0, 255, 0}},

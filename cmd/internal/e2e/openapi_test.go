@@ -207,6 +207,13 @@ func (s *spec) checkResponse(t testing.TB, router chi.Routes, method, path strin
 	switch {
 	case mt == "application/json":
 		s.validate(t, s.schema(t, append(mtokens, "schema")...), what, body)
+	case media["x-inference-header"] != nil:
+		n, err := strconv.Atoi(resp.Header.Get("Inference-Header-Content-Length"))
+		if err != nil || n < 0 || n > len(body) {
+			t.Errorf("%s: Inference-Header-Content-Length %q does not fit a %d-byte body", what, resp.Header.Get("Inference-Header-Content-Length"), len(body))
+			return
+		}
+		s.validate(t, s.schema(t, append(mtokens, "x-inference-header")...), what+" inference header", body[:n])
 	case media["x-event-data"] != nil:
 		sch := s.schema(t, append(mtokens, "x-event-data")...)
 		r := sse.NewReader(bytes.NewReader(body))
@@ -300,6 +307,9 @@ func TestOpenAPIRequestSchemas(t *testing.T) {
 		{"ChatCompletionRequest", `{"model":"echo","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":2,"stop":["a"]}`},
 		{"CompletionRequest", `{"model":"echo","prompt":["x"],"echo":true,"max_tokens":1,"n":1}`},
 		{"GenerateRequest", `{"id":"a","IN":[1,2],"WAIT":0,"parameters":{"delay_ms":5}}`},
+		{"InferRequest", `{"id":"1","inputs":[{"name":"INPUT0","shape":[3],"datatype":"INT32","parameters":{"binary_data_size":12}}],"outputs":[{"name":"OUTPUT0","parameters":{"binary_data":true}}]}`},
+		{"InferRequest", `{"inputs":[{"name":"X","shape":[2,2],"datatype":"FP32","data":[[1,2],[3,4.5]]}],"parameters":{"sequence_id":"s","priority":1,"binary_data_output":true}}`},
+		{"RepositoryIndexRequest", `{"ready":false}`},
 		{"WsClientFrame", `{"type":"cancel","id":"a1"}`},
 	} {
 		sp.validate(t, sp.schema(t, "components", "schemas", tc.schema), tc.schema, []byte(tc.body))

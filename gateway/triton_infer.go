@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/streamgate/streamgate/gateway/tritonhttp"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// Triton's HTTP/REST inference protocol beside the generate extension:
+// /infer (KServe v2 with the binary tensor data extension, over the same
+// lifecycle as every route), and the model config, statistics and
+// repository index routes, relayed from upstream. The wire format is
+// package tritonhttp's.
+
+var errDecoupledHTTP = &httpError{Status: http.StatusNotImplemented, Code: "unimplemented",
+	Msg: "HTTP end point doesn't support models with decoupled transaction policy"}
+
+// infer answers one /infer request with one body, as Triton does: the
+// model must not be decoupled (Triton checks that first, so an unknown
+// model is 404 before the body is read), the body is gzip, deflate or
+// plain, and the answer is JSON, or JSON and binary tensor data.
+func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
+	model, version := modelParams(r)
+	cfg, err := s.modelConfig(r.Context(), model, version)
+	if err != nil {
+		return err
+	}
+	if cfg.GetModelTransactionPolicy().GetDecoupled() {
+		return errDecoupledHTTP
+	}
+	body, err := readInferBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	hv := r.Header.Values(tritonhttp.HeaderLength)
+	n, err := tritonhttp.ParseHeaderLength(r.Header.Get(tritonhttp.HeaderLength), len(hv) > 0, len(body))
+	if err != nil {
+		return err
+	}
+	req, err := tritonhttp.Parse(body, n, model, cfg)
+	if err != nil {
+		return err
+	}
+	a := &inferAnswer{req: req}
+	j := &job{req: req.Proto(model, version), tr: a}
+	return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w, header: a.header})
+}
+
+// readInferBody reads a body in any Content-Encoding Triton's /infer
+// takes (identity, gzip, deflate), at most max bytes before and after
+// decompression; any other is 501 with Accept-Encoding, as in Triton.
+func readInferBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	enc := r.Header.Get("Content-Encoding")
+	switch enc {
+	case "", "identity":
+		return readBody(w, r, max)
+	case "gzip", "deflate":
+	default: // as Triton answers it
+		w.Header().Set("Accept-Encoding", "gzip, deflate")
+		return nil, &httpError{Status: http.StatusNotImplemented, Code: "unimplemented", Msg: "Unsupported compression type"}
+	}
+	r.Header.Del("Content-Encoding")
+	raw, err := readBody(w, r, max)
+	if err != nil {
+		return nil, err
+	}
+	var zr io.Reader
+	if enc == "gzip" {
+		zr, err = gzip.NewReader(bytes.NewReader(raw))
+	} else {
+		zr, err = zlib.NewReader(bytes.NewReader(raw))
+	}
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(io.LimitReader(zr, max+1))
+	}
+	switch {
+	case err != nil:
+		return nil, &httpError{Status: http.StatusBadRequest, Code: "bad_request", Msg: "unable to decompress the " + enc + " request body: " + err.Error()}
+	case int64(len(b)) > max:
+		return nil, &http.MaxBytesError{Limit: max}
+	}
+	return b, nil
+}
+
+// inferAnswer is the translator of /infer: exactly one response, rendered
+// as the body, as Triton's InferResponseComplete insists.
+type inferAnswer struct {
+	req       *tritonhttp.Request
+	n         int
+	body      []byte
+	headerLen int // of the JSON part when binary data follows, else -1
+}
+
+func (a *inferAnswer) begin() [][]byte { return nil }
+
+func (a *inferAnswer) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+	if a.n++; a.n > 1 {
+		return nil, errNotSingle(a.n)
+	}
+	body, n, err := a.req.AppendResponse(a.body[:0], resp)
+	a.body, a.headerLen = body, n
+	return nil, err
+}
+
+func (a *inferAnswer) end() ([][]byte, error) {
+	if a.n != 1 {
+		return nil, errNotSingle(a.n)
+	}
+	return [][]byte{a.body}, nil
+}
+
+// header sets the answer's Content-Type, and the binary extension's
+// header when binary data follows the JSON.
+func (a *inferAnswer) header(h http.Header) {
+	if a.headerLen < 0 {
+		h.Set("Content-Type", "application/json")
+		return
+	}
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set(tritonhttp.HeaderLength, strconv.Itoa(a.headerLen))
+}
+
+func errNotSingle(n int) error {
+	return &httpError{Status: http.StatusInternalServerError, Code: "internal",
+		Msg: "expected a single response, got " + strconv.Itoa(n)}
+}
+
+// modelConfigJSON is GET .../config: the model's config as Triton prints
+// it.
+func (s *Server) modelConfigJSON(w http.ResponseWriter, r *http.Request) error {
+	model, version := modelParams(r)
+	cfg, err := s.modelConfig(r.Context(), model, version)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, tritonhttp.ModelConfig(cfg))
+	return nil
+}
+
+// modelStats is GET /v2/models/stats (every model) and .../stats.
+func (s *Server) modelStats(w http.ResponseWriter, r *http.Request) error {
+	model, version := modelParams(r)
+	st, err := s.inspect.ModelStatistics(r.Context(), model, version)
+	if err != nil {
+		return s.notLoaded(model, err)
+	}
+	writeJSON(w, http.StatusOK, tritonhttp.Statistics(st))
+	return nil
+}
+
+// repositoryIndex is POST /v2/repository/index: every model upstream
+// knows, or with {"ready":true} the ready ones.
+func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	ready, err := tritonhttp.ParseIndexRequest(body)
+	if err != nil {
+		return err
+	}
+	models, err := s.inspect.RepositoryIndex(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, tritonhttp.RepositoryIndex(models, ready))
+	return nil
+}

@@ -247,6 +247,28 @@ func TestPlayground(t *testing.T) {
 		}
 	})
 
+	t.Run("the Triton route lists every ready model of the repository index", func(t *testing.T) {
+		p.t = t
+		p.js(`pgt.pick("route", "triton")`, nil)
+		var opts []string
+		waitFor(t, "repeat_int32 among the Triton route's models", func() bool {
+			p.js(`[...document.getElementById("model").options].map((o) => o.value)`, &opts)
+			return slices.Contains(opts, "repeat_int32")
+		})
+		for _, want := range []string{"repeat_int32", "square_int32", "identity_int32", "echo", "\u0000other"} {
+			if !slices.Contains(opts, want) {
+				t.Errorf("model options %q lack %q", opts, want)
+			}
+		}
+		p.js(`pgt.set("model", "repeat_int32")`, nil)
+		waitFor(t, "the body prefilled from repeat_int32's metadata", func() bool { return strings.Contains(p.body(), `"DELAY"`) })
+		p.js(`pgt.pick("route", "chat")`, nil)
+		p.js(`[...document.getElementById("model").options].map((o) => o.value)`, &opts)
+		if slices.Contains(opts, "repeat_int32") {
+			t.Errorf("the chat route offers repeat_int32: %q", opts)
+		}
+	})
+
 	long := repeatBody(100, 0, 10, 1000) // ~100s of work: only a cancel ends it within the test
 	for _, transport := range []string{"fetch", "ws"} {
 		t.Run("stop over "+transport+" stops the engine", func(t *testing.T) {
@@ -544,7 +566,7 @@ func TestPlaygroundAPIKey(t *testing.T) {
 			t.Errorf("%s: Authorization %q", path, value)
 		}
 	}
-	for _, want := range []string{"GET /v1/models", "POST /v1/chat/completions", "GET /v1/ws"} {
+	for _, want := range []string{"GET /v1/models", "POST /v2/repository/index", "POST /v1/chat/completions", "GET /v1/ws"} {
 		if !slices.Contains(paths, want) {
 			t.Errorf("no %s among the calls %q", want, paths)
 		}

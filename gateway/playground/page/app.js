@@ -6,6 +6,7 @@ const state = {
   key: sessionStorage.getItem("streamgate.key") || "",
   resumable: "unknown", // "yes" once an answer carried Streamgate-Stream-Id
   models: null, // ids from /v1/models; null while loading
+  tritonModels: null, // ready models of POST /v2/repository/index; null while loading
   metadata: new Map(), // model name -> Promise of {ok, status, body}
   nextRun: 1,
   sockets: 0, // sockets opened so far, to number them
@@ -30,9 +31,12 @@ const OTHER = "\u0000other"; // the model select's "Other…" option
 
 // ---- Server answers ---------------------------------------------------
 
-// api GETs path with the API key; body is parsed JSON when it is JSON.
-async function api(path) {
-  const resp = await fetch(path, { headers: authHeaders(), cache: "no-store" });
+// api GETs path (or POSTs send, when given) with the API key; body is
+// parsed JSON when it is JSON.
+async function api(path, send) {
+  const init = { headers: authHeaders(), cache: "no-store" };
+  if (send !== undefined) Object.assign(init, { method: "POST", body: send });
+  const resp = await fetch(path, init);
   const text = await resp.text();
   let body = text;
   try {
@@ -233,11 +237,12 @@ function showTransport() {
 }
 
 // fillModels lists the text models of /v1/models; on the Triton route
-// also names used before and "Other…" for any model upstream serves.
+// every ready model of the repository index instead, names used before
+// and "Other…" for any model upstream serves.
 function fillModels() {
   const sel = $("model");
   const before = model();
-  const names = [...(state.models ?? [])];
+  const names = [...((route() === "triton" ? state.tritonModels : state.models) ?? [])];
   if (route() === "triton") {
     for (const n of remembered()) if (!names.includes(n)) names.push(n);
   }
@@ -261,7 +266,7 @@ function remembered() {
 }
 
 function remember(name) {
-  if (state.models?.includes(name) || remembered().includes(name)) return;
+  if (state.tritonModels?.includes(name) || remembered().includes(name)) return;
   localStorage.setItem("streamgate.tritonModels", JSON.stringify([name, ...remembered()].slice(0, 20)));
 }
 
@@ -293,16 +298,25 @@ async function modelChanged() {
   info.textContent = `${md.body.platform || "model"} · inputs: ${inputs.join(", ") || "none"}`;
 }
 
+// loadModels lists the text models (/v1/models) and every ready model
+// (Triton's POST /v2/repository/index, for the Triton route).
 async function loadModels() {
-  const r = await api("/v1/models").catch((e) => ({ ok: false, status: 0, text: e.message }));
+  const failed = (e) => ({ ok: false, status: 0, text: e.message });
+  const [r, index] = await Promise.all([
+    api("/v1/models").catch(failed),
+    api("/v2/repository/index", JSON.stringify({ ready: true })).catch(failed),
+  ]);
   if (r.ok && Array.isArray(r.body?.data)) {
     state.models = r.body.data.map((m) => m.id).filter((id) => typeof id === "string");
   } else {
     state.models = [];
   }
+  const names = index.ok && Array.isArray(index.body) ? index.body.map((m) => m?.name).filter((n) => typeof n === "string") : [];
+  state.tritonModels = [...new Set(names)];
   fillModels();
-  if (!r.ok) {
-    $("model-info").textContent = `GET /v1/models: HTTP ${r.status} ${r.text}`;
+  const bad = [[r, "GET /v1/models"], [index, "POST /v2/repository/index"]].find(([x]) => !x.ok);
+  if (bad) {
+    $("model-info").textContent = `${bad[1]}: HTTP ${bad[0].status} ${bad[0].text}`;
     $("model-info").classList.add("error-text");
   }
 }

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -106,4 +108,26 @@ func BenchmarkRelaySSE(b *testing.B) {
 			return &textEvents{ad: ad, stream: true, ch: &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}}
 		})
 	})
+}
+
+// BenchmarkInferRoute measures the gateway's own work for one /infer
+// request with the binary extension, handler to body, over a canned call
+// (no network): read, parse, admit, relay one response, write it.
+func BenchmarkInferRoute(b *testing.B) {
+	header := `{"id":"1","inputs":[{"name":"IN","shape":[4],"datatype":"INT32","parameters":{"binary_data_size":16}}],"outputs":[{"name":"OUT","parameters":{"binary_data":true}}]}`
+	body := append([]byte(header), make([]byte, 16)...)
+	resp := cannedResponse(tensor.NewInt32("OUT", []int64{4}, []int32{1, 2, 3, 4}))
+	start := func(context.Context, *pb.ModelInferRequest) (call, error) { return &cannedCall{resp: resp, n: 1}, nil }
+	h := newServer(start, fakeUpstream{}, nil).Handler()
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/v2/models/repeat_int32/infer", bytes.NewReader(body))
+		r.Header.Set("Inference-Header-Content-Length", strconv.Itoa(len(header)))
+		clear(w.h)
+		h.ServeHTTP(w, r)
+		if w.h.Get("Inference-Header-Content-Length") == "" {
+			b.Fatalf("no binary answer: %v", w.h)
+		}
+	}
 }

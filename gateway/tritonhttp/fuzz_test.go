@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -106,4 +107,58 @@ func offset(b, raw []byte) (int, bool) {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// FuzzParseTree checks the one-pass JSON reader against encoding/json: it
+// accepts exactly what json.Valid accepts (or all white space), and reads
+// the same strings, numbers and structure.
+func FuzzParseTree(f *testing.F) {
+	for _, s := range []string{`{"a":[1,-2.5e3,"x\u00e9\ud83d\ude00\ud800",true,null],"b":{}}`, `"\u0000\/"`, `[1,]`, `{"a" 1}`,
+		"\"\xff\"", `01`, `-`, `1e`, `[[[]]]`, ` `, `{"k":1,"k":2}`, `"\ud800\u0041"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := parseTree(b)
+		blank := len(bytes.TrimLeft(b, " \t\r\n")) == 0
+		if (err == nil) != (json.Valid(b) || blank) {
+			t.Fatalf("parseTree(%q) = %v, json.Valid %v", b, err, json.Valid(b))
+		}
+		if err != nil || blank {
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var want any
+		if err := dec.Decode(&want); err != nil {
+			t.Fatal(err)
+		}
+		if got := toAny(n); !reflect.DeepEqual(got, want) {
+			t.Fatalf("parseTree(%q) = %#v, encoding/json %#v", b, got, want)
+		}
+	})
+}
+
+// toAny is n as encoding/json decodes it (duplicate keys: the last wins).
+func toAny(n node) any {
+	switch n.kind {
+	case '{':
+		m := map[string]any{}
+		for i := 0; i+1 < len(n.kids); i += 2 {
+			m[n.kids[i].s] = toAny(n.kids[i+1])
+		}
+		return m
+	case '[':
+		a := []any{}
+		for _, k := range n.kids {
+			a = append(a, toAny(k))
+		}
+		return a
+	case '"':
+		return n.s
+	case '0':
+		return json.Number(n.s)
+	case 't', 'f':
+		return n.kind == 't'
+	}
+	return nil
 }

@@ -2,50 +2,27 @@ package tritonhttp
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 )
 
 // Reading: the accessors of Triton's JSON library (triton_json.h), with its
-// texts, over values decoded with json.Number.
+// texts, over the nodes of parseTree.
 
-// decode decodes one JSON value (already known to be valid) with numbers
-// kept as json.Number.
-func decode(raw json.RawMessage) any {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return nil
-	}
-	return v
-}
-
-// object is a JSON object's members in order.
-type object []jsonobj.Member
-
-// asObject returns v's members; nil when v is no object (Triton's Find on a
+// find returns the first member of object n named key, as rapidjson's
+// FindMember does; nothing when n is no object (Triton's Find on a
 // non-object finds nothing).
-func asObject(v json.RawMessage) object {
-	ms, err := jsonobj.Members(v)
-	if err != nil || len(bytes.TrimSpace(v)) == 0 {
-		return nil
+func (n node) find(key string) (node, bool) {
+	if n.kind != '{' {
+		return node{}, false
 	}
-	return ms
-}
-
-// find returns the first member named key, as rapidjson's FindMember does.
-func (o object) find(key string) (json.RawMessage, bool) {
-	for _, m := range o {
-		if m.Key == key {
-			return m.Value, true
+	for i := 0; i+1 < len(n.kids); i += 2 {
+		if n.kids[i].s == key {
+			return n.kids[i+1], true
 		}
 	}
-	return nil, false
+	return node{}, false
 }
 
 func notMember(name string) *Error {
@@ -61,36 +38,39 @@ var (
 	errNotArray  = invalid("attempt to access JSON non-array as array")
 )
 
-func asString(v any) (string, *Error) {
-	if s, ok := v.(string); ok {
-		return s, nil
+func asString(n node) (string, *Error) {
+	if n.kind == '"' {
+		return n.s, nil
 	}
 	return "", errNotString
 }
 
-func asBool(v any) (bool, *Error) {
-	if b, ok := v.(bool); ok {
-		return b, nil
+func asBool(n node) (bool, *Error) {
+	switch n.kind {
+	case 't':
+		return true, nil
+	case 'f':
+		return false, nil
 	}
 	return false, errNotBool
 }
 
-// isInteger reports whether n is an integer literal, which rapidjson keeps
-// as an integer (a fraction or exponent makes it a double).
-func isInteger(n json.Number) bool { return !strings.ContainsAny(string(n), ".eE") }
+// isInteger reports whether a number literal is an integer, which
+// rapidjson keeps as an integer (a fraction or exponent makes a double).
+func isInteger(lit string) bool { return !strings.ContainsAny(lit, ".eE") }
 
-func asInt(v any) (int64, *Error) {
-	if n, ok := v.(json.Number); ok && isInteger(n) {
-		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+func asInt(n node) (int64, *Error) {
+	if n.kind == '0' && isInteger(n.s) {
+		if i, err := strconv.ParseInt(n.s, 10, 64); err == nil {
 			return i, nil
 		}
 	}
 	return 0, errNotInt
 }
 
-func asUint(v any) (uint64, *Error) {
-	if n, ok := v.(json.Number); ok && isInteger(n) {
-		s := string(n)
+func asUint(n node) (uint64, *Error) {
+	if n.kind == '0' && isInteger(n.s) {
+		s := n.s
 		if s == "-0" {
 			s = "0"
 		}
@@ -101,38 +81,36 @@ func asUint(v any) (uint64, *Error) {
 	return 0, errNotUint
 }
 
-func asDouble(v any) (float64, *Error) {
-	n, ok := v.(json.Number)
-	if !ok {
+func asDouble(n node) (float64, *Error) {
+	if n.kind != '0' {
 		return 0, errNotNumber
 	}
-	f, err := strconv.ParseFloat(string(n), 64)
+	f, err := strconv.ParseFloat(n.s, 64)
 	if err != nil { // only range errors: the syntax was checked
 		return 0, invalid("Number too big to be stored in double.")
 	}
 	return f, nil
 }
 
-// memberAsArray is Triton's MemberAsArray: the member's elements, undecoded.
-func (o object) memberAsArray(name string) ([]json.RawMessage, *Error) {
-	raw, ok := o.find(name)
+// memberAsArray is Triton's MemberAsArray: the member's elements.
+func (n node) memberAsArray(name string) ([]node, *Error) {
+	v, ok := n.find(name)
 	if !ok {
 		return nil, notMember(name)
 	}
-	var elems []json.RawMessage
-	if json.Unmarshal(raw, &elems) != nil {
+	if v.kind != '[' {
 		return nil, errNotArray
 	}
-	return elems, nil
+	return v.kids, nil
 }
 
 // memberAsString is Triton's MemberAsString.
-func (o object) memberAsString(name string) (string, *Error) {
-	raw, ok := o.find(name)
+func (n node) memberAsString(name string) (string, *Error) {
+	v, ok := n.find(name)
 	if !ok {
 		return "", notMember(name)
 	}
-	return asString(decode(raw))
+	return asString(v)
 }
 
 // Writing: what rapidjson's Writer produces.

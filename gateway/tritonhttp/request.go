@@ -2,14 +2,11 @@ package tritonhttp
 
 import (
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"math"
 	"strings"
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
@@ -183,14 +180,12 @@ type parser struct {
 }
 
 func (p *parser) parse(header []byte) (*Request, error) {
-	members, err := jsonobj.Members(header)
-	var se *jsonobj.SyntaxError
-	if errors.As(err, &se) {
-		return nil, se
+	top, err := parseTree(header) // not an object: no members, as Triton finds none
+	if err != nil {
+		return nil, err
 	}
-	top := object(members) // not an object: no members, as Triton finds none
-	if raw, ok := top.find("id"); ok {
-		id, e := asString(decode(raw))
+	if v, ok := top.find("id"); ok {
+		id, e := asString(v)
 		if e != nil {
 			return nil, wrap("Unable to parse 'id'", e)
 		}
@@ -199,8 +194,8 @@ func (p *parser) parse(header []byte) (*Request, error) {
 			p.log = "[request id: " + id + "] "
 		}
 	}
-	if raw, ok := top.find("parameters"); ok {
-		if e := p.parameters(raw); e != nil {
+	if v, ok := top.find("parameters"); ok {
+		if e := p.parameters(v); e != nil {
 			return nil, e
 		}
 	}
@@ -209,8 +204,8 @@ func (p *parser) parse(header []byte) (*Request, error) {
 		return nil, wrap("Unable to parse 'inputs'", e)
 	}
 	seen := map[string]bool{}
-	for _, raw := range inputs {
-		t, e := p.input(asObject(raw))
+	for _, in := range inputs {
+		t, e := p.input(in)
 		if e != nil {
 			return nil, e
 		}
@@ -228,8 +223,8 @@ func (p *parser) parse(header []byte) (*Request, error) {
 		if e != nil {
 			return nil, wrap("Unable to parse 'outputs'", e)
 		}
-		for _, raw := range outputs {
-			if e := p.output(asObject(raw)); e != nil {
+		for _, out := range outputs {
+			if e := p.output(out); e != nil {
 				return nil, e
 			}
 		}
@@ -239,22 +234,19 @@ func (p *parser) parse(header []byte) (*Request, error) {
 
 // parameters maps the request's "parameters" (Triton's
 // ParseJsonTritonParams).
-func (p *parser) parameters(raw json.RawMessage) *Error {
-	members, err := jsonobj.Members(raw)
-	if err != nil {
+func (p *parser) parameters(params node) *Error {
+	if params.kind != '{' {
 		return invalid("failed to get request params.: attempt to get members for non-object")
 	}
-	params := object(members)
 	p.req.Parameters = map[string]*pb.InferParameter{}
 	seen := map[string]bool{}
-	for _, m := range params {
-		key := m.Key
+	for i := 0; i < len(params.kids); i += 2 {
+		key := params.kids[i].s
 		if seen[key] {
 			continue // Triton reads the first of duplicate keys every time
 		}
 		seen[key] = true
-		v, _ := params.find(key)
-		val := decode(v)
+		val, _ := params.find(key)
 		var param *pb.InferParameter
 		switch {
 		case key == "sequence_id":
@@ -320,17 +312,17 @@ func int64OrUint64(u uint64) *pb.InferParameter {
 
 // customParam maps any other parameter as Triton does: string, signed
 // integer, bool, or any other number as a double; nil for the rest.
-func customParam(v any) *pb.InferParameter {
-	switch x := v.(type) {
-	case string:
-		return stringParam(x)
-	case bool:
-		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: x}}
-	case json.Number:
-		if i, e := asInt(x); e == nil {
+func customParam(v node) *pb.InferParameter {
+	switch v.kind {
+	case '"':
+		return stringParam(v.s)
+	case 't', 'f':
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: v.kind == 't'}}
+	case '0':
+		if i, e := asInt(v); e == nil {
 			return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: i}}
 		}
-		if f, e := asDouble(x); e == nil {
+		if f, e := asDouble(v); e == nil {
 			return &pb.InferParameter{ParameterChoice: &pb.InferParameter_DoubleParam{DoubleParam: f}}
 		}
 	}
@@ -338,7 +330,7 @@ func customParam(v any) *pb.InferParameter {
 }
 
 // input reads one input (Triton's ParseJsonTritonIO).
-func (p *parser) input(in object) (*tensor.Tensor, *Error) {
+func (p *parser) input(in node) (*tensor.Tensor, *Error) {
 	params := p.paramsOf(in)
 	_, hasData := in.find("data")
 	_, hasBinary := params.find("binary_data_size")
@@ -374,7 +366,7 @@ func (p *parser) input(in object) (*tensor.Tensor, *Error) {
 	}
 	shape := make([]int64, 0, len(dims))
 	for _, d := range dims {
-		u, e := asUint(decode(d))
+		u, e := asUint(d)
 		if e != nil {
 			return nil, wrap("Unable to parse 'shape'", e)
 		}
@@ -383,8 +375,8 @@ func (p *parser) input(in object) (*tensor.Tensor, *Error) {
 	t := &tensor.Tensor{Name: name, Datatype: dt, Shape: shape}
 	switch {
 	case hasBinary:
-		raw, _ := params.find("binary_data_size")
-		size, e := asUint(decode(raw))
+		v, _ := params.find("binary_data_size")
+		size, e := asUint(v)
 		if e != nil {
 			return nil, wrap("Unable to parse 'binary_data_size'", e)
 		}
@@ -404,26 +396,24 @@ func (p *parser) input(in object) (*tensor.Tensor, *Error) {
 	return t, nil
 }
 
-// paramsOf returns the members of an input's or output's "parameters".
-func (p *parser) paramsOf(o object) object {
-	raw, ok := o.find("parameters")
-	if !ok {
-		return nil
-	}
-	return asObject(raw)
+// paramsOf returns an input's or output's "parameters" (not found: a
+// node in which nothing is found).
+func (p *parser) paramsOf(o node) node {
+	v, _ := o.find("parameters")
+	return v
 }
 
 // sharedMemory refuses an input or output in a shared memory region:
 // streamgate registers none, so every region is unknown.
-func sharedMemory(params object) *Error {
-	raw, _ := params.find("shared_memory_region")
-	region, e := asString(decode(raw))
+func sharedMemory(params node) *Error {
+	v, _ := params.find("shared_memory_region")
+	region, e := asString(v)
 	if e != nil {
 		return wrap("Unable to parse 'shared_memory_region'", e)
 	}
 	for _, k := range []string{"shared_memory_offset", "shared_memory_byte_size"} {
-		if raw, ok := params.find(k); ok {
-			if _, e := asUint(decode(raw)); e != nil {
+		if v, ok := params.find(k); ok {
+			if _, e := asUint(v); e != nil {
 				return wrap("Unable to parse '"+k+"'", e)
 			}
 		}
@@ -436,7 +426,7 @@ var errShapeData = invalid("Shape does not match true shape of 'data' field")
 // jsonData converts an input's "data" (nested arrays, flattened in order)
 // into the raw layout, as Triton's ReadDataFromJson does: integers are
 // truncated to the datatype's width, FP32 is rounded from the double.
-func (p *parser) jsonData(in object, name, dt string, shape []int64) ([]byte, *Error) {
+func (p *parser) jsonData(in node, name, dt string, shape []int64) ([]byte, *Error) {
 	want := tensor.ElementCount(shape)
 	if want == 0 {
 		return []byte{}, nil // Triton reads no data at all
@@ -444,9 +434,8 @@ func (p *parser) jsonData(in object, name, dt string, shape []int64) ([]byte, *E
 	if want < 0 { // overflowing: no data can match it
 		want = math.MaxInt64
 	}
-	raw, _ := in.find("data")
-	data, ok := decode(raw).([]any)
-	if !ok {
+	data, _ := in.find("data")
+	if data.kind != '[' {
 		return nil, wrap("Unable to parse 'data'", errNotArray)
 	}
 	if dt == "BYTES" {
@@ -461,12 +450,12 @@ func (p *parser) jsonData(in object, name, dt string, shape []int64) ([]byte, *E
 	case size < 0:
 		return nil, invalid("invalid datatype for input %s", name)
 	}
-	out := make([]byte, 0, min(len(data), 1<<16)*max(size, 1))
+	out := make([]byte, 0, min(len(data.kids), 1<<16)*max(size, 1))
 	var n int64
-	var walk func(v any) *Error
-	walk = func(v any) *Error {
-		if a, ok := v.([]any); ok {
-			for _, e := range a {
+	var walk func(v node) *Error
+	walk = func(v node) *Error {
+		if v.kind == '[' {
+			for _, e := range v.kids {
 				if err := walk(e); err != nil {
 					return err
 				}
@@ -492,9 +481,9 @@ func (p *parser) jsonData(in object, name, dt string, shape []int64) ([]byte, *E
 
 // checkStrings fails unless every leaf of nested arrays is a string
 // (Triton's JsonBytesArrayByteSize).
-func checkStrings(v any) *Error {
-	if a, ok := v.([]any); ok {
-		for _, e := range a {
+func checkStrings(v node) *Error {
+	if v.kind == '[' {
+		for _, e := range v.kids {
 			if err := checkStrings(e); err != nil {
 				return err
 			}
@@ -506,7 +495,7 @@ func checkStrings(v any) *Error {
 }
 
 // appendElement appends one JSON element of datatype dt.
-func appendElement(dst []byte, dt string, v any) ([]byte, *Error) {
+func appendElement(dst []byte, dt string, v node) ([]byte, *Error) {
 	le := binary.LittleEndian
 	switch dt {
 	case "BOOL":
@@ -565,14 +554,14 @@ func appendElement(dst []byte, dt string, v any) ([]byte, *Error) {
 }
 
 // output reads one requested output.
-func (p *parser) output(out object) *Error {
+func (p *parser) output(out node) *Error {
 	params := p.paramsOf(out)
 	if _, ok := params.find("shared_memory_region"); ok {
 		if _, ok := params.find("classification"); ok {
 			return invalid("Output can't set both 'shared_memory_region' and 'classification'")
 		}
-		if raw, ok := params.find("binary_data"); ok {
-			b, e := asBool(decode(raw))
+		if v, ok := params.find("binary_data"); ok {
+			b, e := asBool(v)
 			if e != nil {
 				return wrap("Unable to set 'binary_data'", e)
 			}
@@ -585,8 +574,8 @@ func (p *parser) output(out object) *Error {
 	if e != nil {
 		return wrap("Unable to parse 'name'", e)
 	}
-	if raw, ok := params.find("classification"); ok {
-		n, e := asUint(decode(raw))
+	if v, ok := params.find("classification"); ok {
+		n, e := asUint(v)
 		if e != nil {
 			return wrap("Unable to set 'classification'", e)
 		}
@@ -598,8 +587,8 @@ func (p *parser) output(out object) *Error {
 		return sharedMemory(params)
 	}
 	o := Output{Name: name}
-	if raw, ok := params.find("binary_data"); ok {
-		b, e := asBool(decode(raw))
+	if v, ok := params.find("binary_data"); ok {
+		b, e := asBool(v)
 		if e != nil {
 			return wrap("Unable to parse 'binary_data'", e)
 		}

@@ -1,12 +1,10 @@
 package tritonhttp
 
 import (
-	"errors"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -116,13 +114,12 @@ func appendDurations(b []byte, ds ...duration) []byte {
 // ParseIndexRequest reads a /v2/repository/index body: empty, or an
 // object whose optional "ready" (bool) asks for ready models only.
 func ParseIndexRequest(body []byte) (ready bool, err error) {
-	members, err := jsonobj.Members(body)
-	var se *jsonobj.SyntaxError
-	if errors.As(err, &se) {
-		return false, se
+	top, err := parseTree(body)
+	if err != nil {
+		return false, err
 	}
-	if raw, ok := object(members).find("ready"); ok {
-		b, e := asBool(decode(raw))
+	if v, ok := top.find("ready"); ok {
+		b, e := asBool(v)
 		if e != nil {
 			return false, e
 		}

@@ -1,5 +1,6 @@
 // Package gateway is streamgate's HTTP edge: Triton-compatible /v2 routes
-// (generate, generate_stream, metadata, health), OpenAI-compatible /v1
+// (generate, generate_stream, infer, metadata, config, statistics, the
+// repository index, health), OpenAI-compatible /v1
 // routes (chat completions, completions, models), the streamgate.v1
 // WebSocket protocol on /v1/ws, and /healthz, /readyz, /metrics, all over
 // an Upstream (in production *upstream.Client).
@@ -13,10 +14,11 @@
 // Every inference request, whatever its route or protocol, lives the same
 // life, in lifecycle.go:
 //
-//  1. A handler (triton.go, v1.go, websocket.go) validates the request into
+//  1. A handler (triton.go, triton_infer.go, v1.go, websocket.go) validates the request into
 //     a job: the ModelInferRequest and a translator from its responses to
-//     payloads, built for the form the payloads take (one JSON body, SSE
-//     events, WebSocket data frames).
+//     payloads, built for the form the payloads take (one JSON body, or
+//     for /infer JSON and binary tensors; SSE events; WebSocket data
+//     frames).
 //  2. The handler picks a sink for that form (sinks.go: sseSink, bodySink,
 //     wsSink) and calls Server.serve(ctx, conn, job, sink), which admits
 //     the request (drain state, global and per-connection limits, the
@@ -68,6 +70,8 @@
 // # Layout
 //
 // Wire formats live in subpackages: generate (Triton's generate JSON),
+// tritonhttp (Triton's HTTP/REST /infer with the binary tensor data
+// extension, and its config, statistics and index JSON),
 // openai (OpenAI objects, chat templates), textmodel (vLLM / TensorRT-LLM
 // model conventions), sse (the event-stream writer), ws (the WebSocket
 // protocol and session), metrics; internal/jsonobj and internal/jsonstr

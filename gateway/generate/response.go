@@ -132,33 +132,14 @@ func appendOutput(b []byte, t *tensor.Tensor) []byte {
 			continue
 		}
 		e := raw[i*size : (i+1)*size]
-		switch dt {
-		case "BOOL":
-			b = strconv.AppendBool(b, e[0] != 0)
-		case "INT8":
-			b = strconv.AppendInt(b, int64(int8(e[0])), 10)
-		case "INT16":
-			b = strconv.AppendInt(b, int64(int16(le.Uint16(e))), 10)
-		case "INT32":
-			b = strconv.AppendInt(b, int64(int32(le.Uint32(e))), 10)
-		case "INT64":
-			b = strconv.AppendInt(b, int64(le.Uint64(e)), 10)
-		case "UINT8":
-			b = strconv.AppendUint(b, uint64(e[0]), 10)
-		case "UINT16":
-			b = strconv.AppendUint(b, uint64(le.Uint16(e)), 10)
-		case "UINT32":
-			b = strconv.AppendUint(b, uint64(le.Uint32(e)), 10)
-		case "UINT64":
-			b = strconv.AppendUint(b, le.Uint64(e), 10)
-		case "FP16":
-			b = appendFloat(b, float64(tensor.F16ToF32(le.Uint16(e))), 32)
-		case "BF16":
-			b = appendFloat(b, float64(tensor.BF16ToF32(le.Uint16(e))), 32)
-		case "FP32":
-			b = appendFloat(b, float64(math.Float32frombits(le.Uint32(e))), 32)
-		case "FP64":
-			b = appendFloat(b, math.Float64frombits(le.Uint64(e)), 64)
+		var ok bool
+		if b, ok = tensor.AppendInteger(b, dt, e); !ok {
+			f, _ := tensor.Float(dt, e)
+			bits := 64
+			if dt != "FP64" {
+				bits = 32
+			}
+			b = appendFloat(b, f, bits)
 		}
 	}
 	if n != 1 {

@@ -155,37 +155,15 @@ func appendData(b []byte, t *tensor.Tensor) ([]byte, *Error) {
 			continue
 		}
 		e := raw[i*size : (i+1)*size]
-		var f float64
-		switch dt {
-		case "BOOL":
-			b = strconv.AppendBool(b, e[0] != 0)
-		case "INT8":
-			b = strconv.AppendInt(b, int64(int8(e[0])), 10)
-		case "INT16":
-			b = strconv.AppendInt(b, int64(int16(le.Uint16(e))), 10)
-		case "INT32":
-			b = strconv.AppendInt(b, int64(int32(le.Uint32(e))), 10)
-		case "INT64":
-			b = strconv.AppendInt(b, int64(le.Uint64(e)), 10)
-		case "UINT8":
-			b = strconv.AppendUint(b, uint64(e[0]), 10)
-		case "UINT16":
-			b = strconv.AppendUint(b, uint64(le.Uint16(e)), 10)
-		case "UINT32":
-			b = strconv.AppendUint(b, uint64(le.Uint32(e)), 10)
-		case "UINT64":
-			b = strconv.AppendUint(b, le.Uint64(e), 10)
-		case "FP32":
-			f = float64(math.Float32frombits(le.Uint32(e)))
-		case "FP64":
-			f = math.Float64frombits(le.Uint64(e))
+		var ok bool
+		if b, ok = tensor.AppendInteger(b, dt, e); ok {
+			continue
 		}
-		if dt == "FP32" || dt == "FP64" {
-			if math.IsNaN(f) || math.IsInf(f, 0) {
-				return b, &Error{Code: codes.Internal, Msg: "output '" + t.Name + "' holds NaN or infinity, which JSON cannot represent: request it with binary_data"}
-			}
-			b = appendDouble(b, f)
+		f, _ := tensor.Float(dt, e) // FP32 or FP64: FP16 and BF16 were refused
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return b, &Error{Code: codes.Internal, Msg: "output '" + t.Name + "' holds NaN or infinity, which JSON cannot represent: request it with binary_data"}
 		}
+		b = appendDouble(b, f)
 	}
 	return b, nil
 }

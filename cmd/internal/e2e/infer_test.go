@@ -6,13 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -186,31 +184,18 @@ func readInferResult(t *testing.T, resp *http.Response, body []byte) *inferResul
 
 // infer posts a request as tritonclient.http's infer() does: the
 // Inference-Header-Content-Length header only when binary data follows.
-// headers adds or overrides headers. The answer is checked against
+// headers adds name, value pairs. The answer is checked against
 // openapi.yaml.
 func (s *testStack) infer(t *testing.T, path string, body []byte, jsonSize int, headers ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.url+path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := http.Header{}
 	if jsonSize >= 0 {
-		req.Header.Set("Inference-Header-Content-Length", strconv.Itoa(jsonSize))
+		h.Set("Inference-Header-Content-Length", strconv.Itoa(jsonSize))
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		h.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loadSpec(t).checkResponse(t, s.gw.Handler().(chi.Routes), http.MethodPost, path, resp, b)
-	return resp, b
+	return s.do(t, http.MethodPost, path, body, h)
 }
 
 func le32s(vs ...int32) []byte {

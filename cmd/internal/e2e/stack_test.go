@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -99,7 +100,26 @@ func words(n int) string {
 // post sends body to path and returns the response with its body read.
 func (s *testStack) post(t testing.TB, path, body string) (*http.Response, string) {
 	t.Helper()
-	resp, err := http.Post(s.url+path, "application/json", strings.NewReader(body))
+	resp, b := s.do(t, http.MethodPost, path, []byte(body), http.Header{"Content-Type": {"application/json"}})
+	return resp, string(b)
+}
+
+// do sends a request with header and body (nil: none), reads the answer
+// and checks it against openapi.yaml.
+func (s *testStack) do(t testing.TB, method, path string, body []byte, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.url+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +128,8 @@ func (s *testStack) post(t testing.TB, path, body string) (*http.Response, strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	loadSpec(t).checkResponse(t, s.gw.Handler().(chi.Routes), http.MethodPost, path, resp, b)
-	return resp, string(b)
+	loadSpec(t).checkResponse(t, s.gw.Handler().(chi.Routes), method, path, resp, b)
+	return resp, b
 }
 
 func (s *testStack) get(t testing.TB, path string) (*http.Response, string) {

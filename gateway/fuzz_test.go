@@ -53,9 +53,16 @@ func (fakeUpstream) ModelMetadata(_ context.Context, name, _ string) (*pb.ModelM
 	}
 	return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
 }
+
+// ModelConfig: echo is a sequence model (for the WebSocket's sequences),
+// neither is decoupled (for /infer).
 func (fakeUpstream) ModelConfig(_ context.Context, name, _ string) (*pb.ModelConfig, error) {
 	if md := fakeModels[name]; md != nil {
-		return &pb.ModelConfig{Name: name, Backend: md.GetPlatform()}, nil
+		cfg := &pb.ModelConfig{Name: name, Backend: md.GetPlatform()}
+		if name == "echo" {
+			cfg.SchedulingChoice = &pb.ModelConfig_SequenceBatching{SequenceBatching: &pb.ModelSequenceBatching{}}
+		}
+		return cfg, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
 }

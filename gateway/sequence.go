@@ -24,14 +24,6 @@ import (
 // replicas, and upstream keeps every chunk of it on the target (and
 // stream) its START went to.
 
-// configInspector is what the gateway reads a model's sequence settings
-// with, when its Inspector can (upstream.Client can). Without it every
-// model is taken for a sequence model with integer ids and no idle limit
-// of its own.
-type configInspector interface {
-	ModelConfig(ctx context.Context, name, version string) (*pb.ModelConfig, error)
-}
-
 // sequenceModel is what a sequence needs to know of its model.
 type sequenceModel struct {
 	md       *pb.ModelMetadataResponse
@@ -52,11 +44,7 @@ func (s *Server) sequenceModel(ctx context.Context, model, version string) (*seq
 		return nil, err
 	}
 	sm := &sequenceModel{md: md}
-	ci, ok := s.inspect.(configInspector)
-	if !ok {
-		return sm, nil
-	}
-	cfg, err := ci.ModelConfig(ctx, model, version)
+	cfg, err := s.modelConfig(ctx, model, version)
 	if err != nil {
 		return nil, err
 	}

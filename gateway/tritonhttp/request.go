@@ -251,7 +251,9 @@ func (p *parser) parameters(params node) *Error {
 		switch {
 		case key == "sequence_id":
 			if u, e := asUint(val); e == nil {
-				param = int64OrUint64(u)
+				// int64_param, as Triton's clients send integer ids;
+				// Triton reads it back as the unsigned id.
+				param = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(u)}}
 			} else if s, e := asString(val); e == nil {
 				param = stringParam(s)
 			} else {
@@ -302,7 +304,8 @@ func stringParam(s string) *pb.InferParameter {
 }
 
 // int64OrUint64 is u as the gRPC protocol's int64_param, or uint64_param
-// when it does not fit (which the server then refuses in its own words).
+// when it does not fit (which the server then refuses in its own words):
+// a timeout in µs.
 func int64OrUint64(u uint64) *pb.InferParameter {
 	if u <= math.MaxInt64 {
 		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(u)}}

@@ -173,6 +173,14 @@ func TestParseParameters(t *testing.T) {
 	if r := mustParse(t, []byte(hdr), len(hdr), nil); !proto.Equal(r.Parameters["sequence_id"], stringParam("abc")) {
 		t.Errorf("string sequence_id = %v", r.Parameters["sequence_id"])
 	}
+	// A uint64 id keeps its bits in the int64_param; a timeout that does
+	// not fit is the server's to refuse.
+	hdr = `{"parameters":{"sequence_id":18446744073709551615,"timeout":18446744073709551615},"inputs":[]}`
+	r = mustParse(t, []byte(hdr), len(hdr), nil)
+	if !proto.Equal(r.Parameters["sequence_id"], i64(-1)) ||
+		!proto.Equal(r.Parameters["timeout"], &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: math.MaxUint64}}) {
+		t.Errorf("big sequence_id, timeout = %v, %v", r.Parameters["sequence_id"], r.Parameters["timeout"])
+	}
 }
 
 // A raw binary request (header length 0) is the data of the model's one

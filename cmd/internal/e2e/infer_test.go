@@ -366,6 +366,49 @@ func TestInferRawAndCompressed(t *testing.T) {
 	}
 }
 
+// Triton's sequence parameters on /infer, as tritonclient.http sends
+// them (sequence_id, sequence_start, sequence_end in parameters), against
+// the accumulator: every request of the sequence reaches its state.
+func TestInferSequence(t *testing.T) {
+	s := newStack(t, nil)
+	const url = "/v2/models/custom_sequence_int32/infer"
+	step := func(id any, start, end bool, v int32) (*http.Response, []byte) {
+		in := inferInput{name: "INPUT", shape: []int64{1, 1}, datatype: "INT32", raw: le32s(v)}
+		var params [][2]any
+		if id != nil {
+			params = [][2]any{{"sequence_id", id}, {"sequence_start", start}, {"sequence_end", end}}
+		}
+		body, n := inferBody("", []inferInput{in}, []requestedOutput{{"OUTPUT", false}}, params)
+		return s.infer(t, url, body, n)
+	}
+	for _, tc := range []struct {
+		id         any
+		start, end bool
+		in         int32
+		out        string
+	}{
+		{77, true, false, 4, "4"}, {77, false, false, 5, "9"}, {"mic-1", true, true, 2, "2"}, {77, false, true, 1, "10"},
+	} {
+		resp, got := step(tc.id, tc.start, tc.end, tc.in)
+		if want := `"shape":[1,1],"data":[` + tc.out + `]}]}`; resp.StatusCode != 200 || !strings.HasSuffix(string(got), want) {
+			t.Fatalf("sequence %v += %d: %d %s, want ...%s", tc.id, tc.in, resp.StatusCode, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		id   any
+		want string
+	}{
+		{77, "inference request for sequence 77 to model 'custom_sequence_int32' must specify the START flag on the first request of the sequence"},
+		{nil, "inference request to model 'custom_sequence_int32' must specify a non-zero or non-empty correlation ID"},
+		{-3, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"},
+	} {
+		resp, got := step(tc.id, false, false, 1)
+		if resp.StatusCode != 400 || string(got) != `{"error":`+mustJSON(tc.want)+`}` {
+			t.Errorf("sequence %v: %d %s, want %s", tc.id, resp.StatusCode, got, tc.want)
+		}
+	}
+}
+
 // Wrong shapes, datatypes, sizes and models: Triton's statuses and texts.
 func TestInferErrors(t *testing.T) {
 	s := newStack(t, nil)

@@ -65,8 +65,7 @@ func readInferBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, e
 		w.Header().Set("Accept-Encoding", "gzip, deflate")
 		return nil, &httpError{Status: http.StatusNotImplemented, Code: "unimplemented", Msg: "Unsupported compression type"}
 	}
-	r.Header.Del("Content-Encoding")
-	raw, err := readBody(w, r, max)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
 		return nil, err
 	}

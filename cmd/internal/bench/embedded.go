@@ -80,8 +80,11 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 		Engine:          &engine.Options{Repository: builtin.FS, Backends: backends, Extra: extra},
 		UpstreamOptions: &upstream.Options{MaxStreamsPerTarget: max((streams+255)/256, 64), QueueSize: o.queue},
 		Gateway: &gateway.Options{
-			MaxStreams:    streams,
-			WebSocket:     &ws.Options{MaxInFlight: max(o.perSocket, 64)},
+			MaxStreams: streams,
+			// The bench measures the gateway, not its per-socket abuse
+			// limits: chunk rate and queued chunks are unbounded here.
+			WebSocket: &ws.Options{MaxInFlight: max(o.perSocket, 64), MaxSequences: max(o.perSocket, 32),
+				ChunkRate: -1, SequenceQueue: 1 << 16},
 			ChatTemplates: stack.ChatTemplates(),
 		},
 		Logger: quiet,

@@ -21,7 +21,8 @@ import (
 // The engine's traces and metrics. A request's span (kind server) is the
 // child of the trace context it arrives with: its traceparent parameter
 // (a shared stream, where each request has its own) or else its RPC's
-// gRPC metadata. It has one event per streamed response, and two
+// gRPC metadata. It has one event per streamed response of a text model
+// (each is a piece of generated text), and two
 // children drawn from the call's timings when it ends: "queue" (waiting
 // for a model instance) and "execute" (the backend's work). Metrics are
 // per model: queue depth and wait, requests by outcome and their duration,
@@ -100,6 +101,7 @@ func newEngineMetrics(m metric.Meter) (*engineMetrics, error) {
 // recording never allocates.
 type modelTelemetry struct {
 	m         *engineMetrics
+	text      bool // a text model: its spans get an event per response
 	observe   metric.ObserveOption
 	rec       []metric.RecordOption
 	outcomes  [numOutcomes][]metric.AddOption
@@ -107,10 +109,12 @@ type modelTelemetry struct {
 	generated []metric.AddOption
 }
 
-func newModelTelemetry(m *engineMetrics, model string) *modelTelemetry {
+func newModelTelemetry(m *engineMetrics, cfg *pb.ModelConfig) *modelTelemetry {
+	model := cfg.GetName()
 	set := attribute.NewSet(attribute.String("model", model))
 	t := &modelTelemetry{
 		m:       m,
+		text:    isText(cfg),
 		observe: metric.WithAttributeSet(set),
 		rec:     []metric.RecordOption{metric.WithAttributeSet(set)},
 	}
@@ -149,7 +153,7 @@ func (s *Server) instrumented(factories map[string]backend.Factory) map[string]b
 	out := make(map[string]backend.Factory, len(factories))
 	for name, f := range factories {
 		out[name] = func(cfg backend.Config) (backend.Backend, error) {
-			cfg.Metrics = s.telemetryFor(cfg.Model.GetName())
+			cfg.Metrics = s.telemetryFor(cfg.Model)
 			return f(cfg)
 		}
 	}
@@ -158,13 +162,24 @@ func (s *Server) instrumented(factories map[string]backend.Factory) map[string]b
 
 // telemetryFor returns model's telemetry, creating it on first use (New
 // builds them all, before serving; afterwards the map is only read).
-func (s *Server) telemetryFor(model string) *modelTelemetry {
-	if t, ok := s.modelTel[model]; ok {
+func (s *Server) telemetryFor(cfg *pb.ModelConfig) *modelTelemetry {
+	if t, ok := s.modelTel[cfg.GetName()]; ok {
 		return t
 	}
-	t := newModelTelemetry(s.metrics, model)
-	s.modelTel[model] = t
+	t := newModelTelemetry(s.metrics, cfg)
+	s.modelTel[cfg.GetName()] = t
 	return t
+}
+
+// isText reports whether cfg follows a text convention (a text_output
+// output, as vLLM's and TensorRT-LLM's backends and our text models).
+func isText(cfg *pb.ModelConfig) bool {
+	for _, o := range cfg.GetOutput() {
+		if o.GetName() == "text_output" {
+			return true
+		}
+	}
+	return false
 }
 
 // observeQueues registers the callback that observes every model's queue
@@ -221,7 +236,7 @@ type requestTelemetry struct {
 func (s *Server) begin(ctx context.Context, c *call) context.Context {
 	rt := &requestTelemetry{s: s, t: s.modelTel[c.model.Name]}
 	if rt.t == nil { // a model whose backend was built outside New
-		rt.t = newModelTelemetry(s.metrics, c.model.Name)
+		rt.t = newModelTelemetry(s.metrics, c.model.Config)
 	}
 	ctx, rt.span = s.tracer.Start(ctx, "infer", trace.WithSpanKind(trace.SpanKindServer))
 	if rt.span.IsRecording() {
@@ -237,10 +252,11 @@ func (s *Server) begin(ctx context.Context, c *call) context.Context {
 	return ctx
 }
 
-// response notes one data response sent: an event on the request's span.
+// response notes one data response sent: for a text model, an event on
+// the request's span (the tokens as they are generated).
 func (rt *requestTelemetry) response() {
 	rt.responses++
-	if rt.span.IsRecording() {
+	if rt.t.text && rt.span.IsRecording() {
 		rt.span.AddEvent("response", trace.WithAttributes(attribute.Int("streamgate.response.index", rt.responses-1)))
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamgate/streamgate/engine"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 func stringParam(s string) *pb.InferParameter {
@@ -55,7 +56,7 @@ func TestRequestSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withParam := repeatReq("param", 3, 0, 0, true)
+	withParam := build("echo", "param", true, tensor.NewString("text_input", "hello streaming world"), tensor.NewBool("stream", []int64{1}, []bool{true}))
 	withParam.Parameters["traceparent"] = stringParam(paramTP)
 	slow := repeatReq("slow", 50, 200, 0, true)
 	slow.Parameters["traceparent"] = stringParam(paramTP)
@@ -71,7 +72,12 @@ func TestRequestSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.CloseSend()
-	collect(t, s)
+	sent := 0 // the echo request's streamed (non-final) responses
+	for _, r := range collect(t, s) {
+		if r.GetInferResponse().GetId() == "param" && !isFinal(r) {
+			sent++
+		}
+	}
 	waitFor(t, "every span to end", func() bool { return len(rec.Ended()) == 9 })
 
 	byName := map[string][]sdktrace.ReadOnlySpan{}
@@ -84,8 +90,8 @@ func TestRequestSpans(t *testing.T) {
 			}
 		}
 	}
-	if len(byName["infer repeat_int32"]) != 3 || len(byName["queue"]) != 3 || len(byName["execute"]) != 3 {
-		t.Fatalf("spans %v, want 3 each of infer repeat_int32, queue, execute", keys(byName))
+	if len(byName["infer repeat_int32"]) != 2 || len(byName["infer echo"]) != 1 || len(byName["queue"]) != 3 || len(byName["execute"]) != 3 {
+		t.Fatalf("spans %v, want infer repeat_int32 twice, infer echo, and 3 each of queue, execute", keys(byName))
 	}
 	for id, parent := range map[string]trace.SpanContext{"param": paramSC, "stream": streamSC, "slow": paramSC} {
 		sp := requests[id]
@@ -117,8 +123,16 @@ func TestRequestSpans(t *testing.T) {
 			}
 		}
 	}
-	if events["param"] != 3 || events["stream"] != 2 || events["slow"] > 2 {
-		t.Errorf("response events %v, want param 3, stream 2, slow at most 2", events)
+	// Text models get an event per streamed response; others none.
+	if sent == 0 || events["param"] != sent || events["stream"] != 0 || events["slow"] != 0 {
+		t.Errorf("response events %v, want param (echo, a text model) %d, none for repeat_int32", events, sent)
+	}
+	var tokens bool
+	for _, a := range requests["param"].Attributes() {
+		tokens = tokens || (a.Key == "gen_ai.usage.output_tokens" && a.Value.AsInt64() == 3)
+	}
+	if !tokens {
+		t.Errorf("echo request's span attributes %v, want gen_ai.usage.output_tokens 3", requests["param"].Attributes())
 	}
 	if st := requests["slow"].Status(); st.Code != codes.Error || st.Description != "cancelled" {
 		t.Errorf("cancelled request's status %+v", st)
@@ -127,7 +141,7 @@ func TestRequestSpans(t *testing.T) {
 		t.Errorf("completed request's status %+v", st)
 	}
 
-	// Metrics: requests by outcome, one queue wait each.
+	// Metrics: requests by outcome, one queue wait each (repeat_int32).
 	var rm metricdata.ResourceMetrics
 	if err := rd.Collect(ctx, &rm); err != nil {
 		t.Fatal(err)
@@ -142,14 +156,21 @@ func TestRequestSpans(t *testing.T) {
 				got := map[string]int64{}
 				for _, p := range d.DataPoints {
 					v, _ := p.Attributes.Value(attribute.Key("outcome"))
-					got[v.AsString()] = p.Value
+					got[v.AsString()] += p.Value
 				}
 				if got["ok"] != 2 || got["cancelled"] != 1 {
-					t.Errorf("requests by outcome %v, want ok 2, cancelled 1", got)
+					t.Errorf("requests by outcome %v, want ok 2 (one each model), cancelled 1", got)
 				}
 			case metricdata.Histogram[float64]:
-				if m.Name == "streamgate.engine.queue.wait" && (len(d.DataPoints) != 1 || d.DataPoints[0].Count != 3) {
-					t.Errorf("queue waits %+v, want 3 for repeat_int32", d.DataPoints)
+				if m.Name != "streamgate.engine.queue.wait" {
+					continue
+				}
+				var n uint64
+				for _, p := range d.DataPoints {
+					n += p.Count
+				}
+				if len(d.DataPoints) != 2 || n != 3 {
+					t.Errorf("queue waits %+v, want 3 in two models' series", d.DataPoints)
 				}
 			}
 		}

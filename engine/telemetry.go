@@ -32,13 +32,6 @@ import (
 // scope is the instrumentation scope of the engine's tracer and meter.
 const scope = "github.com/streamgate/streamgate/engine"
 
-// latencyBuckets suit queue waits and request durations: sub-millisecond
-// to tens of seconds.
-var latencyBuckets = []float64{
-	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60,
-}
-
 // Request outcomes (the "outcome" attribute of streamgate.engine.requests).
 const (
 	outcomeOK = iota
@@ -73,13 +66,13 @@ func newEngineMetrics(m metric.Meter) (*engineMetrics, error) {
 		metric.WithDescription("Requests waiting for a model instance, by model."))
 	var e error
 	em.queueWait, e = m.Float64Histogram("streamgate.engine.queue.wait", metric.WithUnit("s"),
-		metric.WithDescription("Time a request waited for a model instance, by model."), metric.WithExplicitBucketBoundaries(latencyBuckets...))
+		metric.WithDescription("Time a request waited for a model instance, by model."))
 	keep(e)
 	em.requests, e = m.Int64Counter("streamgate.engine.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests that reached a model, by model and outcome (ok, error, cancelled)."))
 	keep(e)
 	em.duration, e = m.Float64Histogram("streamgate.engine.request.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from a request reaching its model to its last response, by model."), metric.WithExplicitBucketBoundaries(latencyBuckets...))
+		metric.WithDescription("Time from a request reaching its model to its last response, by model."))
 	keep(e)
 	em.batch, e = m.Int64Histogram("streamgate.engine.batch.size", metric.WithUnit("{sequence}"),
 		metric.WithDescription("Sequences in each batched forward pass, by model (backends with their own scheduler: llama2)."),

@@ -28,12 +28,6 @@ import (
 // scope is the instrumentation scope of the gateway's tracer and meter.
 const scope = "github.com/streamgate/streamgate/gateway"
 
-// latencyBuckets suit token latencies: sub-millisecond to tens of seconds.
-var latencyBuckets = []float64{
-	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60,
-}
-
 // tokenBuckets are those of gen_ai.client.token.usage in the semantic
 // conventions.
 var tokenBuckets = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576}
@@ -47,7 +41,9 @@ var (
 )
 
 // gatewayMetrics are the gateway's instruments (see package metrics for
-// adding one). The upstream client and the engine declare their own.
+// adding one). The upstream client and the engine declare their own. The
+// buckets of the duration histograms are the process's (a view in
+// cmd/internal/telemetry, for every layer).
 type gatewayMetrics struct {
 	requests   *metrics.Counter // route, code
 	active     *metrics.Gauge   // protocol: sse, http, ws
@@ -76,13 +72,13 @@ func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
 
 		ttft: r.Histogram("gen_ai.server.time_to_first_token", "s",
 			"Time from the gateway taking a request to its first response, for successful requests.",
-			latencyBuckets, attrModel, attrOperation),
+			nil, attrModel, attrOperation),
 		tpot: r.Histogram("gen_ai.server.time_per_output_token", "s",
 			"Time per output token after the first, for successful text requests.",
-			latencyBuckets, attrModel, attrOperation),
+			nil, attrModel, attrOperation),
 		duration: r.Histogram("gen_ai.server.request.duration", "s",
 			"Time from the gateway taking a request to its end; error.type names the failure.",
-			latencyBuckets, attrModel, attrOperation, attrErrorType),
+			nil, attrModel, attrOperation, attrErrorType),
 		tokens: r.Histogram("gen_ai.client.token.usage", "{token}",
 			"Tokens per text request, by gen_ai.token.type (input, output), as the model counted them.",
 			tokenBuckets, attrModel, attrOperation, attrTokenType),

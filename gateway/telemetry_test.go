@@ -13,29 +13,33 @@ import (
 	"github.com/streamgate/streamgate/proto/tensor"
 )
 
-// counterValue reads the series of counter name with attributes kv from
-// rd; a series not written yet is 0.
-func counterValue(t testing.TB, rd *sdkmetric.ManualReader, name string, kv ...attribute.KeyValue) int64 {
+// collected returns the data of instrument name collected from rd (nil when
+// absent).
+func collected(t testing.TB, rd *sdkmetric.ManualReader, name string) metricdata.Aggregation {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := rd.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
-	want := attribute.NewSet(kv...)
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
+			if m.Name == name {
+				return m.Data
 			}
-			sum, ok := m.Data.(metricdata.Sum[int64])
-			if !ok {
-				t.Fatalf("%s is a %T, not a Sum[int64]", name, m.Data)
-			}
-			for _, dp := range sum.DataPoints {
-				if dp.Attributes.Equals(&want) {
-					return dp.Value
-				}
-			}
+		}
+	}
+	return nil
+}
+
+// counterValue reads the series of counter name with attributes kv from
+// rd; a series not written yet is 0.
+func counterValue(t testing.TB, rd *sdkmetric.ManualReader, name string, kv ...attribute.KeyValue) int64 {
+	t.Helper()
+	want := attribute.NewSet(kv...)
+	sum, _ := collected(t, rd, name).(metricdata.Sum[int64])
+	for _, dp := range sum.DataPoints {
+		if dp.Attributes.Equals(&want) {
+			return dp.Value
 		}
 	}
 	return 0
@@ -45,20 +49,11 @@ func counterValue(t testing.TB, rd *sdkmetric.ManualReader, name string, kv ...a
 // attributes kv (0 when absent).
 func histogramCount(t testing.TB, rd *sdkmetric.ManualReader, name string, kv ...attribute.KeyValue) uint64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := rd.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
 	want := attribute.NewSet(kv...)
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == name {
-				for _, dp := range h.DataPoints {
-					if dp.Attributes.Equals(&want) {
-						return dp.Count
-					}
-				}
-			}
+	h, _ := collected(t, rd, name).(metricdata.Histogram[float64])
+	for _, dp := range h.DataPoints {
+		if dp.Attributes.Equals(&want) {
+			return dp.Count
 		}
 	}
 	return 0

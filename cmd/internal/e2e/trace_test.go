@@ -34,6 +34,22 @@ func newClientTrace() clientTrace {
 
 func (c clientTrace) header() string { return "00-" + c.traceID + "-" + c.spanID + "-01" }
 
+// post sends body to url as the client of trace c would; the caller
+// closes the response.
+func (c clientTrace) post(t *testing.T, ctx context.Context, url, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("traceparent", c.header())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // tracedStack is a stack whose telemetry is configured the standard way,
 // from OTEL_* variables, exporting over OTLP/gRPC to a receiver, with its
 // log (JSON, debug level) kept.
@@ -142,15 +158,7 @@ func checkChain(t *testing.T, rcv *otlptest.Receiver, chain []otlptest.Span) {
 func TestTraceFromClientToEngine(t *testing.T) {
 	s, rcv, tel, logs := tracedStack(t)
 	do := func(ct clientTrace, path, body string) string {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("traceparent", ct.header())
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := ct.post(t, t.Context(), s.url+path, body)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusOK {
@@ -237,16 +245,8 @@ func TestTraceFromClientToEngine(t *testing.T) {
 		ct := newClientTrace()
 		ctx, abort := context.WithCancel(t.Context())
 		defer abort()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v1/chat/completions",
-			strings.NewReader(`{"model":"echo_slow","messages":[{"role":"user","content":"`+words(5000)+`"}],"stream":true}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("traceparent", ct.header())
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := ct.post(t, ctx, s.url+"/v1/chat/completions",
+			`{"model":"echo_slow","messages":[{"role":"user","content":"`+words(5000)+`"}],"stream":true}`)
 		if _, err := newSSEReader(resp.Body).next(); err != nil { // the stream runs
 			t.Fatal(err)
 		}

@@ -145,19 +145,11 @@ func (s *Stack) startMetrics(addr string) error {
 
 func (s *Stack) startEngine(cfg Config) error {
 	opts := *cfg.Engine
-	if opts.Logger == nil {
-		opts.Logger = s.log
-	}
 	tel := s.Telemetry
-	if opts.TracerProvider == nil {
-		opts.TracerProvider = tel.Tracer
-	}
-	if opts.MeterProvider == nil {
-		opts.MeterProvider = tel.Meter
-	}
-	if opts.Propagator == nil {
-		opts.Propagator = tel.Propagator
-	}
+	fill(&opts.Logger, s.log)
+	fill(&opts.TracerProvider, tel.Tracer)
+	fill(&opts.MeterProvider, tel.Meter)
+	fill(&opts.Propagator, tel.Propagator)
 	eng, err := engine.New(opts)
 	if err != nil {
 		return err
@@ -182,37 +174,21 @@ func (s *Stack) startGateway(cfg Config) error {
 	if cfg.UpstreamOptions != nil {
 		uopts = *cfg.UpstreamOptions
 	}
-	if uopts.Logger == nil {
-		uopts.Logger = s.log
-	}
 	tel := s.Telemetry
-	if uopts.MeterProvider == nil {
-		uopts.MeterProvider = tel.Meter
-	}
-	if uopts.Propagator == nil {
-		uopts.Propagator = tel.Propagator
-	}
+	fill(&uopts.Logger, s.log)
+	fill(&uopts.MeterProvider, tel.Meter)
+	fill(&uopts.Propagator, tel.Propagator)
 	up, err := upstream.New(targets, &uopts)
 	if err != nil {
 		return err
 	}
 	s.Upstream = up
 	gopts := *cfg.Gateway
-	if gopts.Logger == nil {
-		gopts.Logger = s.log
-	}
-	if gopts.TracerProvider == nil {
-		gopts.TracerProvider = tel.Tracer
-	}
-	if gopts.MeterProvider == nil {
-		gopts.MeterProvider = tel.Meter
-	}
-	if gopts.Propagator == nil {
-		gopts.Propagator = tel.Propagator
-	}
-	if gopts.Metrics == nil {
-		gopts.Metrics = tel.Metrics
-	}
+	fill(&gopts.Logger, s.log)
+	fill(&gopts.TracerProvider, tel.Tracer)
+	fill(&gopts.MeterProvider, tel.Meter)
+	fill(&gopts.Propagator, tel.Propagator)
+	fill(&gopts.Metrics, tel.Metrics)
 	s.Gateway = gateway.New(up, &gopts)
 	var h http.Handler = s.Gateway.Handler()
 	if cfg.Handler != nil {
@@ -295,6 +271,15 @@ func (s *Stack) Stop(ctx context.Context) {
 
 // StopNow is Stop with no grace: running requests are ended at once.
 func (s *Stack) StopNow() { s.Stop(canceled()) }
+
+// fill sets *v to def when *v is unset: a layer's own option wins over
+// the stack's.
+func fill[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
 
 func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())

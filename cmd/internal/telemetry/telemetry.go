@@ -25,6 +25,13 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
+// LatencyBuckets are the bucket boundaries of every histogram in seconds:
+// sub-millisecond to a minute, for token latencies.
+var LatencyBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60,
+}
+
 // Options configures New. The zero value exports no spans and serves
 // metrics on Telemetry.Metrics only.
 type Options struct {
@@ -151,6 +158,11 @@ func New(ctx context.Context, opts Options) (_ *Telemetry, err error) {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(prom),
+		// Every duration histogram (unit s) of every layer gets buckets
+		// suited to token latencies.
+		sdkmetric.WithView(sdkmetric.NewView(
+			sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "s"},
+			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: LatencyBuckets}})),
 		// Prometheus reserves _count for histograms and summaries
 		// (promtool check metrics): Go's usual name instead.
 		sdkmetric.WithView(sdkmetric.NewView(sdkmetric.Instrument{Name: "go.goroutine.count"}, sdkmetric.Stream{Name: "go.goroutines"})),

@@ -50,6 +50,8 @@ type call struct {
 	queueErr error
 	slot     *seqSlot
 	slotGen  uint64
+
+	tel *requestTelemetry // its span and measurements; set by run
 }
 
 // newCall builds the call of a decoded request.
@@ -122,18 +124,22 @@ type timings struct {
 	end          time.Time // the last response was built
 }
 
-// run executes the call to completion and always finishes its sink once.
+// run executes the call to completion and always finishes its sink once,
+// in the call's span (a child of ctx's trace context; see telemetry.go).
 func (s *Server) run(ctx context.Context, c *call) {
 	m := c.model
 	t := timings{arrived: time.Now()}
+	ctx = s.begin(ctx, c)
 	b, err := m.sched.submit(ctx, c)
 	if err != nil {
 		m.stats.failed(t.arrived, time.Now())
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			c.out.finish(c.flagsOnlyFinal(), nil)
+			c.tel.end(ctx, t, nil, true, nil)
 			return
 		}
 		c.out.finish(c.errorResponse(err), err)
+		c.tel.end(ctx, t, err, false, nil)
 		return
 	}
 	s.inflight.Add(1)
@@ -170,6 +176,7 @@ func (s *Server) run(ctx context.Context, c *call) {
 	if m.seqs != nil {
 		m.seqs.finished(c)
 	}
+	c.tel.end(ctx, t, o.err, ctx.Err() != nil, o.resp)
 }
 
 // executeBatch runs a batch of a BatchBackend: one ExecuteBatch call with
@@ -342,6 +349,7 @@ func (r *responder) Send(ctx context.Context, resp *backend.Response) error {
 	if err := r.call.out.send(ctx, r.call.dataResponse(resp, false)); err != nil {
 		return backend.ErrCancelled
 	}
+	r.call.tel.response()
 	return nil
 }
 

@@ -13,6 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -46,6 +51,18 @@ type Options struct {
 	// Logger receives load and shutdown messages and the sequence
 	// batcher's warnings. Nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider makes a span per request (queue wait, execute, one
+	// event per streamed response), the child of the trace context the
+	// request carries. Nil means none (no-op).
+	TracerProvider trace.TracerProvider
+	// MeterProvider receives the engine's metrics (per model: queue depth
+	// and wait, requests, durations, batch size, tokens, KV slots). Nil
+	// means none.
+	MeterProvider metric.MeterProvider
+	// Propagator reads a request's trace context from its parameters
+	// (traceparent, tracestate) or its RPC's gRPC metadata. Nil means W3C
+	// trace context.
+	Propagator propagation.TextMapPropagator
 	// StallTimeout is how long a model may have requests queued while
 	// every instance is busy and nothing starts or finishes before
 	// ModelReady reports it not ready (a wedged model). Zero means
@@ -76,6 +93,12 @@ type Server struct {
 	health   *health.Server
 	stopping atomic.Bool
 	inflight atomic.Int64
+
+	tracer     trace.Tracer
+	prop       propagation.TextMapPropagator
+	metrics    *engineMetrics
+	modelTel   map[string]*modelTelemetry // by model name; written only by New
+	unregister func()                     // the queue depth callback
 }
 
 // New loads the models and builds the server. Errors name the config file
@@ -85,7 +108,24 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	factories := opts.Backends
+	tp, mp, prop := opts.TracerProvider, opts.MeterProvider, opts.Propagator
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	}
+	if prop == nil {
+		prop = propagation.TraceContext{}
+	}
+	s := &Server{log: log, models: map[string][]*Model{}, stall: opts.StallTimeout, lax: opts.LaxReadiness,
+		tracer: tp.Tracer(scope), prop: prop, modelTel: map[string]*modelTelemetry{}}
+	em, err := newEngineMetrics(mp.Meter(scope))
+	if err != nil {
+		return nil, fmt.Errorf("engine: metrics: %w", err)
+	}
+	s.metrics = em
+	factories := s.instrumented(opts.Backends)
 	fsys, label := opts.Repository, "built-in"
 	if opts.ModelDir != "" {
 		fsys, label = os.DirFS(opts.ModelDir), opts.ModelDir
@@ -97,7 +137,6 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{log: log, models: map[string][]*Model{}, stall: opts.StallTimeout, lax: opts.LaxReadiness}
 	if s.stall <= 0 {
 		s.stall = DefaultStallTimeout
 	}
@@ -133,6 +172,10 @@ func New(opts Options) (*Server, error) {
 	}
 	sort.Strings(s.names)
 	log.Info("models loaded", "repository", label, "models", s.names)
+	if s.unregister, err = s.observeQueues(mp.Meter(scope)); err != nil {
+		s.closeModels()
+		return nil, fmt.Errorf("engine: metrics: %w", err)
+	}
 
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(math.MaxInt32),
@@ -177,6 +220,10 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) closeModels() {
+	if s.unregister != nil {
+		s.unregister()
+		s.unregister = nil
+	}
 	for _, versions := range s.models {
 		for _, m := range versions {
 			if err := m.close(); err != nil {
@@ -322,7 +369,7 @@ func (s *Server) ModelInfer(ctx context.Context, r *pb.ModelInferRequest) (*pb.M
 	c.out = &got
 	// The request is over when ModelInfer returns; a cancellation before
 	// that (the client's) ends an instance hold, the return does not.
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(s.extractMetadata(ctx))
 	defer cancel(errRequestDone)
 	s.run(ctx, c)
 	switch {

@@ -29,7 +29,7 @@ const writeQueue = 256
 // "triton_grpc_error" mode) the first error of any request ends the whole
 // RPC with its gRPC status instead of an in-band error_message.
 func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
-	ctx, cancel := context.WithCancel(stream.Context())
+	ctx, cancel := context.WithCancel(s.extractMetadata(stream.Context()))
 	defer cancel()
 	st := &streamState{srv: s, ctx: ctx, cancel: cancel, out: make(chan *pb.ModelStreamInferResponse, writeQueue),
 		ended: make(chan struct{}), active: map[string][]*active{}, aborted: make(chan struct{})}
@@ -227,7 +227,7 @@ func (st *streamState) handle(req *pb.ModelInferRequest) {
 		reject(err)
 		return
 	}
-	ctx, cancel := context.WithCancelCause(st.ctx)
+	ctx, cancel := context.WithCancelCause(st.srv.extractParams(st.ctx, req))
 	a := &active{cancel: cancel}
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -7,8 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/sse"
@@ -129,5 +134,43 @@ func BenchmarkInferRoute(b *testing.B) {
 		if w.h.Get("Inference-Header-Content-Length") == "" {
 			b.Fatalf("no binary answer: %v", w.h)
 		}
+	}
+}
+
+// BenchmarkRequestTelemetry measures what tracing adds to one request
+// through the gateway (HTTP handler, server span, upstream span, GenAI
+// metrics on the real SDK; canned upstream, one response): off is the
+// no-op tracer a process without OTEL_* variables gets, on samples every
+// request into a batch processor whose exporter discards.
+func BenchmarkRequestTelemetry(b *testing.B) {
+	body := `{"IN":[1],"DELAY":[0],"WAIT":0}`
+	for _, traced := range []bool{false, true} {
+		name := "off"
+		opts := &Options{SSE: &sse.Options{KeepAlive: -1}}
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		opts.MeterProvider = mp
+		var tp *sdktrace.TracerProvider
+		if traced {
+			name = "on"
+			tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			opts.TracerProvider = tp
+		}
+		b.Run(name, func(b *testing.B) {
+			h := newServer(fakeStart, fakeUpstream{}, opts).Handler()
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/v2/models/repeat_int32/generate_stream", strings.NewReader(body))
+				r.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+		})
+		if tp != nil {
+			tp.Shutdown(context.Background())
+		}
+		mp.Shutdown(context.Background())
 	}
 }

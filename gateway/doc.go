@@ -54,12 +54,16 @@
 //     sink that appends each event to the stream's log before passing it
 //     on (a tee around sseSink or wsSink) sees the whole stream, its end
 //     included; SSE ids are the event numbers.
-//   - OpenTelemetry: the server span starts in instrument (every HTTP
-//     request, named by its route pattern) or wsRequest (one per WebSocket
-//     request); the
-//     upstream span wraps the call in serve from s.start to its end, with
-//     its first-response event in relay and its cancel where serve
-//     cancels the call.
+//   - OpenTelemetry (telemetry.go): the server span starts in instrument
+//     (every HTTP request, named by its route pattern, continuing the
+//     caller's traceparent) or wsRequest (one per WebSocket request, a
+//     child of its socket's); the upstream span (observe) wraps the call in
+//     serve from s.start to its end, sees each response through
+//     observedCall (first-response event, TTFT), gets its cancel event
+//     where serve cancels the call, and records the GenAI metrics when it
+//     ends. Upstream propagates the span's context and adds its own events
+//     (retry, coalescing). A new metric is one line in newGatewayMetrics
+//     (see package metrics).
 //   - New routes such as the Responses API: a handler, a job builder and a
 //     translator for the route's events; they reuse serve, the sinks and
 //     an error format. No route has a lifecycle of its own.
@@ -74,6 +78,7 @@
 // extension, and its config, statistics and index JSON),
 // openai (OpenAI objects, chat templates), textmodel (vLLM / TensorRT-LLM
 // model conventions), sse (the event-stream writer), ws (the WebSocket
-// protocol and session), metrics; internal/jsonobj and internal/jsonstr
+// protocol and session), metrics (instruments on the OTel metrics API);
+// internal/jsonobj and internal/jsonstr
 // read and write JSON without reflection.
 package gateway

@@ -237,7 +237,7 @@ func (s *Server) handle(f errorFormat, h handlerFunc) http.HandlerFunc {
 
 // writeError answers err in format f.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, f errorFormat, err error) {
-	e := s.logError(r, err)
+	e := s.logError(r.Context(), r, err)
 	if e.Status == StatusClientClosed {
 		return
 	}
@@ -245,20 +245,20 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, f errorForma
 	writeJSON(w, e.Status, f(e))
 }
 
-// wsErrorInfo is the WebSocket error frame's code and message for err, a
-// request on the socket upgraded by r.
-func (s *Server) wsErrorInfo(r *http.Request) func(err error) (code, msg string) {
-	return func(err error) (string, string) {
-		e := s.logError(r, err)
-		return e.Code, e.Msg
-	}
+// wsErrorInfo is the WebSocket error frame's code and message for err
+// (wsRequest has logged it).
+func wsErrorInfo(err error) (code, msg string) {
+	e := classify(err)
+	return e.Code, e.Msg
 }
 
-// logError classifies err and logs what the client will not see.
-func (s *Server) logError(r *http.Request, err error) *httpError {
+// logError classifies err and logs what the client will not see, with
+// ctx (the request's: its trace) and r (the HTTP request, or the
+// WebSocket upgrade).
+func (s *Server) logError(ctx context.Context, r *http.Request, err error) *httpError {
 	e := classify(err)
 	if e.Status >= 500 && e.Err != nil {
-		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", e.Err)
+		s.log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", e.Err)
 	}
 	return e
 }

@@ -241,12 +241,13 @@ func FuzzWebSocketRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	srv := fakeServer()
+	upgrade := httptest.NewRequest(http.MethodGet, "/v1/ws", nil)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		req, fe := ws.ParseFrame(frame)
 		if fe != nil || req.Type == ws.TypeCancel {
 			return
 		}
-		err := srv.wsRequest(t.Context(), req, func(p []byte) error {
+		err := srv.wsRequest(t.Context(), upgrade, req, func(p []byte) error {
 			if !json.Valid(p) {
 				t.Fatalf("data is not JSON: %q", p)
 			}

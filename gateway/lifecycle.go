@@ -47,6 +47,7 @@ const (
 type job struct {
 	req *pb.ModelInferRequest
 	tr  translator
+	op  string // gen_ai.operation.name: opChat, opCompletion or opGenerate
 }
 
 // sink is where one request's payloads go: an event stream (sseSink), one
@@ -102,10 +103,12 @@ func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error
 	}
 	defer done()
 	proto := out.protocol()
-	c, err := s.start(ctx, j.req)
+	ob := s.observe(ctx, j) // the upstream span, in ob.ctx
+	c, err := s.start(ob.ctx, j.req)
 	if err != nil {
 		err = endCause(ctx, parent, err)
 		s.noteEnd(proto, err)
+		ob.end(err, false, j.tr)
 		return err
 	}
 	defer c.Cancel()
@@ -113,12 +116,18 @@ func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error
 	active.Inc()
 	defer active.Dec()
 
-	err = relay(ctx, c, j.tr, out)
+	err = relay(ctx, ob.call(c), j.tr, out)
 	if err == nil {
+		ob.end(nil, false, j.tr)
 		return nil
 	}
 	err = endCause(ctx, parent, err)
 	s.noteEnd(proto, err)
+	// The call may still run upstream (the client went away, a drain, a
+	// bad response): cancel it now, inside its span.
+	_, upstreamEnded := upstream.AsError(err)
+	c.Cancel()
+	ob.end(err, !upstreamEnded, j.tr)
 	if errors.Is(err, errClientGone) || !out.fail(err) {
 		return err
 	}

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -86,7 +88,9 @@ var _ http.Flusher = (*flushRecorder)(nil)
 func TestRelaySSEBatchesAndKeepsAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
-		srv := newServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second}})
+		rd := sdkmetric.NewManualReader()
+		srv := newServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second},
+			MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))})
 		out := srv.newSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), tritonErrors, false)
 		if err := out.start(); err != nil {
 			t.Fatal(err)
@@ -118,7 +122,7 @@ func TestRelaySSEBatchesAndKeepsAlive(t *testing.T) {
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("flushes\n%q\nwant\n%q", got, want)
 		}
-		if n := out.events.Get(); n != 6 {
+		if n := counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "sse")); n != 6 {
 			t.Fatalf("%v events counted, want 6", n)
 		}
 	})

@@ -129,7 +129,7 @@ func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*job, error) {
 			return nil, err
 		}
 		gr := &generate.Request{Inputs: []*tensor.Tensor{t}, Parameters: map[string]*pb.InferParameter{}}
-		return &job{req: gr.Proto(req.Model, req.Version), tr: tr}, nil
+		return &job{req: gr.Proto(req.Model, req.Version), tr: tr, op: opGenerate}, nil
 	}
 	gr, err := generate.Parse(c.Body, sm.md.GetInputs())
 	if err != nil {
@@ -142,5 +142,5 @@ func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*job, error) {
 		}
 	}
 	tr.id = gr.ID
-	return &job{req: gr.Proto(req.Model, req.Version), tr: tr}, nil
+	return &job{req: gr.Proto(req.Model, req.Version), tr: tr, op: opGenerate}, nil
 }

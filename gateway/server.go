@@ -8,6 +8,13 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/streamgate/streamgate/gateway/metrics"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/playground"
 	"github.com/streamgate/streamgate/gateway/sse"
@@ -86,6 +93,25 @@ type Options struct {
 	// Now is the clock used for the "created" field of OpenAI responses.
 	// Default time.Now.
 	Now func() time.Time
+
+	// TracerProvider makes the gateway's spans: one server span per HTTP
+	// request and per WebSocket request, one client span per upstream
+	// call. Default: none (a no-op provider; a caller's traceparent still
+	// travels upstream).
+	TracerProvider trace.TracerProvider
+
+	// MeterProvider holds the gateway's instruments (requests, streams,
+	// rejections, GenAI latencies and token usage). Default: none (no-op).
+	MeterProvider metric.MeterProvider
+
+	// Propagator reads the caller's trace context from request headers.
+	// Default: W3C trace context (traceparent, tracestate).
+	Propagator propagation.TextMapPropagator
+
+	// Metrics serves GET /metrics: the exposition of MeterProvider's
+	// readings (cmd/internal/telemetry builds it). Default: none; /metrics
+	// answers 404.
+	Metrics http.Handler
 }
 
 func (o *Options) withDefaults() Options {
@@ -120,6 +146,15 @@ func (o *Options) withDefaults() Options {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if c.Propagator == nil {
+		c.Propagator = propagation.TraceContext{}
+	}
 	return c
 }
 
@@ -133,6 +168,8 @@ type Server struct {
 	inspect Inspector
 	opts    Options
 	log     *slog.Logger
+	tracer  trace.Tracer
+	prop    propagation.TextMapPropagator
 
 	router    chi.Router
 	limits    *limiter
@@ -159,7 +196,9 @@ func newServer(start startFunc, inspect Inspector, opts *Options) *Server {
 		log:       o.Logger,
 		limits:    newLimiter(o.MaxStreams, o.MaxStreamsPerConn),
 		streams:   newRegistry(),
-		metrics:   newGatewayMetrics(),
+		tracer:    o.TracerProvider.Tracer(scope),
+		prop:      o.Propagator,
+		metrics:   newGatewayMetrics(metrics.New(o.MeterProvider.Meter(scope))),
 		template:  openai.MustParseTemplate("default", o.ChatTemplate),
 		templates: map[string]*openai.Template{},
 		ids:       newIDSource(),

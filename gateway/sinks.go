@@ -29,7 +29,7 @@ type sseSink struct {
 	r      *http.Request
 	sw     *sse.Writer
 	errs   errorFormat
-	events *metrics.Value
+	events *metrics.CounterValue
 
 	// firstErrorAsEvent answers an error that comes first with its status
 	// and a body of one error event (Triton's generate_stream); without it
@@ -103,7 +103,7 @@ func (o *sseSink) fail(err error) bool {
 	if !inBand && !o.firstErrorAsEvent {
 		return false
 	}
-	e := o.s.logError(o.r, err)
+	e := o.s.logError(o.r.Context(), o.r, err)
 	body := o.errs(e)
 	if !inBand {
 		sse.SetHeaders(o.w.Header())
@@ -159,7 +159,7 @@ func (o *bodySink) flush() error {
 // session (emit); the session writes the terminal frame.
 type wsSink struct {
 	emit   func(data []byte) error
-	events *metrics.Value
+	events *metrics.CounterValue
 }
 
 func (o *wsSink) protocol() string         { return "ws" }

@@ -75,7 +75,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, check func(ctx c
 	defer cancel()
 	ok, err := check(ctx)
 	if err != nil {
-		s.log.Info("health check failed", "path", r.URL.Path, "err", err)
+		s.log.InfoContext(r.Context(), "health check failed", "path", r.URL.Path, "err", err)
 	}
 	if err != nil || !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -132,7 +132,7 @@ func (s *Server) generateJob(ctx context.Context, model, version string, body []
 	if err != nil {
 		return nil, err
 	}
-	j := &job{req: gr.Proto(model, version)}
+	j := &job{req: gr.Proto(model, version), op: opGenerate}
 	if f == formBody {
 		j.tr = &generateOne{id: gr.ID}
 	} else {

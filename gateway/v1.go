@@ -53,7 +53,7 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 		return nil, err
 	}
 	ch := &openai.Chunker{ID: s.ids.next("chatcmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
-	return &job{req: req, tr: newTextEvents(ad, ch, f, "")}, nil
+	return &job{req: req, tr: newTextEvents(ad, ch, f, ""), op: opChat}, nil
 }
 
 // completionJob turns a completions request into a job whose payloads
@@ -72,7 +72,7 @@ func (s *Server) completionJob(ctx context.Context, cr *openai.CompletionRequest
 	if cr.Echo {
 		echo = cr.Prompt
 	}
-	return &job{req: req, tr: newTextEvents(ad, ch, f, echo)}, nil
+	return &job{req: req, tr: newTextEvents(ad, ch, f, echo), op: opCompletion}, nil
 }
 
 // serveOpenAI runs j: as an event stream when the client asked for one,
@@ -236,6 +236,12 @@ func (t *textEvents) usage() openai.Usage {
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
+}
+
+// outcome is the finish reason the model gave ("" if none) and the
+// request's token counts (usageReporter).
+func (t *textEvents) outcome() (reason string, in, out int) {
+	return t.reason, t.in, t.usage().CompletionTokens
 }
 
 func (t *textEvents) end() ([][]byte, error) {

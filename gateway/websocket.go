@@ -5,6 +5,9 @@ import (
 	"net/http"
 
 	"github.com/coder/websocket"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/ws"
 )
@@ -31,8 +34,10 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.WebSocket != nil {
 		opts = *s.opts.WebSocket
 	}
-	opts.ErrorInfo = s.wsErrorInfo(r)
-	sess := ws.NewSession(c, s.wsRequest, &opts)
+	opts.ErrorInfo = wsErrorInfo
+	sess := ws.NewSession(c, func(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
+		return s.wsRequest(ctx, r, req, emit)
+	}, &opts)
 	// Cancelling Run's context closes the connection at once: Drain's cut
 	// for a socket whose client does not read.
 	ctx, cut := context.WithCancel(r.Context())
@@ -51,8 +56,19 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// wsRequest runs one request frame (the session's ws.Handler).
-func (s *Server) wsRequest(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
+// wsRequest runs one request frame on the socket upgraded by r (the
+// session's ws.Handler) in its own server span, a child of the socket's.
+func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request, emit func([]byte) error) (err error) {
+	ctx, span := s.tracer.Start(ctx, wsSpanName(req.Type), trace.WithSpanKind(trace.SpanKindServer))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("streamgate.ws.request_id", req.ID))
+	}
+	defer func() {
+		if err != nil {
+			s.logError(ctx, r, err)
+		}
+		endSpan(span, err)
+	}()
 	if req.Type == ws.TypeSequenceStart {
 		return s.wsSequence(ctx, req, emit)
 	}

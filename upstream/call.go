@@ -6,6 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
+
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -21,6 +25,10 @@ type Call struct {
 	auto      bool      // mode follows the target (CancelAuto)
 	seq       *seqRoute // the sequence the request belongs to; nil for none
 	q         respQueue
+	span      trace.Span  // Start's ctx's: events go there
+	md        metadata.MD // trace context for a dedicated stream; nil for none
+
+	coalesced atomic.Bool // a response was coalesced (the span has its event)
 
 	mode      atomic.Int32 // CancelMode in effect: inband, stream or none
 	delivered atomic.Bool  // a response was queued; no more failover
@@ -227,6 +235,13 @@ func (c *Client) failover(cl *Call, from *target, why *Error, elsewhere bool) {
 		return
 	}
 	c.ctr.retries.Add(1)
+	if cl.span.IsRecording() {
+		attrs := []attribute.KeyValue{attribute.String("from", from.addr), attribute.String("reason", why.Error())}
+		if err == nil {
+			attrs = append(attrs, attribute.String("to", t.addr))
+		}
+		cl.span.AddEvent("retry", trace.WithAttributes(attrs...))
+	}
 	if err == nil {
 		if cl.auto {
 			cl.mode.Store(int32(t.cancelModeCached()))

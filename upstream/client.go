@@ -5,12 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -43,6 +47,8 @@ type Client struct {
 	mu     sync.Mutex // guards closed and wg.Add against Close
 	closed bool
 	wg     sync.WaitGroup // maintenance goroutine and every stream's run
+
+	unregister func() // the metrics callback
 
 	// testHookPicked, set only by tests, runs in Start between choosing a
 	// target and placing the request on it.
@@ -89,6 +95,14 @@ func New(targets []string, opts *Options) (*Client, error) {
 	if len(c.names) == 0 {
 		close(c.resolved)
 	}
+	unregister, err := c.registerMetrics()
+	if err != nil {
+		for _, t := range ts {
+			t.close()
+		}
+		return nil, fmt.Errorf("upstream: metrics: %w", err)
+	}
+	c.unregister = unregister
 	c.wg.Add(1)
 	go c.maintain()
 	return c, nil
@@ -105,6 +119,7 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	c.unregister()
 	c.cancelRoot()
 	c.wg.Wait()
 	for _, t := range c.targetList() {
@@ -195,6 +210,7 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 		auto:      c.opts.Cancel == CancelAuto,
 		q:         newRespQueue(),
 		done:      make(chan struct{}),
+		span:      trace.SpanFromContext(ctx),
 	}
 	mode := c.opts.Cancel
 	if cl.auto {
@@ -207,6 +223,13 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 	}
 	cl.mode.Store(int32(mode))
 	req.Id = cl.id
+	c.injectParams(ctx, req)
+	if mode == CancelStream {
+		cl.md = c.traceMetadata(ctx)
+	}
+	if cl.span.IsRecording() {
+		cl.span.SetAttributes(semconv.ServerAddress(t.addr), attribute.String("streamgate.upstream.cancel_mode", mode.String()))
+	}
 	if decoupled {
 		if req.Parameters == nil {
 			req.Parameters = map[string]*pb.InferParameter{}

@@ -6,6 +6,9 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
 )
 
@@ -130,6 +133,18 @@ type Options struct {
 	// Logger receives stream breaks, ejections and re-admissions. Default:
 	// discard.
 	Logger *slog.Logger
+
+	// MeterProvider receives the client's metrics (requests in flight and
+	// streams per target, target health, retries, cancels by mode, queue
+	// overflows, coalesced and dropped responses), observed from Stats at
+	// each collection. Default: none (no-op).
+	MeterProvider metric.MeterProvider
+
+	// Propagator writes the trace context of Start's ctx into each request
+	// (as parameters) and of a call's ctx into gRPC metadata (dedicated
+	// streams, unary calls). Default: W3C trace context (traceparent,
+	// tracestate).
+	Propagator propagation.TextMapPropagator
 }
 
 // withDefaults returns a copy of o (nil allowed) with defaults filled in.
@@ -170,6 +185,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = noop.NewMeterProvider()
+	}
+	if c.Propagator == nil {
+		c.Propagator = propagation.TraceContext{}
 	}
 	return c
 }

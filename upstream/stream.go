@@ -383,6 +383,10 @@ func (s *stream) route(m *pb.ModelStreamInferResponse) {
 				cl.delivered.Store(true)
 				if merged {
 					s.t.c.ctr.coalesced.Add(1)
+					if !cl.coalesced.Swap(true) {
+						// Once per call: its consumer fell behind.
+						cl.span.AddEvent("coalescing")
+					}
 				}
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
@@ -69,6 +70,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 			Timeout: 20 * time.Second,
 		}))
 	}
+	dial = append(dial, grpc.WithChainUnaryInterceptor(c.injectUnary))
 	dial = append(dial, o.DialOptions...)
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
@@ -126,6 +128,9 @@ func (t *target) retire() bool {
 func (t *target) place(cl *Call) error {
 	if cl.cancelMode() == CancelStream {
 		s := t.newStream(true)
+		if cl.md != nil { // the call's trace context, for the target to read
+			s.ctx = metadata.NewOutgoingContext(s.ctx, cl.md)
+		}
 		if !s.add(cl) {
 			s.cancelCtx()
 			if err := cl.placeErr(); err != nil {

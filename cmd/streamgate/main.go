@@ -19,9 +19,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel"
 
 	"github.com/streamgate/streamgate/cmd/internal/bench"
 	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 )
 
 func main() {
@@ -74,12 +78,31 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // serve runs the stack f describes until ctx is done (SIGTERM) or a server
-// fails, then stops it in order within f.ShutdownGrace.
+// fails, then stops it in order within f.ShutdownGrace and flushes its
+// telemetry.
 func serve(ctx context.Context, f *stack.Flags, log *slog.Logger) error {
 	cfg, err := f.Config(log)
 	if err != nil {
 		return err
 	}
+	// OpenTelemetry from the standard OTEL_* variables; the globals are
+	// set for libraries that look there, the layers get theirs injected.
+	tel, err := telemetry.New(ctx, telemetry.Options{ServiceName: f.ServiceName(), FromEnv: true, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			log.Warn("telemetry shutdown", "err", err)
+		}
+	}()
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("opentelemetry", "err", err) }))
+	otel.SetTracerProvider(tel.Tracer)
+	otel.SetMeterProvider(tel.Meter)
+	otel.SetTextMapPropagator(tel.Propagator)
+	cfg.Telemetry = tel
 	s, err := stack.Start(cfg)
 	if err != nil {
 		return err

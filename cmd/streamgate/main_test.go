@@ -325,12 +325,14 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// testEnv is the environment without the variables that choose models.
+// testEnv is the environment without the variables that choose models or
+// telemetry exporters.
 func testEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k != "XDG_CACHE_HOME" && k != "HF_ENDPOINT" && k != "STREAMGATE_HUB" && !strings.HasPrefix(k, "STREAMGATE_MODEL") {
+		if k != "XDG_CACHE_HOME" && k != "HF_ENDPOINT" && k != "STREAMGATE_HUB" && !strings.HasPrefix(k, "STREAMGATE_MODEL") &&
+			!strings.HasPrefix(k, "OTEL_") {
 			env = append(env, kv)
 		}
 	}

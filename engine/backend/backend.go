@@ -113,12 +113,34 @@ type Closer interface {
 	Close() error
 }
 
-// Config is what a Factory gets: the model's parsed configuration and the
-// directory it was loaded from ("" for built-in models).
+// Config is what a Factory gets: the model's parsed configuration, the
+// directory it was loaded from ("" for built-in models), and where to
+// report metrics.
 type Config struct {
 	Model *pb.ModelConfig
 	Dir   string
+	// Metrics receives the measurements of a backend with a scheduler of
+	// its own. Nil means nowhere (a backend built outside an engine).
+	Metrics Metrics
 }
+
+// Metrics is what a backend that schedules its own work (batching, KV
+// caches: llama2) reports; the engine records it for the model. Methods
+// are safe for concurrent use, cheap, and never allocate: call them from
+// the scheduler's loop.
+type Metrics interface {
+	// Step reports one batched forward pass: the sequences in it and the
+	// prompt and generated tokens it processed.
+	Step(sequences, promptTokens, generatedTokens int)
+	// KVSlots reports the KV caches in use and how many there are.
+	KVSlots(used, total int)
+}
+
+// NoMetrics reports nowhere.
+type NoMetrics struct{}
+
+func (NoMetrics) Step(sequences, promptTokens, generatedTokens int) {}
+func (NoMetrics) KVSlots(used, total int)                           {}
 
 // Factory validates cfg and builds a backend. Errors name the config field
 // at fault; the engine prefixes the file name.

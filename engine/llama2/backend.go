@@ -40,6 +40,7 @@ type Backend struct {
 	kern     kernels.Kernels
 	maxSeq   int
 	maxQueue int
+	metrics  backend.Metrics
 	// promptBytes is the longest prompt, in bytes, that can fit the
 	// context; 0 when the vocabulary sets no bound (see promptByteLimit).
 	promptBytes int
@@ -134,9 +135,12 @@ func open(cfg backend.Config) (*Backend, error) {
 	pool := kernels.NewPool(workers)
 	b := &Backend{
 		model: model, tok: tok, pool: pool, kern: kernels.NewCPU(pool),
-		maxSeq: maxSeq, maxQueue: maxQueue,
+		maxSeq: maxSeq, maxQueue: maxQueue, metrics: cfg.Metrics,
 		promptBytes: promptByteLimit(model.Config().SeqLen, tok.MaxTokenBytes()),
 		wake:        make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	if b.metrics == nil {
+		b.metrics = backend.NoMetrics{}
 	}
 	go b.run()
 	return b, nil

@@ -53,7 +53,13 @@ func openBackend(t testing.TB, dir, ckpt, tok string, params map[string]string) 
 	for k, v := range params {
 		cfg.Parameters[k] = &pb.ModelParameter{StringValue: v}
 	}
-	b, err := open(backend.Config{Model: cfg, Dir: dir})
+	return openConfig(t, backend.Config{Model: cfg, Dir: dir})
+}
+
+// openConfig builds a backend from cfg, closed at the end of the test.
+func openConfig(t testing.TB, cfg backend.Config) *Backend {
+	t.Helper()
+	b, err := open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +76,13 @@ func realBackend(t testing.TB, params map[string]string) *Backend {
 // of testmodel.Pieces(260) (specials and byte tokens only), and opens it.
 func scripted(t testing.TB, seqLen int, chain []int, params map[string]string) *Backend {
 	t.Helper()
+	return openBackend(t, scriptFiles(t, seqLen, chain), "m.bin", "t.bin", params)
+}
+
+// scriptFiles writes scripted's model files, m.bin and t.bin, into a new
+// directory and returns it.
+func scriptFiles(t testing.TB, seqLen int, chain []int) string {
+	t.Helper()
 	dir := t.TempDir()
 	next := map[int]int{}
 	for i := 0; i+1 < len(chain); i++ {
@@ -81,7 +94,7 @@ func scripted(t testing.TB, seqLen int, chain []int, params map[string]string) *
 	if err := testmodel.WriteTokenizer(filepath.Join(dir, "t.bin"), testmodel.Pieces(260), nil); err != nil {
 		t.Fatal(err)
 	}
-	return openBackend(t, dir, "m.bin", "t.bin", params)
+	return dir
 }
 
 // bytesChain returns the chain BOS, then the byte tokens of s.

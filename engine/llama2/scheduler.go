@@ -160,6 +160,7 @@ func (b *Backend) run() {
 			sc.shutdown()
 			return
 		}
+		b.metrics.KVSlots(int(b.slotsInUse.Load()), b.maxSeq)
 		if !sc.plan() {
 			select {
 			case <-b.wake:
@@ -178,6 +179,7 @@ func (b *Backend) run() {
 		if b.onPass != nil {
 			b.onPass(n)
 		}
+		sc.report()
 		sc.advance()
 	}
 }

@@ -1,162 +1,170 @@
-// Package metrics keeps counters and gauges and writes them in the
-// Prometheus text exposition format (version 0.0.4). Create a Registry,
-// declare families with Counter and Gauge at startup, then update series
-// with With(labels...).Add/Set from any goroutine.
 package metrics
 
 import (
+	"context"
 	"fmt"
-	"io"
-	"math"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 )
 
-// ContentType is the media type of WriteText's output.
-const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+// maxLabels is the most label names one instrument may have.
+const maxLabels = 4
 
-// Registry holds metric families. Its methods are safe for concurrent use.
+// Registry declares instruments on one OpenTelemetry Meter. Its methods
+// are safe for concurrent use; they panic on a wiring error (a bad name,
+// too many labels), so declare instruments at startup.
 type Registry struct {
-	mu       sync.Mutex
-	families []*Family
+	m metric.Meter
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{} }
-
-// Family is one metric name with its label names and series.
-type Family struct {
-	name, help, typ string
-	labels          []string
-
-	mu     sync.Mutex
-	series map[string]*Value // key: label values joined by \xff
+// New returns a registry declaring its instruments on m. A nil m records
+// nowhere (a no-op meter).
+func New(m metric.Meter) *Registry {
+	if m == nil {
+		m = noop.NewMeterProvider().Meter("")
+	}
+	return &Registry{m: m}
 }
 
-// Value is one series: a float updated atomically.
-type Value struct {
+// Counter declares a monotonic counter: name in OpenTelemetry's dotted
+// form, unit in UCUM ("{request}", "s", "By"), help its description, and
+// the names of its labels (attributes).
+func (r *Registry) Counter(name, unit, help string, labels ...string) *Counter {
+	inst, err := r.m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(help))
+	must(name, err)
+	return &Counter{fam: newFamily(name, labels, func(set attribute.Set) *CounterValue {
+		return &CounterValue{inst: inst, opts: []metric.AddOption{metric.WithAttributeSet(set)}}
+	})}
+}
+
+// Gauge declares a value that goes up and down (an UpDownCounter): in
+// flight, open, in use.
+func (r *Registry) Gauge(name, unit, help string, labels ...string) *Gauge {
+	inst, err := r.m.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(help))
+	must(name, err)
+	return &Gauge{fam: newFamily(name, labels, func(set attribute.Set) *GaugeValue {
+		return &GaugeValue{inst: inst, opts: []metric.AddOption{metric.WithAttributeSet(set)}}
+	})}
+}
+
+// Histogram declares a distribution of float64 values with the given
+// bucket boundaries (nil: the SDK's default ones).
+func (r *Registry) Histogram(name, unit, help string, buckets []float64, labels ...string) *Histogram {
+	opts := []metric.Float64HistogramOption{metric.WithUnit(unit), metric.WithDescription(help)}
+	if buckets != nil {
+		opts = append(opts, metric.WithExplicitBucketBoundaries(buckets...))
+	}
+	inst, err := r.m.Float64Histogram(name, opts...)
+	must(name, err)
+	return &Histogram{fam: newFamily(name, labels, func(set attribute.Set) *HistogramValue {
+		return &HistogramValue{inst: inst, opts: []metric.RecordOption{metric.WithAttributeSet(set)}}
+	})}
+}
+
+func must(name string, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("metrics: instrument %s: %v", name, err))
+	}
+}
+
+// Counter is a declared counter; With picks one series.
+type Counter struct{ fam *family[CounterValue] }
+
+// With returns the series for the given label values, one per label
+// name; an empty value leaves its label out (error.type on success). It
+// allocates only the first time it sees a combination.
+func (c *Counter) With(values ...string) *CounterValue { return c.fam.with(values) }
+
+// CounterValue is one series of a Counter.
+type CounterValue struct {
+	inst metric.Int64Counter
+	opts []metric.AddOption
+}
+
+// Inc adds 1. It does not allocate.
+func (v *CounterValue) Inc() { v.inst.Add(context.Background(), 1, v.opts...) }
+
+// Add adds n, which must not be negative. It does not allocate.
+func (v *CounterValue) Add(n int64) { v.inst.Add(context.Background(), n, v.opts...) }
+
+// Gauge is a declared up-down counter; With picks one series.
+type Gauge struct{ fam *family[GaugeValue] }
+
+// With returns the series for the given label values, as Counter.With.
+func (g *Gauge) With(values ...string) *GaugeValue { return g.fam.with(values) }
+
+// GaugeValue is one series of a Gauge.
+type GaugeValue struct {
+	inst metric.Int64UpDownCounter
+	opts []metric.AddOption
+}
+
+// Inc adds 1. It does not allocate.
+func (v *GaugeValue) Inc() { v.inst.Add(context.Background(), 1, v.opts...) }
+
+// Dec subtracts 1. It does not allocate.
+func (v *GaugeValue) Dec() { v.inst.Add(context.Background(), -1, v.opts...) }
+
+// Histogram is a declared histogram; With picks one series.
+type Histogram struct{ fam *family[HistogramValue] }
+
+// With returns the series for the given label values, as Counter.With.
+func (h *Histogram) With(values ...string) *HistogramValue { return h.fam.with(values) }
+
+// HistogramValue is one series of a Histogram.
+type HistogramValue struct {
+	inst metric.Float64Histogram
+	opts []metric.RecordOption
+}
+
+// Record records v. ctx carries the span a sampled measurement is linked
+// to as an exemplar. It does not allocate.
+func (v *HistogramValue) Record(ctx context.Context, f float64) { v.inst.Record(ctx, f, v.opts...) }
+
+// family maps label values to the series of one instrument.
+type family[V any] struct {
+	name   string
 	labels []string
-	bits   atomic.Uint64
+	mk     func(attribute.Set) *V
+
+	mu     sync.RWMutex
+	series map[[maxLabels]string]*V
 }
 
-// Add adds d (which must be non-negative for counters).
-func (v *Value) Add(d float64) {
-	for {
-		old := v.bits.Load()
-		if v.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+d)) {
-			return
-		}
+func newFamily[V any](name string, labels []string, mk func(attribute.Set) *V) *family[V] {
+	if len(labels) > maxLabels {
+		panic(fmt.Sprintf("metrics: %s has %d labels, at most %d", name, len(labels), maxLabels))
 	}
+	return &family[V]{name: name, labels: append([]string(nil), labels...), mk: mk, series: map[[maxLabels]string]*V{}}
 }
 
-// Inc adds 1.
-func (v *Value) Inc() { v.Add(1) }
-
-// Dec subtracts 1 (gauges only).
-func (v *Value) Dec() { v.Add(-1) }
-
-// Set sets the value (gauges only).
-func (v *Value) Set(f float64) { v.bits.Store(math.Float64bits(f)) }
-
-// Get returns the current value.
-func (v *Value) Get() float64 { return math.Float64frombits(v.bits.Load()) }
-
-func (r *Registry) family(name, help, typ string, labels []string) *Family {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, f := range r.families {
-		if f.name == name {
-			panic("metrics: duplicate family " + name)
-		}
-	}
-	f := &Family{name: name, help: help, typ: typ, labels: labels, series: map[string]*Value{}}
-	r.families = append(r.families, f)
-	return f
-}
-
-// Counter declares a counter family. It panics on a duplicate name.
-func (r *Registry) Counter(name, help string, labels ...string) *Family {
-	return r.family(name, help, "counter", labels)
-}
-
-// Gauge declares a gauge family. It panics on a duplicate name.
-func (r *Registry) Gauge(name, help string, labels ...string) *Family {
-	return r.family(name, help, "gauge", labels)
-}
-
-// With returns the series for the given label values, one per label name.
-func (f *Family) With(values ...string) *Value {
+func (f *family[V]) with(values []string) *V {
 	if len(values) != len(f.labels) {
 		panic(fmt.Sprintf("metrics: %s wants %d label values, got %d", f.name, len(f.labels), len(values)))
 	}
-	key := strings.Join(values, "\xff")
+	var k [maxLabels]string
+	copy(k[:], values)
+	f.mu.RLock()
+	v, ok := f.series[k]
+	f.mu.RUnlock()
+	if ok {
+		return v
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, ok := f.series[key]
-	if !ok {
-		v = &Value{labels: append([]string(nil), values...)}
-		f.series[key] = v
+	if v, ok := f.series[k]; ok {
+		return v
 	}
+	kvs := make([]attribute.KeyValue, 0, len(values))
+	for i, val := range values {
+		if val != "" { // absent, as Prometheus reads an empty label
+			kvs = append(kvs, attribute.String(f.labels[i], val))
+		}
+	}
+	v = f.mk(attribute.NewSet(kvs...))
+	f.series[k] = v
 	return v
-}
-
-// WriteText writes every family in the text exposition format.
-func (r *Registry) WriteText(w io.Writer) error {
-	r.mu.Lock()
-	fams := append([]*Family(nil), r.families...)
-	r.mu.Unlock()
-	var b []byte
-	for _, f := range fams {
-		b = append(b, "# HELP "...)
-		b = append(b, f.name...)
-		b = append(b, ' ')
-		b = append(b, escapeHelp(f.help)...)
-		b = append(b, "\n# TYPE "...)
-		b = append(b, f.name...)
-		b = append(b, ' ')
-		b = append(b, f.typ...)
-		b = append(b, '\n')
-		f.mu.Lock()
-		keys := make([]string, 0, len(f.series))
-		for k := range f.series {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		vals := make([]*Value, len(keys))
-		for i, k := range keys {
-			vals[i] = f.series[k]
-		}
-		f.mu.Unlock()
-		for _, v := range vals {
-			b = append(b, f.name...)
-			if len(f.labels) > 0 {
-				b = append(b, '{')
-				for i, l := range f.labels {
-					if i > 0 {
-						b = append(b, ',')
-					}
-					b = append(b, l...)
-					b = append(b, '=')
-					b = append(b, '"')
-					b = append(b, labelEscaper.Replace(v.labels[i])...)
-					b = append(b, '"')
-				}
-				b = append(b, '}')
-			}
-			b = append(b, ' ')
-			b = strconv.AppendFloat(b, v.Get(), 'g', -1, 64)
-			b = append(b, '\n')
-		}
-	}
-	_, err := w.Write(b)
-	return err
-}
-
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-func escapeHelp(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
 }

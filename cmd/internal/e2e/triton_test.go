@@ -131,7 +131,7 @@ func TestMetadataAndHealth(t *testing.T) {
 		t.Errorf("GET /v2 = %d %s", resp.StatusCode, body)
 	}
 	resp, body = s.get(t, "/metrics")
-	if resp.StatusCode != 200 || !strings.Contains(body, `streamgate_gateway_http_requests_total{route="/v2/models/{model}",code="404"} 1`) ||
+	if resp.StatusCode != 200 || !strings.Contains(body, `streamgate_gateway_http_requests_total{code="404",route="/v2/models/{model}"} 1`) ||
 		!strings.Contains(body, "streamgate_upstream_requests_total ") {
 		t.Errorf("GET /metrics = %d\n%s", resp.StatusCode, body)
 	}

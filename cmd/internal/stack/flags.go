@@ -34,6 +34,7 @@ type Flags struct {
 // EngineFlags are the engine's flags.
 type EngineFlags struct {
 	GRPC       string
+	Metrics    string // engine only: serve's metrics are on the gateway
 	Models     string
 	ModelDir   string
 	Model      string
@@ -84,8 +85,11 @@ type GatewayFlags struct {
 	WSSequenceIdle  time.Duration
 }
 
-func (f *EngineFlags) register(fs *flag.FlagSet) {
+func (f *EngineFlags) register(fs *flag.FlagSet, withMetrics bool) {
 	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen address (Triton's default port is 8001)")
+	if withMetrics {
+		fs.StringVar(&f.Metrics, "metrics", "", "HTTP listen address of the engine's Prometheus /metrics (Triton's default port is 8002); empty serves none")
+	}
 	fs.StringVar(&f.Models, "models", "", "model repository in Triton's layout (<dir>/<model>/config.pbtxt); empty serves the built-in models")
 	fs.StringVar(&f.ModelDir, "model-dir", "", "directory with llama2.c weights (stories260K.bin, tok512.bin; stories15M.bin, tokenizer.bin; ...), searched first; then shared/models in and above the working directory and the binary's, then the model cache")
 	fs.StringVar(&f.Model, "model", "", "llama2.c models to serve: NAME[,NAME...] as 'streamgate models list' shows them, each an error when not found; empty serves stories260k and every other known model that is found")
@@ -134,11 +138,11 @@ func Parse(command string, args []string, stderr io.Writer) (*Flags, error) {
 	fs.SetOutput(stderr)
 	switch command {
 	case "engine":
-		f.Engine.register(fs)
+		f.Engine.register(fs, true)
 	case "gateway":
 		f.Gateway.register(fs, true)
 	case "serve":
-		f.Engine.register(fs)
+		f.Engine.register(fs, false)
 		f.Gateway.register(fs, false)
 	default:
 		return nil, fmt.Errorf("stack: unknown command %q", command)
@@ -198,6 +202,7 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 			LaxReadiness: !f.Engine.StrictReadiness,
 		}
 		cfg.EngineAddr = f.Engine.GRPC
+		cfg.MetricsAddr = f.Engine.Metrics
 	}
 	if f.Command == "engine" {
 		return cfg, nil
@@ -244,6 +249,17 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		UnloadedModels:           UnloadedModels(),
 	}
 	return cfg, nil
+}
+
+// ServiceName is the OpenTelemetry service.name of the process f runs
+// (OTEL_SERVICE_NAME wins over it): "streamgate" for serve, whose one
+// process is gateway and engine, "streamgate-gateway" and
+// "streamgate-engine" for the others.
+func (f *Flags) ServiceName() string {
+	if f.Command == "serve" {
+		return "streamgate"
+	}
+	return "streamgate-" + f.Command
 }
 
 // Backends is the backend set streamgate serves with: the built-in ones

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/upstream"
@@ -45,9 +46,21 @@ type Config struct {
 	// setting ConnState or Protocols).
 	Server func(*http.Server)
 
-	// Logger is every layer's logger where its Options have none.
-	// Default: discard.
+	// Logger is every layer's logger where its Options have none, with
+	// the trace_id and span_id of the request on the lines a request
+	// writes (telemetry.LogHandler). Default: discard.
 	Logger *slog.Logger
+
+	// Telemetry gives every layer whose Options have none its tracer,
+	// meter and propagator, and the gateway its /metrics handler. Nil:
+	// Start builds one that exports nothing (its metrics are still on
+	// /metrics) and Stop shuts it down; otherwise its owner shuts it down
+	// after Stop.
+	Telemetry *telemetry.Telemetry
+	// MetricsAddr, if set, serves Telemetry's Prometheus exposition at
+	// /metrics on its own HTTP listener: the engine alone has no HTTP
+	// server of its own. Default: none.
+	MetricsAddr string
 }
 
 // Stack is a running stack. Its fields are set by Start and read-only
@@ -59,10 +72,16 @@ type Stack struct {
 	Gateway  *gateway.Server  // nil without a gateway
 	HTTP     *http.Server     // nil without a gateway
 
-	EngineAddr string // the engine's gRPC address, "" without one
-	HTTPAddr   string // the gateway's HTTP address, "" without one
+	EngineAddr  string // the engine's gRPC address, "" without one
+	HTTPAddr    string // the gateway's HTTP address, "" without one
+	MetricsAddr string // the metrics listener's address, "" without one
+
+	// Telemetry is Config.Telemetry, or the one Start built.
+	Telemetry *telemetry.Telemetry
 
 	log     *slog.Logger
+	ownTel  bool           // Start built Telemetry: Stop shuts it down
+	metrics *http.Server   // on MetricsAddr
 	serving sync.WaitGroup // the engine's and the HTTP server's Serve
 	errc    chan error     // the first Serve that failed
 	stop    sync.Once
@@ -78,12 +97,20 @@ func Start(cfg Config) (_ *Stack, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Stack{log: log, errc: make(chan error, 2)}
+	log = slog.New(telemetry.LogHandler(log.Handler()))
+	s := &Stack{log: log, errc: make(chan error, 3), Telemetry: cfg.Telemetry}
 	defer func() {
 		if err != nil {
 			s.Stop(canceled())
 		}
 	}()
+	if s.Telemetry == nil {
+		tel, err := telemetry.New(context.Background(), telemetry.Options{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		s.Telemetry, s.ownTel = tel, true
+	}
 	if cfg.Engine != nil {
 		if err := s.startEngine(cfg); err != nil {
 			return nil, err
@@ -94,14 +121,35 @@ func Start(cfg Config) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
+	if cfg.MetricsAddr != "" {
+		if err := s.startMetrics(cfg.MetricsAddr); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+func (s *Stack) startMetrics(addr string) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.Telemetry.Metrics)
+	s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	s.MetricsAddr = lis.Addr().String()
+	s.log.Info("metrics serving", "http", s.MetricsAddr)
+	s.serve(func() error { return s.metrics.Serve(lis) })
+	return nil
 }
 
 func (s *Stack) startEngine(cfg Config) error {
 	opts := *cfg.Engine
-	if opts.Logger == nil {
-		opts.Logger = s.log
-	}
+	tel := s.Telemetry
+	fill(&opts.Logger, s.log)
+	fill(&opts.TracerProvider, tel.Tracer)
+	fill(&opts.MeterProvider, tel.Meter)
+	fill(&opts.Propagator, tel.Propagator)
 	eng, err := engine.New(opts)
 	if err != nil {
 		return err
@@ -126,18 +174,21 @@ func (s *Stack) startGateway(cfg Config) error {
 	if cfg.UpstreamOptions != nil {
 		uopts = *cfg.UpstreamOptions
 	}
-	if uopts.Logger == nil {
-		uopts.Logger = s.log
-	}
+	tel := s.Telemetry
+	fill(&uopts.Logger, s.log)
+	fill(&uopts.MeterProvider, tel.Meter)
+	fill(&uopts.Propagator, tel.Propagator)
 	up, err := upstream.New(targets, &uopts)
 	if err != nil {
 		return err
 	}
 	s.Upstream = up
 	gopts := *cfg.Gateway
-	if gopts.Logger == nil {
-		gopts.Logger = s.log
-	}
+	fill(&gopts.Logger, s.log)
+	fill(&gopts.TracerProvider, tel.Tracer)
+	fill(&gopts.MeterProvider, tel.Meter)
+	fill(&gopts.Propagator, tel.Propagator)
+	fill(&gopts.Metrics, tel.Metrics)
 	s.Gateway = gateway.New(up, &gopts)
 	var h http.Handler = s.Gateway.Handler()
 	if cfg.Handler != nil {
@@ -179,8 +230,9 @@ func (s *Stack) URL() string { return "http://" + s.HTTPAddr }
 // (readiness fails, new requests are refused, running ones may finish
 // until ctx is done, then they are ended), the HTTP server shuts down, the
 // upstream client closes, and the engine stops gracefully until ctx is
-// done (direct gRPC clients of the engine get what is left of ctx). Stop
-// returns when every server goroutine has exited; it is idempotent.
+// done (direct gRPC clients of the engine get what is left of ctx), and
+// the telemetry Start built, if any, flushes and shuts down. Stop returns
+// when every server goroutine has exited; it is idempotent.
 func (s *Stack) Stop(ctx context.Context) {
 	s.stop.Do(func() {
 		if s.Gateway != nil {
@@ -203,12 +255,31 @@ func (s *Stack) Stop(ctx context.Context) {
 		if s.Engine != nil {
 			s.Engine.GracefulStop(ctx)
 		}
+		if s.metrics != nil {
+			s.metrics.Close()
+		}
 		s.serving.Wait()
+		if s.ownTel {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := s.Telemetry.Shutdown(sctx); err != nil {
+				s.log.Warn("telemetry shutdown", "err", err)
+			}
+			cancel()
+		}
 	})
 }
 
 // StopNow is Stop with no grace: running requests are ended at once.
 func (s *Stack) StopNow() { s.Stop(canceled()) }
+
+// fill sets *v to def when *v is unset: a layer's own option wins over
+// the stack's.
+func fill[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
 
 func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,302 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamgate/streamgate/gateway/metrics"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+// The gateway's traces and metrics. Spans: a server span per HTTP request
+// (instrument) and per WebSocket request (wsRequest), and a client span
+// per upstream call covering its whole life (observe, from serve). Metrics:
+// gatewayMetrics, recorded where each thing happens.
+
+// scope is the instrumentation scope of the gateway's tracer and meter.
+const scope = "github.com/streamgate/streamgate/gateway"
+
+// tokenBuckets are those of gen_ai.client.token.usage in the semantic
+// conventions.
+var tokenBuckets = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576}
+
+// GenAI attribute names (semantic conventions).
+var (
+	attrModel     = string(semconv.GenAIRequestModelKey)
+	attrOperation = string(semconv.GenAIOperationNameKey)
+	attrTokenType = string(semconv.GenAITokenTypeKey)
+	attrErrorType = string(semconv.ErrorTypeKey)
+)
+
+// gatewayMetrics are the gateway's instruments (see package metrics for
+// adding one). The upstream client and the engine declare their own. The
+// buckets of the duration histograms are the process's (a view in
+// cmd/internal/telemetry, for every layer).
+type gatewayMetrics struct {
+	requests   *metrics.Counter // route, code
+	active     *metrics.Gauge   // protocol: sse, http, ws
+	sockets    *metrics.Gauge
+	events     *metrics.Counter // protocol
+	rejected   *metrics.Counter // reason
+	clientGone *metrics.Counter // protocol
+	upstream   *metrics.Counter // kind
+
+	// GenAI semantic conventions, by model and operation.
+	ttft     *metrics.Histogram // model, operation
+	tpot     *metrics.Histogram // model, operation
+	duration *metrics.Histogram // model, operation, error type ("" on success)
+	tokens   *metrics.Histogram // model, operation, token type
+}
+
+func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
+	return &gatewayMetrics{
+		requests:   r.Counter("streamgate.gateway.http_requests", "{request}", "HTTP requests by route pattern and status (101 for WebSocket upgrades).", "route", "code"),
+		active:     r.Gauge("streamgate.gateway.active_requests", "{request}", "Inference requests in flight, by protocol (sse, http, ws).", "protocol"),
+		sockets:    r.Gauge("streamgate.gateway.websocket_connections", "{connection}", "Open WebSocket connections."),
+		events:     r.Counter("streamgate.gateway.stream_events", "{event}", "Events written to SSE streams and WebSocket data frames, by protocol.", "protocol"),
+		rejected:   r.Counter("streamgate.gateway.rejected", "{request}", "Inference requests refused before reaching upstream, by reason.", "reason"),
+		clientGone: r.Counter("streamgate.gateway.client_gone", "{request}", "Requests cancelled upstream because the client went away or cancelled, by protocol.", "protocol"),
+		upstream:   r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind.", "kind"),
+
+		ttft: r.Histogram("gen_ai.server.time_to_first_token", "s",
+			"Time from the gateway taking a request to its first response, for successful requests.",
+			nil, attrModel, attrOperation),
+		tpot: r.Histogram("gen_ai.server.time_per_output_token", "s",
+			"Time per output token after the first, for successful text requests.",
+			nil, attrModel, attrOperation),
+		duration: r.Histogram("gen_ai.server.request.duration", "s",
+			"Time from the gateway taking a request to its end; error.type names the failure.",
+			nil, attrModel, attrOperation, attrErrorType),
+		tokens: r.Histogram("gen_ai.client.token.usage", "{token}",
+			"Tokens per text request, by gen_ai.token.type (input, output), as the model counted them.",
+			tokenBuckets, attrModel, attrOperation, attrTokenType),
+	}
+}
+
+// Operations (gen_ai.operation.name) of the jobs.
+const (
+	opChat       = "chat"            // /v1/chat/completions, WebSocket chat.completions
+	opCompletion = "text_completion" // /v1/completions, WebSocket completions
+	opGenerate   = "generate"        // Triton's generate and generate_stream
+)
+
+// instrument runs every HTTP request in its server span, continuing the
+// caller's traceparent, and counts it by route pattern and status.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx := s.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+		if span.IsRecording() {
+			span.SetAttributes(
+				semconv.HTTPRequestMethodKey.String(r.Method),
+				semconv.URLPath(r.URL.Path),
+				semconv.NetworkPeerAddress(r.RemoteAddr),
+				semconv.UserAgentOriginal(r.UserAgent()),
+			)
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		code := sw.status
+		if code == 0 {
+			code = StatusClientClosed // nothing was written: the client left
+		}
+		if span.IsRecording() {
+			span.SetName(r.Method + " " + route)
+			span.SetAttributes(semconv.HTTPRoute(route), semconv.HTTPResponseStatusCode(code))
+			if code >= 500 && code != StatusClientClosed {
+				span.SetStatus(codes.Error, http.StatusText(code))
+			}
+		}
+		span.End()
+		s.metrics.requests.With(route, strconv.Itoa(code)).Inc()
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", code, "duration", time.Since(start))
+		}
+	})
+}
+
+// wsSpanName is the name of a WebSocket request's server span.
+func wsSpanName(typ string) string {
+	switch typ {
+	case "generate":
+		return "WS generate"
+	case "chat.completions":
+		return "WS chat.completions"
+	case "completions":
+		return "WS completions"
+	case "sequence.start":
+		return "WS sequence"
+	}
+	return "WS request"
+}
+
+// endSpan sets span's status from err, the error a request or call ended
+// with (nil: success), and ends it.
+func endSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		typ, msg := errorType(err)
+		span.SetAttributes(semconv.ErrorTypeKey.String(typ))
+		span.SetStatus(codes.Error, msg)
+	}
+	span.End()
+}
+
+// errorType names err for error.type and a span's status: "cancelled" for
+// a client that went away, "draining", the kind of an upstream error, or
+// the error's code.
+func errorType(err error) (typ, msg string) {
+	switch {
+	case errors.Is(err, errClientGone):
+		return "cancelled", "cancelled: the client went away"
+	case errors.Is(err, errDraining):
+		return "draining", "ended by the gateway's drain"
+	}
+	if ue, ok := upstream.AsError(err); ok {
+		return ue.Kind.String(), ue.Error()
+	}
+	e := classify(err)
+	if e.Code == "" {
+		return strconv.Itoa(e.Status), e.Msg
+	}
+	return e.Code, e.Msg
+}
+
+// observation is the telemetry of one inference request from serve's
+// start: the upstream span (a child of the request's server span, in
+// ctx) and the GenAI measurements. serve's goroutine owns it.
+type observation struct {
+	ctx       context.Context // carries span: the upstream call's context
+	span      trace.Span
+	m         *gatewayMetrics
+	model, op string
+	start     time.Time
+	first     time.Time // of the first response
+	responses int
+	tracked   observedCall
+}
+
+// observe starts the telemetry of j, a request just admitted.
+func (s *Server) observe(ctx context.Context, j *job) *observation {
+	model := j.req.GetModelName()
+	o := &observation{m: s.metrics, model: model, op: j.op, start: time.Now()}
+	o.ctx, o.span = s.tracer.Start(ctx, j.op, trace.WithSpanKind(trace.SpanKindClient))
+	if o.span.IsRecording() {
+		o.span.SetName(j.op + " " + model) // as the GenAI conventions name it
+		o.span.SetAttributes(
+			semconv.GenAIRequestModel(model),
+			semconv.GenAIOperationNameKey.String(j.op),
+			semconv.RPCSystemNameGRPC,
+			semconv.RPCMethod("inference.GRPCInferenceService/ModelStreamInfer"),
+		)
+	}
+	return o
+}
+
+// call wraps c so that o sees every response.
+func (o *observation) call(c call) call {
+	o.tracked = observedCall{call: c, o: o}
+	return &o.tracked
+}
+
+// response notes one response from upstream.
+func (o *observation) response() {
+	if o.responses++; o.responses == 1 {
+		o.first = time.Now()
+		o.span.AddEvent("first_response")
+	}
+}
+
+// end records how the request ended (err nil: success) and ends the
+// span. cancelled says that serve cancelled the call upstream. tr is the
+// job's translator: a text model's tells the tokens and finish reason.
+func (o *observation) end(err error, cancelled bool, tr translator) {
+	now := time.Now()
+	m := o.m
+	if cancelled {
+		reason, _ := errorType(err)
+		o.span.AddEvent("cancel", trace.WithAttributes(attribute.String("reason", reason)))
+	}
+	var in, out int = -1, -1
+	var finish string
+	if u, ok := tr.(usageReporter); ok {
+		finish, in, out = u.outcome()
+	}
+	if o.span.IsRecording() {
+		o.span.SetAttributes(attribute.Int("streamgate.responses", o.responses))
+		if finish != "" {
+			o.span.SetAttributes(semconv.GenAIResponseFinishReasons(finish))
+		}
+		if in >= 0 {
+			o.span.SetAttributes(semconv.GenAIUsageInputTokens(in))
+		}
+		if out >= 0 {
+			o.span.SetAttributes(semconv.GenAIUsageOutputTokens(out))
+		}
+	}
+	errType := ""
+	if err != nil {
+		errType, _ = errorType(err)
+	}
+	m.duration.With(o.model, o.op, errType).Record(o.ctx, now.Sub(o.start).Seconds())
+	if err == nil && o.responses > 0 {
+		m.ttft.With(o.model, o.op).Record(o.ctx, o.first.Sub(o.start).Seconds())
+		if out > 1 {
+			m.tpot.With(o.model, o.op).Record(o.ctx, now.Sub(o.first).Seconds()/float64(out-1))
+		}
+	}
+	if err == nil {
+		if in >= 0 {
+			m.tokens.With(o.model, o.op, "input").Record(o.ctx, float64(in))
+		}
+		if out >= 0 {
+			m.tokens.With(o.model, o.op, "output").Record(o.ctx, float64(out))
+		}
+	}
+	endSpan(o.span, err)
+}
+
+// usageReporter is implemented by the translators of text models: what
+// the model said of a request once it ended. in is -1 when the model did
+// not count the prompt.
+type usageReporter interface {
+	outcome() (finishReason string, in, out int)
+}
+
+// observedCall is a call whose responses its observation sees.
+type observedCall struct {
+	call
+	o *observation
+}
+
+func (c *observedCall) RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error) {
+	resp, err := c.call.RecvTick(ctx, tick)
+	if resp != nil {
+		c.o.response()
+	}
+	return resp, err
+}
+
+func (c *observedCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
+	resp, ok, err := c.call.TryRecv()
+	if resp != nil {
+		c.o.response()
+	}
+	return resp, ok, err
+}

@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
+)
+
+// collected returns the data of instrument name collected from rd (nil when
+// absent).
+func collected(t testing.TB, rd *sdkmetric.ManualReader, name string) metricdata.Aggregation {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := rd.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m.Data
+			}
+		}
+	}
+	return nil
+}
+
+// counterValue reads the series of counter name with attributes kv from
+// rd; a series not written yet is 0.
+func counterValue(t testing.TB, rd *sdkmetric.ManualReader, name string, kv ...attribute.KeyValue) int64 {
+	t.Helper()
+	want := attribute.NewSet(kv...)
+	sum, _ := collected(t, rd, name).(metricdata.Sum[int64])
+	for _, dp := range sum.DataPoints {
+		if dp.Attributes.Equals(&want) {
+			return dp.Value
+		}
+	}
+	return 0
+}
+
+// histogramCount is the count of the series of histogram name with
+// attributes kv (0 when absent).
+func histogramCount(t testing.TB, rd *sdkmetric.ManualReader, name string, kv ...attribute.KeyValue) uint64 {
+	t.Helper()
+	want := attribute.NewSet(kv...)
+	h, _ := collected(t, rd, name).(metricdata.Histogram[float64])
+	for _, dp := range h.DataPoints {
+		if dp.Attributes.Equals(&want) {
+			return dp.Count
+		}
+	}
+	return 0
+}
+
+// The token path (a response read through the observed call, its payload
+// sent and counted) allocates nothing, with the real metrics SDK and a
+// recording span; the request's GenAI metrics are recorded once it ends.
+func TestTokenPathDoesNotAllocate(t *testing.T) {
+	rd := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
+	defer mp.Shutdown(context.Background())
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	srv := newServer(nil, nil, &Options{MeterProvider: mp, TracerProvider: tp})
+	ctx, server := tp.Tracer("test").Start(context.Background(), "server")
+	defer server.End()
+
+	ob := srv.observe(ctx, &job{req: &pb.ModelInferRequest{ModelName: "m"}, op: opGenerate})
+	if !ob.span.IsRecording() {
+		t.Fatal("the upstream span does not record")
+	}
+	resp := cannedResponse(tensor.NewString("text_output", " word"))
+	c := ob.call(&cannedCall{resp: resp, n: 1 << 30})
+	out := &wsSink{emit: func([]byte) error { return nil }, events: srv.metrics.events.With("ws")}
+	payload := []byte(`{"text_output":" word"}`)
+	token := func() {
+		r, err := c.RecvTick(ctx, nil)
+		if r == nil || err != nil {
+			t.Fatalf("RecvTick: %v %v", r, err)
+		}
+		if err := out.send(payload); err != nil {
+			t.Fatal(err)
+		}
+		if r, ok, err := c.TryRecv(); r == nil || !ok || err != nil {
+			t.Fatalf("TryRecv: %v %v %v", r, ok, err)
+		}
+	}
+	token() // the first response: its event and time
+	if n := testing.AllocsPerRun(1000, token); n != 0 {
+		t.Errorf("%v allocations per two responses, want 0", n)
+	}
+	ob.end(nil, false, nil)
+
+	model := []attribute.KeyValue{attribute.String(attrModel, "m"), attribute.String(attrOperation, opGenerate)}
+	if n := histogramCount(t, rd, "gen_ai.server.time_to_first_token", model...); n != 1 {
+		t.Errorf("time to first token: %d observations, want 1", n)
+	}
+	if n := histogramCount(t, rd, "gen_ai.server.request.duration", model...); n != 1 {
+		t.Errorf("request duration without error.type: %d observations, want 1", n)
+	}
+	if n := counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "ws")); n < 1000 {
+		t.Errorf("%d events counted", n)
+	}
+}

@@ -167,6 +167,8 @@ func classifyUpstream(ue *upstream.Error) *httpError {
 		e.Status, e.Msg = http.StatusServiceUnavailable, "response queue overflowed: the client did not keep up"
 	case upstream.KindDeadline:
 		e.Status, e.Msg = http.StatusGatewayTimeout, "deadline exceeded"
+	case upstream.KindIdleTimeout:
+		e.Status, e.Msg = http.StatusGatewayTimeout, "upstream timeout: "+ue.Message
 	case upstream.KindCancelled:
 		e.Status, e.Msg = StatusClientClosed, "request cancelled"
 	case upstream.KindSequenceLost:

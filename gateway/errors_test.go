@@ -39,3 +39,14 @@ func TestClassifyModelErrors(t *testing.T) {
 		t.Errorf("draining: %+v", e)
 	}
 }
+
+// A target that went silent is a gateway timeout with its own code, which
+// the client sees as the status before the stream starts and as the error
+// event or frame's code after.
+func TestClassifyIdleTimeout(t *testing.T) {
+	e := classify(&upstream.Error{Kind: upstream.KindIdleTimeout, Code: codes.DeadlineExceeded, Message: "the target sent nothing for 1m0s"})
+	if e.Status != http.StatusGatewayTimeout || e.Code != "upstream_timeout" || e.RetryAfter ||
+		e.Msg != "upstream timeout: the target sent nothing for 1m0s" {
+		t.Errorf("idle timeout: %+v", e)
+	}
+}

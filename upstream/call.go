@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -33,6 +34,9 @@ type Call struct {
 	mode      atomic.Int32 // CancelMode in effect: inband, stream or none
 	delivered atomic.Bool  // a response was queued; no more failover
 	aborted   atomic.Bool  // ended by Cancel, ctx or Close: skip queued data
+	// progress counts the responses routed to the call (queued or
+	// coalesced); the idle watch reads it.
+	progress atomic.Uint64
 
 	mu        sync.Mutex
 	st        *stream // the stream the call was last placed on
@@ -41,6 +45,7 @@ type Call struct {
 	err       error // io.EOF or *Error; set once, before done closes
 	done      chan struct{}
 	stopWatch func() bool // stops the context.AfterFunc on Start's ctx
+	idle      *time.Timer // the idle watch (watchIdle), nil without one
 }
 
 // ID returns the upstream request id: unique within the Client, sent as
@@ -147,6 +152,9 @@ func (cl *Call) finishLocked(err error, abort bool) {
 	if abort {
 		cl.aborted.Store(true)
 	}
+	if cl.idle != nil {
+		cl.idle.Stop()
+	}
 	close(cl.done)
 	if cl.seq != nil {
 		cl.c.seqs.ended(cl.seq, err)
@@ -154,15 +162,20 @@ func (cl *Call) finishLocked(err error, abort bool) {
 }
 
 // abort ends the call early (Cancel, Start's ctx, Close) and cancels it
-// upstream if it was still on a stream.
-func (cl *Call) abort(err *Error) {
+// upstream if it was still on a stream. Responses still queued are
+// dropped.
+func (cl *Call) abort(err *Error) { cl.end(err, true) }
+
+// end ends the call with err and cancels it upstream if it was still on a
+// stream; with skip, Recv drops the responses still queued.
+func (cl *Call) end(err *Error, skip bool) {
 	cl.mu.Lock()
 	if cl.finished {
 		cl.mu.Unlock()
 		return
 	}
 	st := cl.st
-	cl.finishLocked(err, true)
+	cl.finishLocked(err, skip)
 	stop := cl.stopWatch
 	cl.stopWatch = nil
 	cl.mu.Unlock()
@@ -172,6 +185,39 @@ func (cl *Call) abort(err *Error) {
 	if st != nil {
 		st.removeAndCancel(cl)
 	}
+}
+
+// watchIdle ends the call with KindIdleTimeout, cancelling it upstream,
+// once it has received nothing for d: a timer looks every quarter of d
+// whether progress moved. d <= 0 watches nothing.
+func (cl *Call) watchIdle(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	step := max(d/4, time.Millisecond)
+	var seen atomic.Uint64 // progress at the last look
+	var quiet atomic.Int64 // how long progress has not moved, as looked
+	look := func() {
+		if n := cl.progress.Load(); n != seen.Load() {
+			seen.Store(n)
+			quiet.Store(0)
+		} else if time.Duration(quiet.Add(int64(step))) >= d {
+			cl.c.ctr.idleTimeouts.Add(1)
+			cl.end(newError(KindIdleTimeout, codes.DeadlineExceeded,
+				"the target sent nothing for "+d.String()), false)
+			return
+		}
+		cl.mu.Lock()
+		if !cl.finished {
+			cl.idle.Reset(step)
+		}
+		cl.mu.Unlock()
+	}
+	cl.mu.Lock()
+	if !cl.finished {
+		cl.idle = time.AfterFunc(step, look)
+	}
+	cl.mu.Unlock()
 }
 
 // watch ends the call when ctx ends.
@@ -230,7 +276,7 @@ func (c *Client) failover(cl *Call, from *target, why *Error, elsewhere bool) {
 	if err == nil {
 		defer release()
 	}
-	if err == nil && elsewhere && t == from {
+	if err == nil && ((elsewhere && t == from) || t.down.Load()) {
 		cl.finish(why, false) // nowhere else to go
 		return
 	}

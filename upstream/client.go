@@ -192,6 +192,9 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 		return nil, err
 	}
 	defer release()
+	if t.down.Load() {
+		return nil, errNoHealthy
+	}
 	if c.testHookPicked != nil {
 		c.testHookPicked(t)
 	}
@@ -250,6 +253,7 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 	}
 	c.ctr.started.Add(1)
 	cl.watch(ctx)
+	cl.watchIdle(c.opts.idleTimeout(req.GetModelName()))
 	return cl, nil
 }
 
@@ -269,9 +273,12 @@ func (c *Client) pickTarget(ctx context.Context, avoid *target) (t *target, rele
 }
 
 // pick returns the admitted target with the fewest outstanding requests,
-// preferring healthy ones and, when another exists, not avoid. While no
-// target is healthy every target is a candidate, so that a recovered
-// target is used at once and a dead one fails fast. The target is pinned
+// preferring healthy ones, then ones ejected only because a stream broke,
+// then ones whose last health check failed (down), and, when another
+// exists, not avoid. Every target is a candidate: metadata calls answer
+// from the cache of a down one, and a target ejected by a broken stream
+// is tried again at once; requests are not placed on a down target
+// (Start and failover refuse them). The target is pinned
 // (reap does not close it) until release is called. pick never blocks:
 // the readers' failover uses it.
 func (c *Client) pick(avoid *target) (t *target, release func(), err error) {
@@ -297,7 +304,9 @@ func (c *Client) pickBy(avoid *target, load func(*target) int64) (t *target, rel
 			}
 			// rank: healthy and not avoided first, then outstanding requests.
 			rank := 0
-			if !t.healthy.Load() {
+			if t.down.Load() {
+				rank += 4
+			} else if !t.healthy.Load() {
 				rank += 2
 			}
 			if t == avoid {

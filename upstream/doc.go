@@ -43,10 +43,19 @@
 // not. A real Triton's "server is shutting down" text ejects it at once. New streams to a target whose
 // streams keep breaking wait with exponential backoff. Targets are
 // health-checked with ServerReady and ejected and re-admitted; a target that
-// fails its check has its streams drained (no new requests, half-closed
-// once empty) so that its graceful stop does not wait for them. While no
-// target is healthy, requests are still tried on all of them so recovery is
-// seen at once.
+// fails its check is down: its streams are drained (no new requests,
+// half-closed once empty) so that its graceful stop does not wait for
+// them, and while every target is down Start fails at once with
+// KindUnavailable instead of waiting on a dead or hung target. A target
+// ejected only because a stream broke is still tried.
+//
+// Nothing waits on a hung target for long: a request that receives
+// nothing for Options.IdleTimeout (per model: ModelIdleTimeouts) ends with
+// KindIdleTimeout and is cancelled upstream; metadata calls are bounded by
+// MetadataTimeout and fall back to the last answer, which a down target's
+// metadata calls get at once; and keepalive pings close a connection that
+// has gone silent (Options.KeepaliveTime, which explains how this stays
+// within Triton's ping policy).
 //
 // # Sequences
 //
@@ -66,7 +75,9 @@
 // closing, dns re-resolution, reaping targets that left dns), two
 // goroutines per open stream, and one per refused request while its
 // target is rechecked and it is retried. Close stops and waits for all of
-// them. Client and Call methods are safe for concurrent use, except that
+// them. A call's idle watch is a timer (time.AfterFunc), not a goroutine:
+// it runs briefly every quarter of the idle timeout and is stopped when
+// the call ends. Client and Call methods are safe for concurrent use, except that
 // one Call's Recv must not be called from two goroutines at once.
 //
 // # Locks

@@ -39,6 +39,10 @@ const (
 	// stream went away after it started: the sequence's state is gone, and
 	// every request of it fails so until a new START.
 	KindSequenceLost
+	// KindIdleTimeout: the target sent nothing for the request for its
+	// idle timeout (Options.IdleTimeout); the request was cancelled
+	// upstream.
+	KindIdleTimeout
 )
 
 var kindNames = [...]string{
@@ -50,6 +54,7 @@ var kindNames = [...]string{
 	KindDeadline:     "deadline_exceeded",
 	KindRejected:     "rejected",
 	KindSequenceLost: "sequence_lost",
+	KindIdleTimeout:  "upstream_timeout",
 }
 
 // String returns the snake_case name of k, e.g. "upstream_unavailable".
@@ -164,6 +169,9 @@ func ctxError(ctx context.Context) *Error {
 var (
 	errCancelled = newError(KindCancelled, codes.Canceled, "cancelled by caller")
 	errTooSlow   = newError(KindTooSlow, codes.ResourceExhausted, "response queue full: consumer too slow")
+	// errNoHealthy refuses Start while health checks find no target
+	// ready.
+	errNoHealthy = newError(KindUnavailable, codes.Unavailable, "no healthy upstream target")
 	// errClosed ends the calls Close finds and refuses Start after it.
 	errClosed = newError(KindUnavailable, codes.Unavailable, "client closed")
 )

@@ -22,6 +22,7 @@ func TestKindNames(t *testing.T) {
 		KindTooSlow:     "too_slow",
 		KindDeadline:    "deadline_exceeded",
 		KindRejected:    "rejected",
+		KindIdleTimeout: "upstream_timeout",
 		Kind(99):        "unknown",
 	} {
 		if got := k.String(); got != want {
@@ -70,8 +71,18 @@ func TestErrorHelpers(t *testing.T) {
 func TestOptions(t *testing.T) {
 	o := (*Options)(nil).withDefaults()
 	if o.MaxStreamsPerTarget != 64 || o.MaxRequestsPerStream != 256 || o.QueueSize != 1024 || o.QueueBytes != 1<<20 ||
-		o.Cancel != CancelAuto || o.KeepaliveTime < 5*time.Minute || o.Logger == nil {
+		o.Cancel != CancelAuto || o.KeepaliveTime != 10*time.Second || o.KeepaliveTimeout != 5*time.Second ||
+		o.IdleTimeout != time.Minute || o.MetadataTimeout != 5*time.Second || o.Logger == nil {
 		t.Fatalf("defaults %+v", o)
+	}
+	// Without health checks nothing else is read from a quiet connection:
+	// keepalive then stays within a default Triton's ping policy (no ping
+	// more often than every 5m without data).
+	if o := (&Options{HealthInterval: -1}).withDefaults(); o.KeepaliveTime < 5*time.Minute {
+		t.Fatalf("keepalive without health checks %v", o.KeepaliveTime)
+	}
+	if o := (&Options{HealthInterval: time.Minute}).withDefaults(); o.KeepaliveTime < 5*time.Minute {
+		t.Fatalf("keepalive with rare health checks %v", o.KeepaliveTime)
 	}
 	if o.MaxStreamsPerTarget*o.MaxRequestsPerStream < 10000 {
 		t.Fatal("defaults cannot carry 10,000 requests to one target")

@@ -17,32 +17,60 @@ type infoCache struct {
 	server   *cache[*pb.ServerMetadataResponse]
 	metadata *cache[*pb.ModelMetadataResponse]
 	config   *cache[*pb.ModelConfig]
+	index    *cache[[]*pb.RepositoryIndexResponse_ModelIndex] // last answer only
 }
 
 func (ic *infoCache) init(ttl time.Duration) {
 	ic.server = newCache[*pb.ServerMetadataResponse](ttl)
 	ic.metadata = newCache[*pb.ModelMetadataResponse](ttl)
 	ic.config = newCache[*pb.ModelConfig](ttl)
+	ic.index = newCache[[]*pb.RepositoryIndexResponse_ModelIndex](-1)
 }
 
 func modelKey(name, version string) string { return name + "\x00" + version }
 
+// lookup answers one metadata question about t from c, asking t with
+// rpc, bounded by Options.MetadataTimeout, when c has no live answer. A
+// target whose last health check failed is not asked while c knows an
+// earlier answer, and an earlier answer stands in when asking fails
+// because t does not answer (see cache.get): a stopped target's metadata
+// stays readable, at once.
+func lookup[V any](ctx context.Context, t *target, c *cache[V], key string, rpc func(context.Context) (V, error)) (V, error) {
+	if t.down.Load() {
+		if v, ok := c.peek(key); ok {
+			return v, nil
+		}
+	}
+	return c.get(ctx, key, func(ctx context.Context) (V, error) {
+		ctx, cancel := context.WithTimeout(ctx, t.c.opts.MetadataTimeout)
+		defer cancel()
+		return rpc(ctx)
+	})
+}
+
 func (t *target) serverMetadata(ctx context.Context) (*pb.ServerMetadataResponse, error) {
-	return t.info.server.get(ctx, "", func(ctx context.Context) (*pb.ServerMetadataResponse, error) {
+	return lookup(ctx, t, t.info.server, "", func(ctx context.Context) (*pb.ServerMetadataResponse, error) {
 		return t.rpc.ServerMetadata(ctx, &pb.ServerMetadataRequest{})
 	})
 }
 
 func (t *target) modelMetadata(ctx context.Context, name, version string) (*pb.ModelMetadataResponse, error) {
-	return t.info.metadata.get(ctx, modelKey(name, version), func(ctx context.Context) (*pb.ModelMetadataResponse, error) {
+	return lookup(ctx, t, t.info.metadata, modelKey(name, version), func(ctx context.Context) (*pb.ModelMetadataResponse, error) {
 		return t.rpc.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: name, Version: version})
 	})
 }
 
 func (t *target) modelConfig(ctx context.Context, name, version string) (*pb.ModelConfig, error) {
-	return t.info.config.get(ctx, modelKey(name, version), func(ctx context.Context) (*pb.ModelConfig, error) {
+	return lookup(ctx, t, t.info.config, modelKey(name, version), func(ctx context.Context) (*pb.ModelConfig, error) {
 		r, err := t.rpc.ModelConfig(ctx, &pb.ModelConfigRequest{Name: name, Version: version})
 		return r.GetConfig(), err
+	})
+}
+
+func (t *target) repositoryIndex(ctx context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error) {
+	return lookup(ctx, t, t.info.index, "", func(ctx context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error) {
+		r, err := t.rpc.RepositoryIndex(ctx, &pb.RepositoryIndexRequest{})
+		return r.GetModels(), err
 	})
 }
 
@@ -71,10 +99,14 @@ func (c *Client) ServerLive(ctx context.Context) (bool, error) {
 }
 
 // ServerReady reports whether any target is ready, asking healthy targets
-// first. The error is the last target's when none answered.
+// first. The error is the last target's when none answered. A target that
+// answers ready is admitted, as by a health check.
 func (c *Client) ServerReady(ctx context.Context) (bool, error) {
 	return c.anyTarget(ctx, func(t *target) (bool, error) {
 		r, err := t.rpc.ServerReady(ctx, &pb.ServerReadyRequest{})
+		if r.GetReady() {
+			t.ready() // what a health check would find
+		}
 		return r.GetReady(), err
 	})
 }
@@ -140,7 +172,8 @@ func (c *Client) ModelReady(ctx context.Context, name, version string) (bool, er
 }
 
 // ModelMetadata returns a model's metadata from one target, cached per
-// target for Options.MetadataTTL. Errors from the target are gRPC status
+// target for Options.MetadataTTL (and served stale while the target is
+// down or does not answer, see Options.MetadataTTL). Errors from the target are gRPC status
 // errors (status.FromError gives the code, e.g. NotFound). The answer is
 // shared: do not modify it.
 func (c *Client) ModelMetadata(ctx context.Context, name, version string) (*pb.ModelMetadataResponse, error) {
@@ -165,15 +198,16 @@ func (c *Client) ModelConfig(ctx context.Context, name, version string) (*pb.Mod
 }
 
 // RepositoryIndex returns one target's model list, every model with its
-// state ("READY" for servable ones); not cached.
+// state ("READY" for servable ones). It asks the target each time; only
+// while the target is down or does not answer is its last answer given
+// instead. The answer is shared: do not modify it.
 func (c *Client) RepositoryIndex(ctx context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error) {
 	t, release, err := c.pickTarget(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	r, err := t.rpc.RepositoryIndex(ctx, &pb.RepositoryIndexRequest{})
-	return r.GetModels(), err
+	return t.repositoryIndex(ctx)
 }
 
 // ModelStatistics returns one target's statistics of a model version

@@ -103,18 +103,55 @@ type Options struct {
 
 	// MetadataTTL is how long ServerMetadata, ModelMetadata and ModelConfig
 	// answers are cached per target. Default 30s; negative disables caching
-	// (concurrent identical lookups are still shared).
+	// (concurrent identical lookups are still shared). Whatever the TTL,
+	// the last answer of every metadata call (RepositoryIndex included) is
+	// kept and served while its target is ejected, or when asking it again
+	// fails because the target is unavailable or does not answer within
+	// MetadataTimeout: a stopped target's models stay listed.
 	MetadataTTL time.Duration
+
+	// MetadataTimeout bounds one ServerMetadata, ModelMetadata,
+	// ModelConfig or RepositoryIndex call to a target. Default 5s.
+	MetadataTimeout time.Duration
+
+	// IdleTimeout ends a request for which the target has sent nothing
+	// (no response, not even its first) for this long, with
+	// KindIdleTimeout, and cancels it upstream: a hung target cannot hold
+	// a request forever. Silence is checked every quarter of the timeout,
+	// so a request ends between 1 and 1.25 times IdleTimeout after its
+	// last response. Default 60s; negative disables it.
+	IdleTimeout time.Duration
+
+	// ModelIdleTimeouts overrides IdleTimeout per model name, e.g. a long
+	// time to first token for a large model on a CPU; a negative value
+	// disables it for that model. Default none.
+	ModelIdleTimeouts map[string]time.Duration
 
 	// ResolveInterval is how often a "dns:///host:port" target is resolved
 	// again to follow replicas coming and going. Default 30s.
 	ResolveInterval time.Duration
 
-	// KeepaliveTime is the HTTP/2 keepalive ping interval. Default 6m: a
-	// default Triton strikes a client that pings more often than every 5m
-	// without data and closes it after two strikes. Negative disables
-	// keepalive pings.
-	KeepaliveTime time.Duration
+	// KeepaliveTime is how long a connection to a target with open
+	// streams may read nothing before the client pings it, and
+	// KeepaliveTimeout how long the ping may go unanswered before the
+	// connection is closed (its requests then fail over or end with
+	// KindUnavailable): a silent target is found within their sum.
+	//
+	// Default 10s when health checks run more often than that (the
+	// default), otherwise 6m; grpc raises anything below 10s to 10s.
+	// Negative disables keepalive pings. KeepaliveTimeout default 5s.
+	//
+	// Triton's ping policy (grpc core's defaults: at most one ping per 5m
+	// while the server sends no data, GOAWAY "too_many_pings" after two
+	// strikes) forgives every ping once the server sends data. A health
+	// check every HealthInterval (under 10s) is such data, and grpc pings
+	// only a connection that read nothing for KeepaliveTime, so a target
+	// that answers its health checks is never pinged at all; only a silent
+	// one is. Without frequent health checks, idle pooled streams would be
+	// pinged every KeepaliveTime, hence the 6m default then. streamgate's
+	// engine allows a ping every 10s, with or without streams.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
 
 	// StreamBackoff is the longest wait before a target whose last stream
 	// broke gets a new one; waits start at a tenth of it and double.
@@ -147,6 +184,15 @@ type Options struct {
 	Propagator propagation.TextMapPropagator
 }
 
+// idleTimeout is the idle timeout of model's requests; 0 means none.
+func (o *Options) idleTimeout(model string) time.Duration {
+	d, ok := o.ModelIdleTimeouts[model]
+	if !ok {
+		d = o.IdleTimeout
+	}
+	return max(d, 0)
+}
+
 // withDefaults returns a copy of o (nil allowed) with defaults filled in.
 func (o *Options) withDefaults() Options {
 	var c Options
@@ -177,8 +223,15 @@ func (o *Options) withDefaults() Options {
 	}
 	def(&c.IdleStreamTimeout, 60*time.Second)
 	def(&c.MetadataTTL, 30*time.Second)
+	def(&c.MetadataTimeout, 5*time.Second)
+	def(&c.IdleTimeout, 60*time.Second)
 	def(&c.ResolveInterval, 30*time.Second)
-	def(&c.KeepaliveTime, 6*time.Minute)
+	if c.HealthInterval > 0 && c.HealthInterval < 10*time.Second {
+		def(&c.KeepaliveTime, 10*time.Second)
+	} else {
+		def(&c.KeepaliveTime, 6*time.Minute)
+	}
+	def(&c.KeepaliveTimeout, 5*time.Second)
 	def(&c.StreamBackoff, time.Second)
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = math.MaxInt32

@@ -13,6 +13,7 @@ type counters struct {
 	overflows    atomic.Uint64
 	coalesced    atomic.Uint64
 	dropped      atomic.Uint64
+	idleTimeouts atomic.Uint64
 }
 
 // Stats is a snapshot of a Client for metrics: gauges (in flight, streams)
@@ -33,6 +34,7 @@ type Stats struct {
 	QueueOverflows uint64 // requests failed with KindTooSlow
 	Coalesced      uint64 // text deltas merged into a queued one (queue full)
 	Dropped        uint64 // responses for requests no longer waited for
+	IdleTimeouts   uint64 // requests ended with KindIdleTimeout
 }
 
 // TargetStats describes one target.
@@ -64,6 +66,7 @@ func (c *Client) Stats() Stats {
 		QueueOverflows: c.ctr.overflows.Load(),
 		Coalesced:      c.ctr.coalesced.Load(),
 		Dropped:        c.ctr.dropped.Load(),
+		IdleTimeouts:   c.ctr.idleTimeouts.Load(),
 	}
 	for _, t := range c.targetList() {
 		ts := TargetStats{

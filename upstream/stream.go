@@ -381,6 +381,7 @@ func (s *stream) route(m *pb.ModelStreamInferResponse) {
 				end, tooSlow = errTooSlow, true
 			} else {
 				cl.delivered.Store(true)
+				cl.progress.Add(1)
 				if merged {
 					s.t.c.ctr.coalesced.Add(1)
 					if !cl.coalesced.Swap(true) {

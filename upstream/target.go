@@ -32,6 +32,7 @@ type target struct {
 	outstanding atomic.Int64 // calls placed on this target's streams
 	sequences   atomic.Int64 // open sequences routed to this target (sequence.go)
 	healthy     atomic.Bool  // admitted by health checks
+	down        atomic.Bool  // the last health check failed: no new requests
 	removed     atomic.Bool  // gone from dns: no new calls, closed when drained
 	breaks      atomic.Int32 // consecutive stream failures, for backoff
 	breakGen    atomic.Int64 // bumped by each counted failure; see noteBreak
@@ -67,7 +68,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 	if o.KeepaliveTime > 0 {
 		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:    o.KeepaliveTime,
-			Timeout: 20 * time.Second,
+			Timeout: o.KeepaliveTimeout,
 		}))
 	}
 	dial = append(dial, grpc.WithChainUnaryInterceptor(c.injectUnary))
@@ -279,6 +280,13 @@ func (t *target) admit() {
 	}
 }
 
+// ready notes that t answered ServerReady with true: it is up and
+// admitted.
+func (t *target) ready() {
+	t.down.Store(false)
+	t.admit()
+}
+
 // noteBreak counts the failure of a stream created in generation gen
 // toward backoff. Streams that fail together (a connection dropping) were
 // created in the same generation and count once; the streams replacing them
@@ -296,13 +304,14 @@ func (t *target) check(ctx context.Context) {
 	r, err := t.rpc.ServerReady(ctx, &pb.ServerReadyRequest{})
 	switch {
 	case err == nil && r.GetReady():
-		t.admit()
+		t.ready()
 		return
 	case err == nil:
 		t.eject("server not ready")
 	default:
 		t.eject("ServerReady: " + err.Error())
 	}
+	t.down.Store(true)
 	// Not ready, or no new RPC gets through (a server that sent GOAWAY to
 	// stop gracefully refuses new RPCs while its open streams carry on):
 	// let the requests on its streams finish and half-close the streams,

@@ -84,6 +84,7 @@ func (c *Client) registerMetrics() (unregister func(), err error) {
 	overflows := counter("streamgate.upstream.queue_overflows", "{request}", "Requests failed because their consumer was too slow.")
 	coalesced := counter("streamgate.upstream.coalesced_responses", "{response}", "Text deltas merged into a queued one because their consumer fell behind.")
 	dropped := counter("streamgate.upstream.dropped_responses", "{response}", "Responses for requests no longer waited for.")
+	idle := counter("streamgate.upstream.idle_timeouts", "{request}", "Requests ended because the target sent nothing for the idle timeout.")
 	cancels := counter("streamgate.upstream.cancels", "{request}", "Requests cancelled upstream, by mechanism (inband, stream, none).")
 	if err != nil {
 		return nil, err
@@ -111,11 +112,12 @@ func (c *Client) registerMetrics() (unregister func(), err error) {
 		o.ObserveInt64(overflows, int64(st.QueueOverflows))
 		o.ObserveInt64(coalesced, int64(st.Coalesced))
 		o.ObserveInt64(dropped, int64(st.Dropped))
+		o.ObserveInt64(idle, int64(st.IdleTimeouts))
 		o.ObserveInt64(cancels, int64(st.CancelsInband), modes[0])
 		o.ObserveInt64(cancels, int64(st.CancelsStream), modes[1])
 		o.ObserveInt64(cancels, int64(st.CancelsNone), modes[2])
 		return nil
-	}, inFlight, streams, healthy, started, retries, breaks, overflows, coalesced, dropped, cancels)
+	}, inFlight, streams, healthy, started, retries, breaks, overflows, coalesced, dropped, idle, cancels)
 	if err != nil {
 		return nil, err
 	}

@@ -57,6 +57,8 @@ type GatewayFlags struct {
 	UpstreamQueue  int
 	HealthInterval time.Duration
 	HealthTimeout  time.Duration
+	IdleTimeout    time.Duration
+	ModelIdle      string // NAME=DURATION[,...]
 
 	// Requests and errors.
 	MaxBody    int64
@@ -108,6 +110,8 @@ func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
 	fs.IntVar(&f.UpstreamQueue, "upstream-queue", 1024, "responses buffered per request for its client; past it text deltas coalesce, other requests fail as too slow")
 	fs.DurationVar(&f.HealthInterval, "health-interval", 2*time.Second, "how often each upstream target is checked with ServerReady; negative disables checks")
 	fs.DurationVar(&f.HealthTimeout, "health-timeout", time.Second, "bound of one upstream health check (at most --health-interval)")
+	fs.DurationVar(&f.IdleTimeout, "upstream-idle-timeout", time.Minute, "end a request when upstream sends nothing for it this long (first response included): 504 upstream_timeout before its response started, an error event or frame after; negative disables")
+	fs.StringVar(&f.ModelIdle, "upstream-idle-timeout-model", "", "--upstream-idle-timeout per model, NAME=DURATION[,NAME=DURATION...] (e.g. stories110m=5m; negative disables it for that model)")
 	fs.Int64Var(&f.MaxBody, "max-body", 1<<20, "largest request body in bytes (413 beyond)")
 	fs.IntVar(&f.MaxStreams, "max-streams", 4096, "inference requests in flight through the gateway (503 beyond)")
 	fs.IntVar(&f.MaxPerConn, "max-streams-per-conn", 64, "inference requests in flight per client connection (429 beyond)")
@@ -216,12 +220,18 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	if f.Command == "gateway" && len(cfg.Upstream) == 0 {
 		return cfg, fmt.Errorf("--upstream: no targets")
 	}
+	modelIdle, err := parseDurations(g.ModelIdle)
+	if err != nil {
+		return cfg, fmt.Errorf("--upstream-idle-timeout-model: %w", err)
+	}
 	cfg.UpstreamOptions = &upstream.Options{
 		Cancel:              mode,
 		MaxStreamsPerTarget: g.StreamsPer,
 		QueueSize:           g.UpstreamQueue,
 		HealthInterval:      g.HealthInterval,
 		HealthTimeout:       g.HealthTimeout,
+		IdleTimeout:         g.IdleTimeout,
+		ModelIdleTimeouts:   modelIdle,
 	}
 	cfg.HTTPAddr = g.HTTP
 	cfg.Gateway = &gateway.Options{
@@ -268,6 +278,27 @@ func Backends() map[string]backend.Factory {
 	b := builtin.Backends()
 	b[llama2.BackendName] = llama2.New
 	return b
+}
+
+// parseDurations reads NAME=DURATION[,NAME=DURATION...].
+func parseDurations(s string) (map[string]time.Duration, error) {
+	var m map[string]time.Duration
+	for _, kv := range splitList(s) {
+		name, v, ok := strings.Cut(kv, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q: want NAME=DURATION", kv)
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", kv, err)
+		}
+		if m == nil {
+			m = map[string]time.Duration{}
+		}
+		m[name] = d
+	}
+	return m, nil
 }
 
 func splitList(s string) []string {

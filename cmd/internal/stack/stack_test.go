@@ -30,6 +30,7 @@ func TestFlagsReachOptions(t *testing.T) {
 		"--ws-skip-origin-check", "--health-timeout", "300ms", "--cancel", "stream", "--upstream-queue", "9",
 		"--max-streams", "11", "--max-streams-per-conn", "3", "--max-body", "1000", "--ws-max-in-flight", "5",
 		"--upstream-streams", "6", "--models", "/repo", "--grpc", "127.0.0.1:1", "--http", "127.0.0.1:2",
+		"--upstream-idle-timeout", "42s", "--upstream-idle-timeout-model", "big=5m, off=-1s",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -54,8 +55,15 @@ func TestFlagsReachOptions(t *testing.T) {
 	case strings.Join(g.WebSocketOriginPatterns, "|") != "app.example.com|*.example.org" || !g.WebSocketSkipOriginCheck:
 		t.Errorf("origins %q skip %v", g.WebSocketOriginPatterns, g.WebSocketSkipOriginCheck)
 	case u.HealthInterval != 5*time.Second || u.HealthTimeout != 300*time.Millisecond || u.Cancel != upstream.CancelStream ||
-		u.QueueSize != 9 || u.MaxStreamsPerTarget != 6:
+		u.QueueSize != 9 || u.MaxStreamsPerTarget != 6 || u.IdleTimeout != 42*time.Second ||
+		len(u.ModelIdleTimeouts) != 2 || u.ModelIdleTimeouts["big"] != 5*time.Minute || u.ModelIdleTimeouts["off"] != -time.Second:
 		t.Errorf("upstream %+v", u)
+	}
+	for _, bad := range []string{"big", "=5m", "big=soon"} {
+		f, _ := Parse("gateway", []string{"--upstream-idle-timeout-model", bad}, io.Discard)
+		if _, err := f.Config(nil); err == nil || !strings.Contains(err.Error(), "--upstream-idle-timeout-model") {
+			t.Errorf("--upstream-idle-timeout-model %q: %v", bad, err)
+		}
 	}
 
 	if _, err := Parse("gateway", []string{"--cancel", "sometimes"}, io.Discard); err != nil {

@@ -1,0 +1,367 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// TestIdleWatch drives one call's idle watch on a fake clock: it ends the
+// call between 1 and 1.25 idle timeouts after its last response, never
+// while responses keep coming, and not at all once the call has ended.
+func TestIdleWatch(t *testing.T) {
+	const idle = time.Second
+	newCall := func() *Call {
+		return &Call{c: &Client{}, q: newRespQueue(), done: make(chan struct{})}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCall()
+		start := time.Now()
+		cl.watchIdle(idle)
+		for range 10 { // a response every 0.9 idle: never quiet for long enough
+			time.Sleep(idle * 9 / 10)
+			cl.progress.Add(1)
+		}
+		last := time.Now()
+		<-cl.Done()
+		quiet := time.Since(last)
+		wantKind(t, cl.err, KindIdleTimeout)
+		if quiet < idle || quiet > idle*5/4 || last.Sub(start) != 9*time.Second {
+			t.Errorf("ended %v after the last response (%v after the start)", quiet, time.Since(start))
+		}
+		if n := cl.c.ctr.idleTimeouts.Load(); n != 1 {
+			t.Errorf("idle timeouts counted: %d", n)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCall()
+		start := time.Now()
+		cl.watchIdle(idle)
+		<-cl.Done()
+		if took := time.Since(start); took != idle {
+			t.Errorf("a call that never answered ended after %v", took)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCall()
+		cl.watchIdle(idle)
+		cl.finish(io.EOF, false)
+		time.Sleep(10 * idle)
+		synctest.Wait()
+		if cl.err != io.EOF || cl.c.ctr.idleTimeouts.Load() != 0 {
+			t.Errorf("ended call: err %v, idle timeouts %d", cl.err, cl.c.ctr.idleTimeouts.Load())
+		}
+	})
+}
+
+// TestIdleTimeout: a target that takes requests and never answers. Each
+// request ends with KindIdleTimeout after its model's idle timeout and is
+// cancelled upstream in-band; a model with a longer override keeps
+// running meanwhile.
+func TestIdleTimeout(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	se := &silentEngine{received: make(chan string, 100)}
+	pb.RegisterGRPCInferenceServiceServer(srv, se)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(lis)
+	}()
+	defer func() {
+		srv.Stop()
+		<-served
+	}()
+	c := newTestClient(t, []string{lis.Addr().String()}, &Options{HealthInterval: -1,
+		IdleTimeout: 100 * time.Millisecond, ModelIdleTimeouts: map[string]time.Duration{"slow": time.Hour}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	slowReq := repeatN(0, 1, 0)
+	slowReq.ModelName = "slow"
+	slow, err := c.Start(ctx, slowReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Start(ctx, repeatN(0, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = readAll(ctx, cl)
+	e := wantKind(t, err, KindIdleTimeout)
+	if e.Code != codes.DeadlineExceeded || e.Message != "the target sent nothing for 100ms" {
+		t.Errorf("error %+v", e)
+	}
+	select {
+	case <-slow.Done():
+		t.Fatal("the call with a one-hour idle timeout ended")
+	default:
+	}
+	var ids []string
+	for range 3 { // both requests and the cancel of the one that timed out
+		ids = append(ids, <-se.received)
+	}
+	want := []string{cl.ID(), cl.ID(), slow.ID()}
+	slices.Sort(ids)
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Errorf("the target received %v; want both requests and the cancel of %s", ids, cl.ID())
+	}
+	if s := c.Stats(); s.IdleTimeouts != 1 || s.CancelsInband != 1 || s.InFlight != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestDownTarget stops the only engine: once a health check has failed,
+// requests are refused at once instead of waiting for a dead target, and
+// its metadata, model list and configs are still answered from the last
+// answers. A new engine on the address is used again.
+func TestDownTarget(t *testing.T) {
+	e := startEngine(t, "")
+	c := newTestClient(t, []string{e.addr}, &Options{HealthInterval: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type answers struct {
+		server *pb.ServerMetadataResponse
+		model  *pb.ModelMetadataResponse
+		config *pb.ModelConfig
+		index  []*pb.RepositoryIndexResponse_ModelIndex
+	}
+	ask := func() (a answers, err error) {
+		var errs [4]error
+		a.server, errs[0] = c.ServerMetadata(ctx)
+		a.model, errs[1] = c.ModelMetadata(ctx, "repeat_int32", "")
+		a.config, errs[2] = c.ModelConfig(ctx, "repeat_int32", "")
+		a.index, errs[3] = c.RepositoryIndex(ctx)
+		return a, errors.Join(errs[:]...)
+	}
+	before, err := ask()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.stop()
+	waitFor(t, 5*time.Second, "the failed health check", func() bool { return c.targetList()[0].down.Load() })
+	_, err = c.Start(ctx, repeatN(0, 1, 0))
+	if err != errNoHealthy {
+		t.Fatalf("Start on a down target: %v", err)
+	}
+	after, err := ask()
+	if err != nil {
+		t.Fatalf("metadata of a down target: %v", err)
+	}
+	if after.server != before.server || after.model != before.model || after.config != before.config ||
+		len(after.index) == 0 || &after.index[0] != &before.index[0] {
+		t.Error("a down target's metadata is not its last answer")
+	}
+	if _, err := c.ModelMetadata(ctx, "square_int32", ""); status.Code(err) != codes.Unavailable {
+		t.Errorf("metadata never fetched, of a down target: %v", err)
+	}
+
+	startEngine(t, e.addr)
+	waitFor(t, 5*time.Second, "re-admission", func() bool { return !c.targetList()[0].down.Load() })
+	cl, err := c.Start(ctx, repeatN(5, 2, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := readAll(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRepeat(t, rs, 5, 2)
+}
+
+// hangingEngine answers metadata like an engine until hang is set; then
+// every call waits for its deadline.
+type hangingEngine struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	hang atomic.Bool
+}
+
+func (h *hangingEngine) wait(ctx context.Context) error {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
+}
+
+func (h *hangingEngine) ModelMetadata(ctx context.Context, r *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, err
+	}
+	return &pb.ModelMetadataResponse{Name: r.GetName()}, nil
+}
+
+func (h *hangingEngine) RepositoryIndex(ctx context.Context, _ *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, err
+	}
+	return &pb.RepositoryIndexResponse{Models: []*pb.RepositoryIndexResponse_ModelIndex{{Name: "m", State: "READY"}}}, nil
+}
+
+// TestMetadataTimeout: a target that stops answering (still connected,
+// health checks off). Metadata calls end after MetadataTimeout, with the
+// last answer where there is one.
+func TestMetadataTimeout(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	he := &hangingEngine{}
+	pb.RegisterGRPCInferenceServiceServer(srv, he)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(lis)
+	}()
+	defer func() {
+		srv.Stop()
+		<-served
+	}()
+	c := newTestClient(t, []string{lis.Addr().String()}, &Options{HealthInterval: -1, MetadataTTL: -1, MetadataTimeout: 50 * time.Millisecond})
+	ctx := context.Background() // no deadline: only MetadataTimeout can end the calls
+	md, err := c.ModelMetadata(ctx, "m", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := c.RepositoryIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	he.hang.Store(true)
+	if got, err := c.ModelMetadata(ctx, "m", ""); got != md || err != nil {
+		t.Errorf("ModelMetadata of a hung target = %v, %v; want the last answer", got, err)
+	}
+	if got, err := c.RepositoryIndex(ctx); err != nil || len(got) != 1 || got[0] != index[0] {
+		t.Errorf("RepositoryIndex of a hung target = %v, %v; want the last answer", got, err)
+	}
+	if _, err := c.ModelMetadata(ctx, "other", ""); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("ModelMetadata never answered before = %v, want DeadlineExceeded", err)
+	}
+	he.hang.Store(false)
+	if got, err := c.ModelMetadata(ctx, "m", ""); err != nil || got == md {
+		t.Errorf("after the target recovered: %v, %v; want a new answer", got, err)
+	}
+}
+
+// freezer is a TCP proxy to one address that can stop passing bytes
+// without closing anything, as a stopped (SIGSTOP) or partitioned peer
+// does.
+type freezer struct {
+	lis    net.Listener
+	to     string
+	frozen chan struct{} // closed by freeze
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newFreezer(t *testing.T, to string) *freezer {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{lis: lis, to: to, frozen: make(chan struct{})}
+	f.wg.Go(f.accept)
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *freezer) addr() string { return f.lis.Addr().String() }
+func (f *freezer) freeze()      { close(f.frozen) }
+
+func (f *freezer) accept() {
+	for {
+		in, err := f.lis.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", f.to)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		f.mu.Lock()
+		f.conns = append(f.conns, in, out)
+		f.mu.Unlock()
+		f.wg.Go(func() { f.pipe(out, in) })
+		f.wg.Go(func() { f.pipe(in, out) })
+	}
+}
+
+// pipe copies src to dst until either closes, or until the freeze; then
+// it reads on, dropping what it reads.
+func (f *freezer) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		select {
+		case <-f.frozen:
+			continue
+		default:
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+func (f *freezer) close() {
+	f.lis.Close()
+	f.mu.Lock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+// TestSilentPeer freezes the connection to the engine in the middle of a
+// request, with the idle timeout off: keepalive finds the silent peer
+// (KeepaliveTime, default 10s with health checks, plus KeepaliveTimeout)
+// and the request ends with KindUnavailable instead of hanging.
+func TestSilentPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for keepalive, about 11s")
+	}
+	t.Parallel()
+	e := startEngine(t, "")
+	f := newFreezer(t, e.addr)
+	c := newTestClient(t, []string{f.addr()}, &Options{HealthInterval: 100 * time.Millisecond,
+		IdleTimeout: -1, KeepaliveTimeout: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := c.Start(ctx, repeatDelays(0, []uint32{0, 600_000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.freeze()
+	_, err = readAll(ctx, cl)
+	wantKind(t, err, KindUnavailable)
+	if !c.targetList()[0].down.Load() {
+		t.Error("the silent target is not down")
+	}
+}

@@ -71,6 +71,8 @@ func codeForStatus(st int) string {
 		return "unavailable"
 	case http.StatusGatewayTimeout:
 		return "deadline_exceeded"
+	case http.StatusRequestTimeout:
+		return "request_timeout"
 	}
 	return "internal"
 }
@@ -105,6 +107,7 @@ func classify(err error) *httpError {
 		se  *jsonobj.SyntaxError
 		oe  *openai.RequestError
 		mbe *http.MaxBytesError
+		be  *bodyError
 	)
 	switch {
 	case errors.As(err, &he):
@@ -121,6 +124,8 @@ func classify(err error) *httpError {
 	case errors.As(err, &mbe):
 		return &httpError{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large",
 			Msg: "request body too large: the limit is " + strconv.FormatInt(mbe.Limit, 10) + " bytes"}
+	case errors.As(err, &be):
+		return be.classify()
 	case errors.Is(err, textmodel.ErrNotText):
 		return &httpError{Status: http.StatusBadRequest, Code: "model_not_supported", Msg: err.Error(), Param: "model"}
 	case errors.Is(err, errClientGone), errors.Is(err, context.Canceled):
@@ -163,8 +168,8 @@ func classifyUpstream(ue *upstream.Error) *httpError {
 		e.Status, e.Msg, e.RetryAfter = http.StatusServiceUnavailable, "upstream unavailable", true
 	case upstream.KindRejected:
 		e.Status, e.Msg, e.RetryAfter = http.StatusServiceUnavailable, "upstream at capacity", true
-	case upstream.KindTooSlow:
-		e.Status, e.Msg = http.StatusServiceUnavailable, "response queue overflowed: the client did not keep up"
+	case upstream.KindTooSlow: // the client's fault: it did not read
+		e.Status, e.Msg = StatusClientClosed, "response queue overflowed: the client did not keep up"
 	case upstream.KindDeadline:
 		e.Status, e.Msg = http.StatusGatewayTimeout, "deadline exceeded"
 	case upstream.KindIdleTimeout:
@@ -242,6 +247,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, f errorForma
 	e := s.logError(r.Context(), r, err)
 	if e.Status == StatusClientClosed {
 		return
+	}
+	if e.Status == http.StatusRequestTimeout {
+		w.Header().Set("Connection", "close") // what is left of the body is not read
 	}
 	s.setRetryAfter(w, e)
 	writeJSON(w, e.Status, f(e))

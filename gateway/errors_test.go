@@ -1,7 +1,13 @@
 package gateway
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/streamgate/streamgate/upstream"
@@ -48,5 +54,33 @@ func TestClassifyIdleTimeout(t *testing.T) {
 	if e.Status != http.StatusGatewayTimeout || e.Code != "upstream_timeout" || e.RetryAfter ||
 		e.Msg != "upstream timeout: the target sent nothing for 1m0s" {
 		t.Errorf("idle timeout: %+v", e)
+	}
+}
+
+// Faults of the client are the client's: a body too slow is 408, one cut
+// short or a connection lost mid-upload 499 (nothing is written), bad
+// framing 400, and a client that does not read its responses 499 with
+// code too_slow. None is a 5xx.
+func TestClassifyClientFaults(t *testing.T) {
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+		msg    string
+	}{
+		{&bodyError{fmt.Errorf("read: %w", os.ErrDeadlineExceeded)}, 408, "request_timeout", "the request body arrived too slowly"},
+		{&bodyError{io.ErrUnexpectedEOF}, StatusClientClosed, "cancelled", "the client went away during the upload"},
+		{&bodyError{reset}, StatusClientClosed, "cancelled", "the client went away during the upload"},
+		{&bodyError{errors.New("invalid byte in chunk length")}, 400, "bad_request", "malformed request body: invalid byte in chunk length"},
+		{&bodyError{&http.MaxBytesError{Limit: 10}}, 413, "request_too_large", "request body too large: the limit is 10 bytes"},
+		{errClientGone, StatusClientClosed, "cancelled", "request cancelled"},
+		{&upstream.Error{Kind: upstream.KindTooSlow, Code: codes.ResourceExhausted}, StatusClientClosed, "too_slow",
+			"response queue overflowed: the client did not keep up"},
+	} {
+		e := classify(tc.err)
+		if e.Status != tc.status || e.Code != tc.code || e.Msg != tc.msg {
+			t.Errorf("%v: %d %s %q, want %d %s %q", tc.err, e.Status, e.Code, e.Msg, tc.status, tc.code, tc.msg)
+		}
 	}
 }

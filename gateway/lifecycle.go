@@ -179,6 +179,10 @@ func (s *Server) noteEnd(protocol string, err error) {
 		return
 	}
 	if ue, ok := upstream.AsError(err); ok {
+		if ue.Kind == upstream.KindTooSlow { // the client's fault, not upstream's
+			s.metrics.slowClient.With(protocol).Inc()
+			return
+		}
 		s.metrics.upstream.With(ue.Kind.String()).Inc()
 	}
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -57,15 +56,6 @@ func (l *limiter) acquire(conn string) (release func(), err error) {
 			}
 		})
 	}, nil
-}
-
-// readBody reads the request body, at most max bytes (a larger body gives
-// an *http.MaxBytesError).
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
-	if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
-		return nil, &httpError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Msg: "unsupported Content-Encoding " + strconv.Quote(enc) + ": only identity is accepted"}
-	}
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 }
 
 // idSource makes response ids: a random per-process prefix and a counter.

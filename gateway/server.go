@@ -31,6 +31,15 @@ type Options struct {
 	// Default 1 MiB.
 	MaxBodyBytes int64
 
+	// BodyTimeout and BodyMinRate bound how long a request body may take
+	// to arrive: BodyTimeout, plus one second per BodyMinRate bytes
+	// received. A body slower than that gets 408 and its connection is
+	// closed, so that clients trickling bodies cannot hold connections.
+	// Defaults 10s and 16 KiB/s (a full 1 MiB body may take 74s); a
+	// negative BodyTimeout disables the deadline.
+	BodyTimeout time.Duration
+	BodyMinRate int64
+
 	// MaxStreams limits the inference requests in flight through this
 	// gateway (streams, non-streaming requests and WebSocket requests
 	// alike); beyond it requests get 503 with Retry-After. Default 4096.
@@ -124,6 +133,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 1 << 20
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = 10 * time.Second
+	}
+	if c.BodyMinRate <= 0 {
+		c.BodyMinRate = 16 << 10
 	}
 	if c.MaxStreams <= 0 {
 		c.MaxStreams = 4096

@@ -51,6 +51,7 @@ type gatewayMetrics struct {
 	events     *metrics.Counter // protocol
 	rejected   *metrics.Counter // reason
 	clientGone *metrics.Counter // protocol
+	slowClient *metrics.Counter // protocol
 	upstream   *metrics.Counter // kind
 
 	// GenAI semantic conventions, by model and operation.
@@ -68,7 +69,8 @@ func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
 		events:     r.Counter("streamgate.gateway.stream_events", "{event}", "Events written to SSE streams and WebSocket data frames, by protocol.", "protocol"),
 		rejected:   r.Counter("streamgate.gateway.rejected", "{request}", "Inference requests refused before reaching upstream, by reason.", "reason"),
 		clientGone: r.Counter("streamgate.gateway.client_gone", "{request}", "Requests cancelled upstream because the client went away or cancelled, by protocol.", "protocol"),
-		upstream:   r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind.", "kind"),
+		slowClient: r.Counter("streamgate.gateway.slow_clients", "{request}", "Requests ended because their client did not read its responses fast enough, by protocol.", "protocol"),
+		upstream:   r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind (a client too slow for its responses counts in slow_clients instead).", "kind"),
 
 		ttft: r.Histogram("gen_ai.server.time_to_first_token", "s",
 			"Time from the gateway taking a request to its first response, for successful requests.",

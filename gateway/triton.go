@@ -143,7 +143,7 @@ func (s *Server) generateJob(ctx context.Context, model, version string, body []
 
 // tritonJob reads a generate route's body into a job of form f.
 func (s *Server) tritonJob(w http.ResponseWriter, r *http.Request, f form) (*job, error) {
-	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
 	if cfg.GetModelTransactionPolicy().GetDecoupled() {
 		return errDecoupledHTTP
 	}
-	body, err := readInferBody(w, r, s.opts.MaxBodyBytes)
+	body, err := s.readInferBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -53,19 +53,21 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
 }
 
 // readInferBody reads a body in any Content-Encoding Triton's /infer
-// takes (identity, gzip, deflate), at most max bytes before and after
-// decompression; any other is 501 with Accept-Encoding, as in Triton.
-func readInferBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+// takes (identity, gzip, deflate), at most Options.MaxBodyBytes before and
+// after decompression, within readBody's deadline; any other encoding is
+// 501 with Accept-Encoding, as in Triton.
+func (s *Server) readInferBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	max := s.opts.MaxBodyBytes
 	enc := r.Header.Get("Content-Encoding")
 	switch enc {
 	case "", "identity":
-		return readBody(w, r, max)
+		return s.readBody(w, r)
 	case "gzip", "deflate":
 	default: // as Triton answers it
 		w.Header().Set("Accept-Encoding", "gzip, deflate")
 		return nil, &httpError{Status: http.StatusNotImplemented, Code: "unimplemented", Msg: "Unsupported compression type"}
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	raw, err := s.readRaw(w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +159,7 @@ func (s *Server) modelStats(w http.ResponseWriter, r *http.Request) error {
 // repositoryIndex is POST /v2/repository/index: every model upstream
 // knows, or with {"ready":true} the ready ones.
 func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}

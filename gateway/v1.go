@@ -93,7 +93,7 @@ func streamForm(stream bool) form {
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}

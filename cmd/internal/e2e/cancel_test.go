@@ -184,4 +184,12 @@ func TestSlowSSEReaderBesideFastOnes(t *testing.T) {
 	}
 	t.Logf("slow stream: %d events, then %s", n, last)
 	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
+	// The client's fault, not upstream's.
+	if got := s.metricValue(t, `streamgate_gateway_slow_clients_total{protocol="sse"}`); got != 1 {
+		t.Errorf("slow clients counted: %v", got)
+	}
+	if got := s.metricValue(t, `streamgate_gateway_upstream_errors_total{kind="too_slow"}`); got != 0 {
+		t.Errorf("a slow client counted as an upstream error: %v", got)
+	}
+	noServerFaults(t, s)
 }

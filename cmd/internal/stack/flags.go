@@ -61,10 +61,12 @@ type GatewayFlags struct {
 	ModelIdle      string // NAME=DURATION[,...]
 
 	// Requests and errors.
-	MaxBody    int64
-	MaxStreams int
-	MaxPerConn int
-	RetryAfter time.Duration
+	MaxBody     int64
+	BodyTimeout time.Duration
+	BodyMinRate int64
+	MaxStreams  int
+	MaxPerConn  int
+	RetryAfter  time.Duration
 
 	// Event streams.
 	SSEKeepalive    time.Duration
@@ -113,6 +115,8 @@ func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
 	fs.DurationVar(&f.IdleTimeout, "upstream-idle-timeout", time.Minute, "end a request when upstream sends nothing for it this long (first response included): 504 upstream_timeout before its response started, an error event or frame after; negative disables")
 	fs.StringVar(&f.ModelIdle, "upstream-idle-timeout-model", "", "--upstream-idle-timeout per model, NAME=DURATION[,NAME=DURATION...] (e.g. stories110m=5m; negative disables it for that model)")
 	fs.Int64Var(&f.MaxBody, "max-body", 1<<20, "largest request body in bytes (413 beyond)")
+	fs.DurationVar(&f.BodyTimeout, "body-timeout", 10*time.Second, "how long a request body may take to arrive, plus what --body-min-rate allows for its size (408 and the connection closed beyond); negative disables")
+	fs.Int64Var(&f.BodyMinRate, "body-min-rate", 16<<10, "bytes per second a request body must arrive at, beyond --body-timeout")
 	fs.IntVar(&f.MaxStreams, "max-streams", 4096, "inference requests in flight through the gateway (503 beyond)")
 	fs.IntVar(&f.MaxPerConn, "max-streams-per-conn", 64, "inference requests in flight per client connection (429 beyond)")
 	fs.DurationVar(&f.RetryAfter, "retry-after", time.Second, "Retry-After sent with 429 and 503 answers (rounded up to seconds)")
@@ -236,6 +240,8 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	cfg.HTTPAddr = g.HTTP
 	cfg.Gateway = &gateway.Options{
 		MaxBodyBytes:      g.MaxBody,
+		BodyTimeout:       g.BodyTimeout,
+		BodyMinRate:       g.BodyMinRate,
 		MaxStreams:        g.MaxStreams,
 		MaxStreamsPerConn: g.MaxPerConn,
 		RetryAfter:        g.RetryAfter,

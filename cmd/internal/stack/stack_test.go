@@ -31,6 +31,7 @@ func TestFlagsReachOptions(t *testing.T) {
 		"--max-streams", "11", "--max-streams-per-conn", "3", "--max-body", "1000", "--ws-max-in-flight", "5",
 		"--upstream-streams", "6", "--models", "/repo", "--grpc", "127.0.0.1:1", "--http", "127.0.0.1:2",
 		"--upstream-idle-timeout", "42s", "--upstream-idle-timeout-model", "big=5m, off=-1s",
+		"--body-timeout", "4s", "--body-min-rate", "100",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,8 @@ func TestFlagsReachOptions(t *testing.T) {
 		t.Errorf("engine %+v at %s, http %s", cfg.Engine, cfg.EngineAddr, cfg.HTTPAddr)
 	case len(cfg.Upstream) != 0:
 		t.Errorf("serve's upstream is its engine, got %v", cfg.Upstream)
-	case g.RetryAfter != 3*time.Second || g.MaxStreams != 11 || g.MaxStreamsPerConn != 3 || g.MaxBodyBytes != 1000:
+	case g.RetryAfter != 3*time.Second || g.MaxStreams != 11 || g.MaxStreamsPerConn != 3 || g.MaxBodyBytes != 1000 ||
+		g.BodyTimeout != 4*time.Second || g.BodyMinRate != 100:
 		t.Errorf("gateway %+v", g)
 	case g.SSE.KeepAlive != -time.Second || g.SSE.WriteTimeout != 7*time.Second:
 		t.Errorf("sse %+v", g.SSE)

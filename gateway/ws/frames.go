@@ -5,7 +5,11 @@
 // "type". The client sends "generate", "chat.completions", "completions"
 // and "cancel"; the server answers "data" frames (with a per-id seq from
 // 0) and exactly one terminal frame per id: "done" (reason "final" or
-// "cancelled") or "error". Start with NewSession: the gateway accepts the
+// "cancelled") or "error". A frame the session refuses without it being a
+// request's end (a duplicate of a running id, a cancel of an id not
+// running) gets an "error" frame that names the id inside its "error"
+// object only (RefusalFrame), never as its "id": a running request with
+// that id goes on. Start with NewSession: the gateway accepts the
 // socket and runs one Session per connection, giving it a Handler that
 // runs one request.
 //
@@ -47,6 +51,7 @@ const (
 const (
 	CodeBadRequest      = "bad_request"
 	CodeDuplicateID     = "duplicate_id"
+	CodeUnknownID       = "unknown_id"
 	CodeTooManyRequests = "too_many_requests"
 	CodeUnavailable     = "unavailable"
 
@@ -203,8 +208,21 @@ func DoneFrame(id, reason string) []byte {
 }
 
 // ErrorFrame is {"type":"error","id":id,"error":{"code":code,"message":msg}},
-// without "id" when id is "".
+// without "id" when id is "": the terminal frame of request id, or the
+// refusal of a frame that names no valid id.
 func ErrorFrame(id, code, msg string) []byte {
+	return errorFrame(id, "", code, msg)
+}
+
+// RefusalFrame is {"type":"error","error":{"code":code,"message":msg,"id":about}}:
+// the refusal of a frame naming id about that must not read as the end of
+// a request with that id (a duplicate of a running id, a cancel of an id
+// not running).
+func RefusalFrame(about, code, msg string) []byte {
+	return errorFrame("", about, code, msg)
+}
+
+func errorFrame(id, about, code, msg string) []byte {
 	b := []byte(`{"type":"error",`)
 	if id != "" {
 		b = append(b, `"id":`...)
@@ -215,5 +233,9 @@ func ErrorFrame(id, code, msg string) []byte {
 	b = jsonstr.Append(b, code)
 	b = append(b, `,"message":`...)
 	b = jsonstr.Append(b, msg)
+	if about != "" {
+		b = append(b, `,"id":`...)
+		b = jsonstr.Append(b, about)
+	}
 	return append(b, "}}"...)
 }

@@ -237,6 +237,7 @@ func TestSessionSequenceLimits(t *testing.T) {
 	send(t, c, `{"type":"sequence.start","id":"e","model":"m","body":{"big":"0123456789"}}`)
 	expect("error e chunk_too_large: a chunk holds at most 16 bytes")
 	send(t, c, `{"type":"cancel","id":"nothing"}`)
+	expect("error  unknown_id: no request with id nothing is running")
 	send(t, c, `{"type":"sequence.start","id":"f","model":"m","body":{}}`)
 	send(t, c, `{"type":"cancel","id":"f"}`)
 	expect("done f cancelled")

@@ -229,10 +229,14 @@ func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []by
 	switch req.Type {
 	case TypeCancel:
 		s.mu.Lock()
-		if r, ok := s.active[req.ID]; ok {
+		r, ok := s.active[req.ID]
+		if ok {
 			r.cancel(errCancelled)
 		}
-		s.mu.Unlock() // cancels of unknown or finished ids are ignored
+		s.mu.Unlock()
+		if !ok { // never started, or ended already (its terminal is sent or on its way)
+			s.enqueue(ctx, RefusalFrame(req.ID, CodeUnknownID, "no request with id "+req.ID+" is running"))
+		}
 		return
 	case TypeSequenceData, TypeSequenceEnd:
 		s.addChunk(ctx, req.ID, Chunk{Body: req.Body, End: req.Type == TypeSequenceEnd})
@@ -243,7 +247,7 @@ func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []by
 	var refuse []byte
 	switch {
 	case s.active[req.ID] != nil:
-		refuse = ErrorFrame("", CodeDuplicateID, "request id "+req.ID+" is already active")
+		refuse = RefusalFrame(req.ID, CodeDuplicateID, "request id "+req.ID+" is already active")
 	case s.draining:
 		refuse = ErrorFrame(req.ID, CodeUnavailable, "server is shutting down")
 	case len(s.active) >= s.opts.MaxInFlight:
@@ -291,16 +295,17 @@ func (s *Session) handleBinary(ctx context.Context, data []byte) {
 }
 
 // refuseFrame answers a frame the session refuses. An error naming a
-// running id would read as its terminal, so the id goes into the message.
+// running id would read as its terminal, so a refusal names it in its
+// message and as error.id instead (RefusalFrame).
 func (s *Session) refuseFrame(ctx context.Context, fe *FrameError) {
 	s.mu.Lock()
 	_, busy := s.active[fe.ID]
 	s.mu.Unlock()
+	f := ErrorFrame(fe.ID, fe.Code, fe.Message)
 	if busy {
-		fe.Message = "request " + fe.ID + ": " + fe.Message
-		fe.ID = ""
+		f = RefusalFrame(fe.ID, fe.Code, "request "+fe.ID+": "+fe.Message)
 	}
-	s.enqueue(ctx, ErrorFrame(fe.ID, fe.Code, fe.Message))
+	s.enqueue(ctx, f)
 }
 
 // addChunk queues c for the open sequence id, without waiting: a chunk

@@ -81,6 +81,7 @@ func TestServerFrames(t *testing.T) {
 		{string(DoneFrame("a1", ReasonFinal)), `{"type":"done","id":"a1","reason":"final"}`},
 		{string(ErrorFrame("a1", "not_found", "no model")), `{"type":"error","id":"a1","error":{"code":"not_found","message":"no model"}}`},
 		{string(ErrorFrame("", "bad_request", "x")), `{"type":"error","error":{"code":"bad_request","message":"x"}}`},
+		{string(RefusalFrame("a\"1", "duplicate_id", "x")), `{"type":"error","error":{"code":"duplicate_id","message":"x","id":"a\"1"}}`},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %s, want %s", tc.got, tc.want)
@@ -136,6 +137,7 @@ type frame struct {
 	Error  *struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		ID      string `json:"id"` // refusals: the id the refused frame named
 	} `json:"error"`
 }
 
@@ -199,10 +201,18 @@ func TestSessionManyRequestsSomeCancelled(t *testing.T) {
 	send(t, c, `{"type":"cancel","id":"unknown"}`)
 	seqs := map[string]uint64{}
 	terminals := map[string]frame{}
-	for len(terminals) < n {
+	refused := 0
+	for len(terminals) < n || refused == 0 {
 		f, err := read(t, c)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if f.ID == "" { // a refusal, not a terminal
+			if f.Type != "error" || f.Error.Code != CodeUnknownID || f.Error.ID != "unknown" || refused > 0 {
+				t.Fatalf("unexpected frame %+v", f)
+			}
+			refused++
+			continue
 		}
 		if _, done := terminals[f.ID]; done {
 			t.Fatalf("frame after terminal for %s: %+v", f.ID, f)
@@ -251,19 +261,19 @@ func TestSessionLimitsAndBadFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`error  duplicate_id request id hold1 is already active`,
-		`error x3 too_many_requests too many requests in flight on this socket`,
-		`error  bad_request frame needs an 'id': a non-empty string of at most 256 bytes`,
-		`error  bad_request request hold1: unknown frame type 'bogus'`,
+		`error  duplicate_id(hold1) request id hold1 is already active`,
+		`error x3 too_many_requests() too many requests in flight on this socket`,
+		`error  bad_request() frame needs an 'id': a non-empty string of at most 256 bytes`,
+		`error  bad_request(hold1) request hold1: unknown frame type 'bogus'`,
 		// Binary frames carry sequence chunks, after a header.
-		`error  bad_request a binary frame starts with a JSON header of at most 1024 bytes and a newline`,
+		`error  bad_request() a binary frame starts with a JSON header of at most 1024 bytes and a newline`,
 	}
 	for _, w := range want {
 		f, err := read(t, c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := fmt.Sprintf("%s %s %s %s", f.Type, f.ID, f.Error.Code, f.Error.Message); got != w {
+		if got := fmt.Sprintf("%s %s %s(%s) %s", f.Type, f.ID, f.Error.Code, f.Error.ID, f.Error.Message); got != w {
 			t.Fatalf("got %q, want %q", got, w)
 		}
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -158,11 +159,29 @@ func TestWebSocketErrorsScopedToID(t *testing.T) {
 		{`{"type":"generate","id":"e3","model":"repeat_int32","body":{"IN":[1],"DELAY":[1,2],"WAIT":0}}`, `{"type":"error","id":"e3","error":{"code":"model_error","message":"expected IN and DELAY shape to match, got [1] and [2]"}}`},
 		{`{"type":"completions","id":"e4","body":{"model":"echo","prompt":"x","tools":[1]}}`, `{"type":"error","id":"e4","error":{"code":"unknown_parameter","message":"Unrecognized request argument supplied: tools"}}`},
 		{`not json`, `{"type":"error","error":{"code":"bad_request","message":"invalid frame: failed to parse the request JSON buffer: invalid character 'o' in literal null (expecting 'u') at line 1, column 2 (offset 1)"}}`},
+		// A cancel of an id that is not running is refused, naming the id
+		// inside "error": no terminal for an id that may have had one.
+		{`{"type":"cancel","id":"e9"}`, `{"type":"error","error":{"code":"unknown_id","message":"no request with id e9 is running","id":"e9"}}`},
 	} {
 		wsSend(t, c, tc.frame)
 		_, raw, err := wsRead(t, c)
 		if err != nil || string(raw) != tc.want {
 			t.Errorf("%s\n got %s %v\nwant %s", tc.frame, raw, err, tc.want)
+		}
+	}
+	// A duplicate of a running id is refused the same way: the running
+	// request goes on to its own terminal.
+	wsSend(t, c, `{"type":"generate","id":"d1","model":"repeat_int32","body":{"IN":[1,2],"DELAY":[0,300],"WAIT":0}}`)
+	if f, raw, err := wsRead(t, c); err != nil || f.Type != "data" || f.ID != "d1" {
+		t.Fatalf("d1: %s %v", raw, err)
+	}
+	wsSend(t, c, `{"type":"generate","id":"d1","model":"square_int32","body":{"IN":1}}`)
+	if _, raw, err := wsRead(t, c); err != nil || string(raw) != `{"type":"error","error":{"code":"duplicate_id","message":"request id d1 is already active","id":"d1"}}` {
+		t.Fatalf("duplicate: %s %v", raw, err)
+	}
+	for _, want := range []string{"data", "done"} {
+		if f, raw, err := wsRead(t, c); err != nil || f.Type != want || f.ID != "d1" {
+			t.Fatalf("d1 after its duplicate: %s %v, want %s", raw, err, want)
 		}
 	}
 	c.Close(websocket.StatusNormalClosure, "")
@@ -175,7 +194,12 @@ func TestWebSocketRefusesOtherSubprotocols(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.CloseNow()
-	if _, _, err := c.Read(t.Context()); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
-		t.Fatalf("read: %v, want close 1008", err)
+	// The socket is closed at once, with the reason, before the client
+	// sends anything: a browser page sees both in its close event, which
+	// a refused handshake would not give it.
+	_, _, err = c.Read(t.Context())
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != "the client must speak streamgate.v1" {
+		t.Fatalf("read: %v, want close 1008 naming the subprotocol", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -233,12 +234,8 @@ func (s *Server) Handler() http.Handler { return s.router }
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(s.instrument)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, []byte(`{"error":"Not Found"}`))
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"Method Not Allowed"}`))
-	})
+	r.NotFound(s.noRoute)
+	r.MethodNotAllowed(s.noRoute)
 
 	r.Method(http.MethodGet, "/", playground.Handler())
 	r.Get("/healthz", s.healthz)
@@ -268,4 +265,33 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v1/models/{id}", openAI(s.getModel))
 	r.Get("/v1/ws", triton(s.websocket))
 	return r
+}
+
+// noRoute answers a request that no route takes, in the error format of
+// the API its path belongs to (OpenAI's under /v1, Triton's elsewhere):
+// 405 with Allow when the path has routes for other methods, else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	f := tritonErrors
+	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+		f = openAIErrors
+	}
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if s.router.Match(chi.NewRouteContext(), m, path) {
+			allowed = append(allowed, m)
+		}
+	}
+	e := &httpError{Status: http.StatusNotFound, Code: "not_found",
+		Msg: "no route for " + r.Method + " " + r.URL.Path}
+	if len(allowed) > 0 {
+		list := strings.Join(allowed, ", ")
+		w.Header().Set("Allow", list)
+		e.Status, e.Code = http.StatusMethodNotAllowed, "method_not_allowed"
+		e.Msg = "method " + r.Method + " is not allowed on " + r.URL.Path + " (allowed: " + list + ")"
+	}
+	writeJSON(w, e.Status, f(e))
 }

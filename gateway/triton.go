@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/streamgate/streamgate/gateway/generate"
@@ -49,7 +50,23 @@ func mustMarshal(v any) []byte {
 }
 
 func modelParams(r *http.Request) (model, version string) {
-	return chi.URLParam(r, "model"), chi.URLParam(r, "version")
+	return urlParam(r, "model"), urlParam(r, "version")
+}
+
+// urlParam is the decoded path parameter key. chi matches the escaped
+// path when the request has one that differs from the default encoding
+// (r.URL.RawPath, e.g. for %2F), and its parameters are then still
+// escaped; otherwise it matches the decoded path. Decoding here makes
+// "a%2Fb" the model "a/b" as "a%00b" is "a\x00b".
+func urlParam(r *http.Request, key string) string {
+	v := chi.URLParam(r, key)
+	if r.URL.RawPath == "" {
+		return v
+	}
+	if d, err := url.PathUnescape(v); err == nil {
+		return d
+	}
+	return v
 }
 
 func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) error {

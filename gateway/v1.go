@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -149,7 +148,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
-	id := chi.URLParam(r, "id")
+	id := urlParam(r, "id")
 	if _, err := s.textModel(r.Context(), id); err != nil {
 		if errors.Is(err, textmodel.ErrNotText) {
 			err = &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model", Msg: "The model '" + id + "' is not a text model", Err: err}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -134,5 +135,58 @@ func TestMetadataAndHealth(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, `streamgate_gateway_http_requests_total{code="404",route="/v2/models/{model}"} 1`) ||
 		!strings.Contains(body, "streamgate_upstream_requests_total ") {
 		t.Errorf("GET /metrics = %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// A model name is decoded the same way whatever it escapes: %2F is a
+// slash in the name as %00 is a NUL, on /v2 and /v1 alike.
+func TestEscapedModelNames(t *testing.T) {
+	s := newStack(t, nil)
+	for _, tc := range []struct{ path, want string }{
+		{"/v2/models/a%2Fb", `{"error":"Request for unknown model: 'a/b' is not found"}`},
+		{"/v2/models/a%00b", `{"error":"Request for unknown model: 'a\u0000b' is not found"}`},
+		{"/v2/models/a%2Fb%20c/versions/1", `{"error":"Request for unknown model: 'a/b c' version 1 is not found"}`},
+		{"/v1/models/a%2Fb", `{"error":{"message":"The model 'a/b' does not exist","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
+	} {
+		resp, body := s.get(t, tc.path)
+		if resp.StatusCode != 404 || body != tc.want {
+			t.Errorf("GET %s = %d %s, want 404 %s", tc.path, resp.StatusCode, body, tc.want)
+		}
+	}
+	resp, body := s.post(t, "/v2/models/repeat%5Fint32/generate", `{"IN":[7],"DELAY":[0],"WAIT":0}`)
+	if resp.StatusCode != 200 || body != `{"model_name":"repeat_int32","model_version":"1","OUT":7,"IDX":0}` {
+		t.Errorf("escaped name of a real model: %d %s", resp.StatusCode, body)
+	}
+}
+
+// A request no route takes is answered in its API's error shape: 405
+// with Allow when the path exists for other methods, else 404.
+func TestNoRoute(t *testing.T) {
+	s := newStack(t, nil)
+	c := httpClient(t)
+	for _, tc := range []struct{ method, path, allow, want string }{
+		{"GET", "/v2/models/repeat_int32/generate", "POST", `{"error":"method GET is not allowed on /v2/models/repeat_int32/generate (allowed: POST)"}`},
+		{"DELETE", "/v2/models/repeat_int32", "GET", `{"error":"method DELETE is not allowed on /v2/models/repeat_int32 (allowed: GET)"}`},
+		{"GET", "/v2/nothing", "", `{"error":"no route for GET /v2/nothing"}`},
+		{"GET", "/v1/chat/completions", "POST", `{"error":{"message":"method GET is not allowed on /v1/chat/completions (allowed: POST)","type":"invalid_request_error","param":null,"code":"method_not_allowed"}}`},
+		{"POST", "/v1/models", "GET", `{"error":{"message":"method POST is not allowed on /v1/models (allowed: GET)","type":"invalid_request_error","param":null,"code":"method_not_allowed"}}`},
+		{"POST", "/v1/responses", "", `{"error":{"message":"no route for POST /v1/responses","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+		{"GET", "/v1", "", `{"error":{"message":"no route for GET /v1","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+	} {
+		req, _ := http.NewRequest(tc.method, s.url+tc.path, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status := 404
+		if tc.allow != "" {
+			status = 405
+		}
+		if resp.StatusCode != status || resp.Header.Get("Allow") != tc.allow || string(body) != tc.want ||
+			resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s = %d Allow %q %s\nwant %d Allow %q %s", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"), body, status, tc.allow, tc.want)
+		}
 	}
 }

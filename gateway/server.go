@@ -74,6 +74,14 @@ type Options struct {
 	// false: cross-origin browser pages are refused.
 	WebSocketSkipOriginCheck bool
 
+	// CORSOrigins are the origins whose browser pages may call the HTTP
+	// routes (CORS; /v1/ws has WebSocketOriginPatterns instead), as
+	// path.Match patterns of the Origin header or of its host[:port]:
+	// "https://app.example.com", "*.example.org", "*". Preflights are
+	// answered on every route. Default none: no CORS headers, and
+	// preflights get 405.
+	CORSOrigins []string
+
 	// ChatTemplate is the default chat template source (Go text/template,
 	// see openai.Template). Default openai.DefaultTemplate.
 	ChatTemplate string
@@ -233,7 +241,7 @@ func (s *Server) Handler() http.Handler { return s.router }
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.instrument)
+	r.Use(s.instrument, s.cors)
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.noRoute)
 
@@ -271,10 +279,6 @@ func (s *Server) routes() chi.Router {
 // the API its path belongs to (OpenAI's under /v1, Triton's elsewhere):
 // 405 with Allow when the path has routes for other methods, else 404.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
-	f := tritonErrors
-	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
-		f = openAIErrors
-	}
 	path := r.URL.RawPath
 	if path == "" {
 		path = r.URL.Path
@@ -293,5 +297,15 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		e.Status, e.Code = http.StatusMethodNotAllowed, "method_not_allowed"
 		e.Msg = "method " + r.Method + " is not allowed on " + r.URL.Path + " (allowed: " + list + ")"
 	}
-	writeJSON(w, e.Status, f(e))
+	writeJSON(w, e.Status, pathErrors(r)(e))
+}
+
+// pathErrors is the error format of the API r's path belongs to, for
+// answers given before a route is known: OpenAI's under /v1, else
+// Triton's.
+func pathErrors(r *http.Request) errorFormat {
+	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+		return openAIErrors
+	}
+	return tritonErrors
 }

@@ -87,6 +87,9 @@ type GatewayFlags struct {
 	WSChunkRate     float64
 	WSSequenceQueue int
 	WSSequenceIdle  time.Duration
+
+	// Browsers on other origins.
+	CORSOrigins string
 }
 
 func (f *EngineFlags) register(fs *flag.FlagSet, withMetrics bool) {
@@ -125,6 +128,7 @@ func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
 	fs.IntVar(&f.WSMaxInFlight, "ws-max-in-flight", 64, "requests in flight per WebSocket (too_many_requests beyond)")
 	fs.StringVar(&f.WSOrigins, "ws-origins", "", "cross-origin hosts allowed to open /v1/ws, comma-separated patterns (e.g. app.example.com,*.example.org); empty allows the same origin only")
 	fs.BoolVar(&f.WSSkipOriginCheck, "ws-skip-origin-check", false, "accept WebSockets from any origin (unsafe for browsers with credentials)")
+	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated patterns of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 	fs.DurationVar(&f.WSWriteTimeout, "ws-write-timeout", 30*time.Second, "bound of writing one WebSocket frame; past it the socket is dropped")
 	fs.DurationVar(&f.WSStallTimeout, "ws-stall-timeout", 10*time.Second, "how long a frame may wait for a full send queue before the socket is closed with 1008")
 	fs.DurationVar(&f.WSPingInterval, "ws-ping-interval", 30*time.Second, "interval of WebSocket pings; negative disables them")
@@ -261,6 +265,7 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		},
 		WebSocketOriginPatterns:  splitList(g.WSOrigins),
 		WebSocketSkipOriginCheck: g.WSSkipOriginCheck,
+		CORSOrigins:              splitList(g.CORSOrigins),
 		ChatTemplates:            ChatTemplates(),
 		UnloadedModels:           UnloadedModels(),
 	}

@@ -31,7 +31,7 @@ func TestFlagsReachOptions(t *testing.T) {
 		"--max-streams", "11", "--max-streams-per-conn", "3", "--max-body", "1000", "--ws-max-in-flight", "5",
 		"--upstream-streams", "6", "--models", "/repo", "--grpc", "127.0.0.1:1", "--http", "127.0.0.1:2",
 		"--upstream-idle-timeout", "42s", "--upstream-idle-timeout-model", "big=5m, off=-1s",
-		"--body-timeout", "4s", "--body-min-rate", "100",
+		"--body-timeout", "4s", "--body-min-rate", "100", "--cors-origins", "https://a.example, *.b.example",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +56,8 @@ func TestFlagsReachOptions(t *testing.T) {
 		t.Errorf("ws %+v", g.WebSocket)
 	case strings.Join(g.WebSocketOriginPatterns, "|") != "app.example.com|*.example.org" || !g.WebSocketSkipOriginCheck:
 		t.Errorf("origins %q skip %v", g.WebSocketOriginPatterns, g.WebSocketSkipOriginCheck)
+	case strings.Join(g.CORSOrigins, "|") != "https://a.example|*.b.example":
+		t.Errorf("cors origins %q", g.CORSOrigins)
 	case u.HealthInterval != 5*time.Second || u.HealthTimeout != 300*time.Millisecond || u.Cancel != upstream.CancelStream ||
 		u.QueueSize != 9 || u.MaxStreamsPerTarget != 6 || u.IdleTimeout != 42*time.Second ||
 		len(u.ModelIdleTimeouts) != 2 || u.ModelIdleTimeouts["big"] != 5*time.Minute || u.ModelIdleTimeouts["off"] != -time.Second:

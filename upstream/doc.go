@@ -43,11 +43,13 @@
 // not. A real Triton's "server is shutting down" text ejects it at once. New streams to a target whose
 // streams keep breaking wait with exponential backoff. Targets are
 // health-checked with ServerReady and ejected and re-admitted; a target that
-// fails its check is down: its streams are drained (no new requests,
-// half-closed once empty) so that its graceful stop does not wait for
-// them, and while every target is down Start fails at once with
-// KindUnavailable instead of waiting on a dead or hung target. A target
-// ejected only because a stream broke is still tried.
+// fails its check has its streams drained (no new requests, half-closed
+// once empty) so that its graceful stop does not wait for them. One whose
+// check got no answer at all (connection refused, or no reply within
+// HealthTimeout) is down: while every target is down Start fails at once
+// with KindUnavailable instead of waiting on a dead or hung target. A
+// target that answers "not ready", or was ejected only because a stream
+// broke, is still tried: it refuses what it cannot serve itself.
 //
 // Nothing waits on a hung target for long: a request that receives
 // nothing for Options.IdleTimeout (per model: ModelIdleTimeouts) ends with

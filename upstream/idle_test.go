@@ -351,7 +351,7 @@ func TestSilentPeer(t *testing.T) {
 		IdleTimeout: -1, KeepaliveTimeout: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := c.Start(ctx, repeatDelays(0, []uint32{0, 600_000}))
+	cl, err := c.Start(ctx, repeatDelays(0, []uint32{0, 60_000}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,12 +100,16 @@ func (c *Client) ServerLive(ctx context.Context) (bool, error) {
 
 // ServerReady reports whether any target is ready, asking healthy targets
 // first. The error is the last target's when none answered. A target that
-// answers ready is admitted, as by a health check.
+// answers is no longer down, and one that answers ready is admitted, as
+// by a health check.
 func (c *Client) ServerReady(ctx context.Context) (bool, error) {
 	return c.anyTarget(ctx, func(t *target) (bool, error) {
 		r, err := t.rpc.ServerReady(ctx, &pb.ServerReadyRequest{})
+		if err == nil {
+			t.down.Store(false) // it answers, as a health check would find
+		}
 		if r.GetReady() {
-			t.ready() // what a health check would find
+			t.ready()
 		}
 		return r.GetReady(), err
 	})

@@ -32,7 +32,7 @@ type target struct {
 	outstanding atomic.Int64 // calls placed on this target's streams
 	sequences   atomic.Int64 // open sequences routed to this target (sequence.go)
 	healthy     atomic.Bool  // admitted by health checks
-	down        atomic.Bool  // the last health check failed: no new requests
+	down        atomic.Bool  // the last health check got no answer: no new requests
 	removed     atomic.Bool  // gone from dns: no new calls, closed when drained
 	breaks      atomic.Int32 // consecutive stream failures, for backoff
 	breakGen    atomic.Int64 // bumped by each counted failure; see noteBreak
@@ -307,11 +307,15 @@ func (t *target) check(ctx context.Context) {
 		t.ready()
 		return
 	case err == nil:
+		// It answers: it refuses what it cannot serve itself (a Triton
+		// with one model stalled serves the others).
+		t.down.Store(false)
 		t.eject("server not ready")
 	default:
+		// No answer (refused, or none within HealthTimeout): down.
+		t.down.Store(true)
 		t.eject("ServerReady: " + err.Error())
 	}
-	t.down.Store(true)
 	// Not ready, or no new RPC gets through (a server that sent GOAWAY to
 	// stop gracefully refuses new RPCs while its open streams carry on):
 	// let the requests on its streams finish and half-close the streams,

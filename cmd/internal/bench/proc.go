@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,67 +13,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/streamgate/streamgate/cmd/internal/procstat"
 )
-
-// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
-// 100 on every Linux architecture Go supports.
-const clockTicks = 100
-
-// procCPU returns the user+system CPU seconds pid has used, from
-// /proc/<pid>/stat.
-func procCPU(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseStatCPU(b)
-}
-
-// parseStatCPU reads utime and stime (fields 14 and 15) from a
-// /proc/<pid>/stat line. The command name (field 2) may hold spaces and
-// parentheses, so fields are counted after its last ')'.
-func parseStatCPU(b []byte) (float64, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("malformed /proc stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); utime is field 14, stime field 15.
-	if len(f) < 13 {
-		return 0, errors.New("short /proc stat")
-	}
-	u, err1 := strconv.ParseUint(f[11], 10, 64)
-	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return float64(u+s) / clockTicks, nil
-}
-
-// procRSS returns pid's resident set size in bytes (VmRSS).
-func procRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseVmRSS(b)
-}
-
-func parseVmRSS(b []byte) (int64, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) < 1 {
-				break
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, errors.New("no VmRSS")
-}
 
 // selfCPU returns the CPU seconds (user+system) this process has used.
 func selfCPU() float64 {
@@ -217,7 +158,7 @@ func (m *monitor) serverCPU() (float64, bool) {
 	}
 	var sum float64
 	for _, pid := range m.pids {
-		c, err := procCPU(pid)
+		c, err := procstat.CPU(pid)
 		if err != nil {
 			return 0, false
 		}
@@ -232,7 +173,7 @@ func (m *monitor) rss() (int64, bool) {
 	}
 	var sum int64
 	for _, pid := range m.pids {
-		r, err := procRSS(pid)
+		r, err := procstat.RSS(pid)
 		if err != nil {
 			return 0, false
 		}

@@ -1,0 +1,38 @@
+package procstat
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestParseStatCPU(t *testing.T) {
+	// comm with spaces and a ')'; utime 250, stime 150 ticks.
+	line := "1234 (my (odd) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 150 0 0 20 0 8 0 100 1000000 200 18446744073709551615"
+	got, err := parseStatCPU([]byte(line))
+	if err != nil || got != 4 {
+		t.Errorf("parseStatCPU = %v, %v; want 4", got, err)
+	}
+	if _, err := parseStatCPU([]byte("garbage")); err == nil {
+		t.Error("no error for garbage")
+	}
+	if c, err := CPU(os.Getpid()); err != nil || c < 0 {
+		t.Errorf("CPU(self) = %v, %v", c, err)
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	got, err := parseVmRSS([]byte("Name:\tx\nVmPeak:\t  2000 kB\nVmRSS:\t  1500 kB\n"))
+	if err != nil || got != 1500*1024 {
+		t.Errorf("parseVmRSS = %v, %v", got, err)
+	}
+	if _, err := parseVmRSS([]byte("Name:\tx\n")); err == nil {
+		t.Error("no error without VmRSS")
+	}
+	if r, err := RSS(os.Getpid()); err != nil || r <= 0 {
+		t.Errorf("RSS(self) = %v, %v", r, err)
+	}
+}

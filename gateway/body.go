@@ -28,16 +28,23 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 // they came.
 func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body := io.Reader(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	var lift func() error
 	if s.opts.BodyTimeout > 0 {
 		rc := http.NewResponseController(w)
 		dr := &deadlineReader{r: body, rc: rc, start: time.Now(), base: s.opts.BodyTimeout, rate: s.opts.BodyMinRate}
 		if err := dr.extend(); err == nil {
-			defer rc.SetReadDeadline(time.Time{})
 			body = dr
+			lift = func() error { return rc.SetReadDeadline(time.Time{}) }
 		}
 		// else the connection cannot take deadlines (a test recorder)
 	}
 	b, err := io.ReadAll(body)
+	if err == nil && lift != nil {
+		lift()
+	}
+	// A body that failed keeps its deadline: net/http then gives up
+	// reading its rest at once and closes the connection, instead of
+	// waiting for a trickling client.
 	if err != nil {
 		// A failed read also cancels the request's context: only a
 		// context ended otherwise says that the client went away.

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,67 +53,7 @@ func noServerFaults(t *testing.T, s *testStack) {
 // that outlives the body deadline is not cut by it.
 func TestSlowBodiesClosed(t *testing.T) {
 	s := newStack(t, &gateway.Options{BodyTimeout: 300 * time.Millisecond})
-	const n = 200
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			c, err := net.Dial("tcp", s.addr)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(2 * time.Minute)) // the test's own bound, never reached
-			path := "/v2/models/repeat_int32/generate"
-			if i%2 == 1 {
-				path = "/v1/completions"
-			}
-			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", path)
-			stop := make(chan struct{})
-			var trickle sync.WaitGroup
-			trickle.Go(func() { // one byte every 50ms until answered
-				tk := time.NewTicker(50 * time.Millisecond)
-				defer tk.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-tk.C:
-						if _, err := c.Write([]byte(" ")); err != nil {
-							return
-						}
-					}
-				}
-			})
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err == nil {
-				body, _ := io.ReadAll(resp.Body)
-				want := `{"error":"the request body arrived too slowly"}`
-				if i%2 == 1 {
-					want = `{"error":{"message":"the request body arrived too slowly","type":"invalid_request_error","param":null,"code":"request_timeout"}}`
-				}
-				if resp.StatusCode != http.StatusRequestTimeout || !resp.Close || string(body) != want {
-					t.Errorf("%s: %d close=%v %s", path, resp.StatusCode, resp.Close, body)
-				}
-				// The server closes the connection: reading ends.
-				_, err = c.Read(make([]byte, 1))
-				if err != io.EOF {
-					t.Errorf("%s: the connection stayed open: %v", path, err)
-				}
-			} else {
-				t.Errorf("%s: %v", path, err)
-			}
-			close(stop)
-			trickle.Wait()
-		})
-	}
-	wg.Wait()
-	for _, route := range []string{"/v2/models/{model}/generate", "/v1/completions"} {
-		if got := s.metricValue(t, `streamgate_gateway_http_requests_total{route="`+route+`",code="408"}`); got != n/2 {
-			t.Errorf("%s: %v 408s counted, want %d", route, got, n/2)
-		}
-	}
-
+	slowBodies(t, s.url, s.addr, 200)
 	// Three events 200ms apart: the stream outlives the body deadline.
 	resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", `{"IN":[1,2,3],"DELAY":[200,200,200],"WAIT":0}`)
 	if resp.StatusCode != 200 || len(events(t, body)) != 3 {

@@ -13,6 +13,13 @@
 // every route is documented, and every response the tests read is checked
 // against it.
 //
+// faults_test.go is the fault-injection suite: `streamgate engine` and
+// `streamgate gateway` built and run as processes, the engine stopped
+// (SIGSTOP) and resumed under SSE, WebSocket and unary load, a request
+// that would wedge a model, a 1 MB prompt (the engine's CPU time read from
+// /proc), and clients trickling their bodies; clientfaults_test.go checks
+// that each fault of a client is counted as the client's.
+//
 // The package has no code outside its tests. The tests that need a tool
 // skip when it is not installed, unless STREAMGATE_REQUIRE_E2E=1 (nginx,
 // chromium) or STREAMGATE_REQUIRE_NODE=1 (node and the npm package) is

@@ -145,7 +145,7 @@ func TestEscapedModelNames(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/v2/models/a%2Fb", `{"error":"Request for unknown model: 'a/b' is not found"}`},
 		{"/v2/models/a%00b", `{"error":"Request for unknown model: 'a\u0000b' is not found"}`},
-		{"/v2/models/a%2Fb%20c/versions/1", `{"error":"Request for unknown model: 'a/b c' version 1 is not found"}`},
+		{"/v2/models/a%2Fb%20c/versions/1", `{"error":"Request for unknown model: 'a/b c' is not found"}`},
 		{"/v1/models/a%2Fb", `{"error":{"message":"The model 'a/b' does not exist","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
 	} {
 		resp, body := s.get(t, tc.path)

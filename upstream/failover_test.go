@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"github.com/streamgate/streamgate/engine"
@@ -254,23 +253,9 @@ func (s *silentEngine) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStre
 // TestStreamNeverAnswers: the target accepts requests on the stream and
 // never answers them. Calls end with KindDeadline and are cancelled in-band.
 func TestStreamNeverAnswers(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	se := &silentEngine{received: make(chan string, 100)}
-	pb.RegisterGRPCInferenceServiceServer(srv, se)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(lis)
-	}()
-	defer func() {
-		srv.Stop()
-		<-served
-	}()
-	c := newTestClient(t, []string{lis.Addr().String()}, &Options{HealthInterval: -1})
+	addr := serveFake(t, se)
+	c := newTestClient(t, []string{addr}, &Options{HealthInterval: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	cl, err := c.Start(ctx, repeatN(0, 1, 0))

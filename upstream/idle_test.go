@@ -12,7 +12,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -72,23 +71,9 @@ func TestIdleWatch(t *testing.T) {
 // cancelled upstream in-band; a model with a longer override keeps
 // running meanwhile.
 func TestIdleTimeout(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	se := &silentEngine{received: make(chan string, 100)}
-	pb.RegisterGRPCInferenceServiceServer(srv, se)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(lis)
-	}()
-	defer func() {
-		srv.Stop()
-		<-served
-	}()
-	c := newTestClient(t, []string{lis.Addr().String()}, &Options{HealthInterval: -1,
+	addr := serveFake(t, se)
+	c := newTestClient(t, []string{addr}, &Options{HealthInterval: -1,
 		IdleTimeout: 100 * time.Millisecond, ModelIdleTimeouts: map[string]time.Duration{"slow": time.Hour}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -218,23 +203,9 @@ func (h *hangingEngine) RepositoryIndex(ctx context.Context, _ *pb.RepositoryInd
 // health checks off). Metadata calls end after MetadataTimeout, with the
 // last answer where there is one.
 func TestMetadataTimeout(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	he := &hangingEngine{}
-	pb.RegisterGRPCInferenceServiceServer(srv, he)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(lis)
-	}()
-	defer func() {
-		srv.Stop()
-		<-served
-	}()
-	c := newTestClient(t, []string{lis.Addr().String()}, &Options{HealthInterval: -1, MetadataTTL: -1, MetadataTimeout: 50 * time.Millisecond})
+	addr := serveFake(t, he)
+	c := newTestClient(t, []string{addr}, &Options{HealthInterval: -1, MetadataTTL: -1, MetadataTimeout: 50 * time.Millisecond})
 	ctx := context.Background() // no deadline: only MetadataTimeout can end the calls
 	md, err := c.ModelMetadata(ctx, "m", "")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
@@ -229,4 +230,26 @@ func wantKind(tb testing.TB, err error, k Kind) *Error {
 
 func tensorInt32(name string, vals ...int32) *tensor.Tensor {
 	return tensor.NewInt32(name, []int64{int64(len(vals))}, vals)
+}
+
+// serveFake serves impl, a stand-in for a target, on a loopback port
+// until the test ends, and returns its address.
+func serveFake(tb testing.TB, impl pb.GRPCInferenceServiceServer) string {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterGRPCInferenceServiceServer(srv, impl)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(lis)
+	}()
+	tb.Cleanup(func() {
+		srv.Stop()
+		<-served
+	})
+	return lis.Addr().String()
 }

@@ -73,6 +73,10 @@
 //
 // # Layout
 //
+// At the edge, before a request's life: readBody (body.go) reads bodies
+// within a size limit and a read deadline, cors (cors.go) answers
+// browsers on other origins, noRoute answers what no route takes.
+//
 // Wire formats live in subpackages: generate (Triton's generate JSON),
 // tritonhttp (Triton's HTTP/REST /infer with the binary tensor data
 // extension, and its config, statistics and index JSON),

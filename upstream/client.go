@@ -274,7 +274,7 @@ func (c *Client) pickTarget(ctx context.Context, avoid *target) (t *target, rele
 
 // pick returns the admitted target with the fewest outstanding requests,
 // preferring healthy ones, then ones ejected only because a stream broke,
-// then ones whose last health check got no answer (down), and, when another
+// then ones whose health checks get no answer (down), and, when another
 // exists, not avoid. Every target is a candidate: metadata calls answer
 // from the cache of a down one, and a target ejected by a broken stream
 // is tried again at once; requests are not placed on a down target

@@ -45,8 +45,8 @@
 // health-checked with ServerReady and ejected and re-admitted; a target that
 // fails its check has its streams drained (no new requests, half-closed
 // once empty) so that its graceful stop does not wait for them. One whose
-// check got no answer at all (connection refused, or no reply within
-// HealthTimeout) is down: while every target is down Start fails at once
+// checks got no answer at all twice in a row (connection refused, or no
+// reply within HealthTimeout) is down: while every target is down Start fails at once
 // with KindUnavailable instead of waiting on a dead or hung target. A
 // target that answers "not ready", or was ejected only because a stream
 // broke, is still tried: it refuses what it cannot serve itself.

@@ -118,7 +118,7 @@ func TestIdleTimeout(t *testing.T) {
 // answers. A new engine on the address is used again.
 func TestDownTarget(t *testing.T) {
 	e := startEngine(t, "")
-	c := newTestClient(t, []string{e.addr}, &Options{HealthInterval: 20 * time.Millisecond})
+	c := newTestClient(t, []string{e.addr}, &Options{HealthInterval: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	type answers struct {
@@ -140,7 +140,7 @@ func TestDownTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.stop()
-	waitFor(t, 5*time.Second, "the failed health check", func() bool { return c.targetList()[0].down.Load() })
+	waitFor(t, 5*time.Second, "two health checks without an answer", func() bool { return c.targetList()[0].down.Load() })
 	_, err = c.Start(ctx, repeatN(0, 1, 0))
 	if err != errNoHealthy {
 		t.Fatalf("Start on a down target: %v", err)

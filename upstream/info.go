@@ -106,7 +106,7 @@ func (c *Client) ServerReady(ctx context.Context) (bool, error) {
 	return c.anyTarget(ctx, func(t *target) (bool, error) {
 		r, err := t.rpc.ServerReady(ctx, &pb.ServerReadyRequest{})
 		if err == nil {
-			t.down.Store(false) // it answers, as a health check would find
+			t.answered() // as a health check would find
 		}
 		if r.GetReady() {
 			t.ready()

@@ -41,6 +41,8 @@ type Stats struct {
 type TargetStats struct {
 	Addr    string
 	Healthy bool
+	// Down: its health checks get no answer; requests are refused at once.
+	Down bool
 	// InbandCancel: the target advertised streamgate_cancel (as cached).
 	InbandCancel bool
 	InFlight     int
@@ -72,6 +74,7 @@ func (c *Client) Stats() Stats {
 		ts := TargetStats{
 			Addr:         t.addr,
 			Healthy:      t.healthy.Load(),
+			Down:         t.down.Load(),
 			InbandCancel: t.cancelModeCached() == CancelInband,
 			InFlight:     int(t.outstanding.Load()),
 		}

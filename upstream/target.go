@@ -32,7 +32,8 @@ type target struct {
 	outstanding atomic.Int64 // calls placed on this target's streams
 	sequences   atomic.Int64 // open sequences routed to this target (sequence.go)
 	healthy     atomic.Bool  // admitted by health checks
-	down        atomic.Bool  // the last health check got no answer: no new requests
+	silent      atomic.Int32 // consecutive health checks that got no answer
+	down        atomic.Bool  // silent for downAfter checks: no new requests
 	removed     atomic.Bool  // gone from dns: no new calls, closed when drained
 	breaks      atomic.Int32 // consecutive stream failures, for backoff
 	breakGen    atomic.Int64 // bumped by each counted failure; see noteBreak
@@ -280,10 +281,27 @@ func (t *target) admit() {
 	}
 }
 
+// downAfter is how many health checks in a row must get no answer before
+// a target is down: one slow answer on a busy machine refuses nothing.
+const downAfter = 2
+
+// answered notes that t answered a ServerReady, ready or not.
+func (t *target) answered() {
+	t.silent.Store(0)
+	t.down.Store(false)
+}
+
+// unanswered notes a health check that got no answer.
+func (t *target) unanswered() {
+	if t.silent.Add(1) >= downAfter {
+		t.down.Store(true)
+	}
+}
+
 // ready notes that t answered ServerReady with true: it is up and
 // admitted.
 func (t *target) ready() {
-	t.down.Store(false)
+	t.answered()
 	t.admit()
 }
 
@@ -309,11 +327,11 @@ func (t *target) check(ctx context.Context) {
 	case err == nil:
 		// It answers: it refuses what it cannot serve itself (a Triton
 		// with one model stalled serves the others).
-		t.down.Store(false)
+		t.answered()
 		t.eject("server not ready")
 	default:
-		// No answer (refused, or none within HealthTimeout): down.
-		t.down.Store(true)
+		// No answer (refused, or none within HealthTimeout).
+		t.unanswered()
 		t.eject("ServerReady: " + err.Error())
 	}
 	// Not ready, or no new RPC gets through (a server that sent GOAWAY to

@@ -78,6 +78,7 @@ func (c *Client) registerMetrics() (unregister func(), err error) {
 	inFlight := gauge("streamgate.upstream.in_flight", "{request}", "Requests placed on upstream streams, by target.")
 	streams := gauge("streamgate.upstream.streams_open", "{stream}", "Open upstream streams, pooled and dedicated, by target.")
 	healthy := gauge("streamgate.upstream.target_healthy", "", "1 if the target passes health checks.")
+	down := gauge("streamgate.upstream.target_down", "", "1 if the target's health checks get no answer: requests to it are refused at once.")
 	started := counter("streamgate.upstream.requests", "{request}", "Requests placed by Start.")
 	retries := counter("streamgate.upstream.retries", "{request}", "Requests re-sent after their stream broke or their target refused them.")
 	breaks := counter("streamgate.upstream.stream_breaks", "{stream}", "Streams that ended with an error.")
@@ -105,6 +106,11 @@ func (c *Client) registerMetrics() (unregister func(), err error) {
 				h = 1
 			}
 			o.ObserveInt64(healthy, h, target)
+			d := int64(0)
+			if t.Down {
+				d = 1
+			}
+			o.ObserveInt64(down, d, target)
 		}
 		o.ObserveInt64(started, int64(st.Started))
 		o.ObserveInt64(retries, int64(st.Retries))
@@ -117,7 +123,7 @@ func (c *Client) registerMetrics() (unregister func(), err error) {
 		o.ObserveInt64(cancels, int64(st.CancelsStream), modes[1])
 		o.ObserveInt64(cancels, int64(st.CancelsNone), modes[2])
 		return nil
-	}, inFlight, streams, healthy, started, retries, breaks, overflows, coalesced, dropped, idle, cancels)
+	}, inFlight, streams, healthy, down, started, retries, breaks, overflows, coalesced, dropped, idle, cancels)
 	if err != nil {
 		return nil, err
 	}

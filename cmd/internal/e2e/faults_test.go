@@ -324,8 +324,8 @@ func testEngineStopped(t *testing.T, bin string) {
 
 	// B finds the engine silent, then refuses at once, without placing
 	// anything upstream.
-	healthy := `streamgate_upstream_target_healthy{target="` + eng.addr + `"}`
-	waitFor(t, "B to find the engine silent", func() bool { return metric(t, c, b.url, healthy) == 0 })
+	down := `streamgate_upstream_target_down{target="` + eng.addr + `"}`
+	waitFor(t, "B to find the engine silent", func() bool { return metric(t, c, b.url, down) == 1 })
 	placed := metric(t, c, b.url, "streamgate_upstream_requests_total")
 	var took []time.Duration
 	for range 20 {

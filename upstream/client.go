@@ -273,12 +273,12 @@ func (c *Client) pickTarget(ctx context.Context, avoid *target) (t *target, rele
 }
 
 // pick returns the admitted target with the fewest outstanding requests,
-// preferring healthy ones, then ones ejected only because a stream broke,
-// then ones whose health checks get no answer (down), and, when another
-// exists, not avoid. Every target is a candidate: metadata calls answer
-// from the cache of a down one, and a target ejected by a broken stream
-// is tried again at once; requests are not placed on a down target
-// (Start and failover refuse them). The target is pinned
+// preferring healthy ones, then ejected ones that still answer (not
+// ready, or a stream broke), then ones whose health checks get no answer
+// (down), and, when another exists, not avoid. Every target is a
+// candidate: metadata calls answer from the cache of a down one, and an
+// ejected one that answers is tried again at once; requests are not
+// placed on a down target (Start and failover refuse them). The target is pinned
 // (reap does not close it) until release is called. pick never blocks:
 // the readers' failover uses it.
 func (c *Client) pick(avoid *target) (t *target, release func(), err error) {

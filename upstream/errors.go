@@ -169,9 +169,8 @@ func ctxError(ctx context.Context) *Error {
 var (
 	errCancelled = newError(KindCancelled, codes.Canceled, "cancelled by caller")
 	errTooSlow   = newError(KindTooSlow, codes.ResourceExhausted, "response queue full: consumer too slow")
-	// errNoHealthy refuses Start while health checks find no target
-	// ready.
-	errNoHealthy = newError(KindUnavailable, codes.Unavailable, "no healthy upstream target")
+	// errNoHealthy refuses Start while every target is down.
+	errNoHealthy = newError(KindUnavailable, codes.Unavailable, "no upstream target answers its health checks")
 	// errClosed ends the calls Close finds and refuses Start after it.
 	errClosed = newError(KindUnavailable, codes.Unavailable, "client closed")
 )

@@ -58,3 +58,20 @@ func TestOpenLoop(t *testing.T) {
 		})
 	}
 }
+
+// TestClosedLoopWindow checks what a closed-loop run counts, on a fake
+// clock: 2 clients, each request answered after 20ms, a 100ms warm-up,
+// then a 300ms window.
+func TestClosedLoopWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var serial atomic.Int32
+		r := run(context.Background(), runSpec{name: "held", tr: heldTransport{20 * time.Millisecond}, conc: 2,
+			warmup: 100 * time.Millisecond, duration: 300 * time.Millisecond, serial: &serial})
+		// Each client's requests end at 20, 40, ... ms: those ending at
+		// 100..380 are in the window (15 each); time to first response
+		// counts only the ones that also started in it (100..360: 14 each).
+		if r.Requests != 30 || r.Responses != 30 || r.TTFT.N != 28 || len(r.Errors) != 0 || r.Seconds != 0.3 {
+			t.Errorf("requests %d, responses %d, ttft n %d, errors %v, %vs", r.Requests, r.Responses, r.TTFT.N, r.Errors, r.Seconds)
+		}
+	})
+}

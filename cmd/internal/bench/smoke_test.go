@@ -28,7 +28,10 @@ func startEngine(t *testing.T) string {
 }
 
 // TestDirectSmoke runs the direct transport, per-request and shared
-// streams, against an in-process engine for a few hundred milliseconds.
+// streams, against an in-process engine. Each run is a number of
+// requests in a window long enough for all of them, so that its counts do
+// not depend on how fast a busy machine answers; how the window and the
+// warm-up count is tested on a fake clock (TestClosedLoopWindow).
 func TestDirectSmoke(t *testing.T) {
 	addr := startEngine(t)
 	for _, tc := range []struct {
@@ -45,15 +48,16 @@ func TestDirectSmoke(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			const n = 20
 			var serial atomic.Int32
-			r := run(context.Background(), runSpec{name: "direct", tr: tr, wl: tc.wl, conc: 4,
-				duration: 300 * time.Millisecond, warmup: 50 * time.Millisecond, serial: &serial})
+			r := run(context.Background(), runSpec{name: "direct", tr: tr, wl: tc.wl, conc: 4, requests: n,
+				duration: time.Minute, serial: &serial})
 			tr.close()
-			if r.Responses == 0 || r.Requests == 0 || r.TTFT.N == 0 || len(r.Errors) != 0 {
+			if r.Responses != int64(n*tc.wl.Responses) || r.Requests != n || r.TTFT.N != n || len(r.Errors) != 0 {
 				t.Fatalf("result: %d responses, %d requests, ttft n %d, errors %v %v", r.Responses, r.Requests, r.TTFT.N, r.Errors, r.ErrorSamples)
 			}
-			if r.Inter.N == 0 {
-				t.Error("no inter-response samples")
+			if r.Inter.N != n*(tc.wl.Responses-1) {
+				t.Errorf("%d inter-response samples, want %d", r.Inter.N, n*(tc.wl.Responses-1))
 			}
 		})
 	}
@@ -173,12 +177,13 @@ func TestParseFlags(t *testing.T) {
 }
 
 // TestEmbeddedSmoke runs every transport, and the cancel scenario, against
-// an engine and gateway in this process.
+// an engine and gateway in this process. Each run is 12 requests in a
+// window long enough for all of them, whatever the machine's load.
 func TestEmbeddedSmoke(t *testing.T) {
 	runJSON := func(t *testing.T, args ...string) *Report {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		args = append([]string{"--embedded", "--json", "--c", "3", "--duration", "250ms", "--warmup", "50ms", "--pause", "0s"}, args...)
+		args = append([]string{"--embedded", "--json", "--c", "3", "--requests", "12", "--duration", "1m", "--warmup", "0s", "--pause", "0s"}, args...)
 		if err := Main(context.Background(), args, &out, &errOut); err != nil {
 			t.Fatalf("Main: %v\n%s", err, errOut.String())
 		}
@@ -193,7 +198,7 @@ func TestEmbeddedSmoke(t *testing.T) {
 		got := map[string]*Result{}
 		for _, r := range rep.Results {
 			got[r.Transport+"/"+r.Model] = r
-			if r.Responses == 0 || r.Requests == 0 || len(r.Errors) != 0 {
+			if r.Responses == 0 || r.Requests != 12 || len(r.Errors) != 0 {
 				t.Errorf("%s/%s: %d responses, %d requests, errors %v", r.Transport, r.Model, r.Responses, r.Requests, r.ErrorSamples)
 			}
 			if r.Transport != "direct" && r.Ratios == nil {
@@ -209,7 +214,7 @@ func TestEmbeddedSmoke(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		rep := runJSON(t, "--transport", "sse,ws", "--compare", "--responses", "200", "--delay", "2ms", "--cancel-after", "3")
 		for _, r := range rep.Results {
-			if r.CancelStop == nil || r.CancelStop.N == 0 || len(r.Errors) != 0 {
+			if r.CancelStop == nil || r.CancelStop.N == 0 || r.Cancelled != 12 || len(r.Errors) != 0 {
 				t.Errorf("%s: cancel stops %+v, errors %v", r.Transport, r.CancelStop, r.ErrorSamples)
 			}
 		}
@@ -217,7 +222,7 @@ func TestEmbeddedSmoke(t *testing.T) {
 	t.Run("table", func(t *testing.T) {
 		var out bytes.Buffer
 		err := Main(context.Background(), []string{"--embedded", "--preset", "relay", "--transport", "sse", "--compare", "--c", "2",
-			"--responses", "3", "--duration", "100ms", "--warmup", "0s", "--pause", "0s"}, &out, io.Discard)
+			"--responses", "3", "--requests", "6", "--duration", "1m", "--warmup", "0s", "--pause", "0s"}, &out, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,7 +46,8 @@
 // fails its check has its streams drained (no new requests, half-closed
 // once empty) so that its graceful stop does not wait for them. One whose
 // checks got no answer at all twice in a row (connection refused, or no
-// reply within HealthTimeout) is down: while every target is down Start fails at once
+// reply within HealthTimeout), and nothing for a second at least, is
+// down: while every target is down Start fails at once
 // with KindUnavailable instead of waiting on a dead or hung target. A
 // target that answers "not ready", or was ejected only because a stream
 // broke, is still tried: it refuses what it cannot serve itself.

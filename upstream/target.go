@@ -33,7 +33,8 @@ type target struct {
 	sequences   atomic.Int64 // open sequences routed to this target (sequence.go)
 	healthy     atomic.Bool  // admitted by health checks
 	silent      atomic.Int32 // consecutive health checks that got no answer
-	down        atomic.Bool  // silent for downAfter checks: no new requests
+	lastAnswer  atomic.Int64 // when it last answered a ServerReady (unix ns)
+	down        atomic.Bool  // silent long enough (unanswered): no new requests
 	removed     atomic.Bool  // gone from dns: no new calls, closed when drained
 	breaks      atomic.Int32 // consecutive stream failures, for backoff
 	breakGen    atomic.Int64 // bumped by each counted failure; see noteBreak
@@ -88,6 +89,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 	}
 	t.info.init(o.MetadataTTL)
 	t.healthy.Store(true) // until a check or a stream says otherwise
+	t.lastAnswer.Store(time.Now().UnixNano())
 	return t, nil
 }
 
@@ -281,19 +283,25 @@ func (t *target) admit() {
 	}
 }
 
-// downAfter is how many health checks in a row must get no answer before
-// a target is down: one slow answer on a busy machine refuses nothing.
-const downAfter = 2
+// A target is down once downAfter health checks in a row got no answer
+// and it has answered nothing for downSilence: one or two slow answers on
+// a busy machine refuse nothing.
+const (
+	downAfter   = 2
+	downSilence = time.Second
+)
 
 // answered notes that t answered a ServerReady, ready or not.
 func (t *target) answered() {
+	t.lastAnswer.Store(time.Now().UnixNano())
 	t.silent.Store(0)
 	t.down.Store(false)
 }
 
 // unanswered notes a health check that got no answer.
 func (t *target) unanswered() {
-	if t.silent.Add(1) >= downAfter {
+	quiet := time.Since(time.Unix(0, t.lastAnswer.Load()))
+	if t.silent.Add(1) >= downAfter && quiet >= downSilence {
 		t.down.Store(true)
 	}
 }

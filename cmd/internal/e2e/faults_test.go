@@ -121,14 +121,22 @@ func startGatewayProc(t *testing.T, bin, upstream string, args ...string) *sgPro
 	return p
 }
 
-// stop sends SIGSTOP to p; the test's end sends SIGCONT first, so that p
-// can stop gracefully.
+// stop sends SIGSTOP to p and waits until every thread of it has
+// stopped; the test's end sends SIGCONT first, so that p can stop
+// gracefully.
 func (p *sgProcess) stop(t *testing.T) {
 	t.Helper()
 	if err := syscall.Kill(p.pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(p.pid(), syscall.SIGCONT) })
+	waitFor(t, "the engine to stop", func() bool {
+		stopped, err := procstat.Stopped(p.pid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stopped
+	})
 }
 
 func (p *sgProcess) resume(t *testing.T) {

@@ -1,6 +1,7 @@
-// Package procstat reads a Linux process's CPU time and resident memory
-// from /proc, for the bench's server figures and the tests that watch a
-// server process (CPU returns to idle after a client leaves).
+// Package procstat reads a Linux process's CPU time, resident memory and
+// run state from /proc, for the bench's server figures and the tests that
+// watch a server process (CPU returns to idle after a client leaves; a
+// SIGSTOP has taken hold).
 package procstat
 
 import (
@@ -71,4 +72,38 @@ func parseVmRSS(b []byte) (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS")
+}
+
+// Stopped reports whether every thread of process pid is stopped (state
+// T in /proc/<pid>/task/*/stat): a SIGSTOP takes hold asynchronously, and
+// a thread running at that moment goes on until it is descheduled.
+func Stopped(pid int) (bool, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			return false, err
+		}
+		st, err := parseState(b)
+		if err != nil {
+			return false, err
+		}
+		if st != 'T' {
+			return false, nil
+		}
+	}
+	return len(tasks) > 0, nil
+}
+
+// parseState reads the state (field 3) of a /proc stat line.
+func parseState(b []byte) (byte, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, errors.New("malformed /proc stat")
+	}
+	return b[i+2], nil
 }

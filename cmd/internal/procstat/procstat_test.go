@@ -36,3 +36,16 @@ func TestParseVmRSS(t *testing.T) {
 		t.Errorf("RSS(self) = %v, %v", r, err)
 	}
 }
+
+func TestState(t *testing.T) {
+	st, err := parseState([]byte("1234 (my (odd) proc) T 1 1234"))
+	if err != nil || st != 'T' {
+		t.Errorf("parseState = %c, %v", st, err)
+	}
+	if _, err := parseState([]byte("garbage")); err == nil {
+		t.Error("no error for garbage")
+	}
+	if stopped, err := Stopped(os.Getpid()); err != nil || stopped {
+		t.Errorf("Stopped(self) = %v, %v", stopped, err)
+	}
+}

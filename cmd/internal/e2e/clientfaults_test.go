@@ -73,7 +73,7 @@ func TestAbortedUpload(t *testing.T) {
 		c := dialRaw(t, s)
 		fmt.Fprintf(c, "%sHost: x\r\nContent-Type: application/json\r\n\r\n%s", tc.head, tc.part)
 		c.Close()
-		series := `streamgate_gateway_http_requests_total{route="` + tc.route + `",code="499"}`
+		series := `streamgate_gateway_http_requests_total{code="499",route="` + tc.route + `"}`
 		waitFor(t, tc.route+" counted as 499", func() bool { return s.metricValue(t, series) == 1 })
 	}
 	noServerFaults(t, s)
@@ -120,7 +120,7 @@ func TestWebSocketClosedByClient(t *testing.T) {
 		return s.metricValue(t, `streamgate_gateway_client_gone_total{protocol="ws"}`) == 3
 	})
 	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
-	if got := s.metricValue(t, `streamgate_gateway_http_requests_total{route="/v1/ws",code="101"}`); got != 1 {
+	if got := s.metricValue(t, `streamgate_gateway_http_requests_total{code="101",route="/v1/ws"}`); got != 1 {
 		t.Errorf("the socket counted %v times as 101", got)
 	}
 	noServerFaults(t, s)

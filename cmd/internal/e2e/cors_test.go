@@ -191,7 +191,7 @@ func TestCORSBrowser(t *testing.T) {
 	if p := page.takeProblems(); len(p) > 0 {
 		t.Errorf("the allowed page logged problems: %v", p)
 	}
-	if got := s.metricValue(t, `streamgate_gateway_http_requests_total{route="unmatched",code="204"}`); got < 2 {
+	if got := s.metricValue(t, `streamgate_gateway_http_requests_total{code="204",route="unmatched"}`); got < 2 {
 		t.Errorf("%v preflights answered, want at least 2", got)
 	}
 

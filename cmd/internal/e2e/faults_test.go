@@ -556,7 +556,7 @@ func slowBodies(t *testing.T, url, addr string, n int) {
 	wg.Wait()
 	c := httpClient(t)
 	for _, route := range []string{"/v2/models/{model}/generate", "/v1/completions"} {
-		if got := metric(t, c, url, `streamgate_gateway_http_requests_total{route="`+route+`",code="408"}`); got != float64(n/2) {
+		if got := metric(t, c, url, `streamgate_gateway_http_requests_total{code="408",route="`+route+`"}`); got != float64(n/2) {
 			t.Errorf("%s: %v 408s counted, want %d", route, got, n/2)
 		}
 	}

@@ -476,7 +476,10 @@ func (s *stream) closeWith(cause error) {
 	s.t.outstanding.Add(-int64(len(calls)))
 
 	c := s.t.c
-	broken := !s.selfClosed.Load() && !c.isClosed() && (len(calls) > 0 || !errors.Is(cause, io.EOF))
+	// A stream that ends with requests still on it broke, whoever
+	// half-closed it (a draining stream whose engine dies is a break too);
+	// an empty one broke only if we did not close it ourselves.
+	broken := !c.isClosed() && (len(calls) > 0 || (!s.selfClosed.Load() && !errors.Is(cause, io.EOF)))
 	if broken {
 		s.t.noteBreak(s.gen)
 		c.ctr.breaks.Add(1)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -72,6 +74,9 @@ type Options struct {
 	// zero value) is Triton's --strict-readiness=true: the server is ready
 	// only while every model is.
 	LaxReadiness bool
+	// TLS, if set, makes the server speak gRPC over TLS with it (mutual
+	// TLS when it requires client certificates). Nil means plaintext.
+	TLS *tls.Config
 }
 
 // DefaultStallTimeout is Options.StallTimeout's default: longer than any
@@ -177,11 +182,15 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("engine: metrics: %w", err)
 	}
 
-	s.grpc = grpc.NewServer(
+	sopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(math.MaxInt32),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if opts.TLS != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(sopts...)
 	pb.RegisterGRPCInferenceServiceServer(s.grpc, s)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)

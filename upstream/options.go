@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math"
@@ -162,9 +163,16 @@ type Options struct {
 	// math.MaxInt32, as Triton.
 	MaxMessageBytes int
 
-	// DialOptions are appended to the client's own (insecure transport
+	// TLS, if set, secures every target's connection with it (mutual TLS
+	// when it has a client certificate). With no ServerName, a target's
+	// certificate must name the host it was dialled by: for a
+	// dns:///host:port target that is host, not the replica's address.
+	// Nil means plaintext (insecure transport credentials).
+	TLS *tls.Config
+
+	// DialOptions are appended to the client's own (transport
 	// credentials, keepalive, message limits, reconnect backoff), so they
-	// can override any of them, e.g. with TLS credentials.
+	// can override any of them.
 	DialOptions []grpc.DialOption
 
 	// Logger receives stream breaks, ejections and re-admissions. Default:

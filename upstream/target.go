@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
@@ -52,7 +54,7 @@ type target struct {
 func newTarget(c *Client, addr, name string) (*target, error) {
 	o := &c.opts
 	dial := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transportCredentials(o.TLS, name)),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(o.MaxMessageBytes),
 			grpc.MaxCallSendMsgSize(o.MaxMessageBytes),
@@ -91,6 +93,20 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 	t.healthy.Store(true) // until a check or a stream says otherwise
 	t.lastAnswer.Store(time.Now().UnixNano())
 	return t, nil
+}
+
+// transportCredentials secures a target's connection with cfg, or leaves
+// it plaintext when cfg is nil. A target resolved from the dns name name
+// is checked against the name's host, unless cfg names the server.
+func transportCredentials(cfg *tls.Config, name string) credentials.TransportCredentials {
+	if cfg == nil {
+		return insecure.NewCredentials()
+	}
+	if host, _, err := splitHostPort(name); err == nil && cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	return credentials.NewTLS(cfg)
 }
 
 func (t *target) close() { t.conn.Close() }

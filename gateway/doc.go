@@ -44,7 +44,10 @@
 //   - API keys: Server.handle, which the inference and metadata routes and
 //     the WebSocket upgrade pass through (health and metrics do not),
 //     before the handler runs: authenticate there, answer 401 in the
-//     route's format, and put the key in the context.
+//     route's format, and put the key in the context, also through
+//     withLimitKey (limits.go) so that the per-client limit
+//     (Options.MaxStreamsPerConn) counts the key's requests on every
+//     connection instead of each connection's.
 //   - Per-key rate limits: Server.admit, before the request starts: take
 //     the job's token reservation there (a field of job, filled by the job
 //     builders from the prompt and max_tokens), and settle it where serve

@@ -81,23 +81,23 @@ type sink interface {
 
 // serve runs one request through its whole life:
 //
-//  1. admit: not draining, under the global and per-connection limits,
-//     registered for Drain;
+//  1. admit: not draining, under the global and per-client limits
+//     (limitKey: the API key, else the connection), registered for Drain;
 //  2. start the call upstream;
 //  3. relay its responses through j's translator into out;
 //  4. account how it ended and let out deliver the error if it can.
 //
 // ctx is the request's (the HTTP request's, or the WebSocket request's);
 // when it is done the call is cancelled upstream. conn names the client
-// connection for the per-connection limit ("" for none: a WebSocket's
-// requests are limited by its session). serve returns nil when the request
+// connection for the per-client limit when the request has no API key
+// ("" for none: a WebSocket's requests are limited by its session). serve returns nil when the request
 // succeeded or out delivered its error, and otherwise the error the caller
 // must answer (errClientGone when there is nobody to answer).
 func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error {
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	done, err := s.admit(conn, &liveStream{hard: func() { cancel(errDraining) }, cut: out.cut})
+	done, err := s.admit(limitKey(ctx, conn), &liveStream{hard: func() { cancel(errDraining) }, cut: out.cut})
 	if err != nil {
 		return err
 	}
@@ -134,18 +134,22 @@ func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error
 	return nil
 }
 
-// admit lets one inference request in: not draining, under the limits,
-// registered for Drain as e. done gives everything back.
-func (s *Server) admit(conn string, e *liveStream) (done func(), err error) {
+// admit lets one inference request in: not draining, under the limits
+// (client is its limitKey), registered for Drain as e. done gives
+// everything back.
+func (s *Server) admit(client string, e *liveStream) (done func(), err error) {
 	if s.draining.Load() {
 		s.metrics.rejected.With("draining").Inc()
 		return nil, errDraining
 	}
-	release, err := s.limits.acquire(conn)
+	release, err := s.limits.acquire(client)
 	if err != nil {
 		reason := "global_limit"
-		if err == errConnLimit {
+		switch err {
+		case errConnLimit:
 			reason = "connection_limit"
+		case errKeyLimit:
+			reason = "key_limit"
 		}
 		s.metrics.rejected.With(reason).Inc()
 		return nil, err

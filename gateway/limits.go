@@ -1,47 +1,88 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
 
 // limiter counts inference requests in flight, in all and per client
-// connection.
+// (limitKey).
 type limiter struct {
-	max, maxPerConn int
+	max, maxPerClient int
 
-	mu      sync.Mutex
-	total   int
-	perConn map[string]int
+	mu        sync.Mutex
+	total     int
+	perClient map[string]int
 }
 
-func newLimiter(max, maxPerConn int) *limiter {
-	return &limiter{max: max, maxPerConn: maxPerConn, perConn: map[string]int{}}
+func newLimiter(max, maxPerClient int) *limiter {
+	return &limiter{max: max, maxPerClient: maxPerClient, perClient: map[string]int{}}
 }
 
 var (
 	errGlobalLimit = &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "too many requests in flight on this server", RetryAfter: true}
 	errConnLimit   = &httpError{Status: http.StatusTooManyRequests, Code: "too_many_requests", Msg: "too many requests in flight on this connection", RetryAfter: true}
+	errKeyLimit    = &httpError{Status: http.StatusTooManyRequests, Code: "too_many_requests", Msg: "too many requests in flight for this API key", RetryAfter: true}
 )
 
-// acquire takes a slot for a request from conn ("" counts only toward the
-// global limit) and returns the function that gives it back.
-func (l *limiter) acquire(conn string) (release func(), err error) {
+// The per-client limit (Options.MaxStreamsPerConn) counts a request
+// against its API key when the request has one, otherwise against its
+// connection. By connection is right for a client that connects itself:
+// over HTTP/1.1 a connection carries one request at a time, over HTTP/2
+// one connection carries all of a browser's streams. It is wrong behind a
+// balancer that multiplexes many users onto one HTTP/2 connection (h2c),
+// and no address tells those users apart; an API key does.
+//
+// Authentication names the key: it returns the request's context through
+// withLimitKey, before the handler runs (Server.handle).
+
+type limitKeyCtx struct{}
+
+// withLimitKey returns ctx naming the API key its requests count against
+// (a stable id of the key, never the secret).
+func withLimitKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, limitKeyCtx{}, key)
+}
+
+// limitKey is what a request with context ctx from connection conn (its
+// remote address and port; "" for a WebSocket request) counts against:
+// "key:" and the API key withLimitKey put in ctx, else "conn:" and conn.
+// A WebSocket request without a key counts only toward the global limit:
+// its socket's own limit (ws.Options.MaxInFlight) applies instead.
+func limitKey(ctx context.Context, conn string) string {
+	if k, ok := ctx.Value(limitKeyCtx{}).(string); ok {
+		return "key:" + k
+	}
+	if conn == "" {
+		return ""
+	}
+	return "conn:" + conn
+}
+
+// acquire takes a slot for a request counted against client (limitKey; ""
+// counts only toward the global limit) and returns the function that gives
+// it back.
+func (l *limiter) acquire(client string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.total >= l.max {
 		return nil, errGlobalLimit
 	}
-	if conn != "" && l.perConn[conn] >= l.maxPerConn {
+	if client != "" && l.perClient[client] >= l.maxPerClient {
+		if strings.HasPrefix(client, "key:") {
+			return nil, errKeyLimit
+		}
 		return nil, errConnLimit
 	}
 	l.total++
-	if conn != "" {
-		l.perConn[conn]++
+	if client != "" {
+		l.perClient[client]++
 	}
 	var once sync.Once
 	return func() {
@@ -49,13 +90,24 @@ func (l *limiter) acquire(conn string) (release func(), err error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.total--
-			if conn != "" {
-				if l.perConn[conn]--; l.perConn[conn] == 0 {
-					delete(l.perConn, conn)
+			if client != "" {
+				if l.perClient[client]--; l.perClient[client] == 0 {
+					delete(l.perClient, client)
 				}
 			}
 		})
 	}, nil
+}
+
+// HTTP2Config is the HTTP/2 configuration consistent with the gateway's
+// limits, for the http.Server that serves Handler. A connection may open
+// twice Options.MaxStreamsPerConn streams (at least the 100 HTTP/2
+// recommends): inference requests past the per-client limit are answered
+// 429 with Retry-After in the route's format rather than left waiting
+// unseen in the client's HTTP/2 queue, and requests that are not inference
+// (models, health, metrics) still get through beside a full connection.
+func (s *Server) HTTP2Config() *http.HTTP2Config {
+	return &http.HTTP2Config{MaxConcurrentStreams: max(2*s.opts.MaxStreamsPerConn, 100)}
 }
 
 // idSource makes response ids: a random per-process prefix and a counter.

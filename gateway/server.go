@@ -47,9 +47,12 @@ type Options struct {
 	MaxStreams int
 
 	// MaxStreamsPerConn limits the inference requests in flight from one
-	// client connection (by remote address); beyond it requests get 429
-	// with Retry-After. WebSocket requests are limited per socket by
-	// WebSocket.MaxInFlight instead. Default 64.
+	// client: one API key when the request has one (then across all its
+	// connections, WebSockets included), otherwise one connection (an
+	// HTTP/2 connection carries many); beyond it requests get 429 with
+	// Retry-After. WebSocket requests without a key are limited per
+	// socket by WebSocket.MaxInFlight instead. HTTP2Config sets HTTP/2's
+	// own stream limit to match. Default 64.
 	MaxStreamsPerConn int
 
 	// RetryAfter is the Retry-After sent with 429 and 503, rounded up to

@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamgate/streamgate/cmd/internal/tlsfiles"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/builtin"
@@ -44,12 +47,23 @@ type EngineFlags struct {
 	// whole server not ready (Triton's strict readiness).
 	StallTimeout    time.Duration
 	StrictReadiness bool
+	// TLS: the engine command only; serve's engine is plaintext on
+	// loopback.
+	TLS tlsfiles.ServerFiles
 }
 
 // GatewayFlags are the gateway's flags.
 type GatewayFlags struct {
 	HTTP     string
 	Upstream string // gateway only: serve's upstream is its engine
+
+	// Transport: HTTPS (HTTP/2 by ALPN) or, plaintext, h2c.
+	TLS tlsfiles.ServerFiles
+	H2C bool
+
+	// Upstream TLS (gateway only).
+	UpstreamTLS   bool
+	UpstreamFiles tlsfiles.ClientFiles
 
 	// Upstream client.
 	Cancel         string
@@ -92,10 +106,11 @@ type GatewayFlags struct {
 	CORSOrigins string
 }
 
-func (f *EngineFlags) register(fs *flag.FlagSet, withMetrics bool) {
+func (f *EngineFlags) register(fs *flag.FlagSet, engineOnly bool) {
 	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen address (Triton's default port is 8001)")
-	if withMetrics {
+	if engineOnly {
 		fs.StringVar(&f.Metrics, "metrics", "", "HTTP listen address of the engine's Prometheus /metrics (Triton's default port is 8002); empty serves none")
+		registerServerTLS(fs, &f.TLS, "serve gRPC over TLS", "clients (gateways)")
 	}
 	fs.StringVar(&f.Models, "models", "", "model repository in Triton's layout (<dir>/<model>/config.pbtxt); empty serves the built-in models")
 	fs.StringVar(&f.ModelDir, "model-dir", "", "directory with llama2.c weights (stories260K.bin, tok512.bin; stories15M.bin, tokenizer.bin; ...), searched first; then shared/models in and above the working directory and the binary's, then the model cache")
@@ -107,8 +122,15 @@ func (f *EngineFlags) register(fs *flag.FlagSet, withMetrics bool) {
 
 func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
 	fs.StringVar(&f.HTTP, "http", "127.0.0.1:8080", "gateway HTTP listen address")
+	registerServerTLS(fs, &f.TLS, "serve HTTPS (HTTP/2 by ALPN beside HTTP/1.1)", "clients")
+	fs.BoolVar(&f.H2C, "h2c", false, "plaintext listener also speaks HTTP/2 to clients that know it in advance (a balancer's cleartext HTTP/2 to its backends); not with --tls-cert")
 	if withUpstream {
 		fs.StringVar(&f.Upstream, "upstream", "127.0.0.1:8001", "engine or Triton gRPC targets: ADDR[,ADDR...] or dns:///name:port")
+		fs.BoolVar(&f.UpstreamTLS, "upstream-tls", false, "connect to the upstream targets over TLS (Triton's --grpc-use-ssl)")
+		fs.StringVar(&f.UpstreamFiles.CA, "upstream-ca", "", "CA bundle (PEM) the targets' certificates must chain to; empty: the system's roots (needs --upstream-tls)")
+		fs.StringVar(&f.UpstreamFiles.Cert, "upstream-cert", "", "client certificate chain (PEM) for targets that require one (Triton's --grpc-use-ssl-mutual), reloaded when the file changes (needs --upstream-tls)")
+		fs.StringVar(&f.UpstreamFiles.Key, "upstream-key", "", "private key (PEM) of --upstream-cert")
+		fs.StringVar(&f.UpstreamFiles.ServerName, "upstream-server-name", "", "name the targets' certificates must carry; empty: each target's host (for dns:///name:port, name) (needs --upstream-tls)")
 	}
 	fs.StringVar(&f.Cancel, "cancel", "auto", "upstream cancellation: auto, inband, stream or none")
 	fs.IntVar(&f.StreamsPer, "upstream-streams", 64, "pooled ModelStreamInfer streams per upstream target")
@@ -199,6 +221,7 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg := Config{Logger: log}
+	var err error
 	if f.Command != "gateway" {
 		text, err := TextModels(f.Engine, log)
 		if err != nil {
@@ -215,12 +238,26 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		}
 		cfg.EngineAddr = f.Engine.GRPC
 		cfg.MetricsAddr = f.Engine.Metrics
+		if cfg.Engine.TLS, err = serverTLS(f.Engine.TLS, log); err != nil {
+			return cfg, err
+		}
 	}
 	if f.Command == "engine" {
 		return cfg, nil
 	}
 	g := &f.Gateway
 	mode, err := upstream.ParseCancelMode(g.Cancel)
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.TLS, err = serverTLS(g.TLS, log); err != nil {
+		return cfg, err
+	}
+	if g.H2C && cfg.TLS != nil {
+		return cfg, errors.New("--h2c is for a plaintext listener: with --tls-cert, HTTP/2 is negotiated by ALPN")
+	}
+	cfg.H2C = g.H2C
+	upTLS, err := upstreamTLS(g.UpstreamTLS, g.UpstreamFiles, log)
 	if err != nil {
 		return cfg, err
 	}
@@ -240,6 +277,7 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		HealthTimeout:       g.HealthTimeout,
 		IdleTimeout:         g.IdleTimeout,
 		ModelIdleTimeouts:   modelIdle,
+		TLS:                 upTLS,
 	}
 	cfg.HTTPAddr = g.HTTP
 	cfg.Gateway = &gateway.Options{
@@ -281,6 +319,38 @@ func (f *Flags) ServiceName() string {
 		return "streamgate"
 	}
 	return "streamgate-" + f.Command
+}
+
+func registerServerTLS(fs *flag.FlagSet, f *tlsfiles.ServerFiles, what, peers string) {
+	fs.StringVar(&f.Cert, "tls-cert", "", "certificate chain (PEM, leaf first) to "+what+" with --tls-key; reloaded when the files change")
+	fs.StringVar(&f.Key, "tls-key", "", "private key (PEM) of --tls-cert")
+	fs.StringVar(&f.ClientCA, "tls-client-ca", "", "CA bundle (PEM): "+peers+" must present a certificate it issued (mutual TLS)")
+}
+
+// serverTLS is the server TLS configuration of the --tls-* flags, nil
+// when none is set.
+func serverTLS(f tlsfiles.ServerFiles, log *slog.Logger) (*tls.Config, error) {
+	cfg, err := f.Config(log)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert, --tls-key, --tls-client-ca: %w", err)
+	}
+	return cfg, nil
+}
+
+// upstreamTLS is the client TLS configuration of the --upstream-tls
+// flags, nil without --upstream-tls.
+func upstreamTLS(on bool, f tlsfiles.ClientFiles, log *slog.Logger) (*tls.Config, error) {
+	if !on {
+		if f != (tlsfiles.ClientFiles{}) {
+			return nil, errors.New("--upstream-ca, --upstream-cert, --upstream-key and --upstream-server-name need --upstream-tls")
+		}
+		return nil, nil
+	}
+	cfg, err := f.Config(log)
+	if err != nil {
+		return nil, fmt.Errorf("--upstream-ca, --upstream-cert, --upstream-key: %w", err)
+	}
+	return cfg, nil
 }
 
 // Backends is the backend set streamgate serves with: the built-in ones

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,14 @@ type Config struct {
 	Gateway *gateway.Options
 	// HTTPAddr is the gateway's HTTP listen address. Default 127.0.0.1:0.
 	HTTPAddr string
+	// TLS, if set, makes the gateway serve HTTPS with it: HTTP/2 by ALPN
+	// for every route, HTTP/1.1 beside it (WebSocket upgrades, older
+	// clients). Nil: plaintext HTTP/1.1.
+	TLS *tls.Config
+	// H2C lets the plaintext listener also speak HTTP/2 to clients that
+	// know it in advance (prior knowledge, as balancers speak cleartext
+	// HTTP/2 to backends). Default false. Not used with TLS.
+	H2C bool
 	// Upstream are the gateway's targets ("host:port" or
 	// "dns:///host:port"). Empty with an engine: the engine.
 	Upstream []string
@@ -43,7 +52,8 @@ type Config struct {
 	// beside the API). Default: the gateway's handler.
 	Handler func(api http.Handler) http.Handler
 	// Server, if set, adjusts the HTTP server before it serves (a test
-	// setting ConnState or Protocols).
+	// setting ConnState or Protocols). TLS is served when TLSConfig is
+	// set after it.
 	Server func(*http.Server)
 
 	// Logger is every layer's logger where its Options have none, with
@@ -78,6 +88,8 @@ type Stack struct {
 
 	// Telemetry is Config.Telemetry, or the one Start built.
 	Telemetry *telemetry.Telemetry
+
+	scheme string // "https" with TLS, else "http"
 
 	log     *slog.Logger
 	ownTel  bool           // Start built Telemetry: Stop shuts it down
@@ -160,7 +172,7 @@ func (s *Stack) startEngine(cfg Config) error {
 		return fmt.Errorf("engine listen: %w", err)
 	}
 	s.Engine, s.EngineAddr = eng, lis.Addr().String()
-	s.log.Info("engine serving", "grpc", s.EngineAddr, "models", eng.Models())
+	s.log.Info("engine serving", "grpc", s.EngineAddr, "tls", opts.TLS != nil, "mtls", opts.TLS != nil && opts.TLS.ClientCAs != nil, "models", eng.Models())
 	s.serve(func() error { return eng.Serve(lis) })
 	return nil
 }
@@ -199,13 +211,28 @@ func (s *Stack) startGateway(cfg Config) error {
 		return fmt.Errorf("gateway listen: %w", err)
 	}
 	// No WriteTimeout: streams set their own deadlines.
-	s.HTTP = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	s.HTTP = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		HTTP2: s.Gateway.HTTP2Config(), Protocols: new(http.Protocols), TLSConfig: cfg.TLS}
+	s.HTTP.Protocols.SetHTTP1(true)
+	switch {
+	case cfg.TLS != nil:
+		s.HTTP.Protocols.SetHTTP2(true)
+	case cfg.H2C:
+		s.HTTP.Protocols.SetUnencryptedHTTP2(true)
+	}
 	if cfg.Server != nil {
 		cfg.Server(s.HTTP)
 	}
 	s.HTTPAddr = lis.Addr().String()
-	s.log.Info("gateway serving", "http", s.HTTPAddr, "upstream", targets, "cancel", uopts.Cancel)
-	s.serve(func() error { return s.HTTP.Serve(lis) })
+	s.scheme = "http"
+	serve := func() error { return s.HTTP.Serve(lis) }
+	if s.HTTP.TLSConfig != nil {
+		s.scheme = "https"
+		serve = func() error { return s.HTTP.ServeTLS(lis, "", "") }
+	}
+	s.log.Info("gateway serving", "url", s.URL(), "protocols", s.HTTP.Protocols.String(), "mtls", s.HTTP.TLSConfig != nil && s.HTTP.TLSConfig.ClientCAs != nil,
+		"upstream", targets, "upstream_tls", uopts.TLS != nil, "cancel", uopts.Cancel)
+	s.serve(serve)
 	return nil
 }
 
@@ -223,8 +250,8 @@ func (s *Stack) serve(run func() error) {
 // listener failure); the caller should then Stop the stack.
 func (s *Stack) Err() <-chan error { return s.errc }
 
-// URL is the gateway's base URL, http://HTTPAddr.
-func (s *Stack) URL() string { return "http://" + s.HTTPAddr }
+// URL is the gateway's base URL: http://HTTPAddr, or https:// with TLS.
+func (s *Stack) URL() string { return s.scheme + "://" + s.HTTPAddr }
 
 // Stop shuts the stack down from the top, in order: the gateway drains
 // (readiness fails, new requests are refused, running ones may finish

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/streamgate/streamgate/cmd/internal/tlsfiles/tlstest"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
 	"github.com/streamgate/streamgate/upstream"
@@ -139,5 +141,74 @@ func TestStartRefusesNothing(t *testing.T) {
 	}
 	if _, err := Start(Config{Engine: &engine.Options{Repository: builtin.FS}}); err == nil {
 		t.Fatal("an engine without its backends started") // and nothing leaks
+	}
+}
+
+// The TLS flags reach the layers they name: --tls-* the gateway's HTTPS
+// listener (serve, gateway) or the engine's gRPC listener (engine),
+// --upstream-* the gateway's upstream client; a half-given pair, --h2c
+// with TLS and upstream files without --upstream-tls are refused.
+func TestTLSFlags(t *testing.T) {
+	ca := tlstest.NewCA(t, "ca")
+	dir := t.TempDir()
+	cert, key := ca.Issue(t, tlstest.Options{}).WriteFiles(t, dir, "server")
+	ccert, ckey := ca.Issue(t, tlstest.Options{Use: tlstest.Client}).WriteFiles(t, dir, "client")
+	caFile := ca.WriteFile(t, dir, "ca.crt")
+	config := func(command string, args ...string) (Config, error) {
+		t.Helper()
+		f, err := Parse(command, args, io.Discard)
+		if err != nil {
+			return Config{}, err
+		}
+		return f.Config(nil)
+	}
+
+	cfg, err := config("serve", "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TLS == nil || cfg.TLS.MinVersion != tls.VersionTLS12 || cfg.TLS.ClientAuth != tls.RequireAndVerifyClientCert || cfg.TLS.GetCertificate == nil {
+		t.Errorf("serve: gateway TLS %+v", cfg.TLS)
+	}
+	if cfg.Engine.TLS != nil || cfg.UpstreamOptions.TLS != nil || cfg.H2C {
+		t.Error("serve: the engine on loopback is plaintext")
+	}
+
+	t.Run("upstream TLS from the environment", func(t *testing.T) {
+		t.Setenv("STREAMGATE_UPSTREAM_TLS", "true")
+		cfg, err := config("gateway", "--h2c", "--upstream-ca", caFile, "--upstream-cert", ccert, "--upstream-key", ckey, "--upstream-server-name", "engine.internal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := cfg.UpstreamOptions.TLS; cfg.TLS != nil || !cfg.H2C || u == nil || u.ServerName != "engine.internal" || u.RootCAs == nil || u.GetClientCertificate == nil {
+			t.Errorf("gateway: TLS %v h2c %v upstream %+v", cfg.TLS, cfg.H2C, u)
+		}
+	})
+
+	cfg, err = config("engine", "--tls-cert", cert, "--tls-key", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Engine.TLS == nil || cfg.Engine.TLS.ClientAuth != tls.NoClientCert || cfg.Gateway != nil {
+		t.Errorf("engine: TLS %+v", cfg.Engine.TLS)
+	}
+
+	for _, tc := range []struct {
+		command string
+		args    []string
+		want    string
+	}{
+		{"gateway", []string{"--tls-cert", cert}, "--tls-cert, --tls-key, --tls-client-ca: a certificate needs its key"},
+		{"engine", []string{"--tls-key", key}, "--tls-cert, --tls-key, --tls-client-ca: a certificate needs its key"},
+		{"gateway", []string{"--tls-cert", cert, "--tls-key", ckey}, "private key does not match"},
+		{"serve", []string{"--tls-cert", cert, "--tls-key", key, "--h2c"}, "--h2c is for a plaintext listener"},
+		{"gateway", []string{"--upstream-ca", caFile}, "need --upstream-tls"},
+		{"gateway", []string{"--upstream-tls", "--upstream-cert", ccert}, "--upstream-ca, --upstream-cert, --upstream-key: a client certificate needs its key"},
+		{"gateway", []string{"--upstream-tls", "--upstream-ca", cert + ".missing"}, "no such file"},
+		{"serve", []string{"--upstream-tls"}, "flag provided but not defined: -upstream-tls"},
+	} {
+		if _, err := config(tc.command, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %v: %v, want %q", tc.command, tc.args, err, tc.want)
+		}
 	}
 }

@@ -188,13 +188,33 @@ func New(opts Options) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 	if opts.TLS != nil {
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+		sopts = append(sopts, grpc.Creds(loggedTLS{credentials.NewTLS(opts.TLS), log}))
 	}
 	s.grpc = grpc.NewServer(sopts...)
 	pb.RegisterGRPCInferenceServiceServer(s.grpc, s)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
+}
+
+// loggedTLS is TLS server credentials that log each refused handshake
+// (a client without a certificate, or with one the server does not
+// trust): gRPC itself tells only the client.
+type loggedTLS struct {
+	credentials.TransportCredentials
+	log *slog.Logger
+}
+
+func (c loggedTLS) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	tc, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		c.log.Warn("TLS handshake refused", "remote", conn.RemoteAddr().String(), "err", err)
+	}
+	return tc, info, err
+}
+
+func (c loggedTLS) Clone() credentials.TransportCredentials {
+	return loggedTLS{c.TransportCredentials.Clone(), c.log}
 }
 
 // Serve accepts connections on lis until the server stops.

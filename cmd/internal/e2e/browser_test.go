@@ -123,7 +123,8 @@ window.e2e = {
   // after its first data frame.
   ws() {
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket("ws://" + location.host + "/v1/ws", "streamgate.v1");
+      const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+      const ws = new WebSocket(scheme + location.host + "/v1/ws", "streamgate.v1");
       const frames = [], terminal = {};
       let cancelled = false, finished = false;
       const fail = (msg) => { if (!finished) { finished = true; reject(new Error(msg)); } };
@@ -160,6 +161,44 @@ window.e2e = {
     const first = await this.long.next();
     return record("longFirst", { status: resp.status, first: JSON.parse(first.value.data) });
   },
+  // (e) n long event streams at once, each aborted only by abortOne or
+  // abortAll; manyState says how many delivered their first event and
+  // how many ended, and lists what happened in order.
+  many(n) {
+    const st = { first: 0, ended: 0, log: [] };
+    this.manyState = st;
+    this.streams = [];
+    for (let i = 0; i < n; i++) {
+      const s = { i, ctl: new AbortController(), first: false, aborted: false };
+      this.streams.push(s);
+      (async () => {
+        try {
+          const resp = await post("/v2/models/repeat_int32/generate_stream", repeat(100, 1000 * i, 0, 1000), s.ctl.signal);
+          if (resp.status !== 200) throw new Error("status " + resp.status);
+          for await (const ev of sseEvents(resp.body)) {
+            if (!s.first) { s.first = true; st.first++; st.log.push("first " + i); }
+          }
+          st.log.push("end " + i);
+        } catch (e) {
+          st.log.push((e.name === "AbortError" ? "aborted " : "failed " + e.message + " ") + i);
+        }
+        st.ended++;
+      })();
+    }
+    return n;
+  },
+  abortOne() {
+    const s = this.streams.find((s) => s.first && !s.aborted);
+    s.aborted = true;
+    this.manyState.log.push("abort " + s.i);
+    s.ctl.abort();
+    return s.i;
+  },
+  abortAll() {
+    for (const s of this.streams) { s.aborted = true; s.ctl.abort(); }
+    return this.streams.length;
+  },
+
   async abortLong() {
     this.ctl.abort();
     const out = { eventsAfterAbort: 0, error: null, ended: false };
@@ -187,17 +226,20 @@ type chromium struct {
 	devtool string // http://127.0.0.1:port
 }
 
-func startChromium(t *testing.T) *chromium {
+// startChromium starts a headless Chromium with a profile of its own and
+// args added to its command line.
+func startChromium(t *testing.T, args ...string) *chromium {
 	t.Helper()
 	bin := requireTool(t, "chromium", "/usr/bin/chromium")
 	profile := t.TempDir()
-	cmd := exec.Command(bin,
+	args = append([]string{
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--disable-dev-shm-usage", "--disable-breakpad",
-		"--user-data-dir="+profile,
+		"--user-data-dir=" + profile,
 		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-		"about:blank")
+	}, args...)
+	cmd := exec.Command(bin, append(args, "about:blank")...)
 	p := startProcess(t, "chromium", cmd, syscall.SIGTERM)
 	p.noise = "dbus" // no system bus in CI containers: harmless, and many lines
 	// Chromium writes the port it chose to DevToolsActivePort.
@@ -490,7 +532,7 @@ func TestBrowser(t *testing.T) {
 
 // runPage loads the page from origin and runs its steps.
 func runPage(t *testing.T, s *testStack, page *cdp, origin string, direct bool) {
-	c := httpClient(t)
+	c := s.client(t)
 	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
 	sseGone := metric(t, c, s.url, `streamgate_gateway_client_gone_total{protocol="sse"}`)
 	wsGone := metric(t, c, s.url, `streamgate_gateway_client_gone_total{protocol="ws"}`)

@@ -214,9 +214,16 @@ func (s *testStack) textModel() string {
 // handler.
 func startStack(t *testing.T, wrap ...func(http.Handler) http.Handler) *testStack {
 	t.Helper()
+	return startPageStack(t, nil, wrap...)
+}
+
+// startPageStack is startStack with change, if not nil, adjusting the
+// stack's Config first (TLS, the HTTP server's protocols).
+func startPageStack(t *testing.T, change func(*stack.Config), wrap ...func(http.Handler) http.Handler) *testStack {
+	t.Helper()
 	opts := &gateway.Options{SSE: &sse.Options{KeepAlive: 15 * time.Second},
 		ChatTemplates: map[string]string{storiesModel: openai.RawTemplate}}
-	return newStack(t, opts, func(c *stack.Config) {
+	changes := []func(*stack.Config){func(c *stack.Config) {
 		c.Engine.Backends[llama2.BackendName] = llama2.New
 		c.Engine.Extra = append(c.Engine.Extra, storiesConfig(t)...)
 		c.Handler = func(api http.Handler) http.Handler {
@@ -231,7 +238,11 @@ func startStack(t *testing.T, wrap ...func(http.Handler) http.Handler) *testStac
 				api.ServeHTTP(w, r)
 			})
 		}
-	})
+	}}
+	if change != nil {
+		changes = append(changes, change)
+	}
+	return newStack(t, opts, changes...)
 }
 
 // httpClient is a client of its own per test, so no idle connection

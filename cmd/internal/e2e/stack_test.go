@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -33,8 +35,23 @@ type testStack struct {
 	up   *upstream.Client
 	gw   *gateway.Server
 	addr string // the gateway, host:port
-	url  string // http://addr
+	url  string // http://addr, or https://addr with TLS
 	logs *syncBuffer
+	// roots are the CAs of the gateway's TLS certificate, nil without
+	// TLS (see withTLS).
+	roots *x509.CertPool
+}
+
+// client is a client of this test's own (see httpClient) that trusts the
+// gateway's TLS certificate, speaking HTTP/2 where the gateway offers it.
+func (s *testStack) client(t *testing.T) *http.Client {
+	c := httpClient(t)
+	if s.roots != nil {
+		tr := c.Transport.(*http.Transport)
+		tr.TLSClientConfig = &tls.Config{RootCAs: s.roots}
+		tr.ForceAttemptHTTP2 = true
+	}
+	return c
 }
 
 // newStack starts a stack whose gateway has opts (nil: the defaults);

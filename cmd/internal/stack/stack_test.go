@@ -180,7 +180,7 @@ func TestTLSFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if u := cfg.UpstreamOptions.TLS; cfg.TLS != nil || !cfg.H2C || u == nil || u.ServerName != "engine.internal" || u.RootCAs == nil || u.GetClientCertificate == nil {
+		if u := cfg.UpstreamOptions.TLS; cfg.TLS != nil || !cfg.H2C || u == nil || u.ServerName != "engine.internal" || u.RootCAs == nil {
 			t.Errorf("gateway: TLS %v h2c %v upstream %+v", cfg.TLS, cfg.H2C, u)
 		}
 	})

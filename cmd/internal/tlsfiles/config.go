@@ -68,7 +68,9 @@ type ClientFiles struct {
 
 // Config returns the client configuration f describes: TLS 1.2 or later,
 // the client key pair reloaded on change (see KeyPair). log receives
-// reloads (nil: nowhere).
+// reloads and, per handshake, a server's request for a client certificate
+// that the configuration cannot satisfy: none configured, or one of a CA
+// the server does not name (nil: nowhere).
 func (f ClientFiles) Config(log *slog.Logger) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: MinVersion, ServerName: f.ServerName}
 	if f.CA != "" {
@@ -87,6 +89,8 @@ func (f ClientFiles) Config(log *slog.Logger) (*tls.Config, error) {
 			return nil, err
 		}
 		cfg.GetClientCertificate = kp.GetClientCertificate
+	} else {
+		cfg.GetClientCertificate = noClientCertificate(orDiscard(log))
 	}
 	return cfg, nil
 }
@@ -103,4 +107,11 @@ func LoadCAs(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s: no PEM certificate in it", file)
 	}
 	return pool, nil
+}
+
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
 }

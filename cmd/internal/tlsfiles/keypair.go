@@ -2,6 +2,8 @@ package tlsfiles
 
 import (
 	"crypto/tls"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"fmt"
 	"log/slog"
 	"os"
@@ -50,10 +52,7 @@ func stampOf(file string) stamp {
 // (PEM). It fails when they cannot be read or do not match. log receives
 // each later reload and each reload that fails (nil: nowhere).
 func LoadKeyPair(certFile, keyFile string, log *slog.Logger) (*KeyPair, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	k := &KeyPair{certFile: certFile, keyFile: keyFile, log: log}
+	k := &KeyPair{certFile: certFile, keyFile: keyFile, log: orDiscard(log)}
 	st := k.stamps()
 	cert, err := k.load()
 	if err != nil {
@@ -109,7 +108,41 @@ func (k *KeyPair) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
 // GetClientCertificate is Certificate as tls.Config.GetClientCertificate
-// (a client's certificate, for servers that ask for one).
-func (k *KeyPair) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	return k.Certificate(), nil
+// (a client's certificate, for servers that ask for one). The pair is
+// sent even when the server names CAs that did not issue it, so that the
+// server's refusal says why; the mismatch is logged.
+func (k *KeyPair) GetClientCertificate(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	c := k.Certificate()
+	if err := cri.SupportsCertificate(c); err != nil {
+		k.log.Warn("TLS client certificate not among those the server accepts: it will likely refuse the connection",
+			"err", err, "server_accepts_issuers", caNames(cri.AcceptableCAs), "cert_issuer", c.Leaf.Issuer.String())
+	}
+	return c, nil
+}
+
+// noClientCertificate is tls.Config.GetClientCertificate for a client
+// with no certificate: it sends none, and logs that the server asked.
+func noClientCertificate(log *slog.Logger) func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		log.Warn("TLS server asks for a client certificate and none is configured: it will likely refuse the connection (mutual TLS)",
+			"server_accepts_issuers", caNames(cri.AcceptableCAs))
+		return &tls.Certificate{}, nil
+	}
+}
+
+// caNames are the distinguished names of a CertificateRequest's
+// acceptable CAs, readable.
+func caNames(ders [][]byte) []string {
+	var out []string
+	for _, der := range ders {
+		var rdn pkix.RDNSequence
+		if rest, err := asn1.Unmarshal(der, &rdn); err != nil || len(rest) != 0 {
+			out = append(out, "(unparsable name)")
+			continue
+		}
+		var n pkix.Name
+		n.FillFromRDNSequence(&rdn)
+		out = append(out, n.String())
+	}
+	return out
 }

@@ -224,12 +224,13 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := &logBuffer{}
 	client := func(c *tlstest.Cert) *tls.Config {
 		f := ClientFiles{CA: ca.WriteFile(t, dir, "ca.crt")}
 		if c != nil {
 			f.Cert, f.Key = c.WriteFiles(t, t.TempDir(), "client")
 		}
-		cfg, err := f.Config(nil)
+		cfg, err := f.Config(slog.New(slog.NewTextHandler(logs, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,15 +239,26 @@ func TestMutualTLS(t *testing.T) {
 	if _, err := handshake(t, server, client(ca.Issue(t, tlstest.Options{Use: tlstest.Client}))); err != nil {
 		t.Fatalf("a valid client certificate: %v", err)
 	}
-	for name, c := range map[string]*tlstest.Cert{
-		"no certificate":       nil,
-		"expired certificate":  ca.Issue(t, tlstest.Options{Use: tlstest.Client, Expired: true}),
-		"another CA's":         other.Issue(t, tlstest.Options{Use: tlstest.Client}),
-		"a server certificate": ca.Issue(t, tlstest.Options{Use: tlstest.Server}),
+	if logs.String() != "" {
+		t.Errorf("a valid client certificate logged:\n%s", logs)
+	}
+	for _, tc := range []struct {
+		name string
+		cert *tlstest.Cert
+		log  string // what the client logs, if anything
+	}{
+		{"no certificate", nil, "TLS server asks for a client certificate and none is configured"},
+		{"expired certificate", ca.Issue(t, tlstest.Options{Use: tlstest.Client, Expired: true}), ""},
+		{"another CA's", other.Issue(t, tlstest.Options{Use: tlstest.Client}), `TLS client certificate not among those the server accepts: it will likely refuse the connection" err="chain is not signed by an acceptable CA" server_accepts_issuers="[CN=ca,O=streamgate tests]" cert_issuer="CN=other,O=streamgate tests"`},
+		{"a server certificate", ca.Issue(t, tlstest.Options{Use: tlstest.Server}), ""},
 	} {
-		_, err := handshake(t, server, client(c))
+		before := len(logs.String())
+		_, err := handshake(t, server, client(tc.cert))
 		if err == nil || !strings.Contains(err.Error(), "tls:") {
-			t.Errorf("%s: %v, want a TLS alert", name, err)
+			t.Errorf("%s: %v, want a TLS alert", tc.name, err)
+		}
+		if got := logs.String()[before:]; !strings.Contains(got, tc.log) || (tc.log == "") != (got == "") {
+			t.Errorf("%s: logged %q, want %q", tc.name, got, tc.log)
 		}
 	}
 }

@@ -20,12 +20,19 @@
 // /proc), and clients trickling their bodies; clientfaults_test.go checks
 // that each fault of a client is counted as the client's.
 //
-// The package has no code outside its tests. The tests that need a tool
-// skip when it is not installed, unless STREAMGATE_REQUIRE_E2E=1 (nginx,
-// chromium) or STREAMGATE_REQUIRE_NODE=1 (node and the npm package) is
-// set, as in CI, which makes a missing tool a failure:
+// TLS tests (tls_test.go, browser_tls_test.go, nginx_tls_test.go) make
+// their certificates with tlsfiles/tlstest: every route over HTTP/2,
+// rotation, mutual TLS on both sides, h2c, Chromium's twelve streams on
+// one HTTP/2 connection against six on HTTP/1.1, and
+// deploy/nginx-tls.conf terminating and passing TLS through.
 //
-//	apt-get install -y nginx chromium nodejs npm
+// The package has no code outside its tests. The tests that need a tool
+// skip when it is not installed, unless STREAMGATE_REQUIRE_E2E=1 (nginx
+// and its stream module, chromium, openssl, curl) or
+// STREAMGATE_REQUIRE_NODE=1 (node and the npm package) is set, as in CI,
+// which makes a missing tool a failure:
+//
+//	apt-get install -y nginx libnginx-mod-stream chromium nodejs npm openssl curl
 //	(cd cmd/internal/e2e/node && npm ci)
 //	STREAMGATE_REQUIRE_E2E=1 STREAMGATE_REQUIRE_NODE=1 go test -race ./cmd/internal/e2e/
 //

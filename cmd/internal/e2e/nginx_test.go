@@ -64,6 +64,11 @@ func renderNginxConf(conf, gatewayAddr, listen, dir string) (string, error) {
 		conf = conf[:l[0]] + repl + conf[l[1]:]
 	}
 
+	return nginxTempPaths(conf, dir)
+}
+
+// nginxTempPaths puts nginx's temporary files and access log in dir.
+func nginxTempPaths(conf, dir string) (string, error) {
 	loc := httpBlockRE.FindStringIndex(conf)
 	if loc == nil {
 		return "", fmt.Errorf("no http block")
@@ -73,8 +78,7 @@ func renderNginxConf(conf, gatewayAddr, listen, dir string) (string, error) {
 		fmt.Fprintf(&paths, "\n  %s_temp_path %s;", d, filepath.Join(dir, d+"_temp"))
 	}
 	fmt.Fprintf(&paths, "\n  access_log %s;", filepath.Join(dir, "access.log"))
-	conf = conf[:loc[1]] + paths.String() + conf[loc[1]:]
-	return conf, nil
+	return conf[:loc[1]] + paths.String() + conf[loc[1]:], nil
 }
 
 // startNginx runs nginx in the foreground with the shipped configuration
@@ -96,6 +100,15 @@ func startNginx(t *testing.T, gatewayAddr string) *nginx {
 	if err != nil {
 		t.Fatalf("%s: %v (update renderNginxConf with the file)", src, err)
 	}
+	n := &nginx{addr: addr, url: "http://" + addr}
+	runNginx(t, bin, src, conf, dir, httpClient(t), n.url+"/healthz")
+	return n
+}
+
+// runNginx runs nginx in the foreground with conf (rendered from src) in
+// dir until the test ends, and returns once c gets 200 from ready.
+func runNginx(t *testing.T, bin, src, conf, dir string, c *http.Client, ready string) {
+	t.Helper()
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -115,23 +128,21 @@ func startNginx(t *testing.T, gatewayAddr string) *nginx {
 			t.Logf("rendered %s:\n%s", src, conf)
 		}
 	})
-	n := &nginx{addr: addr, url: "http://" + addr}
-	c := httpClient(t)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if p.exited() {
 			t.Fatalf("nginx exited at start:\n%s", p.out.String())
 		}
-		resp, err := c.Get(n.url + "/healthz")
+		resp, err := c.Get(ready)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return n
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nginx never proxied /healthz: %v", err)
+			t.Fatalf("nginx never proxied %s: %v", ready, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -515,4 +519,94 @@ func TestUpstreamMutualTLS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadmeTLS runs the README's TLS example as written: its openssl
+// command makes the self-signed certificate, `streamgate serve` with its
+// flags serves it (in this process, on free ports), and its curl command
+// streams over HTTPS trusting the certificate.
+func TestReadmeTLS(t *testing.T) {
+	openssl := requireTool(t, "openssl", "/usr/bin/openssl")
+	curl := requireTool(t, "curl", "/usr/bin/curl")
+	cmds := readmeShellCommands(t, "## TLS")
+	if len(cmds) != 3 || !strings.HasPrefix(cmds[0], "openssl req ") || !strings.HasPrefix(cmds[1], "streamgate serve ") || !strings.HasPrefix(cmds[2], "curl ") {
+		t.Fatalf("the README's TLS example is not openssl, serve, curl: %q (update this test with it)", cmds)
+	}
+	dir := t.TempDir()
+	run := func(bin, cmd string) string {
+		t.Helper()
+		c := exec.CommandContext(t.Context(), "sh", "-c", bin+strings.TrimPrefix(cmd, strings.Fields(cmd)[0]))
+		c.Dir = dir
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s%s", cmd, err, out, stderr.Bytes())
+		}
+		return string(out)
+	}
+	run(openssl, cmds[0])
+
+	serve, _, _ := strings.Cut(strings.TrimPrefix(cmds[1], "streamgate serve "), "#")
+	args := strings.Fields(serve)
+	for i, a := range args {
+		if strings.HasSuffix(a, ".pem") {
+			args[i] = filepath.Join(dir, a)
+		}
+	}
+	f, err := stack.Parse("serve", append(args, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--model-cache", t.TempDir()), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := stack.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.StopNow()
+	if !strings.HasPrefix(st.URL(), "https://") {
+		t.Fatalf("serve with the README's flags serves %s", st.URL())
+	}
+	_, port, _ := strings.Cut(st.HTTPAddr, ":")
+	if !strings.Contains(cmds[2], "https://localhost:8080/") {
+		t.Fatalf("the curl command does not name https://localhost:8080/: %s", cmds[2])
+	}
+	out := run(curl, strings.Replace(cmds[2], "localhost:8080", "localhost:"+port, 1))
+	want := []string{
+		`{"model_name":"repeat_int32","model_version":"1","OUT":1,"IDX":0}`,
+		`{"model_name":"repeat_int32","model_version":"1","OUT":2,"IDX":1}`,
+		`{"model_name":"repeat_int32","model_version":"1","OUT":3,"IDX":2}`,
+	}
+	if got := events(t, out); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("curl printed %q", out)
+	}
+}
+
+// readmeShellCommands are the commands of the first ```sh block after the
+// heading in README.md, continuation lines joined.
+func readmeShellCommands(t *testing.T, heading string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README.md has no %q", heading)
+	}
+	_, rest, ok = strings.Cut(rest, "```sh\n")
+	block, _, ok2 := strings.Cut(rest, "\n```")
+	if !ok || !ok2 {
+		t.Fatalf("README.md: no sh block under %q", heading)
+	}
+	var cmds []string
+	for _, c := range strings.Split(strings.ReplaceAll(block, "\\\n", ""), "\n") {
+		if c = strings.TrimSpace(c); c != "" {
+			cmds = append(cmds, c)
+		}
+	}
+	return cmds
 }

@@ -171,18 +171,9 @@ func TestNginxTLS(t *testing.T) {
 				t.Fatalf("upgrade %d %q", wresp.StatusCode, conn.Subprotocol())
 			}
 			wsSend(t, conn, `{"type":"generate","id":"n","model":"identity_int32","body":{"INPUT0":[1]}}`)
-			var frames []string
-			for {
-				f, raw, err := wsRead(t, conn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				frames = append(frames, string(raw))
-				if f.Type != "data" {
-					break
-				}
-			}
-			if len(frames) != 2 || frames[1] != `{"type":"done","id":"n","reason":"final"}` {
+			frames := wsReadToEnd(t, conn)
+			if len(frames) != 2 || frames[0] != `{"type":"data","id":"n","seq":0,"data":{"model_name":"identity_int32","model_version":"1","OUTPUT0":1}}` ||
+				frames[1] != `{"type":"done","id":"n","reason":"final"}` {
 				t.Errorf("frames %q", frames)
 			}
 			conn.Close(websocket.StatusNormalClosure, "")

@@ -234,17 +234,7 @@ func checkWSS(t *testing.T, s *testStack, c *http.Client) {
 		t.Fatalf("upgrade: %d %s %q", resp.StatusCode, resp.Proto, conn.Subprotocol())
 	}
 	wsSend(t, conn, `{"type":"generate","id":"a","model":"square_int32","body":{"IN":4}}`)
-	var got []string
-	for {
-		f, raw, err := wsRead(t, conn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, string(raw))
-		if f.Type != "data" {
-			break
-		}
-	}
+	got := wsReadToEnd(t, conn)
 	want := []string{
 		`{"type":"data","id":"a","seq":0,"data":{"model_name":"square_int32","model_version":"1","OUT":4}}`,
 		`{"type":"data","id":"a","seq":1,"data":{"model_name":"square_int32","model_version":"1","OUT":4}}`,

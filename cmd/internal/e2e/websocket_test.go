@@ -47,6 +47,23 @@ func wsSend(t *testing.T, c *websocket.Conn, v string) {
 	}
 }
 
+// wsReadToEnd returns the frames c receives up to the first that is not
+// data (a request's terminal frame), raw.
+func wsReadToEnd(t *testing.T, c *websocket.Conn) []string {
+	t.Helper()
+	var frames []string
+	for {
+		f, raw, err := wsRead(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, string(raw))
+		if f.Type != "data" {
+			return frames
+		}
+	}
+}
+
 func wsRead(t *testing.T, c *websocket.Conn) (wsFrame, []byte, error) {
 	t.Helper()
 	_, data, err := c.Read(t.Context())

@@ -37,7 +37,12 @@ type CA struct {
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
+	tmpl := caTemplate(t, name)
+	return &CA{Cert: sign(t, tmpl, tmpl, &key.PublicKey, key), key: key}
+}
+
+func caTemplate(t testing.TB, name string) *x509.Certificate {
+	return &x509.Certificate{
 		SerialNumber:          serial(t),
 		Subject:               pkix.Name{CommonName: name, Organization: []string{"streamgate tests"}},
 		NotBefore:             time.Now().Add(-time.Hour),
@@ -46,7 +51,6 @@ func NewCA(t testing.TB, name string) *CA {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	return &CA{Cert: sign(t, tmpl, tmpl, &key.PublicKey, key), key: key}
 }
 
 // Intermediate returns a CA named name signed by ca. Certificates it
@@ -54,16 +58,8 @@ func NewCA(t testing.TB, name string) *CA {
 func (ca *CA) Intermediate(t testing.TB, name string) *CA {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
-		Subject:               pkix.Name{CommonName: name, Organization: []string{"streamgate tests"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
+	tmpl := caTemplate(t, name)
+	tmpl.MaxPathLenZero = true
 	cert := sign(t, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	return &CA{Cert: cert, key: key, chain: append([]*x509.Certificate{cert}, ca.chain...)}
 }

@@ -117,6 +117,10 @@ var routeRequests = map[string]routeRequest{
 	"POST /v1/chat/completions": {method: "POST", path: "/v1/chat/completions", eventStream: true,
 		body: `{"model":"echo","stream":true,"messages":[{"role":"user","content":"over TLS"}]}`},
 	"POST /v1/completions": {method: "POST", path: "/v1/completions", body: `{"model":"echo","prompt":"over TLS"}`},
+	"POST /v2/models/{model}/infer": {method: "POST", path: "/v2/models/identity_int32/infer",
+		body: `{"inputs":[{"name":"INPUT0","shape":[1],"datatype":"INT32","data":[1]}]}`},
+	"POST /v2/models/{model}/versions/{version}/infer": {method: "POST", path: "/v2/models/identity_int32/versions/1/infer",
+		body: `{"inputs":[{"name":"INPUT0","shape":[1],"datatype":"INT32","data":[2]}]}`},
 }
 
 // Every route works over TLS, on HTTP/2 negotiated by ALPN (event streams
@@ -211,7 +215,7 @@ func fillPattern(route string) string {
 		b.WriteString(route[:i])
 		switch route[i+1 : i+j] {
 		case "model", "id":
-			b.WriteString("square_int32")
+			b.WriteString("identity_int32")
 		case "version":
 			b.WriteString("1")
 		default:

@@ -90,9 +90,10 @@ type sink interface {
 // ctx is the request's (the HTTP request's, or the WebSocket request's);
 // when it is done the call is cancelled upstream. conn names the client
 // connection for the per-client limit when the request has no API key
-// ("" for none: a WebSocket's requests are limited by its session). serve returns nil when the request
-// succeeded or out delivered its error, and otherwise the error the caller
-// must answer (errClientGone when there is nobody to answer).
+// ("" for none: a WebSocket's requests are limited by its session).
+// serve returns nil when the request succeeded or out delivered its
+// error, and otherwise the error the caller must answer (errClientGone
+// when there is nobody to answer).
 func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error {
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)

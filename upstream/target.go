@@ -54,6 +54,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(
+			grpc.ForceCodecV2(newCodec()),
 			grpc.MaxCallRecvMsgSize(o.MaxMessageBytes),
 			grpc.MaxCallSendMsgSize(o.MaxMessageBytes),
 		),

@@ -44,9 +44,9 @@ type Config struct {
 	WSPerSocket   int
 	BaselineLast  bool
 	Pause         time.Duration
-	// UpstreamQueue sets the embedded gateway's upstream.Options.QueueSize
+	// QueueBytes sets the embedded gateway's upstream.Options.QueueBytes
 	// (0: upstream's default), to try the relay preset with other queues.
-	UpstreamQueue int
+	QueueBytes int
 
 	JSON       bool
 	CPUProfile string
@@ -170,7 +170,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.Embedded, "embedded", false, "run an engine and gateway in this process on loopback ports instead of --http/--grpc")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
 	fs.IntVar(&c.WSPerSocket, "ws-per-socket", 64, "ws: concurrent requests per socket")
-	fs.IntVar(&c.UpstreamQueue, "embedded-upstream-queue", 0, "with --embedded: responses buffered per request between upstream and the gateway (0: upstream's default)")
+	fs.IntVar(&c.QueueBytes, "embedded-queue-bytes", 0, "with --embedded: memory each request holds of its own for responses its client has not read (serve's --queue-bytes; 0: its default)")
 	fs.BoolVar(&c.BaselineLast, "baseline-last", false, "with --compare, run the baseline after the other transports")
 	fs.DurationVar(&c.Pause, "pause", time.Second, "pause between transports")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
@@ -377,7 +377,7 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	var emb *embedded
 	var pids []int
 	if c.Embedded {
-		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, stories: c.Model == modelStories, queue: c.UpstreamQueue}
+		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, stories: c.Model == modelStories, queueBytes: c.QueueBytes}
 		for _, r := range runs {
 			if r.wl.PacedByConfig {
 				o.echoDelay = r.wl.Delay

@@ -39,6 +39,11 @@ type Config struct {
 	HTTP          string
 	GRPC          string
 	Embedded      bool
+	// Spawn starts a fresh `streamgate serve` for every run (SpawnArgs
+	// added to its flags) instead of using HTTP and GRPC.
+	Spawn       bool
+	SpawnArgs   []string
+	SpawnBinary string // default: this executable
 	ServerPIDs    []int
 	DirectStreams int
 	WSPerSocket   int
@@ -70,6 +75,7 @@ type preset struct {
 	baselineLast bool
 	embedded     bool   // the preset needs --embedded for its main figure
 	model        string // "" keeps --model's default
+	spawn        bool   // a fresh server per run by default
 	about        string
 }
 
@@ -86,8 +92,8 @@ var presets = map[string]preset{
 	},
 	"hold": {
 		transports: []string{"sse"}, conc: 10000, responses: 30, delay: time.Second,
-		duration: 10 * time.Second, warmup: 8 * time.Second, ramp: 5 * time.Second, baselineLast: true,
-		about: "10,000 concurrent streams at 1 response/s, opened over 5 s; server RSS per stream",
+		duration: 10 * time.Second, warmup: 8 * time.Second, ramp: 5 * time.Second, spawn: true,
+		about: "10,000 concurrent streams at 1 response/s, opened over 5 s, each transport on a fresh server; server RSS per stream",
 	},
 	"cancel": {
 		transports: []string{"sse", "ws"}, conc: 100, responses: 200, delay: 10 * time.Millisecond,
@@ -168,6 +174,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "gateway address")
 	fs.StringVar(&c.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC address (direct baseline)")
 	fs.BoolVar(&c.Embedded, "embedded", false, "run an engine and gateway in this process on loopback ports instead of --http/--grpc")
+	fs.BoolVar(&c.Spawn, "spawn", false, "start a fresh `streamgate serve` (this binary) for every run, on loopback ports of its own, instead of using --http/--grpc; its GC is traced (preset hold: default true)")
+	spawnArgs := fs.String("spawn-args", "", "flags added to the spawned servers' (space-separated; they already get --max-streams of twice --c)")
+	fs.StringVar(&c.SpawnBinary, "spawn-binary", "", "the streamgate binary --spawn starts (default: this one), e.g. an older build to compare")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
 	fs.IntVar(&c.WSPerSocket, "ws-per-socket", 64, "ws: concurrent requests per socket")
 	fs.IntVar(&c.QueueBytes, "embedded-queue-bytes", 0, "with --embedded: memory each request holds of its own for responses its client has not read (serve's --queue-bytes; 0: its default)")
@@ -223,6 +232,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		if p.model != "" {
 			apply("model", func() { c.Model = p.model })
 		}
+		apply("spawn", func() { c.Spawn = p.spawn && !c.Embedded })
 		if p.perSocket > 0 {
 			apply("ws-per-socket", func() { c.WSPerSocket = p.perSocket })
 		}
@@ -239,6 +249,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 			c.Transports = append(c.Transports, t)
 		}
 	}
+	c.SpawnArgs = strings.Fields(*spawnArgs)
 	if *pids != "" {
 		for _, p := range strings.Split(*pids, ",") {
 			pid, err := strconv.Atoi(strings.TrimSpace(p))
@@ -277,8 +288,10 @@ func (c *Config) validate() error {
 		return errors.New("--direct-streams must not be negative")
 	case c.CancelAfter < 0 || c.CancelAfter > 0 && c.CancelAfter >= c.Responses:
 		return errors.New("--cancel-after must be below --responses")
+	case c.Spawn && c.Embedded:
+		return errors.New("--spawn and --embedded exclude each other")
 	}
-	if !c.Embedded {
+	if !c.Embedded && !c.Spawn {
 		for _, a := range []string{c.HTTP, c.GRPC} {
 			if _, _, err := net.SplitHostPort(a); err != nil {
 				return fmt.Errorf("address %q: %w", a, err)
@@ -391,14 +404,22 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		c.HTTP, c.GRPC = emb.HTTPAddr, emb.EngineAddr
 		pids = []int{os.Getpid()}
 		rep.Notes = append(rep.Notes, "embedded: server and load generator share one process; its CPU and RSS count both")
+	} else if c.Spawn {
+		rep.Notes = append(rep.Notes, "spawn: every run on a fresh `streamgate serve` of its own; GC figures from its gctrace")
 	} else {
 		pids = c.ServerPIDs
 		if len(pids) == 0 {
 			pids = discoverServer(stderr, c.HTTP, c.GRPC)
 		}
+		if needsSameServer(runs) {
+			if err := verifySameServer(ctx, c.HTTP, c.GRPC, runs); err != nil {
+				return err
+			}
+			rep.Notes = append(rep.Notes, "checked: --http and --grpc are the same server (ServerMetadata, and the engine counted the bench's nonce requests sent through the gateway)")
+		}
 	}
 	rep.HTTP, rep.GRPC, rep.ServerPIDs = c.HTTP, c.GRPC, pids
-	if !c.Embedded && len(pids) == 0 {
+	if !c.Embedded && !c.Spawn && len(pids) == 0 {
 		rep.Notes = append(rep.Notes, "server CPU and RSS unknown: no local server process found (give --server-pid)")
 	}
 
@@ -423,14 +444,29 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			runtime.GC()
 			backend.Sleep(ctx, c.Pause)
 		}
+		var sp *spawned
+		if c.Spawn {
+			args := append([]string{"--max-streams", strconv.Itoa(max(2*c.Concurrency, 4096))}, c.SpawnArgs...)
+			if sp, err = spawnServer(ctx, c.SpawnBinary, args); err != nil {
+				return err
+			}
+			c.HTTP, c.GRPC, pids = sp.http, sp.grpc, []int{sp.pid()}
+			rep.HTTP, rep.GRPC = "spawned", "spawned"
+		}
 		tr, err := c.newTransport(pr)
 		if err != nil {
+			if sp != nil {
+				sp.stop()
+			}
 			return fmt.Errorf("%s: %w", pr.transport, err)
 		}
 		spec := runSpec{
 			name: pr.transport, tr: tr, wl: pr.wl, conc: c.Concurrency, rate: c.Rate,
 			duration: c.Duration, warmup: c.Warmup, ramp: c.Ramp, requests: c.Requests,
 			cancelAfter: c.CancelAfter, pids: pids, embedded: c.Embedded, serial: &serial,
+		}
+		if sp != nil {
+			spec.gc = sp.gc
 		}
 		if c.MemProfile != "" {
 			spec.atWindowEnd = func() { writeHeapProfile(c.MemProfile+"."+pr.transport, stderr) }
@@ -442,6 +478,9 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "bench: %s %s, %d streams, %v + %v warmup...\n", pr.transport, pr.wl, c.Concurrency, c.Duration, c.Warmup)
 		res := run(ctx, spec)
 		tr.close()
+		if sp != nil {
+			sp.stop()
+		}
 		if emb != nil {
 			emb.tracker.enable(false)
 		}

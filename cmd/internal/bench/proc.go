@@ -136,6 +136,7 @@ type monitorSnapshot struct {
 	activeMax int64 // most requests in flight at a sample
 	rssAtFull int64 // the highest RSS seen with activeMax in flight
 	rssOK     bool
+	gc        *GCStats // this process's GC in the window (embedded)
 }
 
 // monitor samples CPU at the start and end of the window and server RSS
@@ -143,8 +144,10 @@ type monitorSnapshot struct {
 type monitor struct {
 	pids   []int
 	active *atomic.Int64
+	self   bool // also read this process's GC (embedded)
 	done   chan struct{}
 	wg     sync.WaitGroup
+	gc0    *gcMetrics
 
 	mu               sync.Mutex
 	snap             monitorSnapshot
@@ -183,8 +186,8 @@ func (m *monitor) rss() (int64, bool) {
 }
 
 // startMonitor starts sampling.
-func startMonitor(pids []int, win window, active *atomic.Int64) *monitor {
-	m := &monitor{pids: pids, active: active, done: make(chan struct{})}
+func startMonitor(pids []int, win window, active *atomic.Int64, self bool) *monitor {
+	m := &monitor{pids: pids, active: active, self: self, done: make(chan struct{})}
 	m.snap.rssStart, m.snap.rssOK = m.rss()
 	m.wg.Go(func() {
 		select {
@@ -211,6 +214,9 @@ func (m *monitor) begin() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.started = true
+	if m.self {
+		m.gc0 = readGCMetrics()
+	}
 	m.client0 = selfCPU()
 	m.server0, m.snap.serverOK = m.serverCPU()
 }
@@ -243,6 +249,9 @@ func (m *monitor) stop() monitorSnapshot {
 	}
 	s := m.snap
 	s.clientCPU = selfCPU() - m.client0
+	if m.gc0 != nil {
+		s.gc = readGCMetrics().since(m.gc0)
+	}
 	if s.serverOK {
 		end, ok := m.serverCPU()
 		s.serverOK = ok

@@ -54,7 +54,10 @@ type Result struct {
 	RSSPerStreamKB float64 `json:"rss_per_stream_kb,omitempty"`
 	ClientCPUBound bool    `json:"loadgen_cpu_bound"`
 	BoxSaturated   bool    `json:"box_saturated"`
-	Ratios         *Ratios `json:"vs_direct,omitempty"`
+	// GC is the server's garbage collection in the window (--spawn, or
+	// --embedded where it includes the load generator's).
+	GC     *GCStats `json:"gc,omitempty"`
+	Ratios *Ratios  `json:"vs_direct,omitempty"`
 }
 
 func (r *Result) errorCount() int64 {
@@ -178,6 +181,16 @@ func (rep *Report) writeTable(w io.Writer) {
 		if r.RSSPerStreamKB > 0 && r.Concurrency >= 1000 {
 			fmt.Fprintf(w, "%s memory: server rss %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream), %.1f MB at most\n",
 				r.Transport, r.RSSStartMB, r.RSSAtFullMB, r.StreamsAtFull, r.RSSPerStreamKB, r.RSSMaxMB)
+		}
+	}
+	for _, r := range rep.Results {
+		if g := r.GC; g != nil {
+			who := "server"
+			if g.Source == "runtime/metrics" {
+				who = "process (server and load generator)"
+			}
+			fmt.Fprintf(w, "%s gc (%s): %d cycles, %.1f%% of CPU; pauses p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+				r.Transport, who, g.Cycles, 100*g.CPUShare, g.Pauses.P50, g.Pauses.P99, g.Pauses.Max)
 		}
 	}
 	for _, r := range rep.Results {

@@ -199,6 +199,7 @@ type runSpec struct {
 	tracker     *tracker // engine-side stop times (cancel), or nil
 	pids        []int    // server processes to measure
 	embedded    bool
+	gc          *gcTrace // the spawned server's GC cycles, or nil
 	serial      *atomic.Int32
 	// atWindowEnd, if set, runs when the window closes, before the load
 	// is stopped (e.g. to take a heap profile at full load).
@@ -212,7 +213,7 @@ func run(ctx context.Context, spec runSpec) *Result {
 	start := time.Now()
 	win := window{from: start.Add(spec.warmup), to: start.Add(spec.warmup + spec.duration)}
 	var active atomic.Int64
-	mon := startMonitor(spec.pids, win, &active)
+	mon := startMonitor(spec.pids, win, &active, spec.embedded)
 	stopTimer := time.AfterFunc(spec.warmup+spec.duration, func() {
 		if spec.atWindowEnd != nil {
 			spec.atWindowEnd()
@@ -300,7 +301,23 @@ func run(ctx context.Context, spec runSpec) *Result {
 		win.to = end
 	}
 	snap := mon.stop()
-	return spec.result(total, win, snap)
+	r := spec.result(total, win, snap)
+	switch {
+	case spec.gc != nil:
+		r.GC = spec.gc.window(win)
+	case snap.gc != nil:
+		r.GC = snap.gc
+	}
+	if r.GC != nil {
+		cpu := r.ClientCPU // embedded: the whole process
+		if r.ServerCPU != nil {
+			cpu = *r.ServerCPU
+		}
+		if cpu > 0 {
+			r.GC.CPUShare = r.GC.CPUSeconds / cpu
+		}
+	}
+	return r
 }
 
 // openLoop starts requests at spec.rate, each in its own goroutine, with at

@@ -226,3 +226,31 @@ func BenchmarkRequestTelemetry(b *testing.B) {
 		mp.Shutdown(context.Background())
 	}
 }
+
+// BenchmarkRequest measures what the gateway allocates per request (one
+// op) on its way in and out, around a canned call of 100 responses: the
+// routing, the body's parsing, the job, the sink. It is what the relay
+// preset's garbage comes from now that relaying allocates nothing.
+func BenchmarkRequest(b *testing.B) {
+	resp := cannedResponse(
+		tensor.NewInt32("OUT", []int64{1}, []int32{42}),
+		tensor.NewUint32("IDX", []int64{1}, []uint32{7}),
+	)
+	start := func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
+		return &cannedCall{resp: resp, n: 100}, nil
+	}
+	srv := newServer(start, fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	h := srv.Handler()
+	in := make([]string, 100)
+	for i := range in {
+		in[i] = "7"
+	}
+	body := `{"IN":[` + strings.Join(in, ",") + `],"DELAY":[` + strings.Join(in, ",") + `],"WAIT":0}`
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/v2/models/repeat_int32/generate_stream", strings.NewReader(body))
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+}

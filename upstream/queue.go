@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -26,7 +27,8 @@ import (
 // the next push. Nothing else fails a call for being slow.
 type respQueue struct {
 	mu      sync.Mutex
-	buf     []byte // messages at buf[r:w]
+	buf     []byte  // messages at buf[r:w]
+	bufp    *[]byte // buf's pool handle (queueBufs)
 	r, w    int
 	n       int   // messages queued
 	charged int64 // bytes of cap(buf) borrowed from the shared budget
@@ -45,6 +47,37 @@ type respQueue struct {
 
 // keepQueueBuf is the largest queue buffer kept once empty.
 const keepQueueBuf = 4 << 10
+
+// queueBufs recycles queue buffers by size class (bufClass: 256 bytes to
+// 1 MiB), so that a call whose queue grows in a burst and is drained again
+// takes a buffer another call gave back rather than allocating one. Free
+// buffers count against no budget; the pools empty at garbage
+// collections.
+var queueBufs [13]sync.Pool
+
+// getQueueBuf returns a buffer of size bytes (a bufClass) and its pool
+// handle (nil for sizes beyond the classes).
+func getQueueBuf(size int) ([]byte, *[]byte) {
+	i := bits.Len(uint(size-1)) - 8 // 256 -> 0
+	if i < 0 || i >= len(queueBufs) {
+		return make([]byte, size), nil
+	}
+	if p, _ := queueBufs[i].Get().(*[]byte); p != nil {
+		return (*p)[:size], p
+	}
+	b := make([]byte, size)
+	return b, &b
+}
+
+func putQueueBuf(p *[]byte) {
+	if p == nil {
+		return
+	}
+	i := bits.Len(uint(cap(*p)-1)) - 8
+	if i >= 0 && i < len(queueBufs) {
+		queueBufs[i].Put(p)
+	}
+}
 
 func newRespQueue() respQueue {
 	return respQueue{ready: make(chan struct{}, 1)}
@@ -115,12 +148,13 @@ func (q *respQueue) makeRoom(need int, lim *queueLimits) bool {
 	if more := charge - q.charged; more > 0 && !lim.bud.Take(more) {
 		return false
 	}
-	buf := make([]byte, size)
+	buf, bufp := getQueueBuf(size)
 	copy(buf, q.buf[q.r:q.w])
 	if less := q.charged - charge; less > 0 {
 		lim.bud.Give(less)
 	}
-	q.buf, q.r, q.w, q.charged = buf, 0, used, charge
+	putQueueBuf(q.bufp)
+	q.buf, q.bufp, q.r, q.w, q.charged = buf, bufp, 0, used, charge
 	return true
 }
 
@@ -157,7 +191,8 @@ func (q *respQueue) discard(lim *queueLimits) {
 }
 
 func (q *respQueue) dropLocked(lim *queueLimits) {
-	q.buf = nil
+	putQueueBuf(q.bufp)
+	q.buf, q.bufp = nil, nil
 	lim.bud.Give(q.charged)
 	q.charged = 0
 }

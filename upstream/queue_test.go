@@ -278,3 +278,24 @@ func TestDeliverAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueBurstsReuseBuffers: a queue that grows in a burst and is
+// drained again takes its buffers from the pool, allocating nothing.
+func TestQueueBurstsReuseBuffers(t *testing.T) {
+	lim := &queueLimits{own: 1 << 20, stall: time.Minute, now: time.Now}
+	q := newRespQueue()
+	m := wire(t, intResp(1))
+	var dst []byte
+	burst := func() {
+		for range 200 {
+			q.push(m, lim)
+		}
+		for q.n > 0 {
+			dst, _ = q.pop(dst, lim)
+		}
+	}
+	burst()
+	if n := testing.AllocsPerRun(100, burst); n != 0 {
+		t.Fatalf("%v allocations per burst", n)
+	}
+}

@@ -36,14 +36,15 @@ type Config struct {
 	Prompt      string
 	CancelAfter int
 
-	HTTP          string
-	GRPC          string
-	Embedded      bool
+	HTTP     string
+	GRPC     string
+	Embedded bool
 	// Spawn starts a fresh `streamgate serve` for every run (SpawnArgs
 	// added to its flags) instead of using HTTP and GRPC.
-	Spawn       bool
-	SpawnArgs   []string
-	SpawnBinary string // default: this executable
+	Spawn         bool
+	SpawnSplit    bool // engine and gateway as two processes
+	SpawnArgs     []string
+	SpawnBinary   string // default: this executable
 	ServerPIDs    []int
 	DirectStreams int
 	WSPerSocket   int
@@ -176,6 +177,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.Embedded, "embedded", false, "run an engine and gateway in this process on loopback ports instead of --http/--grpc")
 	fs.BoolVar(&c.Spawn, "spawn", false, "start a fresh `streamgate serve` (this binary) for every run, on loopback ports of its own, instead of using --http/--grpc; its GC is traced (preset hold: default true)")
 	spawnArgs := fs.String("spawn-args", "", "flags added to the spawned servers' (space-separated; they already get --max-streams of twice --c)")
+	fs.BoolVar(&c.SpawnSplit, "spawn-split", false, "with --spawn, start `streamgate engine` and `streamgate gateway` as two processes (--spawn-args go to the gateway) and report the gateway's own memory per stream (preset hold: default true)")
 	fs.StringVar(&c.SpawnBinary, "spawn-binary", "", "the streamgate binary --spawn starts (default: this one), e.g. an older build to compare")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
 	fs.IntVar(&c.WSPerSocket, "ws-per-socket", 64, "ws: concurrent requests per socket")
@@ -233,6 +235,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 			apply("model", func() { c.Model = p.model })
 		}
 		apply("spawn", func() { c.Spawn = p.spawn && !c.Embedded })
+		apply("spawn-split", func() { c.SpawnSplit = p.spawn && !c.Embedded })
 		if p.perSocket > 0 {
 			apply("ws-per-socket", func() { c.WSPerSocket = p.perSocket })
 		}
@@ -405,17 +408,27 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		pids = []int{os.Getpid()}
 		rep.Notes = append(rep.Notes, "embedded: server and load generator share one process; its CPU and RSS count both")
 	} else if c.Spawn {
-		rep.Notes = append(rep.Notes, "spawn: every run on a fresh `streamgate serve` of its own; GC figures from its gctrace")
+		what := "`streamgate serve`"
+		if c.SpawnSplit {
+			what = "`streamgate engine` + `streamgate gateway` pair"
+		}
+		rep.Notes = append(rep.Notes, "spawn: every run on a fresh "+what+" of its own; GC figures from gctrace")
 	} else {
 		pids = c.ServerPIDs
 		if len(pids) == 0 {
 			pids = discoverServer(stderr, c.HTTP, c.GRPC)
 		}
 		if needsSameServer(runs) {
-			if err := verifySameServer(ctx, c.HTTP, c.GRPC, runs); err != nil {
+			var notSame *errNotSame
+			switch err := verifySameServer(ctx, c.HTTP, c.GRPC, runs); {
+			case errors.As(err, &notSame):
 				return err
+			case err != nil:
+				fmt.Fprintln(stderr, "bench: warning:", err)
+				rep.Notes = append(rep.Notes, "not checked that --http and --grpc are the same server: "+err.Error())
+			default:
+				rep.Notes = append(rep.Notes, "checked: --http and --grpc are the same server (ServerMetadata, and the engine counted the bench's nonce requests sent through the gateway)")
 			}
-			rep.Notes = append(rep.Notes, "checked: --http and --grpc are the same server (ServerMetadata, and the engine counted the bench's nonce requests sent through the gateway)")
 		}
 	}
 	rep.HTTP, rep.GRPC, rep.ServerPIDs = c.HTTP, c.GRPC, pids
@@ -447,10 +460,10 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		var sp *spawned
 		if c.Spawn {
 			args := append([]string{"--max-streams", strconv.Itoa(max(2*c.Concurrency, 4096))}, c.SpawnArgs...)
-			if sp, err = spawnServer(ctx, c.SpawnBinary, args); err != nil {
+			if sp, err = spawnServer(ctx, c.SpawnBinary, c.SpawnSplit, args); err != nil {
 				return err
 			}
-			c.HTTP, c.GRPC, pids = sp.http, sp.grpc, []int{sp.pid()}
+			c.HTTP, c.GRPC, pids = sp.http, sp.grpc, sp.pids()
 			rep.HTTP, rep.GRPC = "spawned", "spawned"
 		}
 		tr, err := c.newTransport(pr)
@@ -466,7 +479,11 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			cancelAfter: c.CancelAfter, pids: pids, embedded: c.Embedded, serial: &serial,
 		}
 		if sp != nil {
-			spec.gc = sp.gc
+			spec.gc = sp.gcWindow
+			if c.SpawnSplit {
+				gw := sp.gateway()
+				spec.gatewayPID, spec.gatewayGC = gw.cmd.Process.Pid, gw.gc.window
+			}
 		}
 		if c.MemProfile != "" {
 			spec.atWindowEnd = func() { writeHeapProfile(c.MemProfile+"."+pr.transport, stderr) }

@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"runtime/metrics"
+	"slices"
 )
 
 // GCStats is what the server's garbage collector did in a run's window:
@@ -14,14 +15,24 @@ type GCStats struct {
 	Cycles int    `json:"cycles"`
 	// Pauses are the stop-the-world pauses (two per cycle), in ms.
 	Pauses Dist `json:"pauses"`
-	// CPUSeconds is the CPU the collector used (assists, background
-	// marking and the pauses; idle-time marking excluded), and CPUShare
-	// that as a fraction of the server's CPU in the window.
+	// CPUSeconds is the CPU the collector used marking (assists and
+	// background workers; idle-time marking and the pauses excluded), and
+	// CPUShare that as a fraction of the server's CPU in the window.
 	CPUSeconds float64 `json:"cpu_s"`
 	CPUShare   float64 `json:"cpu_share"`
+
+	pauses []int64 // gctrace: the samples, to merge processes
 }
 
 func (g *GCStats) setPauses(d Dist) { g.Pauses = d }
+
+// merge adds o (another process's figures) to g.
+func (g *GCStats) merge(o *GCStats) {
+	g.Cycles += o.Cycles
+	g.CPUSeconds += o.CPUSeconds
+	g.pauses = append(g.pauses, o.pauses...)
+	g.setPauses(summarize(slices.Clone(g.pauses)))
+}
 
 // gcMetrics samples this process's runtime/metrics for --embedded runs.
 type gcMetrics struct {
@@ -31,12 +42,12 @@ type gcMetrics struct {
 const (
 	mCycles = "/gc/cycles/total:gc-cycles"
 	mPauses = "/sched/pauses/total/gc:seconds"
-	mGCCPU  = "/cpu/classes/gc/total:cpu-seconds"
-	mIdle   = "/cpu/classes/gc/mark/idle:cpu-seconds"
+	mAssist = "/cpu/classes/gc/mark/assist:cpu-seconds"
+	mMark   = "/cpu/classes/gc/mark/dedicated:cpu-seconds"
 )
 
 func readGCMetrics() *gcMetrics {
-	s := []metrics.Sample{{Name: mCycles}, {Name: mPauses}, {Name: mGCCPU}, {Name: mIdle}}
+	s := []metrics.Sample{{Name: mCycles}, {Name: mPauses}, {Name: mAssist}, {Name: mMark}}
 	metrics.Read(s)
 	return &gcMetrics{samples: s}
 }
@@ -49,7 +60,7 @@ func (m *gcMetrics) since(m0 *gcMetrics) *GCStats {
 		st.Cycles = int(val(m, 0).Uint64() - val(m0, 0).Uint64())
 	}
 	if val(m, 2).Kind() == metrics.KindFloat64 && val(m, 3).Kind() == metrics.KindFloat64 {
-		st.CPUSeconds = (val(m, 2).Float64() - val(m0, 2).Float64()) - (val(m, 3).Float64() - val(m0, 3).Float64())
+		st.CPUSeconds = (val(m, 2).Float64() - val(m0, 2).Float64()) + (val(m, 3).Float64() - val(m0, 3).Float64())
 	}
 	if val(m, 1).Kind() == metrics.KindFloat64Histogram {
 		st.setPauses(histDelta(val(m0, 1).Float64Histogram(), val(m, 1).Float64Histogram()))

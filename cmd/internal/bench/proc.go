@@ -137,12 +137,19 @@ type monitorSnapshot struct {
 	rssAtFull int64 // the highest RSS seen with activeMax in flight
 	rssOK     bool
 	gc        *GCStats // this process's GC in the window (embedded)
+	// The gateway process alone (split servers): RSS before the load and
+	// at rssAtFull's sample.
+	gwStart, gwAtFull int64
+	gwOK              bool
+	gwCPU             float64 // the gateway process's CPU in the window
+	gwCPUOK           bool
 }
 
 // monitor samples CPU at the start and end of the window and server RSS
 // every 200ms within it.
 type monitor struct {
 	pids   []int
+	gwPid  int
 	active *atomic.Int64
 	self   bool // also read this process's GC (embedded)
 	done   chan struct{}
@@ -153,6 +160,7 @@ type monitor struct {
 	snap             monitorSnapshot
 	started          bool
 	client0, server0 float64
+	gw0              float64
 }
 
 func (m *monitor) serverCPU() (float64, bool) {
@@ -186,9 +194,13 @@ func (m *monitor) rss() (int64, bool) {
 }
 
 // startMonitor starts sampling.
-func startMonitor(pids []int, win window, active *atomic.Int64, self bool) *monitor {
-	m := &monitor{pids: pids, active: active, self: self, done: make(chan struct{})}
+func startMonitor(pids []int, gwPid int, win window, active *atomic.Int64, self bool) *monitor {
+	m := &monitor{pids: pids, gwPid: gwPid, active: active, self: self, done: make(chan struct{})}
 	m.snap.rssStart, m.snap.rssOK = m.rss()
+	if gwPid > 0 {
+		r, err := procRSS(gwPid)
+		m.snap.gwStart, m.snap.gwOK = r, err == nil
+	}
 	m.wg.Go(func() {
 		select {
 		case <-time.After(time.Until(win.from)):
@@ -219,6 +231,11 @@ func (m *monitor) begin() {
 	}
 	m.client0 = selfCPU()
 	m.server0, m.snap.serverOK = m.serverCPU()
+	if m.gwPid > 0 {
+		var err error
+		m.gw0, err = procCPU(m.gwPid)
+		m.snap.gwCPUOK = err == nil
+	}
 }
 
 func (m *monitor) sampleRSS() {
@@ -226,15 +243,20 @@ func (m *monitor) sampleRSS() {
 	if !ok {
 		return
 	}
+	var gw int64
+	if m.gwPid > 0 {
+		gw, _ = procRSS(m.gwPid)
+	}
 	a := m.active.Load()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.snap.rssMax = max(m.snap.rssMax, r)
 	switch {
 	case a > m.snap.activeMax:
-		m.snap.activeMax, m.snap.rssAtFull = a, r
+		m.snap.activeMax, m.snap.rssAtFull, m.snap.gwAtFull = a, r, gw
 	case a == m.snap.activeMax:
 		m.snap.rssAtFull = max(m.snap.rssAtFull, r)
+		m.snap.gwAtFull = max(m.snap.gwAtFull, gw)
 	}
 }
 
@@ -256,6 +278,11 @@ func (m *monitor) stop() monitorSnapshot {
 		end, ok := m.serverCPU()
 		s.serverOK = ok
 		s.serverCPU = end - m.server0
+	}
+	if s.gwCPUOK {
+		end, err := procCPU(m.gwPid)
+		s.gwCPUOK = err == nil
+		s.gwCPU = end - m.gw0
 	}
 	return s
 }

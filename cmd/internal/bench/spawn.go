@@ -3,12 +3,12 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,16 +16,25 @@ import (
 	"time"
 )
 
-// spawned is a `streamgate serve` the bench started for one run (--spawn),
-// so that every transport is measured on a fresh server: its RSS starts
-// from nothing, and its garbage collector reports each cycle (GODEBUG
-// gctrace=1, read from its stderr) for the run's GC figures.
+// spawned is a server the bench started for one run (--spawn), so that
+// every transport is measured on a fresh server: its RSS starts from
+// nothing, and its garbage collector reports each cycle (GODEBUG
+// gctrace=1, read from its stderr) for the run's GC figures. It is one
+// `streamgate serve`, or with split a `streamgate engine` and a
+// `streamgate gateway` in front of it, whose memory is then reported
+// alone.
 type spawned struct {
-	cmd        *exec.Cmd
+	procs      []*serverProc // serve; or engine, gateway
 	http, grpc string
-	gc         *gcTrace
-	lines      sync.WaitGroup // the stderr reader
-	tail       *tailBuffer    // its last log lines, for errors
+}
+
+// serverProc is one spawned process.
+type serverProc struct {
+	cmd   *exec.Cmd
+	gc    *gcTrace
+	lines sync.WaitGroup   // the stderr reader
+	tail  *tailBuffer      // its last log lines, for errors
+	addr  chan indexedAddr // each address it serves, once
 }
 
 var (
@@ -34,16 +43,59 @@ var (
 )
 
 // spawnServer starts exe (default: this binary) as `streamgate serve` on
-// free loopback ports with args added, and waits until both its listeners
-// serve.
-func spawnServer(ctx context.Context, exe string, args []string) (*spawned, error) {
+// free loopback ports with args added, or with split as `streamgate
+// engine` and `streamgate gateway` (args go to the gateway), and waits
+// until they serve.
+func spawnServer(ctx context.Context, exe string, split bool, args []string) (*spawned, error) {
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
 			return nil, err
 		}
 	}
-	argv := append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...)
+	s := &spawned{}
+	fail := func(err error) (*spawned, error) {
+		s.stop()
+		return nil, err
+	}
+	if !split {
+		p, err := startProc(exe, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...), gatewayAddrRE, engineAddrRE)
+		if err != nil {
+			return nil, err
+		}
+		s.procs = []*serverProc{p}
+		addrs, err := p.await(ctx, 2)
+		if err != nil {
+			return fail(err)
+		}
+		s.http, s.grpc = addrs[0], addrs[1]
+		return s, nil
+	}
+	eng, err := startProc(exe, []string{"engine", "--grpc", "127.0.0.1:0"}, engineAddrRE)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = []*serverProc{eng}
+	addrs, err := eng.await(ctx, 1)
+	if err != nil {
+		return fail(err)
+	}
+	s.grpc = addrs[0]
+	gw, err := startProc(exe, append([]string{"gateway", "--http", "127.0.0.1:0", "--upstream", s.grpc}, args...), gatewayAddrRE)
+	if err != nil {
+		return fail(err)
+	}
+	s.procs = append(s.procs, gw)
+	if addrs, err = gw.await(ctx, 1); err != nil {
+		return fail(err)
+	}
+	s.http = addrs[0]
+	return s, nil
+}
+
+// startProc starts exe with argv, reading its stderr for the addresses
+// res find (in that order) and for GC cycles.
+func startProc(exe string, argv []string, res ...*regexp.Regexp) (*serverProc, error) {
 	cmd := exec.Command(exe, argv...)
 	cmd.Env = append(os.Environ(), "GODEBUG="+withGCTrace(os.Getenv("GODEBUG")))
 	cmd.Stdout = io.Discard
@@ -54,64 +106,103 @@ func spawnServer(ctx context.Context, exe string, args []string) (*spawned, erro
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &spawned{cmd: cmd, gc: &gcTrace{}, tail: &tailBuffer{}}
-	ready := make(chan struct{})
-	s.lines.Go(func() { s.read(stderr, ready) })
-	tm := time.NewTimer(30 * time.Second)
-	defer tm.Stop()
-	select {
-	case <-ready:
-		return s, nil
-	case <-tm.C:
-		err = errors.New("no 'serving' log lines within 30s")
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	s.stop()
-	return nil, fmt.Errorf("spawned server: %w; its log:\n%s", err, s.tail.String())
+	p := &serverProc{cmd: cmd, gc: &gcTrace{}, tail: &tailBuffer{}, addr: make(chan indexedAddr, len(res))}
+	p.lines.Go(func() { p.read(stderr, res) })
+	return p, nil
 }
 
-// read follows the server's stderr: addresses, then GC cycles.
-func (s *spawned) read(r io.Reader, ready chan struct{}) {
+// read follows the process's stderr: addresses, then GC cycles.
+func (p *serverProc) read(r io.Reader, res []*regexp.Regexp) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	want := slices.Clone(res)
 	for sc.Scan() {
 		line := sc.Text()
-		if s.gc.add(line, time.Now()) {
+		if p.gc.add(line, time.Now()) {
 			continue
 		}
-		s.tail.add(line)
-		if ready == nil {
-			continue
-		}
-		if m := engineAddrRE.FindStringSubmatch(line); m != nil {
-			s.grpc = m[1]
-		}
-		if m := gatewayAddrRE.FindStringSubmatch(line); m != nil {
-			s.http = m[1]
-		}
-		if s.http != "" && s.grpc != "" {
-			close(ready)
-			ready = nil
+		p.tail.add(line)
+		for i, re := range want {
+			if re == nil {
+				continue
+			}
+			if m := re.FindStringSubmatch(line); m != nil {
+				want[i] = nil
+				p.addr <- indexedAddr{i, m[1]}
+			}
 		}
 	}
 }
 
-func (s *spawned) pid() int { return s.cmd.Process.Pid }
+type indexedAddr struct {
+	i    int
+	addr string
+}
 
-// stop ends the server (SIGTERM, then SIGKILL after 5s) and waits for it.
+// await returns the n addresses the process serves, in the order its
+// regexps were given, once its log has shown them all.
+func (p *serverProc) await(ctx context.Context, n int) ([]string, error) {
+	tm := time.NewTimer(30 * time.Second)
+	defer tm.Stop()
+	addrs := make([]string, n)
+	for got := 0; got < n; got++ {
+		select {
+		case a := <-p.addr:
+			addrs[a.i] = a.addr
+		case <-tm.C:
+			return nil, fmt.Errorf("spawned %s: no 'serving' log line within 30s; its log:\n%s", p.cmd.Args[1], p.tail.String())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return addrs, nil
+}
+
+func (s *spawned) pids() []int {
+	var pids []int
+	for _, p := range s.procs {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	return pids
+}
+
+// gateway is the process serving HTTP.
+func (s *spawned) gateway() *serverProc { return s.procs[len(s.procs)-1] }
+
+// gcWindow sums the GC figures of the processes over w.
+func (s *spawned) gcWindow(w window) *GCStats {
+	var st *GCStats
+	for _, p := range s.procs {
+		g := p.gc.window(w)
+		if st == nil {
+			st = g
+			continue
+		}
+		st.merge(g)
+	}
+	return st
+}
+
+// stop ends the servers, the gateway first (SIGTERM, then SIGKILL after
+// 5s), and waits for them.
 func (s *spawned) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].stop()
+	}
+}
+
+func (p *serverProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {
-		s.lines.Wait()
-		_ = s.cmd.Wait()
+		p.lines.Wait()
+		_ = p.cmd.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
+		_ = p.cmd.Process.Kill()
 		<-done
 	}
 }
@@ -147,9 +238,15 @@ func (t *tailBuffer) String() string {
 
 // gcCycle is one garbage collection as gctrace reports it.
 type gcCycle struct {
-	at     time.Time // when the bench read the line
+	at     time.Time     // when the bench read the line: the cycle's end
+	wall   time.Duration // the cycle's length
 	pauses [2]float64
-	cpu    float64 // seconds of CPU, idle marking excluded
+	// cpu is the seconds of CPU of assists and background marking.
+	// gctrace's CPU for the two stop-the-world phases is their wall time
+	// times GOMAXPROCS, whether or not the threads ran (on a busy machine
+	// a pause waits long for descheduled threads): it is left out, and
+	// the pauses are reported apart.
+	cpu float64
 }
 
 // gcTrace collects the cycles of a GODEBUG=gctrace=1 log.
@@ -159,7 +256,7 @@ type gcTrace struct {
 }
 
 // gctrace line: gc 12 @3.456s 1%: 0.025+1.2+0.011 ms clock, 0.050+0.30/1.1/2.2+0.022 ms cpu, ...
-var gcLineRE = regexp.MustCompile(`^gc \d+ @[\d.]+s \d+%: ([\d.]+)\+[\d.]+\+([\d.]+) ms clock, ([\d.]+)\+([\d.]+)/([\d.]+)/[\d.]+\+([\d.]+) ms cpu`)
+var gcLineRE = regexp.MustCompile(`^gc \d+ @[\d.]+s \d+%: ([\d.]+)\+([\d.]+)\+([\d.]+) ms clock, ([\d.]+)\+([\d.]+)/([\d.]+)/[\d.]+\+([\d.]+) ms cpu`)
 
 // add records line if it is a gctrace line.
 func (g *gcTrace) add(line string, at time.Time) bool {
@@ -171,29 +268,34 @@ func (g *gcTrace) add(line string, at time.Time) bool {
 	for i := 1; i < len(m); i++ {
 		f[i], _ = strconv.ParseFloat(m[i], 64)
 	}
-	c := gcCycle{at: at, pauses: [2]float64{f[1] / 1e3, f[2] / 1e3}, cpu: (f[3] + f[4] + f[5] + f[6]) / 1e3}
+	c := gcCycle{at: at, wall: time.Duration((f[1] + f[2] + f[3]) * 1e6),
+		pauses: [2]float64{f[1] / 1e3, f[3] / 1e3}, cpu: (f[5] + f[6]) / 1e3}
 	g.mu.Lock()
 	g.cycles = append(g.cycles, c)
 	g.mu.Unlock()
 	return true
 }
 
-// window returns the GC figures of the cycles in w.
+// window returns the GC figures of the cycles that ended in w; a cycle
+// that began before w counts its CPU in proportion to its time in w.
 func (g *gcTrace) window(w window) *GCStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st := &GCStats{Source: "gctrace"}
-	var pauses []int64
 	for _, c := range g.cycles {
 		if !w.in(c.at) {
 			continue
 		}
 		st.Cycles++
-		st.CPUSeconds += c.cpu
+		share := 1.0
+		if start := c.at.Add(-c.wall); start.Before(w.from) && c.wall > 0 {
+			share = float64(c.at.Sub(w.from)) / float64(c.wall)
+		}
+		st.CPUSeconds += c.cpu * share
 		for _, p := range c.pauses {
-			pauses = append(pauses, int64(p*1e9))
+			st.pauses = append(st.pauses, int64(p*1e9))
 		}
 	}
-	st.setPauses(summarize(pauses))
+	st.setPauses(summarize(slices.Clone(st.pauses)))
 	return st
 }

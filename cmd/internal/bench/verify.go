@@ -38,7 +38,8 @@ func needsSameServer(runs []plannedRun) bool {
 // 7) of one-response requests sent through the gateway must show in the
 // engine's ModelStatistics read over gRPC. Other traffic to the same
 // model could hide a mismatch only by adding as many requests in the same
-// second.
+// second. A mismatch is an *errNotSame; any other error means the check
+// could not be made (a server unreachable: the runs will show it).
 func verifySameServer(ctx context.Context, httpAddr, grpcAddr string, runs []plannedRun) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -63,8 +64,8 @@ func verifySameServer(ctx context.Context, httpAddr, grpcAddr string, runs []pla
 		return fmt.Errorf("verify: GET /v2 from --http %s: %w", httpAddr, err)
 	}
 	if relayed.Name != md.GetName() || relayed.Version != md.GetVersion() || !slices.Equal(relayed.Extensions, md.GetExtensions()) {
-		return fmt.Errorf("verify: --http %s and --grpc %s are different servers: the gateway relays %s %s %v, the engine is %s %s %v",
-			httpAddr, grpcAddr, relayed.Name, relayed.Version, relayed.Extensions, md.GetName(), md.GetVersion(), md.GetExtensions())
+		return &errNotSame{fmt.Sprintf("the gateway relays %s %s %v, the engine is %s %s %v",
+			relayed.Name, relayed.Version, relayed.Extensions, md.GetName(), md.GetVersion(), md.GetExtensions()), httpAddr, grpcAddr}
 	}
 
 	var wl workload
@@ -105,11 +106,17 @@ func verifySameServer(ctx context.Context, httpAddr, grpcAddr string, runs []pla
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("verify: --http %s and --grpc %s are different servers: %d requests sent through the gateway, the engine counted %d",
-				httpAddr, grpcAddr, nonce, after-before)
+			return &errNotSame{fmt.Sprintf("%d requests sent through the gateway, the engine counted %d", nonce, after-before), httpAddr, grpcAddr}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// errNotSame is the proof that --http and --grpc are different servers.
+type errNotSame struct{ why, http, grpc string }
+
+func (e *errNotSame) Error() string {
+	return "verify: --http " + e.http + " and --grpc " + e.grpc + " are different servers: " + e.why
 }
 
 func getJSON(ctx context.Context, url string, v any) error {

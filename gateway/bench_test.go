@@ -154,6 +154,9 @@ func BenchmarkRelay(b *testing.B) {
 // TestRelayAllocatesNothingPerResponse: relaying 1,100 responses allocates
 // no more than relaying 100, on every route.
 func TestRelayAllocatesNothingPerResponse(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops sync.Pool items at random: allocation counts mean nothing")
+	}
 	srv := benchServer()
 	for _, rt := range relayRoutes(t) {
 		var frames []byte

@@ -383,7 +383,9 @@ func (s *stream) route(msg []byte) error {
 		if !final || !h.flagsOnly {
 			switch slow = cl.q.push(msg, &s.t.c.lim); slow {
 			case pushed:
-				cl.delivered.Store(true)
+				if !cl.delivered.Swap(true) {
+					dropInputs(cl.req)
+				}
 				cl.progress.Add(1)
 			case stalled:
 				end = s.t.c.errStalled
@@ -416,6 +418,15 @@ func (s *stream) route(msg []byte) error {
 		s.cancelUpstream(cl)
 	}
 	return nil
+}
+
+// dropInputs frees the inputs of req, a request that has delivered a
+// response: it will not be sent again (failover re-sends only requests
+// that delivered nothing), and its in-band cancel needs only its id and
+// model. The sender is done with it: the target answered it. A held
+// stream then keeps no prompt.
+func dropInputs(req *pb.ModelInferRequest) {
+	req.Inputs, req.RawInputContents = nil, nil
 }
 
 // errorParams decodes the response parameters of an in-band error (its

@@ -198,7 +198,7 @@ func startMonitor(pids []int, gwPid int, win window, active *atomic.Int64, self 
 	m := &monitor{pids: pids, gwPid: gwPid, active: active, self: self, done: make(chan struct{})}
 	m.snap.rssStart, m.snap.rssOK = m.rss()
 	if gwPid > 0 {
-		r, err := procRSS(gwPid)
+		r, err := procstat.RSS(gwPid)
 		m.snap.gwStart, m.snap.gwOK = r, err == nil
 	}
 	m.wg.Go(func() {
@@ -233,7 +233,7 @@ func (m *monitor) begin() {
 	m.server0, m.snap.serverOK = m.serverCPU()
 	if m.gwPid > 0 {
 		var err error
-		m.gw0, err = procCPU(m.gwPid)
+		m.gw0, err = procstat.CPU(m.gwPid)
 		m.snap.gwCPUOK = err == nil
 	}
 }
@@ -245,7 +245,7 @@ func (m *monitor) sampleRSS() {
 	}
 	var gw int64
 	if m.gwPid > 0 {
-		gw, _ = procRSS(m.gwPid)
+		gw, _ = procstat.RSS(m.gwPid)
 	}
 	a := m.active.Load()
 	m.mu.Lock()
@@ -280,7 +280,7 @@ func (m *monitor) stop() monitorSnapshot {
 		s.serverCPU = end - m.server0
 	}
 	if s.gwCPUOK {
-		end, err := procCPU(m.gwPid)
+		end, err := procstat.CPU(m.gwPid)
 		s.gwCPUOK = err == nil
 		s.gwCPU = end - m.gw0
 	}

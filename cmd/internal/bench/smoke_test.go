@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,8 +17,6 @@ import (
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
 	"github.com/streamgate/streamgate/gateway"
-	"os/exec"
-	"path/filepath"
 )
 
 // startEngine serves the built-in models on a loopback port.

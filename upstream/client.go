@@ -165,7 +165,8 @@ func (c *Client) targetList() []*target {
 // takes ownership of req: it overwrites req.Id with a unique upstream id
 // (Call.ID; responses carry the caller's original id again) and adds
 // triton_enable_empty_final_response=true when the model is decoupled or its
-// config cannot be read. req must not be changed or reused afterwards.
+// config cannot be read. req must not be read, changed or reused
+// afterwards: its inputs are dropped once it has delivered a response.
 //
 // ctx bounds the whole call, not just Start: when it is done the call ends
 // (KindDeadline or KindCancelled) and is cancelled upstream. Start itself

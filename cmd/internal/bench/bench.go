@@ -176,7 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC address (direct baseline)")
 	fs.BoolVar(&c.Embedded, "embedded", false, "run an engine and gateway in this process on loopback ports instead of --http/--grpc")
 	fs.BoolVar(&c.Spawn, "spawn", false, "start a fresh `streamgate serve` (this binary) for every run, on loopback ports of its own, instead of using --http/--grpc; its GC is traced (preset hold: default true)")
-	spawnArgs := fs.String("spawn-args", "", "flags added to the spawned servers' (space-separated; they already get --max-streams of twice --c)")
+	spawnArgs := fs.String("spawn-args", "", "flags added to the spawned servers' (space-separated; they already get --max-streams of twice --c and the --upstream-streams to carry them)")
 	fs.BoolVar(&c.SpawnSplit, "spawn-split", false, "with --spawn, start `streamgate engine` and `streamgate gateway` as two processes (--spawn-args go to the gateway) and report the gateway's own memory per stream (preset hold: default true)")
 	fs.StringVar(&c.SpawnBinary, "spawn-binary", "", "the streamgate binary --spawn starts (default: this one), e.g. an older build to compare")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
@@ -459,7 +459,10 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		}
 		var sp *spawned
 		if c.Spawn {
-			args := append([]string{"--max-streams", strconv.Itoa(max(2*c.Concurrency, 4096))}, c.SpawnArgs...)
+			// Room for every stream: the gateway's limit, and upstream
+			// streams at 256 requests each.
+			streams := max(2*c.Concurrency, 4096)
+			args := append([]string{"--max-streams", strconv.Itoa(streams), "--upstream-streams", strconv.Itoa(max((streams+255)/256, 64))}, c.SpawnArgs...)
 			if sp, err = spawnServer(ctx, c.SpawnBinary, c.SpawnSplit, args); err != nil {
 				return err
 			}

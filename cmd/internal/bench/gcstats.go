@@ -17,7 +17,11 @@ type GCStats struct {
 	Pauses Dist `json:"pauses"`
 	// CPUSeconds is the CPU the collector used marking (assists and
 	// background workers; idle-time marking and the pauses excluded), and
-	// CPUShare that as a fraction of the server's CPU in the window.
+	// CPUShare that as a fraction of the server's CPU in the window. Both
+	// are the runtime's own account, which measures its workers by wall
+	// time: on a machine busy with other work, where they wait for a CPU,
+	// it overstates them (the share can pass 100%); a CPU profile is the
+	// figure to trust there.
 	CPUSeconds float64 `json:"cpu_s"`
 	CPUShare   float64 `json:"cpu_share"`
 

@@ -201,7 +201,7 @@ func (rep *Report) writeTable(w io.Writer) {
 		if r.GatewayCPU != nil && r.Transport != "direct" && r.Responses > 0 {
 			fmt.Fprintf(w, "%s: gateway process alone %.2f µs CPU per response", r.Transport, *r.GatewayCPU/float64(r.Responses)*1e6)
 			if g := r.GatewayGC; g != nil {
-				fmt.Fprintf(w, "; its gc: %d cycles, %.1f%% of its CPU, pauses p99 %.3f ms", g.Cycles, 100*g.CPUShare, g.Pauses.P99)
+				fmt.Fprintf(w, "; its gc: %d cycles, marking %.1f%% of its CPU (runtime's account), pauses p99 %.3f ms", g.Cycles, 100*g.CPUShare, g.Pauses.P99)
 			}
 			fmt.Fprintln(w)
 		}
@@ -210,7 +210,7 @@ func (rep *Report) writeTable(w io.Writer) {
 			if g.Source == "runtime/metrics" {
 				who = "process (server and load generator)"
 			}
-			fmt.Fprintf(w, "%s gc (%s): %d cycles, %.1f%% of CPU; pauses p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+			fmt.Fprintf(w, "%s gc (%s): %d cycles, marking %.1f%% of CPU (runtime's account); pauses p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
 				r.Transport, who, g.Cycles, 100*g.CPUShare, g.Pauses.P50, g.Pauses.P99, g.Pauses.Max)
 		}
 	}

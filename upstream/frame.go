@@ -125,7 +125,29 @@ func bufClass(n int) int {
 	return c
 }
 
-// decode parses f.buf as a ModelStreamInferResponse.
+// nextField reads the first field of the message b: its number, its wire
+// type, and its value (a length-delimited field's contents, otherwise the
+// value's own bytes, to be read with protowire's Consume functions); rest
+// is what follows it.
+func nextField(b []byte) (num protowire.Number, typ protowire.Type, v, rest []byte, err error) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, nil, nil, errFrame
+	}
+	b = b[n:]
+	if typ == protowire.BytesType {
+		v, n = protowire.ConsumeBytes(b)
+	} else if n = protowire.ConsumeFieldValue(num, typ, b); n >= 0 {
+		v = b[:n]
+	}
+	if n < 0 {
+		return 0, 0, nil, nil, errFrame
+	}
+	return num, typ, v, b[n:], nil
+}
+
+// decode parses f.buf as a ModelStreamInferResponse. A field with another
+// wire type than its own is skipped, as protobuf treats it (unknown).
 func (f *frame) decode() error {
 	f.errMsg, f.id, f.hasResp = "", nil, false
 	f.nCells = 0
@@ -133,45 +155,25 @@ func (f *frame) decode() error {
 	f.name, f.version = r.ModelName, r.ModelVersion // kept when they repeat
 	r.ModelName, r.ModelVersion, r.Id = "", "", ""
 	r.Parameters, r.Outputs, r.RawOutputContents = nil, nil, nil
-	b := f.buf
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errFrame
+	for b := f.buf; len(b) > 0; {
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return err
 		}
-		b = b[n:]
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
+		b = rest
+		if typ != protowire.BytesType {
+			continue
+		}
+		switch num {
+		case 1:
 			f.errMsg = string(v) // rare: errors are allowed to allocate
-			b = b[n:]
-		case num == 2 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
+		case 2:
 			// A repeated embedded message merges; our servers send one.
 			if err := f.decodeResponse(v); err != nil {
 				return err
 			}
 			f.hasResp = true
-			b = b[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errFrame
-			}
-			b = b[n:]
 		}
-	}
-	if len(r.Outputs) == 0 {
-		r.Outputs = nil
-	}
-	if len(r.RawOutputContents) == 0 {
-		r.RawOutputContents = nil
 	}
 	return nil
 }
@@ -180,24 +182,14 @@ func (f *frame) decode() error {
 func (f *frame) decodeResponse(b []byte) error {
 	r := &f.resp
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errFrame
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return err
 		}
-		b = b[n:]
-		if typ != protowire.BytesType || num < 1 || num > 6 {
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errFrame
-			}
-			b = b[n:]
+		b = rest
+		if typ != protowire.BytesType {
 			continue
 		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return errFrame
-		}
-		b = b[n:]
 		switch num {
 		case 1:
 			r.ModelName = keep(f.name, v)
@@ -244,33 +236,18 @@ func (f *frame) decodeOutput(b []byte) error {
 	name, dt := t.Name, t.Datatype
 	t.Name, t.Datatype, t.Shape, t.Parameters, t.Contents = "", "", nil, nil, nil
 	shape := c.shape[:0]
-	hasShape := false
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errFrame
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return err
 		}
-		b = b[n:]
+		b = rest
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
 			t.Name = keep(name, v)
-			b = b[n:]
 		case num == 2 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
 			t.Datatype = keep(dt, v)
-			b = b[n:]
-		case num == 3 && typ == protowire.BytesType: // packed
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
+		case num == 3 && (typ == protowire.BytesType || typ == protowire.VarintType): // packed or not
 			for len(v) > 0 {
 				x, m := protowire.ConsumeVarint(v)
 				if m < 0 {
@@ -279,21 +256,7 @@ func (f *frame) decodeOutput(b []byte) error {
 				shape = append(shape, int64(x))
 				v = v[m:]
 			}
-			hasShape = true
-			b = b[n:]
-		case num == 3 && typ == protowire.VarintType:
-			x, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errFrame
-			}
-			shape = append(shape, int64(x))
-			hasShape = true
-			b = b[n:]
 		case num == 4 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
 			if c.params == nil {
 				c.params = map[string]*pb.InferParameter{}
 			}
@@ -304,12 +267,7 @@ func (f *frame) decodeOutput(b []byte) error {
 			if err := f.decodeParamEntry(t.Parameters, v); err != nil {
 				return err
 			}
-			b = b[n:]
 		case num == 5 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
 			if t.Contents == nil {
 				resetContents(c)
 				t.Contents = &c.contents
@@ -317,17 +275,10 @@ func (f *frame) decodeOutput(b []byte) error {
 			if err := decodeContents(c, v); err != nil {
 				return err
 			}
-			b = b[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errFrame
-			}
-			b = b[n:]
 		}
 	}
 	c.shape = shape
-	if hasShape && len(shape) > 0 {
+	if len(shape) > 0 {
 		t.Shape = shape
 	}
 	if i == len(f.ptrs) {
@@ -340,32 +291,9 @@ func (f *frame) decodeOutput(b []byte) error {
 
 // decodeParamEntry parses one map<string, InferParameter> entry into m.
 func (f *frame) decodeParamEntry(m map[string]*pb.InferParameter, b []byte) error {
-	var key []byte
-	var val []byte
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errFrame
-		}
-		b = b[n:]
-		if (num == 1 || num == 2) && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
-			if num == 1 {
-				key = v
-			} else {
-				val = v
-			}
-			b = b[n:]
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return errFrame
-		}
-		b = b[n:]
+	key, val, err := mapEntry(b)
+	if err != nil {
+		return err
 	}
 	if f.nCells == len(f.cells) {
 		f.cells = append(f.cells, new(paramCell))
@@ -374,63 +302,63 @@ func (f *frame) decodeParamEntry(m map[string]*pb.InferParameter, b []byte) erro
 	f.nCells++
 	c.p.ParameterChoice = nil
 	for len(val) > 0 {
-		num, typ, n := protowire.ConsumeTag(val)
-		if n < 0 {
-			return errFrame
+		num, typ, v, rest, err := nextField(val)
+		if err != nil {
+			return err
 		}
-		val = val[n:]
+		val = rest
 		switch {
 		case num == 1 && typ == protowire.VarintType:
-			x, n := protowire.ConsumeVarint(val)
-			if n < 0 {
-				return errFrame
-			}
+			x, _ := protowire.ConsumeVarint(v)
 			c.b.BoolParam = protowire.DecodeBool(x)
 			c.p.ParameterChoice = &c.b
-			val = val[n:]
 		case num == 2 && typ == protowire.VarintType:
-			x, n := protowire.ConsumeVarint(val)
-			if n < 0 {
-				return errFrame
-			}
+			x, _ := protowire.ConsumeVarint(v)
 			c.i.Int64Param = int64(x)
 			c.p.ParameterChoice = &c.i
-			val = val[n:]
 		case num == 3 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(val)
-			if n < 0 {
-				return errFrame
-			}
 			c.s.StringParam = keep(c.s.StringParam, v)
 			c.p.ParameterChoice = &c.s
-			val = val[n:]
 		case num == 4 && typ == protowire.Fixed64Type:
-			x, n := protowire.ConsumeFixed64(val)
-			if n < 0 {
-				return errFrame
-			}
+			x, _ := protowire.ConsumeFixed64(v)
 			c.d.DoubleParam = math.Float64frombits(x)
 			c.p.ParameterChoice = &c.d
-			val = val[n:]
 		case num == 5 && typ == protowire.VarintType:
-			x, n := protowire.ConsumeVarint(val)
-			if n < 0 {
-				return errFrame
-			}
+			x, _ := protowire.ConsumeVarint(v)
 			c.u.Uint64Param = x
 			c.p.ParameterChoice = &c.u
-			val = val[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, val)
-			if n < 0 {
-				return errFrame
-			}
-			val = val[n:]
 		}
 	}
 	c.key = keep(c.key, key)
 	m[c.key] = &c.p
 	return nil
+}
+
+// mapEntry reads a map<string, message> entry: its key and its value's
+// bytes (repeated fields: the last key and the value fields concatenated,
+// which merges them as protobuf does).
+func mapEntry(b []byte) (key, val []byte, err error) {
+	first := true
+	for len(b) > 0 {
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		if typ == protowire.BytesType {
+			switch num {
+			case 1:
+				key = v
+			case 2:
+				if first {
+					val, first = v, false
+				} else {
+					val = append(append([]byte(nil), val...), v...) // rare
+				}
+			}
+		}
+		b = rest
+	}
+	return key, val, nil
 }
 
 // resetContents empties c's typed contents, keeping their storage.
@@ -448,72 +376,47 @@ func resetContents(c *outCell) {
 func decodeContents(c *outCell, b []byte) error {
 	t := &c.contents
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errFrame
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return err
 		}
-		b = b[n:]
-		if num == 8 && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
+		b = rest
+		switch {
+		case num == 8 && typ == protowire.BytesType:
 			c.bytes = append(c.bytes, v)
 			t.BytesContents = c.bytes
-			b = b[n:]
-			continue
-		}
-		if num < 1 || num > 7 {
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errFrame
+		case num >= 1 && num <= 7:
+			if err := appendScalars(t, num, typ, v); err != nil {
+				return err
 			}
-			b = b[n:]
-			continue
-		}
-		// A packed run, or one unpacked element.
-		var run []byte
-		switch {
-		case typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
-			run, b = v, b[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errFrame
-			}
-			run, b = b[:n], b[n:]
-		}
-		if err := appendScalars(t, num, typ, run); err != nil {
-			return err
 		}
 	}
 	return nil
 }
 
 // appendScalars appends the elements of one packed run (typ BytesType) or
-// one unpacked element of field num to t.
+// one unpacked element of field num to t. A wrong wire type is an unknown
+// field: skipped.
 func appendScalars(t *pb.InferTensorContents, num protowire.Number, typ protowire.Type, run []byte) error {
-	fixed := num == 6 || num == 7
-	packed := typ == protowire.BytesType
-	switch {
-	case !packed && fixed && num == 6 && typ != protowire.Fixed32Type,
-		!packed && fixed && num == 7 && typ != protowire.Fixed64Type,
-		!packed && !fixed && typ != protowire.VarintType:
-		return nil // wrong wire type: unknown field, skipped
+	want := protowire.VarintType
+	switch num {
+	case 6:
+		want = protowire.Fixed32Type
+	case 7:
+		want = protowire.Fixed64Type
+	}
+	if typ != want && typ != protowire.BytesType {
+		return nil
 	}
 	for len(run) > 0 {
 		var x uint64
 		var n int
-		switch num {
-		case 6:
+		switch want {
+		case protowire.Fixed32Type:
 			var v uint32
 			v, n = protowire.ConsumeFixed32(run)
 			x = uint64(v)
-		case 7:
+		case protowire.Fixed64Type:
 			x, n = protowire.ConsumeFixed64(run)
 		default:
 			x, n = protowire.ConsumeVarint(run)
@@ -569,30 +472,21 @@ const finalParam = "triton_final_response"
 func scanHeader(b []byte) (h header, err error) {
 	h.flagsOnly = true
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return h, errFrame
-		}
-		b = b[n:]
-		if typ != protowire.BytesType || (num != 1 && num != 2) {
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return h, errFrame
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return h, errFrame
-		}
-		b = b[n:]
-		if num == 1 {
-			h.errMsg = v
-			continue
-		}
-		if err := h.scanResponse(v); err != nil {
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
 			return h, err
+		}
+		b = rest
+		if typ != protowire.BytesType {
+			continue
+		}
+		switch num {
+		case 1:
+			h.errMsg = v
+		case 2:
+			if err := h.scanResponse(v); err != nil {
+				return h, err
+			}
 		}
 	}
 	return h, nil
@@ -600,24 +494,14 @@ func scanHeader(b []byte) (h header, err error) {
 
 func (h *header) scanResponse(b []byte) error {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errFrame
+		num, typ, v, rest, err := nextField(b)
+		if err != nil {
+			return err
 		}
-		b = b[n:]
+		b = rest
 		if typ != protowire.BytesType {
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errFrame
-			}
-			b = b[n:]
 			continue
 		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return errFrame
-		}
-		b = b[n:]
 		switch num {
 		case 3:
 			h.id = v
@@ -639,54 +523,25 @@ func (h *header) scanResponse(b []byte) error {
 }
 
 // scanParamEntry reads a parameters map entry's key and whether its value
-// is bool_param true.
+// is bool_param true (the last choice of its oneof wins).
 func scanParamEntry(b []byte) (key []byte, isTrue bool, err error) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, false, errFrame
+	key, val, err := mapEntry(b)
+	if err != nil {
+		return nil, false, err
+	}
+	for len(val) > 0 {
+		num, typ, v, rest, err := nextField(val)
+		if err != nil {
+			return nil, false, err
 		}
-		b = b[n:]
-		if (num != 1 && num != 2) || typ != protowire.BytesType {
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return nil, false, errFrame
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, false, errFrame
-		}
-		b = b[n:]
-		if num == 1 {
-			key = v
-			continue
-		}
-		for len(v) > 0 { // a repeated value merges: the last choice wins
-			vn, vt, m := protowire.ConsumeTag(v)
-			if m < 0 {
-				return nil, false, errFrame
-			}
-			v = v[m:]
-			if vn == 1 && vt == protowire.VarintType {
-				x, m := protowire.ConsumeVarint(v)
-				if m < 0 {
-					return nil, false, errFrame
-				}
-				isTrue = x != 0
-				v = v[m:]
-				continue
-			}
-			m = protowire.ConsumeFieldValue(vn, vt, v)
-			if m < 0 {
-				return nil, false, errFrame
-			}
-			if vn >= 2 && vn <= 5 { // another choice of the oneof replaces it
-				isTrue = false
-			}
-			v = v[m:]
+		val = rest
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			x, _ := protowire.ConsumeVarint(v)
+			isTrue = x != 0
+		case num == 2 && typ == protowire.VarintType, num == 3 && typ == protowire.BytesType,
+			num == 4 && typ == protowire.Fixed64Type, num == 5 && typ == protowire.VarintType:
+			isTrue = false // another choice of the oneof replaces it
 		}
 	}
 	return key, isTrue, nil

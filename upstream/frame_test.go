@@ -90,6 +90,14 @@ func checkDecode(t *testing.T, f *frame, wire []byte) bool {
 		return false
 	}
 	dropUnknown(want.ProtoReflect())
+	h, err := scanHeader(wire)
+	if err != nil {
+		t.Fatalf("scanHeader refused what proto.Unmarshal reads: %v\n% x", err, wire)
+	}
+	wr := want.GetInferResponse()
+	if string(h.id) != wr.GetId() || string(h.errMsg) != want.GetErrorMessage() || h.final != isFinal(wr) || h.flagsOnly != flagsOnly(wr) {
+		t.Fatalf("header id %q error %q final %v flagsOnly %v for\n%v", h.id, h.errMsg, h.final, h.flagsOnly, want)
+	}
 	if err := f.load(mem.BufferSlice{mem.SliceBuffer(wire)}); err != nil {
 		t.Fatalf("decode refused what proto.Unmarshal reads: %v\n% x", err, wire)
 	}
@@ -99,7 +107,6 @@ func checkDecode(t *testing.T, f *frame, wire []byte) bool {
 	if !f.hasResp {
 		return true
 	}
-	wr := want.InferResponse
 	if string(f.id) != wr.GetId() {
 		t.Fatalf("id %q, want %q", f.id, wr.GetId())
 	}

@@ -183,8 +183,8 @@ type Options struct {
 
 	// MeterProvider receives the client's metrics (requests in flight and
 	// streams per target, target health, retries, cancels by mode, queue
-	// overflows, coalesced and dropped responses), observed from Stats at
-	// each collection. Default: none (no-op).
+	// overflows, requests behind, queue memory and dropped responses),
+	// observed from Stats at each collection. Default: none (no-op).
 	MeterProvider metric.MeterProvider
 
 	// Propagator writes the trace context of Start's ctx into each request

@@ -39,6 +39,8 @@ type respQueue struct {
 	since time.Time
 	// closed: the call ended and nobody will read; pushes are dropped.
 	closed bool
+	// borrowed: the queue has borrowed from the shared budget once.
+	borrowed bool
 
 	// ready has a token whenever a push may have made the queue non-empty
 	// since the consumer last looked.
@@ -94,10 +96,14 @@ type queueLimits struct {
 type pushResult int
 
 const (
-	pushed     pushResult = iota
-	stalled               // the consumer made no progress for the stall timeout
-	overBudget            // the shared budget cannot cover the growth
+	pushed       pushResult = iota
+	pushedBehind            // pushed, and the queue borrows from the shared budget for the first time
+	stalled                 // the consumer made no progress for the stall timeout
+	overBudget              // the shared budget cannot cover the growth
 )
+
+// ok reports that the response was queued.
+func (r pushResult) ok() bool { return r == pushed || r == pushedBehind }
 
 // push queues msg, copying it.
 func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
@@ -118,9 +124,15 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 	} else {
 		q.since = time.Time{}
 	}
-	if q.w+need > len(q.buf) && !q.makeRoom(need, lim) {
-		q.mu.Unlock()
-		return overBudget
+	res := pushed
+	if q.w+need > len(q.buf) {
+		if !q.makeRoom(need, lim) {
+			q.mu.Unlock()
+			return overBudget
+		}
+		if q.charged > 0 && !q.borrowed {
+			q.borrowed, res = true, pushedBehind
+		}
 	}
 	binary.LittleEndian.PutUint32(q.buf[q.w:], uint32(len(msg)))
 	copy(q.buf[q.w+4:], msg)
@@ -131,7 +143,7 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 	case q.ready <- struct{}{}:
 	default:
 	}
-	return pushed
+	return res
 }
 
 // makeRoom makes need bytes free after q.w: it moves the queued messages

@@ -88,7 +88,7 @@ func TestQueueOrderAndMemory(t *testing.T) {
 	for i := range 400 {
 		m := wire(t, intResp(int32(i)))
 		msgs = append(msgs, m)
-		if got := q.push(m, lim); got != pushed {
+		if got := q.push(m, lim); !got.ok() {
 			t.Fatalf("push %d: %v", i, got)
 		}
 	}
@@ -138,7 +138,7 @@ func TestQueueBudget(t *testing.T) {
 	hog, other := newRespQueue(), newRespQueue()
 	m := wire(t, intResp(1))
 	i := 0
-	for ; hog.push(m, lim) == pushed; i++ {
+	for ; hog.push(m, lim).ok(); i++ {
 		if i > 10000 {
 			t.Fatal("never refused")
 		}
@@ -148,7 +148,7 @@ func TestQueueBudget(t *testing.T) {
 	}
 	// Another queue still gets its own allowance.
 	for range (4 << 10) / (len(m) + 4) {
-		if got := other.push(m, lim); got != pushed {
+		if got := other.push(m, lim); !got.ok() {
 			t.Fatalf("a queue within its own allowance was refused: %v", got)
 		}
 	}
@@ -172,7 +172,7 @@ func TestQueueStall(t *testing.T) {
 		q.push(m, lim)
 		q.push(m, lim)
 		clk.advance(29 * time.Second)
-		if got := q.push(m, lim); got != pushed {
+		if got := q.push(m, lim); !got.ok() {
 			t.Fatalf("a progressing consumer was stalled: %v", got)
 		}
 		dst, _ = q.pop(dst, lim)
@@ -181,7 +181,7 @@ func TestQueueStall(t *testing.T) {
 	for q.n > 0 {
 		dst, _ = q.pop(dst, lim)
 	}
-	if got := q.push(m, lim); got != pushed { // ...so an empty queue is no stall
+	if got := q.push(m, lim); !got.ok() { // ...so an empty queue is no stall
 		t.Fatalf("push into an empty queue: %v", got)
 	}
 	q.push(m, lim)
@@ -203,7 +203,7 @@ func TestCallRecvReusesMemory(t *testing.T) {
 	cl.origID = "caller-id"
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
-		if cl.q.push(msg, &c.lim) != pushed {
+		if !cl.q.push(msg, &c.lim).ok() {
 			t.Fatal("push refused")
 		}
 		r, err := cl.Recv(ctx)

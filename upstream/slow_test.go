@@ -78,7 +78,7 @@ func TestSlowReaderFinishes(t *testing.T) {
 	if maxQueued < 2*burst || s.MemoryPeak == 0 {
 		t.Fatalf("the reader was never far behind (%d queued, %d borrowed): the test proves nothing", maxQueued, s.MemoryPeak)
 	}
-	if s.QueueOverflows != 0 || s.MemoryUsed != 0 || s.InFlight != 0 {
+	if s.QueueOverflows != 0 || s.Behind != 1 || s.MemoryUsed != 0 || s.InFlight != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 }

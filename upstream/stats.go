@@ -10,6 +10,7 @@ type counters struct {
 	cancelInband atomic.Uint64
 	cancelStream atomic.Uint64
 	cancelNone   atomic.Uint64
+	behind       atomic.Uint64
 	stalled      atomic.Uint64
 	overBudget   atomic.Uint64
 	dropped      atomic.Uint64
@@ -32,6 +33,7 @@ type Stats struct {
 	CancelsStream  uint64 // requests cancelled by cancelling their stream
 	CancelsNone    uint64 // requests dropped without telling the target
 	QueueOverflows uint64 // requests failed for their consumer: Stalled + OverBudget
+	Behind         uint64 // requests whose queue borrowed from Options.Memory (their client fell QueueBytes behind)
 	Stalled        uint64 // requests failed with KindTooSlow
 	OverBudget     uint64 // requests failed with KindBudget
 	Dropped        uint64 // responses for requests no longer waited for
@@ -70,6 +72,7 @@ func (c *Client) Stats() Stats {
 		CancelsInband:  c.ctr.cancelInband.Load(),
 		CancelsStream:  c.ctr.cancelStream.Load(),
 		CancelsNone:    c.ctr.cancelNone.Load(),
+		Behind:         c.ctr.behind.Load(),
 		Stalled:        c.ctr.stalled.Load(),
 		OverBudget:     c.ctr.overBudget.Load(),
 		Dropped:        c.ctr.dropped.Load(),

@@ -382,6 +382,12 @@ func (s *stream) route(msg []byte) error {
 		final := !cl.decoupled || h.final
 		if !final || !h.flagsOnly {
 			switch slow = cl.q.push(msg, &s.t.c.lim); slow {
+			case pushedBehind:
+				// Once per call: its client fell behind by its own
+				// queue bytes.
+				s.t.c.ctr.behind.Add(1)
+				cl.span.AddEvent("behind")
+				fallthrough
 			case pushed:
 				if !cl.delivered.Swap(true) {
 					dropInputs(cl.req)
@@ -402,13 +408,13 @@ func (s *stream) route(msg []byte) error {
 		return nil
 	}
 	s.removeLocked(cl)
-	if slow != pushed {
+	if !slow.ok() {
 		s.queueCancelLocked(cl)
 	}
 	s.mu.Unlock()
 	s.t.outstanding.Add(-1)
 	cl.finish(end, false)
-	if slow != pushed {
+	if !slow.ok() {
 		ctr := &s.t.c.ctr
 		if slow == stalled {
 			ctr.stalled.Add(1)

@@ -66,20 +66,20 @@ type StreamStats struct {
 // Stats returns a snapshot. It is cheap enough for a metrics scrape.
 func (c *Client) Stats() Stats {
 	s := Stats{
-		Started:        c.ctr.started.Load(),
-		Retries:        c.ctr.retries.Load(),
-		StreamBreaks:   c.ctr.breaks.Load(),
-		CancelsInband:  c.ctr.cancelInband.Load(),
-		CancelsStream:  c.ctr.cancelStream.Load(),
-		CancelsNone:    c.ctr.cancelNone.Load(),
-		Behind:         c.ctr.behind.Load(),
-		Stalled:        c.ctr.stalled.Load(),
-		OverBudget:     c.ctr.overBudget.Load(),
-		Dropped:        c.ctr.dropped.Load(),
-		IdleTimeouts:   c.ctr.idleTimeouts.Load(),
-		MemoryUsed:     c.lim.bud.Used(),
-		MemoryPeak:     c.lim.bud.Peak(),
-		MemoryLimit:    c.lim.bud.Limit(),
+		Started:       c.ctr.started.Load(),
+		Retries:       c.ctr.retries.Load(),
+		StreamBreaks:  c.ctr.breaks.Load(),
+		CancelsInband: c.ctr.cancelInband.Load(),
+		CancelsStream: c.ctr.cancelStream.Load(),
+		CancelsNone:   c.ctr.cancelNone.Load(),
+		Behind:        c.ctr.behind.Load(),
+		Stalled:       c.ctr.stalled.Load(),
+		OverBudget:    c.ctr.overBudget.Load(),
+		Dropped:       c.ctr.dropped.Load(),
+		IdleTimeouts:  c.ctr.idleTimeouts.Load(),
+		MemoryUsed:    c.lim.bud.Used(),
+		MemoryPeak:    c.lim.bud.Peak(),
+		MemoryLimit:   c.lim.bud.Limit(),
 	}
 	s.QueueOverflows = s.Stalled + s.OverBudget
 	for _, t := range c.targetList() {

@@ -185,8 +185,8 @@ func TestSlowSSEReaderBesideFastOnes(t *testing.T) {
 		t.Fatalf("slow stream ended after %d events with %.200s", n, last)
 	}
 	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
-	// The client's fault, not upstream's.
-	if got := s.metricValue(t, `streamgate_gateway_slow_clients_total{protocol="sse"}`); got != 1 {
+	// Behind for a while, never stalled: nothing failed, nothing counted.
+	if got := s.metricValue(t, `streamgate_gateway_slow_clients_total{protocol="sse"}`); got != 0 {
 		t.Errorf("slow clients counted: %v", got)
 	}
 	if got := s.metricValue(t, `streamgate_gateway_upstream_errors_total{kind="too_slow"}`); got != 0 {

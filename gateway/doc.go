@@ -65,7 +65,7 @@
 //     observedCall (first-response event, TTFT), gets its cancel event
 //     where serve cancels the call, and records the GenAI metrics when it
 //     ends. Upstream propagates the span's context and adds its own events
-//     (retry, coalescing). A new metric is one line in newGatewayMetrics
+//     (retry, behind). A new metric is one line in newGatewayMetrics
 //     (see package metrics).
 //   - New routes such as the Responses API: a handler, a job builder and a
 //     translator for the route's events; they reuse serve, the sinks and

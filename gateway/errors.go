@@ -169,7 +169,9 @@ func classifyUpstream(ue *upstream.Error) *httpError {
 	case upstream.KindRejected:
 		e.Status, e.Msg, e.RetryAfter = http.StatusServiceUnavailable, "upstream at capacity", true
 	case upstream.KindTooSlow: // the client's fault: it did not read
-		e.Status, e.Msg = StatusClientClosed, "response queue overflowed: the client did not keep up"
+		e.Status, e.Msg = StatusClientClosed, "the client read nothing while responses waited for it, for longer than the stall timeout"
+	case upstream.KindBudget:
+		e.Status, e.Msg, e.RetryAfter = http.StatusServiceUnavailable, "the server's memory for responses waiting for slow clients is spent", true
 	case upstream.KindDeadline:
 		e.Status, e.Msg = http.StatusGatewayTimeout, "deadline exceeded"
 	case upstream.KindIdleTimeout:
@@ -244,7 +246,7 @@ func (s *Server) handle(f errorFormat, h handlerFunc) http.HandlerFunc {
 
 // writeError answers err in format f.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, f errorFormat, err error) {
-	e := s.logError(r.Context(), r, err)
+	e := s.logError(r.Context(), r, err, 0)
 	if e.Status == StatusClientClosed {
 		return
 	}
@@ -264,11 +266,18 @@ func wsErrorInfo(err error) (code, msg string) {
 
 // logError classifies err and logs what the client will not see, with
 // ctx (the request's: its trace) and r (the HTTP request, or the
-// WebSocket upgrade).
-func (s *Server) logError(ctx context.Context, r *http.Request, err error) *httpError {
+// WebSocket upgrade). sent is the HTTP status the client has, when not
+// the error's own (0): 200 for an error delivered in band in a stream
+// that had started, 101 for a WebSocket request's error frame. The log
+// shows that status, and the error's own as error_status.
+func (s *Server) logError(ctx context.Context, r *http.Request, err error, sent int) *httpError {
 	e := classify(err)
 	if e.Status >= 500 && e.Err != nil {
-		s.log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", e.Err)
+		if sent == 0 {
+			sent = e.Status
+		}
+		s.log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "status", sent,
+			"error_status", e.Status, "code", e.Code, "err", e.Err)
 	}
 	return e
 }

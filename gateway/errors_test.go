@@ -76,7 +76,7 @@ func TestClassifyClientFaults(t *testing.T) {
 		{&bodyError{&http.MaxBytesError{Limit: 10}}, 413, "request_too_large", "request body too large: the limit is 10 bytes"},
 		{errClientGone, StatusClientClosed, "cancelled", "request cancelled"},
 		{&upstream.Error{Kind: upstream.KindTooSlow, Code: codes.ResourceExhausted}, StatusClientClosed, "too_slow",
-			"response queue overflowed: the client did not keep up"},
+			"the client read nothing while responses waited for it, for longer than the stall timeout"},
 	} {
 		e := classify(tc.err)
 		if e.Status != tc.status || e.Code != tc.code || e.Msg != tc.msg {

@@ -103,7 +103,11 @@ func (o *sseSink) fail(err error) bool {
 	if !inBand && !o.firstErrorAsEvent {
 		return false
 	}
-	e := o.s.logError(o.r.Context(), o.r, err)
+	sent := 0
+	if inBand {
+		sent = http.StatusOK
+	}
+	e := o.s.logError(o.r.Context(), o.r, err, sent)
 	body := o.errs(e)
 	if !inBand {
 		sse.SetHeaders(o.w.Header())

@@ -18,7 +18,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 	if s.draining.Load() {
 		return errDraining
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	c, err := ws.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{ws.Subprotocol},
 		OriginPatterns:     s.opts.WebSocketOriginPatterns,
 		InsecureSkipVerify: s.opts.WebSocketSkipOriginCheck,
@@ -65,7 +65,7 @@ func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request
 	}
 	defer func() {
 		if err != nil {
-			s.logError(ctx, r, err)
+			s.logError(ctx, r, err, http.StatusSwitchingProtocols)
 		}
 		endSpan(span, err)
 	}()

@@ -92,7 +92,7 @@ func BenchmarkRelay(b *testing.B) {
 	}
 
 	b.Run("mux", func(b *testing.B) {
-		c := newTestClient(b, []string{e.addr}, &Options{HealthInterval: -1, QueueSize: 2 * relayResponses})
+		c := newTestClient(b, []string{e.addr}, &Options{HealthInterval: -1})
 		mux(b, c) // warm the caches and the stream
 		b.ResetTimer()
 		for b.Loop() {
@@ -109,7 +109,7 @@ func BenchmarkRelay(b *testing.B) {
 		perResp(b)
 	})
 	b.Run("mux-parallel", func(b *testing.B) {
-		c := newTestClient(b, []string{e.addr}, &Options{HealthInterval: -1, QueueSize: 2 * relayResponses})
+		c := newTestClient(b, []string{e.addr}, &Options{HealthInterval: -1})
 		mux(b, c)
 		b.ResetTimer()
 		b.SetParallelism(16)

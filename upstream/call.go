@@ -28,14 +28,15 @@ type Call struct {
 	q         respQueue
 	span      trace.Span  // Start's ctx's: events go there
 	md        metadata.MD // trace context for a dedicated stream; nil for none
-
-	coalesced atomic.Bool // a response was coalesced (the span has its event)
+	// cur is the frame of the response Recv last returned; only the
+	// consumer touches it.
+	cur *frame
 
 	mode      atomic.Int32 // CancelMode in effect: inband, stream or none
 	delivered atomic.Bool  // a response was queued; no more failover
 	aborted   atomic.Bool  // ended by Cancel, ctx or Close: skip queued data
-	// progress counts the responses routed to the call (queued or
-	// coalesced); the idle watch reads it.
+	// progress counts the responses routed to the call (queued); the
+	// idle watch reads it.
 	progress atomic.Uint64
 
 	mu        sync.Mutex
@@ -66,13 +67,16 @@ func (cl *Call) Target() string {
 // the end may still be waiting for Recv.
 func (cl *Call) Done() <-chan struct{} { return cl.done }
 
-// Recv returns the call's next response, in order. After the last one it
+// Recv returns the call's next response, in order. The response (and
+// every slice and map in it) is only valid until the next call of Recv,
+// RecvTick or TryRecv: the call reuses its memory, so a caller that keeps
+// a response must copy it (proto.Clone). After the last response Recv
 // returns io.EOF: a data response carrying triton_final_response=true is
-// returned and the next Recv returns io.EOF; a flags-only final gives io.EOF
-// directly. A call that ends otherwise returns an *Error (after the
-// responses queued before the end, except for KindCancelled, KindDeadline
-// and Close, which return at once). If ctx ends first Recv returns
-// ctx.Err() and the call carries on.
+// returned and the next Recv returns io.EOF; a flags-only final gives
+// io.EOF directly. A call that ends otherwise returns an *Error (after
+// the responses queued before the end, except for KindCancelled,
+// KindDeadline and Close, which return at once). If ctx ends first Recv
+// returns ctx.Err() and the call carries on.
 func (cl *Call) Recv(ctx context.Context) (*pb.ModelInferResponse, error) {
 	return cl.RecvTick(ctx, nil)
 }
@@ -104,27 +108,63 @@ func (cl *Call) RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelI
 // already queued before it flushes a batch to its client.
 func (cl *Call) TryRecv() (r *pb.ModelInferResponse, ok bool, err error) {
 	if cl.aborted.Load() {
+		cl.putFrame()
 		return nil, true, cl.err
 	}
-	if r, ok := cl.q.pop(); ok {
-		return r, true, nil
+	if r, ok, err := cl.pop(); ok {
+		return r, true, err
 	}
 	select {
 	case <-cl.done:
 	default:
+		cl.putFrame() // nothing to hold while the consumer waits
 		return nil, false, nil
 	}
 	// Ended: everything pushed before the end is visible now.
 	if !cl.aborted.Load() {
-		if r, ok := cl.q.pop(); ok {
-			return r, true, nil
+		if r, ok, err := cl.pop(); ok {
+			return r, true, err
 		}
 	}
+	cl.putFrame()
 	return nil, true, cl.err
 }
 
+// pop takes the next queued response and decodes it into cl.cur.
+func (cl *Call) pop() (*pb.ModelInferResponse, bool, error) {
+	f := cl.cur
+	if f == nil {
+		f = getFrame()
+	}
+	buf, ok := cl.q.pop(f.buf, &cl.c.lim)
+	f.buf = buf
+	if !ok {
+		if cl.cur == nil {
+			f.release()
+		}
+		return nil, false, nil
+	}
+	cl.cur = f
+	if err := f.decode(); err != nil {
+		cl.abort(errMalformed)
+		return nil, true, errMalformed
+	}
+	f.resp.Id = cl.origID
+	return &f.resp, true, nil
+}
+
+// putFrame hands the consumer's frame back to the pool.
+func (cl *Call) putFrame() {
+	if cl.cur != nil {
+		cl.cur.release()
+		cl.cur = nil
+	}
+}
+
 // Cancel ends the call with KindCancelled and cancels it upstream according
-// to the cancel mode. It is idempotent and does nothing after the end.
+// to the cancel mode. After the end it drops the responses not received
+// yet (their memory counts against the queue budgets until then). It is
+// idempotent.
 func (cl *Call) Cancel() { cl.abort(errCancelled) }
 
 func (cl *Call) cancelMode() CancelMode { return CancelMode(cl.mode.Load()) }
@@ -151,6 +191,7 @@ func (cl *Call) finishLocked(err error, abort bool) {
 	cl.err = err
 	if abort {
 		cl.aborted.Store(true)
+		cl.q.discard(&cl.c.lim) // nobody will read them
 	}
 	if cl.idle != nil {
 		cl.idle.Stop()
@@ -172,6 +213,7 @@ func (cl *Call) end(err *Error, skip bool) {
 	cl.mu.Lock()
 	if cl.finished {
 		cl.mu.Unlock()
+		cl.q.discard(&cl.c.lim)
 		return
 	}
 	st := cl.st

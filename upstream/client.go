@@ -30,6 +30,9 @@ type Client struct {
 	rr       atomic.Uint64 // rotates ties between equally loaded targets
 	ctr      counters
 	seqs     seqRoutes // open sequences and where their requests go
+	lim      queueLimits
+	// errStalled ends the calls whose consumer stalled.
+	errStalled *Error
 
 	// root is the parent of every stream's context; Close cancels it.
 	root       context.Context
@@ -66,6 +69,8 @@ func New(targets []string, opts *Options) (*Client, error) {
 	}
 	o := opts.withDefaults()
 	c := &Client{opts: o, idPrefix: newIDPrefix(), resolved: make(chan struct{})}
+	c.lim = queueLimits{own: int64(o.QueueBytes), bud: o.Memory, stall: max(o.StallTimeout, 0), now: time.Now}
+	c.errStalled = stallError(c.lim.stall)
 	c.root, c.cancelRoot = context.WithCancel(context.Background())
 	var ts []*target
 	seen := map[string]bool{}
@@ -160,7 +165,8 @@ func (c *Client) targetList() []*target {
 // takes ownership of req: it overwrites req.Id with a unique upstream id
 // (Call.ID; responses carry the caller's original id again) and adds
 // triton_enable_empty_final_response=true when the model is decoupled or its
-// config cannot be read. req must not be changed or reused afterwards.
+// config cannot be read. req must not be read, changed or reused
+// afterwards: its inputs are dropped once it has delivered a response.
 //
 // ctx bounds the whole call, not just Start: when it is done the call ends
 // (KindDeadline or KindCancelled) and is cancelled upstream. Start itself

@@ -7,7 +7,8 @@
 // which places one ModelInferRequest and returns a *Call; read its responses
 // in order with Call.Recv until io.EOF or an *Error, and stop it early with
 // Call.Cancel or by cancelling the context given to Start. Client.Close ends
-// everything.
+// everything. A response Recv returns is valid until the next Recv on its
+// Call: the Call reuses its memory (see Memory below).
 //
 // # How a request travels
 //
@@ -17,8 +18,32 @@
 // healthy target, opening a new stream lazily up to
 // Options.MaxStreamsPerTarget. Each stream has exactly two goroutines: a
 // sender, which owns Send, and a reader, which owns Recv and routes each
-// response into its request's bounded queue without ever blocking. A request
-// whose queue is full fails alone with KindTooSlow and is cancelled upstream.
+// response into its request's queue without ever blocking. A request never
+// fails for being behind, only when its client took nothing for
+// Options.StallTimeout while responses waited (KindTooSlow), or when its
+// queue could not grow because the memory budget is spent (KindBudget);
+// either way it fails alone and is cancelled upstream.
+//
+// # Memory
+//
+// Relaying a response allocates nothing in this package (TestDeliverAllocs,
+// BenchmarkDeliver); grpc-go's transport still allocates a few small
+// objects per message below its 1 KiB pooling threshold.
+//
+//   - The reader does not decode: the Client's codec (codec.go) hands it
+//     each ModelStreamInferResponse's wire bytes in one buffer it reuses,
+//     and scanHeader reads the id, error and final flag to route them.
+//   - A request's queue (respQueue) keeps the bytes, about 100 a response,
+//     back to back in one buffer taken from per-size pools. Each request
+//     may hold Options.QueueBytes of its own; beyond that it borrows from
+//     Options.Memory, a budget the gateway shares with its WebSocket send
+//     queues (package budget).
+//   - Call.TryRecv decodes the next message into the Call's frame (a
+//     pooled ModelInferResponse whose strings, slices, maps and structs are
+//     reused, frame.go), and hands the frame back whenever the consumer
+//     waits, so a held stream keeps no decoded response.
+//   - A request that has delivered a response keeps no inputs: it will not
+//     be re-sent.
 //
 // # Cancellation
 //

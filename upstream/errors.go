@@ -3,7 +3,9 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -27,8 +29,9 @@ const (
 	// KindCancelled: Call.Cancel was called or Start's context was
 	// cancelled.
 	KindCancelled
-	// KindTooSlow: the request's response queue overflowed because its
-	// consumer did not keep up; the request was cancelled upstream.
+	// KindTooSlow: the request's consumer took no response for
+	// Options.StallTimeout while responses waited for it; the request was
+	// cancelled upstream.
 	KindTooSlow
 	// KindDeadline: Start's context passed its deadline.
 	KindDeadline
@@ -43,6 +46,10 @@ const (
 	// idle timeout (Options.IdleTimeout); the request was cancelled
 	// upstream.
 	KindIdleTimeout
+	// KindBudget: the request's queue had to grow beyond its own
+	// Options.QueueBytes while the shared Options.Memory was spent; the
+	// request was cancelled upstream.
+	KindBudget
 )
 
 var kindNames = [...]string{
@@ -55,6 +62,7 @@ var kindNames = [...]string{
 	KindRejected:     "rejected",
 	KindSequenceLost: "sequence_lost",
 	KindIdleTimeout:  "upstream_timeout",
+	KindBudget:       "memory_budget",
 }
 
 // String returns the snake_case name of k, e.g. "upstream_unavailable".
@@ -168,12 +176,37 @@ func ctxError(ctx context.Context) *Error {
 
 var (
 	errCancelled = newError(KindCancelled, codes.Canceled, "cancelled by caller")
-	errTooSlow   = newError(KindTooSlow, codes.ResourceExhausted, "response queue full: consumer too slow")
 	// errNoHealthy refuses Start while every target is down.
 	errNoHealthy = newError(KindUnavailable, codes.Unavailable, "no upstream target answers its health checks")
+	errMalformed = newError(KindUnavailable, codes.Internal, "malformed response from upstream")
 	// errClosed ends the calls Close finds and refuses Start after it.
 	errClosed = newError(KindUnavailable, codes.Unavailable, "client closed")
 )
+
+// stallError is KindTooSlow for a stall timeout of d.
+func stallError(d time.Duration) *Error {
+	return newError(KindTooSlow, codes.ResourceExhausted,
+		"the client took no response for "+d.String()+" while responses waited for it")
+}
+
+// overBudget is KindBudget for cl, whose queue could not grow.
+func (c *Client) overBudget(cl *Call) *Error {
+	n, size := cl.q.queued()
+	return newError(KindBudget, codes.ResourceExhausted, fmt.Sprintf(
+		"the gateway's memory for waiting responses (%s) is spent; this request's client was %d responses (%s) behind",
+		byteSize(c.lim.bud.Limit()), n, byteSize(int64(size))))
+}
+
+// byteSize formats n bytes in KiB, MiB or GiB.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
 
 // GRPCStatus makes status.FromError and status.Code work on an *Error.
 func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Error()) }

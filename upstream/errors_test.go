@@ -20,6 +20,7 @@ func TestKindNames(t *testing.T) {
 		KindUnavailable: "upstream_unavailable",
 		KindCancelled:   "cancelled",
 		KindTooSlow:     "too_slow",
+		KindBudget:      "memory_budget",
 		KindDeadline:    "deadline_exceeded",
 		KindRejected:    "rejected",
 		KindIdleTimeout: "upstream_timeout",
@@ -32,6 +33,7 @@ func TestKindNames(t *testing.T) {
 }
 
 func TestErrorHelpers(t *testing.T) {
+	errTooSlow := stallError(30 * time.Second)
 	err := fmt.Errorf("relay: %w", errTooSlow)
 	e, ok := AsError(err)
 	if !ok || e.Kind != KindTooSlow {
@@ -43,7 +45,7 @@ func TestErrorHelpers(t *testing.T) {
 	if _, ok := AsError(errors.New("other")); ok {
 		t.Fatal("AsError matched a foreign error")
 	}
-	if got := errTooSlow.Error(); got != "upstream: too_slow: response queue full: consumer too slow" {
+	if got := errTooSlow.Error(); got != "upstream: too_slow: the client took no response for 30s while responses waited for it" {
 		t.Fatalf("Error() = %q", got)
 	}
 	if c := status.Code(errClosed); c != codes.Unavailable {
@@ -70,7 +72,7 @@ func TestErrorHelpers(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	o := (*Options)(nil).withDefaults()
-	if o.MaxStreamsPerTarget != 64 || o.MaxRequestsPerStream != 256 || o.QueueSize != 1024 || o.QueueBytes != 1<<20 ||
+	if o.MaxStreamsPerTarget != 64 || o.MaxRequestsPerStream != 256 || o.QueueBytes != 64<<10 || o.Memory.Limit() != 1<<30 || o.StallTimeout != 30*time.Second ||
 		o.Cancel != CancelAuto || o.KeepaliveTime != 10*time.Second || o.KeepaliveTimeout != 5*time.Second ||
 		o.IdleTimeout != time.Minute || o.MetadataTimeout != 5*time.Second || o.Logger == nil {
 		t.Fatalf("defaults %+v", o)

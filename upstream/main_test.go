@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
@@ -179,7 +180,7 @@ func readAll(ctx context.Context, cl *Call) ([]*pb.ModelInferResponse, error) {
 		if err != nil {
 			return out, err
 		}
-		out = append(out, r)
+		out = append(out, proto.CloneOf(r)) // r is reused by the next Recv
 	}
 }
 
@@ -252,4 +253,22 @@ func serveFake(tb testing.TB, impl pb.GRPCInferenceServiceServer) string {
 		<-served
 	})
 	return lis.Addr().String()
+}
+
+// isFinal reports the triton_final_response flag.
+func isFinal(r *pb.ModelInferResponse) bool {
+	return r.GetParameters()["triton_final_response"].GetBoolParam()
+}
+
+// flagsOnly reports whether r carries nothing but flags.
+func flagsOnly(r *pb.ModelInferResponse) bool {
+	if len(r.GetOutputs()) > 0 || len(r.GetRawOutputContents()) > 0 {
+		return false
+	}
+	for k := range r.GetParameters() {
+		if k != "triton_final_response" {
+			return false
+		}
+	}
+	return true
 }

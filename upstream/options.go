@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
+
+	"github.com/streamgate/streamgate/upstream/budget"
 )
 
 // CancelMode says how a request is cancelled upstream.
@@ -52,6 +54,12 @@ func ParseCancelMode(s string) (CancelMode, error) {
 	return 0, fmt.Errorf("unknown cancel mode %q (want auto, inband, stream or none)", s)
 }
 
+// Defaults of the queue budgets (Options.QueueBytes, Options.Memory).
+const (
+	DefaultQueueBytes = 64 << 10
+	DefaultMemory     = 1 << 30
+)
+
 // Options configures a Client. The zero value of every field means its
 // default; a nil *Options means all defaults.
 type Options struct {
@@ -65,24 +73,26 @@ type Options struct {
 	// the default stream cap. Start fails with KindRejected beyond that.
 	MaxRequestsPerStream int
 
-	// QueueSize is how many responses of one request may wait for its
-	// consumer, and QueueBytes how many bytes of output contents they may
-	// hold in all (a single larger response is still accepted into an
-	// empty queue). When a response does not fit and it is a text delta (a
-	// non-final response whose only output is one BYTES element) it is
-	// coalesced into the last queued text delta (the element bytes are
-	// concatenated, so the consumer sees the same text in fewer
-	// responses); otherwise the request fails with KindTooSlow and is
-	// cancelled upstream. The reader never blocks either way.
-	//
-	// Defaults 1024 and 1 MiB. The queue grows on demand, so an idle or
-	// keeping-up request costs a few pointers, not QueueSize; the count
-	// absorbs a burst of small responses (an engine that produces
-	// hundreds at once while the consumer waits for a CPU behind hundreds
-	// of others), and the byte bound caps what one stalled consumer can
-	// pin: at most QueueBytes plus one response.
-	QueueSize  int
+	// QueueBytes is the memory each request may hold, of its own, for
+	// responses waiting for its consumer (kept as their wire bytes, about
+	// 100 bytes for a token; see respQueue). Beyond it a request borrows
+	// from Memory. Default 64 KiB: 10,000 streams may hold 640 MiB of
+	// their own at most, on top of Memory.
 	QueueBytes int
+
+	// Memory is the budget that requests beyond their QueueBytes borrow
+	// from, shared with whatever else it is given to (the gateway gives
+	// the same one to its WebSocket send queues). A request whose queue
+	// must grow when Memory is spent fails with KindBudget and is
+	// cancelled upstream. Default: a budget of DefaultMemory of its own.
+	Memory *budget.Budget
+
+	// StallTimeout is how long a consumer may take no response while
+	// responses wait for it before its request fails with KindTooSlow and
+	// is cancelled upstream (checked when a response arrives). A consumer
+	// that is slow but makes progress never fails for it. Default 30s;
+	// negative disables the check.
+	StallTimeout time.Duration
 
 	// Cancel is the cancellation mode. Default CancelAuto.
 	Cancel CancelMode
@@ -181,8 +191,8 @@ type Options struct {
 
 	// MeterProvider receives the client's metrics (requests in flight and
 	// streams per target, target health, retries, cancels by mode, queue
-	// overflows, coalesced and dropped responses), observed from Stats at
-	// each collection. Default: none (no-op).
+	// overflows, requests behind, queue memory and dropped responses),
+	// observed from Stats at each collection. Default: none (no-op).
 	MeterProvider metric.MeterProvider
 
 	// Propagator writes the trace context of Start's ctx into each request
@@ -218,12 +228,13 @@ func (o *Options) withDefaults() Options {
 	if c.MaxRequestsPerStream <= 0 {
 		c.MaxRequestsPerStream = 256
 	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = 1024
-	}
 	if c.QueueBytes <= 0 {
-		c.QueueBytes = 1 << 20
+		c.QueueBytes = DefaultQueueBytes
 	}
+	if c.Memory == nil {
+		c.Memory = budget.New(DefaultMemory)
+	}
+	def(&c.StallTimeout, 30*time.Second)
 	def(&c.HealthInterval, 2*time.Second)
 	def(&c.HealthTimeout, time.Second)
 	if c.HealthInterval > 0 && c.HealthTimeout > c.HealthInterval {

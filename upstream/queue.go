@@ -2,198 +2,216 @@ package upstream
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync"
+	"time"
 
-	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream/budget"
 )
 
-// respQueue is one call's bounded response queue: the stream's reader
-// pushes without ever blocking, the call's consumer pops.
+// respQueue is one call's responses waiting for its consumer, kept as the
+// wire bytes they arrived in (about 100 bytes for a token or a
+// repeat_int32 response, a tenth of the decoded message): the stream's
+// reader pushes without ever blocking, the call's consumer pops and
+// decodes (Call.TryRecv).
 //
-// Bounds: at most maxLen responses and maxBytes of payload (the sizes of
-// their output contents, see respSize); a single response larger than
-// maxBytes is still accepted into an empty queue. When a response does not
-// fit, push tries to coalesce it, as a text delta, into the last queued
-// response (see coalesce); otherwise the push fails and the call fails
-// with KindTooSlow.
-//
-// The ring grows on demand (doubling, from 4) and is dropped when it
-// empties after growing past 64, so an idle call costs a few pointers
-// whatever maxLen is.
+// Memory: the messages sit back to back in one buffer, each after a
+// 4-byte length. The buffer starts at 256 bytes, doubles when a push
+// needs room the consumer has not freed, and is dropped when the consumer
+// empties it after it grew past keepQueueBuf, so an idle or keeping-up
+// call holds a few hundred bytes. A call may hold Options.QueueBytes of
+// buffer of its own; beyond that it borrows from the budget shared by
+// every queue (Options.Memory), and a push the budget cannot cover fails
+// the call with KindBudget. A consumer that has responses waiting and has
+// taken none for Options.StallTimeout fails its call with KindTooSlow at
+// the next push. Nothing else fails a call for being slow.
 type respQueue struct {
 	mu      sync.Mutex
-	buf     []*pb.ModelInferResponse // ring
-	head, n int
-	bytes   int
+	buf     []byte  // messages at buf[r:w]
+	bufp    *[]byte // buf's pool handle (queueBufs)
+	r, w    int
+	n       int   // messages queued
+	charged int64 // bytes of cap(buf) borrowed from the shared budget
+	pops    uint64
+	// seen and since: the consumer had popped seen messages when a push
+	// first found it behind, at since (zero while it keeps up).
+	seen  uint64
+	since time.Time
+	// closed: the call ended and nobody will read; pushes are dropped.
+	closed bool
+	// borrowed: the queue has borrowed from the shared budget once.
+	borrowed bool
 
 	// ready has a token whenever a push may have made the queue non-empty
 	// since the consumer last looked.
 	ready chan struct{}
 }
 
+// keepQueueBuf is the largest queue buffer kept once empty.
+const keepQueueBuf = 4 << 10
+
+// queueBufs recycles queue buffers by size class (bufClass: 256 bytes to
+// 1 MiB), so that a call whose queue grows in a burst and is drained again
+// takes a buffer another call gave back rather than allocating one. Free
+// buffers count against no budget; the pools empty at garbage
+// collections.
+var queueBufs [13]sync.Pool
+
+// getQueueBuf returns a buffer of size bytes (a bufClass) and its pool
+// handle (nil for sizes beyond the classes).
+func getQueueBuf(size int) ([]byte, *[]byte) {
+	i := bits.Len(uint(size-1)) - 8 // 256 -> 0
+	if i < 0 || i >= len(queueBufs) {
+		return make([]byte, size), nil
+	}
+	if p, _ := queueBufs[i].Get().(*[]byte); p != nil {
+		return (*p)[:size], p
+	}
+	b := make([]byte, size)
+	return b, &b
+}
+
+func putQueueBuf(p *[]byte) {
+	if p == nil {
+		return
+	}
+	i := bits.Len(uint(cap(*p)-1)) - 8
+	if i >= 0 && i < len(queueBufs) {
+		queueBufs[i].Put(p)
+	}
+}
+
 func newRespQueue() respQueue {
 	return respQueue{ready: make(chan struct{}, 1)}
 }
 
-// push queues r; false when r neither fits nor coalesces. coalesced
-// reports that r was merged into the last queued response instead. A
-// final response (the call's last) may exceed maxLen by one, so that a
-// text stream whose deltas coalesced can still end normally.
-func (q *respQueue) push(r *pb.ModelInferResponse, maxLen, maxBytes int, final bool) (ok, coalesced bool) {
-	size := respSize(r)
-	if final {
-		maxLen++
-	}
+// queueLimits are a Client's queue bounds (see Options).
+type queueLimits struct {
+	own   int64          // Options.QueueBytes
+	bud   *budget.Budget // Options.Memory
+	stall time.Duration  // Options.StallTimeout
+	now   func() time.Time
+}
+
+type pushResult int
+
+const (
+	pushed       pushResult = iota
+	pushedBehind            // pushed, and the queue borrows from the shared budget for the first time
+	stalled                 // the consumer made no progress for the stall timeout
+	overBudget              // the shared budget cannot cover the growth
+)
+
+// ok reports that the response was queued.
+func (r pushResult) ok() bool { return r == pushed || r == pushedBehind }
+
+// push queues msg, copying it.
+func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
+	need := 4 + len(msg)
 	q.mu.Lock()
-	switch {
-	case q.n == 0 || (q.n < maxLen && q.bytes+size <= maxBytes):
-		if q.n == len(q.buf) {
-			q.grow()
+	if q.closed {
+		q.mu.Unlock()
+		return pushed
+	}
+	if q.n > 0 {
+		switch {
+		case q.since.IsZero() || q.pops != q.seen:
+			q.seen, q.since = q.pops, lim.now()
+		case lim.stall > 0 && lim.now().Sub(q.since) >= lim.stall:
+			q.mu.Unlock()
+			return stalled
 		}
-		q.buf[(q.head+q.n)%len(q.buf)] = r
-		q.n++
-		q.bytes += size
-		ok = true
-	case !final && q.bytes+size <= maxBytes:
-		if added, merged := coalesce(q.buf[(q.head+q.n-1)%len(q.buf)], r); merged {
-			q.bytes += added
-			ok, coalesced = true, true
+	} else {
+		q.since = time.Time{}
+	}
+	res := pushed
+	if q.w+need > len(q.buf) {
+		if !q.makeRoom(need, lim) {
+			q.mu.Unlock()
+			return overBudget
+		}
+		if q.charged > 0 && !q.borrowed {
+			q.borrowed, res = true, pushedBehind
 		}
 	}
+	binary.LittleEndian.PutUint32(q.buf[q.w:], uint32(len(msg)))
+	copy(q.buf[q.w+4:], msg)
+	q.w += need
+	q.n++
 	q.mu.Unlock()
-	if ok && !coalesced {
-		select {
-		case q.ready <- struct{}{}:
-		default:
-		}
+	select {
+	case q.ready <- struct{}{}:
+	default:
 	}
-	return ok, coalesced
+	return res
 }
 
-func (q *respQueue) grow() {
-	n := 2 * len(q.buf)
-	if n < 4 {
-		n = 4
+// makeRoom makes need bytes free after q.w: it moves the queued messages
+// to the front, or grows the buffer with what the budgets allow.
+func (q *respQueue) makeRoom(need int, lim *queueLimits) bool {
+	used := q.w - q.r
+	if used+need <= len(q.buf) {
+		copy(q.buf, q.buf[q.r:q.w])
+		q.r, q.w = 0, used
+		return true
 	}
-	buf := make([]*pb.ModelInferResponse, n)
-	for i := range q.n {
-		buf[i] = q.buf[(q.head+i)%len(q.buf)]
-	}
-	q.buf, q.head = buf, 0
-}
-
-// pop removes the oldest response; false when the queue is empty.
-func (q *respQueue) pop() (*pb.ModelInferResponse, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.n == 0 {
-		return nil, false
-	}
-	r := q.buf[q.head]
-	q.buf[q.head] = nil
-	q.head = (q.head + 1) % len(q.buf)
-	q.n--
-	q.bytes -= respSize(r)
-	if q.n == 0 {
-		q.head, q.bytes = 0, 0
-		if len(q.buf) > 64 {
-			q.buf = nil
-		}
-	}
-	return r, true
-}
-
-// respSize is what r counts against QueueBytes: its output contents
-// (raw, or typed with every element counted at 8 bytes or its length).
-// It is cheap and never changes for a queued response except through
-// coalesce, which push accounts for.
-func respSize(r *pb.ModelInferResponse) int {
-	n := 0
-	for _, b := range r.GetRawOutputContents() {
-		n += len(b)
-	}
-	for _, o := range r.GetOutputs() {
-		c := o.GetContents()
-		if c == nil {
-			continue
-		}
-		for _, b := range c.GetBytesContents() {
-			n += len(b)
-		}
-		n += 8 * (len(c.GetBoolContents()) + len(c.GetIntContents()) + len(c.GetInt64Contents()) +
-			len(c.GetUintContents()) + len(c.GetUint64Contents()) + len(c.GetFp32Contents()) +
-			len(c.GetFp64Contents()))
-	}
-	return n
-}
-
-// coalesce appends the text of delta to last when both are text deltas of
-// the same shape: not final, no parameters but triton_final_response,
-// exactly one output, BYTES with one element, same name, model, version
-// and encoding (raw_output_contents or typed contents). The element bytes
-// are concatenated, so text split inside a multi-byte UTF-8 character
-// stays exactly as the model sent it and the gateway's UTF-8 joining sees
-// the same byte stream. last must not be visible to the consumer yet.
-// added is how much respSize(last) grew.
-func coalesce(last, delta *pb.ModelInferResponse) (added int, ok bool) {
-	if !textDelta(last) || !textDelta(delta) ||
-		last.GetModelName() != delta.GetModelName() || last.GetModelVersion() != delta.GetModelVersion() {
-		return 0, false
-	}
-	lo, do := last.GetOutputs()[0], delta.GetOutputs()[0]
-	if lo.GetName() != do.GetName() {
-		return 0, false
-	}
-	lraw, draw := last.GetRawOutputContents(), delta.GetRawOutputContents()
-	switch {
-	case len(lraw) == 1 && len(draw) == 1 && lo.GetContents() == nil && do.GetContents() == nil:
-		a, ok1 := oneElement(lraw[0])
-		b, ok2 := oneElement(draw[0])
-		if !ok1 || !ok2 {
-			return 0, false
-		}
-		merged := make([]byte, 4, 4+len(a)+len(b))
-		binary.LittleEndian.PutUint32(merged, uint32(len(a)+len(b)))
-		merged = append(append(merged, a...), b...)
-		last.RawOutputContents[0] = merged
-		return len(b), true
-	case len(lraw) == 0 && len(draw) == 0 &&
-		len(lo.GetContents().GetBytesContents()) == 1 && len(do.GetContents().GetBytesContents()) == 1:
-		a, b := lo.Contents.BytesContents[0], do.Contents.BytesContents[0]
-		lo.Contents.BytesContents[0] = append(a[:len(a):len(a)], b...)
-		return len(b), true
-	}
-	return 0, false
-}
-
-// textDelta reports whether r is a non-final response whose only content
-// is one BYTES output of shape [1].
-func textDelta(r *pb.ModelInferResponse) bool {
-	for k, p := range r.GetParameters() {
-		if k != "triton_final_response" || p.GetBoolParam() {
-			return false
-		}
-	}
-	outs := r.GetOutputs()
-	if len(outs) != 1 {
+	size := max(2*len(q.buf), bufClass(used+need))
+	charge := max(int64(size)-lim.own, 0)
+	if more := charge - q.charged; more > 0 && !lim.bud.Take(more) {
 		return false
 	}
-	o := outs[0]
-	if o.GetDatatype() != "BYTES" || len(o.GetShape()) != 1 || o.GetShape()[0] != 1 || len(o.GetParameters()) > 0 {
-		return false
+	buf, bufp := getQueueBuf(size)
+	copy(buf, q.buf[q.r:q.w])
+	if less := q.charged - charge; less > 0 {
+		lim.bud.Give(less)
 	}
+	putQueueBuf(q.bufp)
+	q.buf, q.bufp, q.r, q.w, q.charged = buf, bufp, 0, used, charge
 	return true
 }
 
-// oneElement returns the element of a serialized BYTES tensor holding
-// exactly one (4-byte little-endian length, then the bytes).
-func oneElement(raw []byte) ([]byte, bool) {
-	if len(raw) < 4 {
-		return nil, false
+// pop copies the oldest message into dst[:0] and removes it; false when
+// the queue is empty.
+func (q *respQueue) pop(dst []byte, lim *queueLimits) ([]byte, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		return dst, false
 	}
-	n := binary.LittleEndian.Uint32(raw)
-	if uint64(n) != uint64(len(raw)-4) {
-		return nil, false
+	l := int(binary.LittleEndian.Uint32(q.buf[q.r:]))
+	dst = append(dst[:0], q.buf[q.r+4:q.r+4+l]...)
+	q.r += 4 + l
+	q.n--
+	q.pops++
+	if q.n == 0 {
+		q.r, q.w = 0, 0
+		if len(q.buf) > keepQueueBuf {
+			q.dropLocked(lim)
+		}
 	}
-	return raw[4:], true
+	return dst, true
+}
+
+// discard drops every queued message and the buffer, and every later
+// push.
+func (q *respQueue) discard(lim *queueLimits) {
+	q.mu.Lock()
+	q.closed = true
+	q.r, q.w, q.n = 0, 0, 0
+	q.dropLocked(lim)
+	q.mu.Unlock()
+}
+
+func (q *respQueue) dropLocked(lim *queueLimits) {
+	putQueueBuf(q.bufp)
+	q.buf, q.bufp = nil, nil
+	lim.bud.Give(q.charged)
+	q.charged = 0
+}
+
+// queued reports how many messages wait and the buffer's size.
+func (q *respQueue) queued() (n, size int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n, len(q.buf)
 }

@@ -1,11 +1,17 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamgate/streamgate/upstream/budget"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -19,14 +25,6 @@ func textResp(s string, final bool) *pb.ModelInferResponse {
 		r.Parameters = map[string]*pb.InferParameter{"triton_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}}}
 	}
 	return r
-}
-
-// typedTextResp is a text delta in typed contents (as some Tritons send).
-func typedTextResp(s string) *pb.ModelInferResponse {
-	return &pb.ModelInferResponse{ModelName: "echo", Outputs: []*pb.ModelInferResponse_InferOutputTensor{{
-		Name: "text_output", Datatype: "BYTES", Shape: []int64{1},
-		Contents: &pb.InferTensorContents{BytesContents: [][]byte{[]byte(s)}},
-	}}}
 }
 
 func intResp(v int32) *pb.ModelInferResponse {
@@ -57,189 +55,256 @@ func respText(tb testing.TB, r *pb.ModelInferResponse) string {
 	return b.String()
 }
 
-func drainQueue(q *respQueue) []*pb.ModelInferResponse {
-	var out []*pb.ModelInferResponse
-	for {
-		r, ok := q.pop()
-		if !ok {
-			return out
+// fakeClock is an injected clock for the stall check.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func wire(tb testing.TB, r *pb.ModelInferResponse) []byte {
+	tb.Helper()
+	b, err := proto.Marshal(&pb.ModelStreamInferResponse{InferResponse: r})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// TestQueueOrderAndMemory: messages come out in order and byte for byte;
+// the buffer grows by doubling, borrows from the shared budget only
+// beyond the call's own allowance, and is given back once drained.
+func TestQueueOrderAndMemory(t *testing.T) {
+	bud := budget.New(1 << 20)
+	clk := newFakeClock()
+	lim := &queueLimits{own: 8 << 10, bud: bud, stall: time.Minute, now: clk.now}
+	q := newRespQueue()
+	var msgs [][]byte
+	for i := range 400 {
+		m := wire(t, intResp(int32(i)))
+		msgs = append(msgs, m)
+		if got := q.push(m, lim); !got.ok() {
+			t.Fatalf("push %d: %v", i, got)
 		}
-		out = append(out, r)
+	}
+	n, size := q.queued()
+	if n != 400 || size < 400*20 || size&(size-1) != 0 {
+		t.Fatalf("%d queued in a %d-byte buffer", n, size)
+	}
+	if want := int64(size) - lim.own; bud.Used() != want {
+		t.Fatalf("borrowed %d, want %d", bud.Used(), want)
+	}
+	var dst []byte
+	for i, m := range msgs {
+		var ok bool
+		if dst, ok = q.pop(dst, lim); !ok || !bytes.Equal(dst, m) {
+			t.Fatalf("pop %d: %v % x", i, ok, dst)
+		}
+	}
+	if _, ok := q.pop(dst, lim); ok {
+		t.Fatal("pop from an empty queue")
+	}
+	if n, size := q.queued(); n != 0 || size != 0 || bud.Used() != 0 {
+		t.Fatalf("drained queue: %d messages, %d bytes, %d borrowed", n, size, bud.Used())
+	}
+	// A small buffer is kept, so a keeping-up consumer costs nothing.
+	q.push(msgs[0], lim)
+	q.pop(dst, lim)
+	if _, size := q.queued(); size == 0 {
+		t.Fatal("small buffer dropped")
+	}
+	// Discarding gives everything back and drops later pushes.
+	for _, m := range msgs {
+		q.push(m, lim)
+	}
+	q.discard(lim)
+	q.push(msgs[0], lim)
+	if n, _ := q.queued(); n != 0 || bud.Used() != 0 {
+		t.Fatalf("after discard: %d queued, %d borrowed", n, bud.Used())
 	}
 }
 
-// TestQueueCoalescesText: once the queue is full, text deltas merge into
-// the last queued one, bytes concatenated in order (a UTF-8 character
-// split across deltas comes out whole), for both content encodings.
-func TestQueueCoalescesText(t *testing.T) {
+// TestQueueBudget: a queue that must grow past its own allowance while the
+// shared budget is spent is refused, and its refusal takes nothing.
+func TestQueueBudget(t *testing.T) {
+	bud := budget.New(16 << 10)
+	clk := newFakeClock()
+	lim := &queueLimits{own: 4 << 10, bud: bud, stall: time.Minute, now: clk.now}
+	hog, other := newRespQueue(), newRespQueue()
+	m := wire(t, intResp(1))
+	i := 0
+	for ; hog.push(m, lim).ok(); i++ {
+		if i > 10000 {
+			t.Fatal("never refused")
+		}
+	}
+	if used := bud.Used(); used > bud.Limit() || used < bud.Limit()/2 {
+		t.Fatalf("refused with %d of %d borrowed", used, bud.Limit())
+	}
+	// Another queue still gets its own allowance.
+	for range (4 << 10) / (len(m) + 4) {
+		if got := other.push(m, lim); !got.ok() {
+			t.Fatalf("a queue within its own allowance was refused: %v", got)
+		}
+	}
+	hog.discard(lim)
+	other.discard(lim)
+	if bud.Used() != 0 {
+		t.Fatalf("%d bytes still borrowed", bud.Used())
+	}
+}
+
+// TestQueueStall: a push finds the consumer stalled once it has taken
+// nothing for the stall timeout while messages waited; a consumer that
+// keeps taking, however slowly, is never stalled.
+func TestQueueStall(t *testing.T) {
+	clk := newFakeClock()
+	lim := &queueLimits{own: 1 << 20, stall: 30 * time.Second, now: clk.now}
+	q := newRespQueue()
+	m := wire(t, intResp(1))
+	var dst []byte
+	for range 100 { // slow but progressing: 29 s between takes
+		q.push(m, lim)
+		q.push(m, lim)
+		clk.advance(29 * time.Second)
+		if got := q.push(m, lim); !got.ok() {
+			t.Fatalf("a progressing consumer was stalled: %v", got)
+		}
+		dst, _ = q.pop(dst, lim)
+	}
+	clk.advance(time.Hour) // nothing waits from the consumer's point of view...
+	for q.n > 0 {
+		dst, _ = q.pop(dst, lim)
+	}
+	if got := q.push(m, lim); !got.ok() { // ...so an empty queue is no stall
+		t.Fatalf("push into an empty queue: %v", got)
+	}
+	q.push(m, lim)
+	clk.advance(30 * time.Second)
+	if got := q.push(m, lim); got != stalled {
+		t.Fatalf("a consumer idle for 30s with responses waiting: %v", got)
+	}
+}
+
+// TestCallRecvReusesMemory: Recv decodes into memory the call reuses, so
+// relaying a response allocates nothing once warm.
+func TestCallRecvReusesMemory(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops sync.Pool items at random: allocation counts mean nothing")
+	}
+	c := newTestClient(t, []string{"127.0.0.1:1"}, &Options{HealthInterval: -1})
+	cl := newTestCall(c, CancelInband)
+	msg := wire(t, intResp(42))
+	cl.origID = "caller-id"
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(1000, func() {
+		if !cl.q.push(msg, &c.lim).ok() {
+			t.Fatal("push refused")
+		}
+		r, err := cl.Recv(ctx)
+		if err != nil || r.GetId() != "caller-id" || len(r.GetRawOutputContents()) != 1 {
+			t.Fatalf("recv %v %v", r, err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per response", allocs)
+	}
+}
+
+// deliverySetup is a call registered on a stream that is never opened,
+// and the wire bytes (as grpc-go hands them to the codec) of a response
+// for it.
+func deliverySetup(tb testing.TB, resp *pb.ModelInferResponse) (*stream, *Call, mem.BufferSlice) {
+	c := newTestClient(tb, []string{"127.0.0.1:1"}, &Options{HealthInterval: -1})
+	s := c.targetList()[0].newStream(false)
+	tb.Cleanup(s.cancelCtx)
+	cl := newTestCall(c, CancelInband)
+	if !s.add(cl) {
+		tb.Fatal("add failed")
+	}
+	resp.Id = cl.id
+	resp.Parameters = map[string]*pb.InferParameter{"triton_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{}}}
+	return s, cl, mem.BufferSlice{mem.SliceBuffer(wire(tb, resp))}
+}
+
+// deliver is the reader's and the consumer's work for one response: the
+// codec takes the bytes, the reader routes them into the call's queue, the
+// consumer decodes them.
+func deliver(tb testing.TB, s *stream, cl *Call, data mem.BufferSlice) *pb.ModelInferResponse {
+	if err := (codec{}).Unmarshal(data, &s.msg); err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.route(s.msg.b); err != nil {
+		tb.Fatal(err)
+	}
+	r, ok, err := cl.TryRecv()
+	if !ok || err != nil {
+		tb.Fatalf("TryRecv: %v %v", ok, err)
+	}
+	return r
+}
+
+// BenchmarkDeliver is upstream's part of relaying one response: receive
+// (the codec), route, queue, decode. It allocates nothing.
+func BenchmarkDeliver(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		mk   func(string) *pb.ModelInferResponse
-	}{
-		{"raw", func(s string) *pb.ModelInferResponse { return textResp(s, false) }},
-		{"typed", typedTextResp},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			q := newRespQueue()
-			pieces := []string{"a", "b", "h\xc3", "\xa9", "\xe2\x82", "\xac!", " end"}
-			for i, p := range pieces {
-				ok, merged := q.push(tc.mk(p), 2, 1<<20, false)
-				if !ok || merged != (i >= 2) {
-					t.Fatalf("push %d: ok %v merged %v", i, ok, merged)
-				}
-			}
-			rs := drainQueue(&q)
-			if len(rs) != 2 {
-				t.Fatalf("%d responses queued, want 2", len(rs))
-			}
-			if got := respText(t, rs[0]) + "|" + respText(t, rs[1]); got != "a|bhé€! end" {
-				t.Fatalf("text %q", got)
-			}
-			if q.bytes != 0 || q.n != 0 {
-				t.Fatalf("empty queue holds %d bytes, %d responses", q.bytes, q.n)
+		resp *pb.ModelInferResponse
+	}{{"repeat", intResp(7)}, {"text", textResp(" word", false)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, cl, data := deliverySetup(b, tc.resp)
+			b.ReportAllocs()
+			for b.Loop() {
+				deliver(b, s, cl, data)
 			}
 		})
 	}
 }
 
-// TestQueueDoesNotCoalesceOthers: non-text responses, finals, other
-// outputs and mixed encodings never merge: the push fails instead.
-func TestQueueDoesNotCoalesceOthers(t *testing.T) {
-	withReason := textResp("x", false)
-	tensor.ToResponse(withReason, []*tensor.Tensor{tensor.NewString("finish_reason", "stop")})
-	other := textResp("x", false)
-	other.ModelName = "other"
-	for _, tc := range []struct {
-		name       string
-		last, next *pb.ModelInferResponse
-	}{
-		{"int", intResp(1), intResp(2)},
-		{"text after int", intResp(1), textResp("x", false)},
-		{"final", textResp("a", false), textResp("b", true)}, // exceeds by one, not merged
-		{"two outputs", textResp("a", false), withReason},
-		{"other model", textResp("a", false), other},
-		{"mixed encodings", textResp("a", false), typedTextResp("b")},
-	} {
-		q := newRespQueue()
-		size := respSize(tc.last)
-		if ok, _ := q.push(tc.last, 1, 1<<20, false); !ok {
-			t.Fatalf("%s: first push refused", tc.name)
+// TestDeliverAllocs: receiving, routing, queuing and decoding a response
+// allocates nothing once the call is warm.
+func TestDeliverAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops sync.Pool items at random: allocation counts mean nothing")
+	}
+	for _, resp := range []*pb.ModelInferResponse{intResp(7), textResp(" word", false)} {
+		s, cl, data := deliverySetup(t, resp)
+		want := proto.CloneOf(resp)
+		want.Id = cl.origID
+		if r := deliver(t, s, cl, data); !proto.Equal(r, want) {
+			t.Fatalf("delivered %v, want %v", r, want)
 		}
-		ok, merged := q.push(tc.next, 1, 1<<20, isFinal(tc.next))
-		if merged || ok != isFinal(tc.next) {
-			t.Errorf("%s: push gave ok %v merged %v", tc.name, ok, merged)
-		}
-		if rs := drainQueue(&q); rs[0] != tc.last || respSize(rs[0]) != size {
-			t.Errorf("%s: queue changed: %v", tc.name, rs)
+		if n := testing.AllocsPerRun(1000, func() { deliver(t, s, cl, data) }); n != 0 {
+			t.Errorf("%s: %v allocations per response", resp.GetModelName(), n)
 		}
 	}
 }
 
-// TestQueueByteBound: the byte bound caps queued and coalesced bytes, but
-// one large response always fits an empty queue.
-func TestQueueByteBound(t *testing.T) {
+// TestQueueBurstsReuseBuffers: a queue that grows in a burst and is
+// drained again takes its buffers from the pool, allocating nothing.
+func TestQueueBurstsReuseBuffers(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops sync.Pool items at random: allocation counts mean nothing")
+	}
+	lim := &queueLimits{own: 1 << 20, stall: time.Minute, now: time.Now}
 	q := newRespQueue()
-	big := strings.Repeat("x", 100)
-	if ok, _ := q.push(textResp(big, false), 10, 50, false); !ok {
-		t.Fatal("empty queue refused a large response")
-	}
-	if ok, _ := q.push(textResp("y", false), 10, 50, false); ok {
-		t.Fatal("accepted past the byte bound")
-	}
-	// Each delta counts 4+10 bytes queued and 10 more when merged, and
-	// merges only while its whole 14 fit: 2×14 + 6×10 = 88, then 88+14 >
-	// 100.
-	q = newRespQueue()
-	for i := range 8 {
-		if ok, _ := q.push(textResp("0123456789", false), 2, 100, false); !ok {
-			t.Fatalf("push %d refused under the byte bound", i)
+	m := wire(t, intResp(1))
+	var dst []byte
+	burst := func() {
+		for range 200 {
+			q.push(m, lim)
+		}
+		for q.n > 0 {
+			dst, _ = q.pop(dst, lim)
 		}
 	}
-	if ok, _ := q.push(textResp("0123456789", false), 2, 100, false); ok {
-		t.Fatal("coalesced past the byte bound")
-	}
-	if ok, _ := q.push(textResp("", true), 2, 100, true); !ok {
-		t.Fatal("an empty final refused")
-	}
-	if rs := drainQueue(&q); len(rs) != 3 || respText(t, rs[1]) != strings.Repeat("0123456789", 7) {
-		t.Fatalf("queue %v", rs)
-	}
-}
-
-// TestStalledTextConsumerCoalesces: a text stream whose consumer does not
-// read until the request has ended upstream does not fail: its deltas
-// coalesce, and the text read afterwards is complete and in order, while a
-// non-text request with the same stall on the same stream fails alone.
-func TestStalledTextConsumerCoalesces(t *testing.T) {
-	const queue, words = 32, 3000
-	e := startEngine(t, "")
-	c := newTestClient(t, []string{e.addr}, &Options{
-		MaxStreamsPerTarget: 1,
-		QueueSize:           queue,
-		Cancel:              CancelInband,
-		HealthInterval:      -1,
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
-	ws := make([]string, words)
-	for i := range ws {
-		ws[i] = "wörd" + string(rune('a'+i%26)) + "€"
-	}
-	text := strings.Join(ws, " ")
-	req := &pb.ModelInferRequest{ModelName: "echo"}
-	tensorsToRequest(req, tensor.NewString("text_input", text), tensor.NewBool("stream", []int64{1}, []bool{true}))
-	textCall, err := c.Start(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	intCall, err := c.Start(ctx, repeatN(0, 1000, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Neither consumer reads yet; a prompt one beside them is unaffected.
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		cl, err := c.Start(ctx, repeatN(5000, 50, 2))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		rs, err := readAll(ctx, cl)
-		if err != nil {
-			t.Errorf("prompt request: %v", err)
-			return
-		}
-		checkRepeat(t, rs, 5000, 50)
-	})
-	for _, cl := range []*Call{textCall, intCall} {
-		select {
-		case <-cl.Done():
-		case <-ctx.Done():
-			t.Fatal("a stalled request never ended")
-		}
-	}
-	wg.Wait()
-
-	rs, err := readAll(ctx, textCall)
-	if err != nil {
-		t.Fatalf("text request failed: %v", err)
-	}
-	if len(rs) > queue+1 {
-		t.Fatalf("%d responses read, want at most %d (queue + final)", len(rs), queue+1)
-	}
-	var got strings.Builder
-	for _, r := range rs[:len(rs)-1] { // the final carries the non-streamed text (empty)
-		got.WriteString(respText(t, r))
-	}
-	if got.String() != text {
-		t.Fatalf("coalesced text differs: got %d bytes, want %d", got.Len(), len(text))
-	}
-	rs, err = readAll(ctx, intCall)
-	wantKind(t, err, KindTooSlow)
-	checkRepeat(t, rs, 0, queue)
-	s := c.Stats()
-	if s.QueueOverflows != 1 || s.Coalesced < words-2*queue || s.InFlight != 0 {
-		t.Fatalf("stats %+v", s)
+	burst()
+	if n := testing.AllocsPerRun(100, burst); n != 0 {
+		t.Fatalf("%v allocations per burst", n)
 	}
 }

@@ -10,8 +10,9 @@ type counters struct {
 	cancelInband atomic.Uint64
 	cancelStream atomic.Uint64
 	cancelNone   atomic.Uint64
-	overflows    atomic.Uint64
-	coalesced    atomic.Uint64
+	behind       atomic.Uint64
+	stalled      atomic.Uint64
+	overBudget   atomic.Uint64
 	dropped      atomic.Uint64
 	idleTimeouts atomic.Uint64
 }
@@ -31,10 +32,16 @@ type Stats struct {
 	CancelsInband  uint64 // requests cancelled with an in-band message
 	CancelsStream  uint64 // requests cancelled by cancelling their stream
 	CancelsNone    uint64 // requests dropped without telling the target
-	QueueOverflows uint64 // requests failed with KindTooSlow
-	Coalesced      uint64 // text deltas merged into a queued one (queue full)
+	QueueOverflows uint64 // requests failed for their consumer: Stalled + OverBudget
+	Behind         uint64 // requests whose queue borrowed from Options.Memory (their client fell QueueBytes behind)
+	Stalled        uint64 // requests failed with KindTooSlow
+	OverBudget     uint64 // requests failed with KindBudget
 	Dropped        uint64 // responses for requests no longer waited for
 	IdleTimeouts   uint64 // requests ended with KindIdleTimeout
+	// MemoryUsed is what queues borrow from Options.Memory now (with
+	// whatever else shares it), MemoryPeak the most ever, MemoryLimit its
+	// size.
+	MemoryUsed, MemoryPeak, MemoryLimit int64
 }
 
 // TargetStats describes one target.
@@ -59,17 +66,22 @@ type StreamStats struct {
 // Stats returns a snapshot. It is cheap enough for a metrics scrape.
 func (c *Client) Stats() Stats {
 	s := Stats{
-		Started:        c.ctr.started.Load(),
-		Retries:        c.ctr.retries.Load(),
-		StreamBreaks:   c.ctr.breaks.Load(),
-		CancelsInband:  c.ctr.cancelInband.Load(),
-		CancelsStream:  c.ctr.cancelStream.Load(),
-		CancelsNone:    c.ctr.cancelNone.Load(),
-		QueueOverflows: c.ctr.overflows.Load(),
-		Coalesced:      c.ctr.coalesced.Load(),
-		Dropped:        c.ctr.dropped.Load(),
-		IdleTimeouts:   c.ctr.idleTimeouts.Load(),
+		Started:       c.ctr.started.Load(),
+		Retries:       c.ctr.retries.Load(),
+		StreamBreaks:  c.ctr.breaks.Load(),
+		CancelsInband: c.ctr.cancelInband.Load(),
+		CancelsStream: c.ctr.cancelStream.Load(),
+		CancelsNone:   c.ctr.cancelNone.Load(),
+		Behind:        c.ctr.behind.Load(),
+		Stalled:       c.ctr.stalled.Load(),
+		OverBudget:    c.ctr.overBudget.Load(),
+		Dropped:       c.ctr.dropped.Load(),
+		IdleTimeouts:  c.ctr.idleTimeouts.Load(),
+		MemoryUsed:    c.lim.bud.Used(),
+		MemoryPeak:    c.lim.bud.Peak(),
+		MemoryLimit:   c.lim.bud.Limit(),
 	}
+	s.QueueOverflows = s.Stalled + s.OverBudget
 	for _, t := range c.targetList() {
 		ts := TargetStats{
 			Addr:         t.addr,

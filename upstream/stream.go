@@ -56,6 +56,8 @@ type stream struct {
 	sendq     []sendItem
 	skipped   map[string]bool // in-band calls ended before their request was sent
 	idleSince time.Time       // when calls last became empty
+
+	msg wireMsg // the reader's receive buffer
 }
 
 // sendItem is a request to send: the call's request, or its in-band cancel.
@@ -245,7 +247,7 @@ func (s *stream) run() {
 
 type streamRPC interface {
 	Send(*pb.ModelInferRequest) error
-	Recv() (*pb.ModelStreamInferResponse, error)
+	RecvMsg(m any) error // into a *wireMsg (codec)
 	CloseSend() error
 }
 
@@ -327,7 +329,10 @@ func cancelRequest(req *pb.ModelInferRequest) *pb.ModelInferRequest {
 func (s *stream) readLoop(rpc streamRPC) {
 	first := true
 	for {
-		m, err := rpc.Recv()
+		err := rpc.RecvMsg(&s.msg)
+		if err == nil {
+			err = s.route(s.msg.b)
+		}
 		if err != nil {
 			s.closeWith(err)
 			return
@@ -339,56 +344,59 @@ func (s *stream) readLoop(rpc streamRPC) {
 				s.t.admit() // no health checks: re-admit passively
 			}
 		}
-		s.route(m)
 	}
 }
 
-// route hands one response to its call without blocking. It ends the call
-// on an error_message, on the final flag (or the one response of a
-// non-decoupled model), and when the call's queue is full.
-func (s *stream) route(m *pb.ModelStreamInferResponse) {
-	resp := m.GetInferResponse()
+// route hands one response, as its wire bytes, to its call without
+// blocking. It ends the call on an error_message, on the final flag (or
+// the one response of a non-decoupled model), and when its queue cannot
+// take the response (a stalled consumer, or the memory budget spent). An
+// error is a message too malformed to route: the stream breaks.
+func (s *stream) route(msg []byte) error {
+	h, err := scanHeader(msg)
+	if err != nil {
+		return status.Error(codes.Internal, "upstream: malformed ModelStreamInferResponse")
+	}
 	s.mu.Lock()
-	cl := s.calls[resp.GetId()]
+	cl := s.calls[string(h.id)]
 	if cl == nil {
 		s.mu.Unlock()
 		s.t.c.ctr.dropped.Add(1) // a cancelled or unknown request
-		return
+		return nil
 	}
 	var end error
-	tooSlow := false
-	if msg := m.GetErrorMessage(); msg != "" {
-		e, classed := inbandError(msg, resp.GetParameters())
+	var slow pushResult
+	if len(h.errMsg) > 0 {
+		e, classed := inbandError(string(h.errMsg), errorParams(msg))
 		if e.Code == codes.Unavailable && !cl.delivered.Load() && cl.seq == nil {
 			// Refused before it ran: the request may go elsewhere (not
 			// one of a sequence, whose state is on this target).
 			s.removeLocked(cl)
 			s.mu.Unlock()
 			s.t.outstanding.Add(-1)
-			s.refused(cl, e, !classed && isShuttingDown(msg))
-			return
+			s.refused(cl, e, !classed && isShuttingDown(e.Message))
+			return nil
 		}
 		end = e
 	} else {
-		final := !cl.decoupled || isFinal(resp)
-		if !final || !flagsOnly(resp) {
-			if resp == nil {
-				resp = &pb.ModelInferResponse{}
-			}
-			resp.Id = cl.origID
-			opts := &s.t.c.opts
-			if ok, merged := cl.q.push(resp, opts.QueueSize, opts.QueueBytes, final); !ok {
-				end, tooSlow = errTooSlow, true
-			} else {
-				cl.delivered.Store(true)
-				cl.progress.Add(1)
-				if merged {
-					s.t.c.ctr.coalesced.Add(1)
-					if !cl.coalesced.Swap(true) {
-						// Once per call: its consumer fell behind.
-						cl.span.AddEvent("coalescing")
-					}
+		final := !cl.decoupled || h.final
+		if !final || !h.flagsOnly {
+			switch slow = cl.q.push(msg, &s.t.c.lim); slow {
+			case pushedBehind:
+				// Once per call: its client fell behind by its own
+				// queue bytes.
+				s.t.c.ctr.behind.Add(1)
+				cl.span.AddEvent("behind")
+				fallthrough
+			case pushed:
+				if !cl.delivered.Swap(true) {
+					dropInputs(cl.req)
 				}
+				cl.progress.Add(1)
+			case stalled:
+				end = s.t.c.errStalled
+			case overBudget:
+				end = s.t.c.overBudget(cl)
 			}
 		}
 		if final && end == nil {
@@ -397,19 +405,45 @@ func (s *stream) route(m *pb.ModelStreamInferResponse) {
 	}
 	if end == nil {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.removeLocked(cl)
-	if tooSlow {
+	if !slow.ok() {
 		s.queueCancelLocked(cl)
 	}
 	s.mu.Unlock()
 	s.t.outstanding.Add(-1)
 	cl.finish(end, false)
-	if tooSlow {
-		s.t.c.ctr.overflows.Add(1)
+	if !slow.ok() {
+		ctr := &s.t.c.ctr
+		if slow == stalled {
+			ctr.stalled.Add(1)
+		} else {
+			ctr.overBudget.Add(1)
+		}
 		s.cancelUpstream(cl)
 	}
+	return nil
+}
+
+// dropInputs frees the inputs of req, a request that has delivered a
+// response: it will not be sent again (failover re-sends only requests
+// that delivered nothing), and its in-band cancel needs only its id and
+// model. The sender is done with it: the target answered it. A held
+// stream then keeps no prompt.
+func dropInputs(req *pb.ModelInferRequest) {
+	req.Inputs, req.RawInputContents = nil, nil
+}
+
+// errorParams decodes the response parameters of an in-band error (its
+// error class), allocating: errors are rare.
+func errorParams(msg []byte) map[string]*pb.InferParameter {
+	f := &frame{}
+	f.buf = msg
+	if f.decode() != nil || !f.hasResp {
+		return nil
+	}
+	return f.resp.Parameters
 }
 
 // refused handles cl, just removed from s, which s's target refused
@@ -436,24 +470,6 @@ func (s *stream) refused(cl *Call, e *Error, tritonShutdown bool) {
 	}) {
 		cl.finish(errClosed, true)
 	}
-}
-
-// isFinal reports the triton_final_response flag.
-func isFinal(r *pb.ModelInferResponse) bool {
-	return r.GetParameters()["triton_final_response"].GetBoolParam()
-}
-
-// flagsOnly reports whether r carries nothing but flags.
-func flagsOnly(r *pb.ModelInferResponse) bool {
-	if len(r.GetOutputs()) > 0 || len(r.GetRawOutputContents()) > 0 {
-		return false
-	}
-	for k := range r.GetParameters() {
-		if k != "triton_final_response" {
-			return false
-		}
-	}
-	return true
 }
 
 // closeWith ends s for cause and fails over the calls still on it. It is

@@ -56,6 +56,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(transportCredentials(o.TLS, name)),
 		grpc.WithDefaultCallOptions(
+			grpc.ForceCodecV2(newCodec()),
 			grpc.MaxCallRecvMsgSize(o.MaxMessageBytes),
 			grpc.MaxCallSendMsgSize(o.MaxMessageBytes),
 		),

@@ -15,7 +15,7 @@ import (
 
 // Trace context and metrics. A call's span is the one in Start's context
 // (the caller's: the gateway's upstream span); the client records its
-// events there (retry, coalescing) and propagates its context: as request
+// events there (retry, behind) and propagates its context: as request
 // parameters (traceparent, tracestate) on every request, since a shared
 // stream carries many traces, and as gRPC metadata on a dedicated stream
 // and on unary calls, where a real Triton in OpenTelemetry trace mode
@@ -82,8 +82,9 @@ func (c *Client) registerMetrics() (unregister func(), err error) {
 	started := counter("streamgate.upstream.requests", "{request}", "Requests placed by Start.")
 	retries := counter("streamgate.upstream.retries", "{request}", "Requests re-sent after their stream broke or their target refused them.")
 	breaks := counter("streamgate.upstream.stream_breaks", "{stream}", "Streams that ended with an error.")
-	overflows := counter("streamgate.upstream.queue_overflows", "{request}", "Requests failed because their consumer was too slow.")
-	coalesced := counter("streamgate.upstream.coalesced_responses", "{response}", "Text deltas merged into a queued one because their consumer fell behind.")
+	overflows := counter("streamgate.upstream.queue_overflows", "{request}", "Requests failed because their client stalled or the queue memory was spent.")
+	behind := counter("streamgate.upstream.behind_requests", "{request}", "Requests whose client fell behind by more than their own queue bytes, so that their queue borrowed from the shared memory.")
+	memory := gauge("streamgate.upstream.queue_memory", "By", "Memory requests borrow beyond their own queue bytes for responses their clients have not read (the budget shared with WebSocket send queues).")
 	dropped := counter("streamgate.upstream.dropped_responses", "{response}", "Responses for requests no longer waited for.")
 	idle := counter("streamgate.upstream.idle_timeouts", "{request}", "Requests ended because the target sent nothing for the idle timeout.")
 	cancels := counter("streamgate.upstream.cancels", "{request}", "Requests cancelled upstream, by mechanism (inband, stream, none).")
@@ -116,14 +117,15 @@ func (c *Client) registerMetrics() (unregister func(), err error) {
 		o.ObserveInt64(retries, int64(st.Retries))
 		o.ObserveInt64(breaks, int64(st.StreamBreaks))
 		o.ObserveInt64(overflows, int64(st.QueueOverflows))
-		o.ObserveInt64(coalesced, int64(st.Coalesced))
+		o.ObserveInt64(behind, int64(st.Behind))
+		o.ObserveInt64(memory, st.MemoryUsed)
 		o.ObserveInt64(dropped, int64(st.Dropped))
 		o.ObserveInt64(idle, int64(st.IdleTimeouts))
 		o.ObserveInt64(cancels, int64(st.CancelsInband), modes[0])
 		o.ObserveInt64(cancels, int64(st.CancelsStream), modes[1])
 		o.ObserveInt64(cancels, int64(st.CancelsNone), modes[2])
 		return nil
-	}, inFlight, streams, healthy, down, started, retries, breaks, overflows, coalesced, dropped, idle, cancels)
+	}, inFlight, streams, healthy, down, started, retries, breaks, overflows, behind, memory, dropped, idle, cancels)
 	if err != nil {
 		return nil, err
 	}

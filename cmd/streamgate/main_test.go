@@ -282,11 +282,11 @@ func TestEngineSIGTERM(t *testing.T) {
 func TestFlagsAndEnv(t *testing.T) {
 	t.Setenv("STREAMGATE_WS_MAX_IN_FLIGHT", "128")
 	gcfg, err := stack.Parse("gateway", nil, io.Discard)
-	if err != nil || gcfg.Gateway.WSMaxInFlight != 128 || gcfg.Gateway.UpstreamQueue != 1024 {
+	if err != nil || gcfg.Gateway.WSMaxInFlight != 128 || gcfg.Gateway.QueueBytes != 64<<10 {
 		t.Fatalf("gateway env: %+v %v", gcfg, err)
 	}
-	gcfg, err = stack.Parse("gateway", []string{"--ws-max-in-flight", "7", "--upstream-queue", "256"}, io.Discard)
-	if err != nil || gcfg.Gateway.WSMaxInFlight != 7 || gcfg.Gateway.UpstreamQueue != 256 {
+	gcfg, err = stack.Parse("gateway", []string{"--ws-max-in-flight", "7", "--queue-bytes", "256"}, io.Discard)
+	if err != nil || gcfg.Gateway.WSMaxInFlight != 7 || gcfg.Gateway.QueueBytes != 256 {
 		t.Fatalf("gateway flags: %+v %v", gcfg, err)
 	}
 	t.Setenv("STREAMGATE_GRPC", "127.0.0.1:9")

@@ -179,3 +179,34 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestIntTensorMatchesDecoding: the integer fast path gives exactly what
+// decoding gives, and leaves everything else (and every error) to it.
+func TestIntTensorMatchesDecoding(t *testing.T) {
+	inputs := []string{
+		`5`, `-5`, `0`, `-0`, `[]`, `[ ]`, `[1,2,3]`, ` [ 1 , -2 ,3 ] `, "[\n1,\t2]",
+		`127`, `128`, `-128`, `-129`, `255`, `256`, `65535`, `65536`, `2147483647`, `2147483648`, `-2147483648`, `-2147483649`,
+		`4294967295`, `4294967296`, `9223372036854775807`, `9223372036854775808`, `-9223372036854775808`, `-9223372036854775809`,
+		`18446744073709551615`, `18446744073709551616`, `99999999999999999999999`,
+		`01`, `-01`, `1.0`, `1e2`, `-`, `+1`, `[1,,2]`, `[1,2,]`, `[[1]]`, `["1"]`, `[true]`, `null`, `[1 2]`, `[1`, `1]`, `"x"`, ``,
+	}
+	for _, dt := range []string{"INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"} {
+		md := &pb.ModelMetadataResponse_TensorMetadata{Name: "X", Datatype: dt, Shape: []int64{-1}}
+		for _, in := range inputs {
+			fast := intTensor("X", []byte(in), md)
+			slow, err := decodedTensor("X", []byte(in), md)
+			switch {
+			case fast == nil:
+				continue // decoding decides
+			case err != nil:
+				t.Errorf("%s %q: fast path accepted what decoding refuses: %s", dt, in, err.Msg)
+			case !reflect.DeepEqual(fast, slow):
+				t.Errorf("%s %q: fast %+v, decoded %+v", dt, in, fast, slow)
+			}
+		}
+	}
+	md := &pb.ModelMetadataResponse_TensorMetadata{Name: "IN", Datatype: "INT32", Shape: []int64{-1}}
+	if intTensor("IN", []byte(`[1,2,3]`), md) == nil {
+		t.Fatal("fast path not taken for an int32 array")
+	}
+}

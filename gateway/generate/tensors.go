@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -12,6 +13,14 @@ import (
 
 // toTensor converts a JSON scalar or 1-D array into the input md describes.
 func toTensor(key string, raw json.RawMessage, md *pb.ModelMetadataResponse_TensorMetadata) (*tensor.Tensor, *Error) {
+	if t := intTensor(key, raw, md); t != nil {
+		return t, nil
+	}
+	return decodedTensor(key, raw, md)
+}
+
+// decodedTensor is toTensor decoding raw into Go values first.
+func decodedTensor(key string, raw json.RawMessage, md *pb.ModelMetadataResponse_TensorMetadata) (*tensor.Tensor, *Error) {
 	v, err := decodeValue(raw)
 	if err != nil {
 		return nil, errorf("unable to parse input '%s'", key)
@@ -164,4 +173,110 @@ func NewTensor(md *pb.ModelMetadataResponse_TensorMetadata, values ...any) (*ten
 		return nil, e
 	}
 	return t, nil
+}
+
+// intTensor is toTensor's fast path for integer inputs (token ids, the
+// arrays of repeat_int32): a scalar or a 1-D array of JSON integers in
+// range is converted without decoding into Go values, allocating only the
+// tensor. Anything else gives nil, and toTensor decodes it (with its
+// error messages).
+func intTensor(key string, raw []byte, md *pb.ModelMetadataResponse_TensorMetadata) *tensor.Tensor {
+	dt := md.GetDatatype()
+	signed := true
+	switch dt {
+	case "INT8", "INT16", "INT32", "INT64":
+	case "UINT8", "UINT16", "UINT32", "UINT64":
+		signed = false
+	default:
+		return nil
+	}
+	size := tensor.ElementSize(dt)
+	b := trimSpace(raw)
+	array := len(b) > 0 && b[0] == '['
+	if array {
+		if b[len(b)-1] != ']' {
+			return nil
+		}
+		b = trimSpace(b[1 : len(b)-1])
+	}
+	n := 0
+	if len(b) > 0 {
+		n = 1 + bytes.Count(b, []byte{','})
+	}
+	if !array && n != 1 {
+		return nil
+	}
+	data := make([]byte, 0, n*size)
+	le := binary.LittleEndian
+	for i := range n {
+		var lit []byte
+		if j := bytes.IndexByte(b, ','); j >= 0 && i < n-1 {
+			lit, b = trimSpace(b[:j]), b[j+1:]
+		} else {
+			lit = trimSpace(b)
+		}
+		v, ok := parseJSONInt(lit, signed, 8*size)
+		if !ok {
+			return nil
+		}
+		switch size {
+		case 1:
+			data = append(data, byte(v))
+		case 2:
+			data = le.AppendUint16(data, uint16(v))
+		case 4:
+			data = le.AppendUint32(data, uint32(v))
+		default:
+			data = le.AppendUint64(data, v)
+		}
+	}
+	shape, ok := tensor.FitShape(md.GetShape(), int64(n))
+	if !ok {
+		return nil
+	}
+	return &tensor.Tensor{Name: key, Datatype: dt, Shape: shape, Raw: data}
+}
+
+// parseJSONInt parses a JSON integer literal (-?(0|[1-9][0-9]*)) that fits
+// bits bits, signed or not, into its two's complement bits.
+func parseJSONInt(b []byte, signed bool, bits int) (uint64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		if !signed {
+			return 0, false
+		}
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 20 || (b[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if u > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		u = u*10 + d
+	}
+	switch {
+	case !signed:
+		return u, bits == 64 || u < 1<<bits
+	case neg:
+		return -u, u <= 1<<(bits-1)
+	}
+	return u, u < 1<<(bits-1)
+}
+
+func trimSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
 }

@@ -183,7 +183,11 @@ func ParseFrame(data []byte) (*Request, *FrameError) {
 // DataFrame is {"type":"data","id":id,"seq":seq,"data":data}; data must be
 // one JSON value.
 func DataFrame(id string, seq uint64, data []byte) []byte {
-	b := make([]byte, 0, len(data)+len(id)+48)
+	return AppendDataFrame(make([]byte, 0, len(data)+len(id)+48), id, seq, data)
+}
+
+// AppendDataFrame appends DataFrame(id, seq, data) to b.
+func AppendDataFrame(b []byte, id string, seq uint64, data []byte) []byte {
 	b = append(b, `{"type":"data","id":`...)
 	b = jsonstr.Append(b, id)
 	b = append(b, `,"seq":`...)

@@ -2,12 +2,15 @@ package ws
 
 import (
 	"context"
+	encbin "encoding/binary"
 	"errors"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/streamgate/streamgate/upstream/budget"
 )
 
 // Handler runs one request. It passes each data payload (one JSON value,
@@ -25,15 +28,19 @@ type Options struct {
 	// ReadLimit is the largest client frame, in bytes; a larger one
 	// closes the socket with 1009. Default 1 MiB.
 	ReadLimit int64
-	// Queue is how many frames may wait for the socket's writer.
-	// Default 256.
-	Queue int
-	// StallTimeout is how long a frame may wait for room in a full queue
-	// before the reader is judged too slow and the socket closed with
-	// 1008. Default 10s.
-	StallTimeout time.Duration
-	// WriteTimeout bounds writing one frame to the network; past it the
-	// connection is dropped. Default 30s.
+	// QueueBytes bounds the frames waiting for the socket's writer, in
+	// bytes of frames: a client that falls this far behind has its socket
+	// closed with 1008 at once ("reader too slow"), with every request on
+	// it. Default 4 MiB.
+	QueueBytes int64
+	// Memory is a budget shared with other queues (the gateway gives the
+	// one its upstream queues borrow from): a socket's waiting frames
+	// beyond its first 64 KiB are borrowed from it, and a socket that
+	// cannot borrow is closed with 1008 ("server out of memory for slow
+	// readers"). Default nil: only QueueBytes bounds a socket.
+	Memory *budget.Budget
+	// WriteTimeout bounds one write to the network (a batch of frames);
+	// past it the connection is dropped. Default 30s.
 	WriteTimeout time.Duration
 	// PingInterval is the time between pings; a pong must come back
 	// within PingTimeout or the connection is dropped. Defaults 30s and
@@ -67,6 +74,10 @@ type Options struct {
 	SequenceIdle time.Duration
 }
 
+// ownQueue is how much of a socket's send queue is not borrowed from
+// Options.Memory.
+const ownQueue = 64 << 10
+
 func (o *Options) withDefaults() Options {
 	var c Options
 	if o != nil {
@@ -83,10 +94,9 @@ func (o *Options) withDefaults() Options {
 	if c.ReadLimit <= 0 {
 		c.ReadLimit = 1 << 20
 	}
-	if c.Queue <= 0 {
-		c.Queue = 256
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = 4 << 20
 	}
-	def(&c.StallTimeout, 10*time.Second)
 	def(&c.WriteTimeout, 30*time.Second)
 	def(&c.PingInterval, 30*time.Second)
 	def(&c.PingTimeout, 15*time.Second)
@@ -118,12 +128,17 @@ var errCancelled = errors.New("cancelled by the client")
 // Goroutines: Run reads frames in the caller's goroutine and owns one
 // writer, one pinger and one goroutine per running request; all of them
 // have exited when Run returns.
+//
+// Frames wait for the writer in one queue (sendQueue), built in place:
+// queuing a frame allocates nothing, and the writer sends everything
+// queued with one network write (Conn's batching).
 type Session struct {
-	conn *websocket.Conn
+	conn *Conn
 	h    Handler
 	opts Options
 
-	out    chan []byte   // frames for the writer
+	q      sendQueue
+	wake   chan struct{} // capacity 1: frames were queued
 	closed chan struct{} // closed when the session is shutting down
 
 	chunks chunkBucket // only the reader uses it
@@ -146,16 +161,16 @@ type running struct {
 	seq    *Sequence // its input, for a sequence.start request
 }
 
-// NewSession returns a session for c, which must have been accepted with
-// Subprotocol.
-func NewSession(c *websocket.Conn, h Handler, opts *Options) *Session {
+// NewSession returns a session for c, which must have been accepted (with
+// Accept) with Subprotocol.
+func NewSession(c *Conn, h Handler, opts *Options) *Session {
 	o := opts.withDefaults()
 	c.SetReadLimit(o.ReadLimit)
 	return &Session{
 		conn:   c,
 		h:      h,
 		opts:   o,
-		out:    make(chan []byte, o.Queue),
+		wake:   make(chan struct{}, 1),
 		closed: make(chan struct{}),
 		active: map[string]*running{},
 		chunks: chunkBucket{rate: o.ChunkRate},
@@ -200,6 +215,7 @@ func (s *Session) Run(ctx context.Context) error {
 		s.close(websocket.StatusGoingAway, "server shutting down", false)
 		wg.Wait()
 		s.conn.CloseNow()
+		s.q.drop(s.opts.Memory)
 	}()
 	wg.Go(func() { s.writeLoop(ctx) })
 	if s.opts.PingInterval > 0 {
@@ -235,7 +251,7 @@ func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []by
 		}
 		s.mu.Unlock()
 		if !ok { // never started, or ended already (its terminal is sent or on its way)
-			s.enqueue(ctx, RefusalFrame(req.ID, CodeUnknownID, "no request with id "+req.ID+" is running"))
+			s.enqueue(RefusalFrame(req.ID, CodeUnknownID, "no request with id "+req.ID+" is running"))
 		}
 		return
 	case TypeSequenceData, TypeSequenceEnd:
@@ -261,7 +277,7 @@ func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []by
 	}
 	if refuse != nil {
 		s.mu.Unlock()
-		s.enqueue(ctx, refuse)
+		s.enqueue(refuse)
 		return
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
@@ -305,7 +321,7 @@ func (s *Session) refuseFrame(ctx context.Context, fe *FrameError) {
 	if busy {
 		f = RefusalFrame(fe.ID, fe.Code, "request "+fe.ID+": "+fe.Message)
 	}
-	s.enqueue(ctx, f)
+	s.enqueue(f)
 }
 
 // addChunk queues c for the open sequence id, without waiting: a chunk
@@ -326,7 +342,7 @@ func (s *Session) addChunk(ctx context.Context, id string, c Chunk) {
 	}
 	if refuse != "" {
 		s.mu.Unlock()
-		s.enqueue(ctx, ErrorFrame("", CodeUnknownSequence, refuse))
+		s.enqueue(ErrorFrame("", CodeUnknownSequence, refuse))
 		return
 	}
 	var end *FrameError
@@ -357,9 +373,11 @@ func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFun
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		f := DataFrame(req.ID, seq, data)
+		err := s.push(len(data)+len(req.ID)+48, func(b []byte) []byte {
+			return AppendDataFrame(b, req.ID, seq, data)
+		})
 		seq++
-		return s.enqueue(ctx, f)
+		return err
 	}
 	err := s.h(ctx, req, emit)
 	cause := context.Cause(ctx)
@@ -392,54 +410,71 @@ func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFun
 		term = ErrorFrame(req.ID, code, msg)
 	}
 	if term != nil {
-		s.enqueue(sctx, term)
+		s.enqueue(term)
 	}
 	if idle {
 		s.close(websocket.StatusGoingAway, "server shutting down", true)
 	}
 }
 
-// enqueue hands f to the writer, waiting for room at most StallTimeout; a
-// reader that slow gets the socket closed with 1008.
-func (s *Session) enqueue(ctx context.Context, f []byte) error {
-	select {
-	case s.out <- f:
-		return nil
-	default:
-	}
-	t := time.NewTimer(s.opts.StallTimeout)
-	defer t.Stop()
-	select {
-	case s.out <- f:
-		return nil
-	case <-t.C:
-		s.close(websocket.StatusPolicyViolation, "reader too slow", false)
-		return errSlow
-	case <-s.closed:
-		return errClosing
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
 var (
-	errSlow    = errors.New("ws: reader too slow")
-	errClosing = errors.New("ws: socket closing")
+	errSlow      = errors.New("ws: reader too slow")
+	errNoMemory  = errors.New("ws: server out of memory for slow readers")
+	errClosing   = errors.New("ws: socket closing")
+	closedReason = map[error]string{errSlow: "reader too slow", errNoMemory: "server out of memory for slow readers"}
 )
 
-// writeLoop is the socket's only writer of data frames. When the session
-// closes it sends the frames already queued (when the close asks for it,
-// all within one WriteTimeout), then the close frame.
+// enqueue queues the frame f for the writer.
+func (s *Session) enqueue(f []byte) error {
+	return s.push(len(f), func(b []byte) []byte { return append(b, f...) })
+}
+
+// push queues the frame that build appends (about size bytes) for the
+// writer, without blocking. A client whose socket has more than
+// QueueBytes waiting, or that the shared Memory cannot cover, gets the
+// socket closed with 1008 at once.
+func (s *Session) push(size int, build func([]byte) []byte) error {
+	select {
+	case <-s.closed:
+		return errClosing
+	default:
+	}
+	err := s.q.push(size, build, s.opts.QueueBytes, s.opts.Memory)
+	if err != nil {
+		s.close(websocket.StatusPolicyViolation, closedReason[err], false)
+		return err
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// writeLoop is the socket's only writer of data frames: it sends every
+// frame queued so far in one network write, then waits for more. When the
+// session closes it sends the frames already queued (when the close asks
+// for it), then the close frame.
 func (s *Session) writeLoop(ctx context.Context) {
-	write := func(ctx context.Context, f []byte) bool {
-		wctx, cancel := context.WithTimeout(ctx, s.opts.WriteTimeout)
-		defer cancel()
-		return s.conn.Write(wctx, websocket.MessageText, f) == nil
+	// Writes are bounded by the connection's deadline (WriteTimeout), not
+	// by a context per frame.
+	wctx := context.WithoutCancel(ctx)
+	var batch []byte
+	writeAll := func() bool {
+		for {
+			batch = s.q.take(batch, s.opts.Memory)
+			if len(batch) == 0 {
+				return true
+			}
+			if !s.writeBatch(wctx, batch) {
+				return false
+			}
+		}
 	}
 	for {
 		select {
-		case f := <-s.out:
-			if !write(ctx, f) {
+		case <-s.wake:
+			if !writeAll() {
 				s.close(websocket.StatusAbnormalClosure, "", false)
 				s.conn.CloseNow()
 				return
@@ -449,16 +484,7 @@ func (s *Session) writeLoop(ctx context.Context) {
 			why := s.closeWhy
 			s.mu.Unlock()
 			if why.flush {
-				fctx, cancel := context.WithTimeout(ctx, s.opts.WriteTimeout)
-				for drained := false; !drained; {
-					select {
-					case f := <-s.out:
-						drained = !write(fctx, f)
-					default:
-						drained = true
-					}
-				}
-				cancel()
+				writeAll()
 			}
 			if why.code == websocket.StatusAbnormalClosure {
 				s.conn.CloseNow()
@@ -470,6 +496,21 @@ func (s *Session) writeLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// writeBatch writes the frames of one batch (sendQueue records) as one
+// network write.
+func (s *Session) writeBatch(ctx context.Context, batch []byte) bool {
+	s.conn.out.hold()
+	for len(batch) > 0 {
+		n := int(encbin.LittleEndian.Uint32(batch))
+		if s.conn.Write(ctx, websocket.MessageText, batch[4:4+n]) != nil {
+			s.conn.out.release(0)
+			return false
+		}
+		batch = batch[4+n:]
+	}
+	return s.conn.out.release(s.opts.WriteTimeout) == nil
 }
 
 func (s *Session) pingLoop(ctx context.Context) {
@@ -491,4 +532,76 @@ func (s *Session) pingLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// sendQueue holds a socket's frames waiting for the writer, back to back
+// in one buffer, each after its 4-byte length. The writer takes them all
+// at once (take), handing back the buffer of its last batch, so that two
+// buffers serve the socket in turn and queuing allocates nothing once
+// they have grown. Bytes count against the socket's QueueBytes until
+// written.
+type sendQueue struct {
+	mu       sync.Mutex
+	buf      []byte
+	inFlight int   // bytes the writer took and has not finished writing
+	charged  int64 // bytes borrowed from the shared budget
+}
+
+// keepSendBuf is the largest send buffer kept once written.
+const keepSendBuf = 64 << 10
+
+// push appends the frame build writes; errSlow or errNoMemory when the
+// socket's budget or the shared one cannot take it.
+func (q *sendQueue) push(size int, build func([]byte) []byte, limit int64, mem *budget.Budget) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.buf == nil {
+		q.buf = make([]byte, 0, max(4+size, 512))
+	}
+	at := len(q.buf)
+	q.buf = append(q.buf, 0, 0, 0, 0)
+	q.buf = build(q.buf)
+	n := len(q.buf) - at - 4
+	encbin.LittleEndian.PutUint32(q.buf[at:], uint32(n))
+	waiting := int64(len(q.buf) + q.inFlight)
+	if waiting > limit {
+		q.buf = q.buf[:at]
+		return errSlow
+	}
+	if more := waiting - ownQueue - q.charged; more > 0 {
+		if !mem.Take(more) {
+			q.buf = q.buf[:at]
+			return errNoMemory
+		}
+		q.charged += more
+	}
+	return nil
+}
+
+// take hands the queued frames to the writer in exchange for the buffer of
+// its last batch, now written.
+func (q *sendQueue) take(done []byte, mem *budget.Budget) []byte {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.inFlight = 0
+	if cap(done) > keepSendBuf {
+		done = nil
+	}
+	batch := q.buf
+	q.buf = done[:0]
+	q.inFlight = len(batch)
+	if over := int64(q.inFlight) - ownQueue; over < q.charged {
+		mem.Give(q.charged - max(over, 0))
+		q.charged = max(over, 0)
+	}
+	return batch
+}
+
+// drop gives back everything borrowed; the session has ended.
+func (q *sendQueue) drop(mem *budget.Budget) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.buf, q.inFlight = nil, 0
+	mem.Give(q.charged)
+	q.charged = 0
 }

@@ -99,7 +99,7 @@ type server struct {
 func newServer(t *testing.T, h Handler, opts *Options) *server {
 	s := &server{sessions: make(chan *Session, 16)}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}})
+		c, err := Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}})
 		if err != nil {
 			return
 		}
@@ -351,7 +351,7 @@ func TestSessionSlowReaderClosed(t *testing.T) {
 			}
 		}
 	}
-	srv := newServer(t, h, &Options{Queue: 4, StallTimeout: 1}) // any wait is too long
+	srv := newServer(t, h, &Options{QueueBytes: 256 << 10})
 	c := dial(t, srv.url)
 	send(t, c, `{"type":"generate","id":"a","model":"m"}`)
 	if err := <-stalled; !errors.Is(err, errSlow) {

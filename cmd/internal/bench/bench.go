@@ -36,17 +36,23 @@ type Config struct {
 	Prompt      string
 	CancelAfter int
 
-	HTTP          string
-	GRPC          string
-	Embedded      bool
+	HTTP     string
+	GRPC     string
+	Embedded bool
+	// Spawn starts a fresh `streamgate serve` for every run (SpawnArgs
+	// added to its flags) instead of using HTTP and GRPC.
+	Spawn         bool
+	SpawnSplit    bool // engine and gateway as two processes
+	SpawnArgs     []string
+	SpawnBinary   string // default: this executable
 	ServerPIDs    []int
 	DirectStreams int
 	WSPerSocket   int
 	BaselineLast  bool
 	Pause         time.Duration
-	// UpstreamQueue sets the embedded gateway's upstream.Options.QueueSize
+	// QueueBytes sets the embedded gateway's upstream.Options.QueueBytes
 	// (0: upstream's default), to try the relay preset with other queues.
-	UpstreamQueue int
+	QueueBytes int
 
 	JSON       bool
 	CPUProfile string
@@ -70,6 +76,7 @@ type preset struct {
 	baselineLast bool
 	embedded     bool   // the preset needs --embedded for its main figure
 	model        string // "" keeps --model's default
+	spawn        bool   // a fresh server per run by default
 	about        string
 }
 
@@ -86,8 +93,8 @@ var presets = map[string]preset{
 	},
 	"hold": {
 		transports: []string{"sse"}, conc: 10000, responses: 30, delay: time.Second,
-		duration: 10 * time.Second, warmup: 8 * time.Second, ramp: 5 * time.Second, baselineLast: true,
-		about: "10,000 concurrent streams at 1 response/s, opened over 5 s; server RSS per stream",
+		duration: 10 * time.Second, warmup: 8 * time.Second, ramp: 5 * time.Second, spawn: true,
+		about: "10,000 concurrent streams at 1 response/s, opened over 5 s, each transport on a fresh server; server RSS per stream",
 	},
 	"cancel": {
 		transports: []string{"sse", "ws"}, conc: 100, responses: 200, delay: 10 * time.Millisecond,
@@ -168,9 +175,13 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "gateway address")
 	fs.StringVar(&c.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC address (direct baseline)")
 	fs.BoolVar(&c.Embedded, "embedded", false, "run an engine and gateway in this process on loopback ports instead of --http/--grpc")
+	fs.BoolVar(&c.Spawn, "spawn", false, "start a fresh `streamgate serve` (this binary) for every run, on loopback ports of its own, instead of using --http/--grpc; its GC is traced (preset hold: default true)")
+	spawnArgs := fs.String("spawn-args", "", "flags added to the spawned servers' (space-separated; they already get --max-streams of twice --c and the --upstream-streams to carry them)")
+	fs.BoolVar(&c.SpawnSplit, "spawn-split", false, "with --spawn, start `streamgate engine` and `streamgate gateway` as two processes (--spawn-args go to the gateway) and report the gateway's own memory per stream (preset hold: default true)")
+	fs.StringVar(&c.SpawnBinary, "spawn-binary", "", "the streamgate binary --spawn starts (default: this one), e.g. an older build to compare")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
 	fs.IntVar(&c.WSPerSocket, "ws-per-socket", 64, "ws: concurrent requests per socket")
-	fs.IntVar(&c.UpstreamQueue, "embedded-upstream-queue", 0, "with --embedded: responses buffered per request between upstream and the gateway (0: upstream's default)")
+	fs.IntVar(&c.QueueBytes, "embedded-queue-bytes", 0, "with --embedded: memory each request holds of its own for responses its client has not read (serve's --queue-bytes; 0: its default)")
 	fs.BoolVar(&c.BaselineLast, "baseline-last", false, "with --compare, run the baseline after the other transports")
 	fs.DurationVar(&c.Pause, "pause", time.Second, "pause between transports")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
@@ -223,6 +234,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		if p.model != "" {
 			apply("model", func() { c.Model = p.model })
 		}
+		apply("spawn", func() { c.Spawn = p.spawn && !c.Embedded })
+		apply("spawn-split", func() { c.SpawnSplit = p.spawn && !c.Embedded })
 		if p.perSocket > 0 {
 			apply("ws-per-socket", func() { c.WSPerSocket = p.perSocket })
 		}
@@ -239,6 +252,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 			c.Transports = append(c.Transports, t)
 		}
 	}
+	c.SpawnArgs = strings.Fields(*spawnArgs)
 	if *pids != "" {
 		for _, p := range strings.Split(*pids, ",") {
 			pid, err := strconv.Atoi(strings.TrimSpace(p))
@@ -277,8 +291,10 @@ func (c *Config) validate() error {
 		return errors.New("--direct-streams must not be negative")
 	case c.CancelAfter < 0 || c.CancelAfter > 0 && c.CancelAfter >= c.Responses:
 		return errors.New("--cancel-after must be below --responses")
+	case c.Spawn && c.Embedded:
+		return errors.New("--spawn and --embedded exclude each other")
 	}
-	if !c.Embedded {
+	if !c.Embedded && !c.Spawn {
 		for _, a := range []string{c.HTTP, c.GRPC} {
 			if _, _, err := net.SplitHostPort(a); err != nil {
 				return fmt.Errorf("address %q: %w", a, err)
@@ -377,7 +393,7 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	var emb *embedded
 	var pids []int
 	if c.Embedded {
-		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, stories: c.Model == modelStories, queue: c.UpstreamQueue}
+		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, stories: c.Model == modelStories, queueBytes: c.QueueBytes}
 		for _, r := range runs {
 			if r.wl.PacedByConfig {
 				o.echoDelay = r.wl.Delay
@@ -391,14 +407,32 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		c.HTTP, c.GRPC = emb.HTTPAddr, emb.EngineAddr
 		pids = []int{os.Getpid()}
 		rep.Notes = append(rep.Notes, "embedded: server and load generator share one process; its CPU and RSS count both")
+	} else if c.Spawn {
+		what := "`streamgate serve`"
+		if c.SpawnSplit {
+			what = "`streamgate engine` + `streamgate gateway` pair"
+		}
+		rep.Notes = append(rep.Notes, "spawn: every run on a fresh "+what+" of its own; GC figures from gctrace")
 	} else {
 		pids = c.ServerPIDs
 		if len(pids) == 0 {
 			pids = discoverServer(stderr, c.HTTP, c.GRPC)
 		}
+		if needsSameServer(runs) {
+			var notSame *errNotSame
+			switch err := verifySameServer(ctx, c.HTTP, c.GRPC, runs); {
+			case errors.As(err, &notSame):
+				return err
+			case err != nil:
+				fmt.Fprintln(stderr, "bench: warning:", err)
+				rep.Notes = append(rep.Notes, "not checked that --http and --grpc are the same server: "+err.Error())
+			default:
+				rep.Notes = append(rep.Notes, "checked: --http and --grpc are the same server (ServerMetadata, and the engine counted the bench's nonce requests sent through the gateway)")
+			}
+		}
 	}
 	rep.HTTP, rep.GRPC, rep.ServerPIDs = c.HTTP, c.GRPC, pids
-	if !c.Embedded && len(pids) == 0 {
+	if !c.Embedded && !c.Spawn && len(pids) == 0 {
 		rep.Notes = append(rep.Notes, "server CPU and RSS unknown: no local server process found (give --server-pid)")
 	}
 
@@ -423,14 +457,36 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			runtime.GC()
 			backend.Sleep(ctx, c.Pause)
 		}
+		var sp *spawned
+		if c.Spawn {
+			// Room for every stream: the gateway's limit, and upstream
+			// streams at 256 requests each.
+			streams := max(2*c.Concurrency, 4096)
+			args := append([]string{"--max-streams", strconv.Itoa(streams), "--upstream-streams", strconv.Itoa(max((streams+255)/256, 64))}, c.SpawnArgs...)
+			if sp, err = spawnServer(ctx, c.SpawnBinary, c.SpawnSplit, args); err != nil {
+				return err
+			}
+			c.HTTP, c.GRPC, pids = sp.http, sp.grpc, sp.pids()
+			rep.HTTP, rep.GRPC = "spawned", "spawned"
+		}
 		tr, err := c.newTransport(pr)
 		if err != nil {
+			if sp != nil {
+				sp.stop()
+			}
 			return fmt.Errorf("%s: %w", pr.transport, err)
 		}
 		spec := runSpec{
 			name: pr.transport, tr: tr, wl: pr.wl, conc: c.Concurrency, rate: c.Rate,
 			duration: c.Duration, warmup: c.Warmup, ramp: c.Ramp, requests: c.Requests,
 			cancelAfter: c.CancelAfter, pids: pids, embedded: c.Embedded, serial: &serial,
+		}
+		if sp != nil {
+			spec.gc = sp.gcWindow
+			if c.SpawnSplit {
+				gw := sp.gateway()
+				spec.gatewayPID, spec.gatewayGC = gw.cmd.Process.Pid, gw.gc.window
+			}
 		}
 		if c.MemProfile != "" {
 			spec.atWindowEnd = func() { writeHeapProfile(c.MemProfile+"."+pr.transport, stderr) }
@@ -442,6 +498,9 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "bench: %s %s, %d streams, %v + %v warmup...\n", pr.transport, pr.wl, c.Concurrency, c.Duration, c.Warmup)
 		res := run(ctx, spec)
 		tr.close()
+		if sp != nil {
+			sp.stop()
+		}
 		if emb != nil {
 			emb.tracker.enable(false)
 		}

@@ -32,11 +32,11 @@ type embedded struct {
 }
 
 type embeddedOptions struct {
-	conc      int
-	perSocket int
-	stories   bool          // load stories260k
-	echoDelay time.Duration // > 0: add pacedEcho with this delay
-	queue     int           // upstream.Options.QueueSize; 0 default
+	conc       int
+	perSocket  int
+	stories    bool          // load stories260k
+	echoDelay  time.Duration // > 0: add pacedEcho with this delay
+	queueBytes int           // upstream.Options.QueueBytes; 0 default
 }
 
 func startEmbedded(o embeddedOptions) (*embedded, error) {
@@ -78,7 +78,7 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 	streams := max(2*o.conc, 4096)
 	st, err := stack.Start(stack.Config{
 		Engine:          &engine.Options{Repository: builtin.FS, Backends: backends, Extra: extra},
-		UpstreamOptions: &upstream.Options{MaxStreamsPerTarget: max((streams+255)/256, 64), QueueSize: o.queue},
+		UpstreamOptions: &upstream.Options{MaxStreamsPerTarget: max((streams+255)/256, 64), QueueBytes: o.queueBytes},
 		Gateway: &gateway.Options{
 			MaxStreams: streams,
 			// The bench measures the gateway, not its per-socket abuse

@@ -136,20 +136,31 @@ type monitorSnapshot struct {
 	activeMax int64 // most requests in flight at a sample
 	rssAtFull int64 // the highest RSS seen with activeMax in flight
 	rssOK     bool
+	gc        *GCStats // this process's GC in the window (embedded)
+	// The gateway process alone (split servers): RSS before the load and
+	// at rssAtFull's sample.
+	gwStart, gwAtFull int64
+	gwOK              bool
+	gwCPU             float64 // the gateway process's CPU in the window
+	gwCPUOK           bool
 }
 
 // monitor samples CPU at the start and end of the window and server RSS
 // every 200ms within it.
 type monitor struct {
 	pids   []int
+	gwPid  int
 	active *atomic.Int64
+	self   bool // also read this process's GC (embedded)
 	done   chan struct{}
 	wg     sync.WaitGroup
+	gc0    *gcMetrics
 
 	mu               sync.Mutex
 	snap             monitorSnapshot
 	started          bool
 	client0, server0 float64
+	gw0              float64
 }
 
 func (m *monitor) serverCPU() (float64, bool) {
@@ -183,9 +194,13 @@ func (m *monitor) rss() (int64, bool) {
 }
 
 // startMonitor starts sampling.
-func startMonitor(pids []int, win window, active *atomic.Int64) *monitor {
-	m := &monitor{pids: pids, active: active, done: make(chan struct{})}
+func startMonitor(pids []int, gwPid int, win window, active *atomic.Int64, self bool) *monitor {
+	m := &monitor{pids: pids, gwPid: gwPid, active: active, self: self, done: make(chan struct{})}
 	m.snap.rssStart, m.snap.rssOK = m.rss()
+	if gwPid > 0 {
+		r, err := procstat.RSS(gwPid)
+		m.snap.gwStart, m.snap.gwOK = r, err == nil
+	}
 	m.wg.Go(func() {
 		select {
 		case <-time.After(time.Until(win.from)):
@@ -211,8 +226,16 @@ func (m *monitor) begin() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.started = true
+	if m.self {
+		m.gc0 = readGCMetrics()
+	}
 	m.client0 = selfCPU()
 	m.server0, m.snap.serverOK = m.serverCPU()
+	if m.gwPid > 0 {
+		var err error
+		m.gw0, err = procstat.CPU(m.gwPid)
+		m.snap.gwCPUOK = err == nil
+	}
 }
 
 func (m *monitor) sampleRSS() {
@@ -220,15 +243,20 @@ func (m *monitor) sampleRSS() {
 	if !ok {
 		return
 	}
+	var gw int64
+	if m.gwPid > 0 {
+		gw, _ = procstat.RSS(m.gwPid)
+	}
 	a := m.active.Load()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.snap.rssMax = max(m.snap.rssMax, r)
 	switch {
 	case a > m.snap.activeMax:
-		m.snap.activeMax, m.snap.rssAtFull = a, r
+		m.snap.activeMax, m.snap.rssAtFull, m.snap.gwAtFull = a, r, gw
 	case a == m.snap.activeMax:
 		m.snap.rssAtFull = max(m.snap.rssAtFull, r)
+		m.snap.gwAtFull = max(m.snap.gwAtFull, gw)
 	}
 }
 
@@ -243,10 +271,18 @@ func (m *monitor) stop() monitorSnapshot {
 	}
 	s := m.snap
 	s.clientCPU = selfCPU() - m.client0
+	if m.gc0 != nil {
+		s.gc = readGCMetrics().since(m.gc0)
+	}
 	if s.serverOK {
 		end, ok := m.serverCPU()
 		s.serverOK = ok
 		s.serverCPU = end - m.server0
+	}
+	if s.gwCPUOK {
+		end, err := procstat.CPU(m.gwPid)
+		s.gwCPUOK = err == nil
+		s.gwCPU = end - m.gw0
 	}
 	return s
 }

@@ -52,9 +52,22 @@ type Result struct {
 	RSSAtFullMB    float64 `json:"rss_at_full_mb,omitempty"`
 	StreamsAtFull  int64   `json:"streams_at_full,omitempty"`
 	RSSPerStreamKB float64 `json:"rss_per_stream_kb,omitempty"`
-	ClientCPUBound bool    `json:"loadgen_cpu_bound"`
-	BoxSaturated   bool    `json:"box_saturated"`
-	Ratios         *Ratios `json:"vs_direct,omitempty"`
+	// The gateway process alone, when engine and gateway run apart
+	// (--spawn-split): RSS before the load, at full load, growth per
+	// stream.
+	GatewayRSSStartMB     float64 `json:"gateway_rss_start_mb,omitempty"`
+	GatewayRSSAtFullMB    float64 `json:"gateway_rss_at_full_mb,omitempty"`
+	GatewayRSSPerStreamKB float64 `json:"gateway_rss_per_stream_kb,omitempty"`
+	ClientCPUBound        bool    `json:"loadgen_cpu_bound"`
+	BoxSaturated          bool    `json:"box_saturated"`
+	// GC is the server's garbage collection in the window (--spawn, or
+	// --embedded where it includes the load generator's).
+	GC *GCStats `json:"gc,omitempty"`
+	// GatewayCPU and GatewayGC are the gateway process's alone, when
+	// engine and gateway run apart (--spawn-split).
+	GatewayCPU *float64 `json:"gateway_cpu_s,omitempty"`
+	GatewayGC  *GCStats `json:"gateway_gc,omitempty"`
+	Ratios     *Ratios  `json:"vs_direct,omitempty"`
 }
 
 func (r *Result) errorCount() int64 {
@@ -178,6 +191,27 @@ func (rep *Report) writeTable(w io.Writer) {
 		if r.RSSPerStreamKB > 0 && r.Concurrency >= 1000 {
 			fmt.Fprintf(w, "%s memory: server rss %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream), %.1f MB at most\n",
 				r.Transport, r.RSSStartMB, r.RSSAtFullMB, r.StreamsAtFull, r.RSSPerStreamKB, r.RSSMaxMB)
+			if r.GatewayRSSAtFullMB > 0 && r.Transport != "direct" {
+				fmt.Fprintf(w, "%s memory: gateway process alone %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream)\n",
+					r.Transport, r.GatewayRSSStartMB, r.GatewayRSSAtFullMB, r.StreamsAtFull, r.GatewayRSSPerStreamKB)
+			}
+		}
+	}
+	for _, r := range rep.Results {
+		if r.GatewayCPU != nil && r.Transport != "direct" && r.Responses > 0 {
+			fmt.Fprintf(w, "%s: gateway process alone %.2f µs CPU per response", r.Transport, *r.GatewayCPU/float64(r.Responses)*1e6)
+			if g := r.GatewayGC; g != nil {
+				fmt.Fprintf(w, "; its gc: %d cycles, marking %.1f%% of its CPU (runtime's account), pauses p99 %.3f ms", g.Cycles, 100*g.CPUShare, g.Pauses.P99)
+			}
+			fmt.Fprintln(w)
+		}
+		if g := r.GC; g != nil {
+			who := "server"
+			if g.Source == "runtime/metrics" {
+				who = "process (server and load generator)"
+			}
+			fmt.Fprintf(w, "%s gc (%s): %d cycles, marking %.1f%% of CPU (runtime's account); pauses p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+				r.Transport, who, g.Cycles, 100*g.CPUShare, g.Pauses.P50, g.Pauses.P99, g.Pauses.Max)
 		}
 	}
 	for _, r := range rep.Results {

@@ -199,6 +199,9 @@ type runSpec struct {
 	tracker     *tracker // engine-side stop times (cancel), or nil
 	pids        []int    // server processes to measure
 	embedded    bool
+	gc          func(window) *GCStats // the spawned server's GC, or nil
+	gatewayGC   func(window) *GCStats // the spawned gateway's alone (split), or nil
+	gatewayPID  int                   // > 0: also measure this process's RSS alone
 	serial      *atomic.Int32
 	// atWindowEnd, if set, runs when the window closes, before the load
 	// is stopped (e.g. to take a heap profile at full load).
@@ -212,7 +215,7 @@ func run(ctx context.Context, spec runSpec) *Result {
 	start := time.Now()
 	win := window{from: start.Add(spec.warmup), to: start.Add(spec.warmup + spec.duration)}
 	var active atomic.Int64
-	mon := startMonitor(spec.pids, win, &active)
+	mon := startMonitor(spec.pids, spec.gatewayPID, win, &active, spec.embedded)
 	stopTimer := time.AfterFunc(spec.warmup+spec.duration, func() {
 		if spec.atWindowEnd != nil {
 			spec.atWindowEnd()
@@ -300,7 +303,33 @@ func run(ctx context.Context, spec runSpec) *Result {
 		win.to = end
 	}
 	snap := mon.stop()
-	return spec.result(total, win, snap)
+	r := spec.result(total, win, snap)
+	switch {
+	case spec.gc != nil:
+		r.GC = spec.gc(win)
+	case snap.gc != nil:
+		r.GC = snap.gc
+	}
+	if r.GC != nil {
+		cpu := r.ClientCPU // embedded: the whole process
+		if r.ServerCPU != nil {
+			cpu = *r.ServerCPU
+		}
+		if cpu > 0 {
+			r.GC.CPUShare = r.GC.CPUSeconds / cpu
+		}
+	}
+	if snap.gwCPUOK {
+		v := snap.gwCPU
+		r.GatewayCPU = &v
+		if spec.gatewayGC != nil {
+			r.GatewayGC = spec.gatewayGC(win)
+			if v > 0 {
+				r.GatewayGC.CPUShare = r.GatewayGC.CPUSeconds / v
+			}
+		}
+	}
+	return r
 }
 
 // openLoop starts requests at spec.rate, each in its own goroutine, with at
@@ -385,6 +414,11 @@ func (spec runSpec) result(rec *recorder, win window, snap monitorSnapshot) *Res
 		r.StreamsAtFull = snap.activeMax
 		if snap.activeMax > 0 && snap.rssAtFull > snap.rssStart {
 			r.RSSPerStreamKB = float64(snap.rssAtFull-snap.rssStart) / 1024 / float64(snap.activeMax)
+		}
+		if snap.gwOK && snap.activeMax > 0 {
+			r.GatewayRSSStartMB = float64(snap.gwStart) / (1 << 20)
+			r.GatewayRSSAtFullMB = float64(snap.gwAtFull) / (1 << 20)
+			r.GatewayRSSPerStreamKB = float64(snap.gwAtFull-snap.gwStart) / 1024 / float64(snap.activeMax)
 		}
 	}
 	wall := secs * float64(r.Cores)

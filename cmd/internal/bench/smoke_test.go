@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/gateway"
 )
 
 // startEngine serves the built-in models on a loopback port.
@@ -263,5 +266,86 @@ func TestSequenceSmoke(t *testing.T) {
 	}
 	if err := Main(context.Background(), []string{"--model", "transcribe", "--responses", "1"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "at least 2 chunks") {
 		t.Errorf("a one-chunk sequence: %v", err)
+	}
+}
+
+// TestVerifySameServer: a gateway and the engine behind it pass; the same
+// gateway beside another engine (with the same ServerMetadata) is refused.
+func TestVerifySameServer(t *testing.T) {
+	a, err := stack.Start(stack.Config{
+		Engine:  &engine.Options{Repository: builtin.FS, Backends: builtin.Backends()},
+		Gateway: &gateway.Options{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.StopNow)
+	other := startEngine(t)
+	wl := workload{Model: modelRepeat, Kind: modelRepeat, Responses: 100, Delay: time.Millisecond}
+	runs := []plannedRun{{transport: "direct", wl: wl}, {transport: "sse", wl: wl}}
+	if !needsSameServer(runs) || needsSameServer(runs[1:]) {
+		t.Fatal("needsSameServer")
+	}
+	ctx := context.Background()
+	if err := verifySameServer(ctx, a.HTTPAddr, a.EngineAddr, runs); err != nil {
+		t.Fatalf("same server refused: %v", err)
+	}
+	err = verifySameServer(ctx, a.HTTPAddr, other, runs)
+	if err == nil || !strings.Contains(err.Error(), "different servers") {
+		t.Fatalf("different servers accepted: %v", err)
+	}
+	// Main refuses to measure them.
+	err = Main(ctx, []string{"--http", a.HTTPAddr, "--grpc", other, "--transport", "sse", "--compare", "--duration", "50ms"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "different servers") {
+		t.Fatalf("Main measured different servers: %v", err)
+	}
+}
+
+func TestGCTrace(t *testing.T) {
+	g := &gcTrace{}
+	t0 := time.Now()
+	lines := []string{
+		"gc 1 @0.011s 2%: 0.011+1.2+0.003 ms clock, 0.022+0.50/1.1/0+0.006 ms cpu, 4->4->0 MB, 4 MB goal, 0 MB stacks, 0 MB globals, 2 P",
+		"gc 2 @1.500s 1%: 0.020+2.0+0.040 ms clock, 0.040+0.10/0.90/3.0+0.080 ms cpu, 8->9->5 MB, 9 MB goal, 0 MB stacks, 0 MB globals, 2 P",
+		`time=2026-11-23T18:10:13.899Z level=INFO msg="engine serving" grpc=127.0.0.1:1`,
+	}
+	for i, l := range lines {
+		if got, want := g.add(l, t0.Add(time.Duration(i)*time.Second)), i < 2; got != want {
+			t.Fatalf("line %d: gc line %v", i, got)
+		}
+	}
+	st := g.window(window{from: t0.Add(500 * time.Millisecond), to: t0.Add(time.Hour)})
+	if st.Cycles != 1 || st.Pauses.N != 2 || st.Pauses.Max != 0.04 || st.Pauses.P50 != 0.02 {
+		t.Fatalf("stats %+v", st)
+	}
+	if want := (0.10 + 0.90) / 1e3; st.CPUSeconds < want*0.999 || st.CPUSeconds > want*1.001 {
+		t.Fatalf("gc cpu %v, want %v (assists and background marking)", st.CPUSeconds, want)
+	}
+}
+
+// TestSpawnSmoke runs the bench on spawned servers (a streamgate binary
+// built for the test): a fresh server per run, its GC traced.
+func TestSpawnSmoke(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "streamgate")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/streamgate/streamgate/cmd/streamgate").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	var out, errOut bytes.Buffer
+	err := Main(context.Background(), []string{"--spawn", "--spawn-binary", bin, "--json", "--transport", "sse", "--compare",
+		"--c", "3", "--responses", "5", "--duration", "300ms", "--warmup", "50ms", "--pause", "0s"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("Main: %v\n%s", err, errOut.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.Responses == 0 || len(r.Errors) != 0 || r.ServerCPU == nil || r.GC == nil || r.GC.Source != "gctrace" {
+			t.Errorf("%s: %d responses, errors %v, server cpu %v, gc %+v", r.Transport, r.Responses, r.ErrorSamples, r.ServerCPU, r.GC)
+		}
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d runs", len(rep.Results))
 	}
 }

@@ -104,8 +104,9 @@ func TestClientGoneCancelsUnary(t *testing.T) {
 }
 
 // One client that does not read its stream holds up nobody else: fast
-// streams beside it run to their end while it is stalled, and it ends
-// cleanly (complete, or with an in-band error if it fell too far behind).
+// streams beside it run to their end while it is stalled, and, being only
+// behind for a while (well within the stall timeout and the memory
+// budget), it gets every event once it reads again.
 func TestSlowSSEReaderBesideFastOnes(t *testing.T) {
 	// Small socket buffers, so an unread stream stalls its writer soon.
 	s := newStack(t, &gateway.Options{MaxBodyBytes: 64 << 20}, func(c *stack.Config) {
@@ -157,12 +158,13 @@ func TestSlowSSEReaderBesideFastOnes(t *testing.T) {
 	}
 	wg.Wait()
 
-	// Unread, the slow stream falls behind until upstream fails it alone.
-	waitFor(t, "the slow stream to overflow", func() bool {
-		return s.up.Stats().QueueOverflows == 1
+	// Unread, the slow stream falls behind: the engine finishes it while
+	// upstream holds what the client has not read.
+	waitFor(t, "the engine to finish the slow stream", func() bool {
+		st := s.up.Stats()
+		return st.InFlight == 0 && st.MemoryUsed > 0
 	})
-	// Now drain it (faster with a normal buffer): valid framing to its
-	// in-band error.
+	// Now read it (faster with a normal buffer): every event, in order.
 	slowConn.SetReadBuffer(4 << 20)
 	r := sse.NewReader(br)
 	n, last := 0, ""
@@ -179,13 +181,12 @@ func TestSlowSSEReaderBesideFastOnes(t *testing.T) {
 			last = ev.Data
 		}
 	}
-	if n >= 301 || last != `{"error":"response queue overflowed: the client did not keep up"}` {
-		t.Fatalf("slow stream ended after %d events with %s", n, last)
+	if n != 301 || strings.Contains(last, `"error"`) || s.up.Stats().QueueOverflows != 0 {
+		t.Fatalf("slow stream ended after %d events with %.200s", n, last)
 	}
-	t.Logf("slow stream: %d events, then %s", n, last)
 	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
-	// The client's fault, not upstream's.
-	if got := s.metricValue(t, `streamgate_gateway_slow_clients_total{protocol="sse"}`); got != 1 {
+	// Behind for a while, never stalled: nothing failed, nothing counted.
+	if got := s.metricValue(t, `streamgate_gateway_slow_clients_total{protocol="sse"}`); got != 0 {
 		t.Errorf("slow clients counted: %v", got)
 	}
 	if got := s.metricValue(t, `streamgate_gateway_upstream_errors_total{kind="too_slow"}`); got != 0 {

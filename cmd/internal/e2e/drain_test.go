@@ -77,9 +77,10 @@ func TestDrainCutsStalledSSE(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	// Unread, the stream falls behind until upstream fails it: its
-	// handler is stuck writing.
-	waitFor(t, "the stalled stream to overflow", func() bool { return s.up.Stats().QueueOverflows == 1 })
+	// Unread, the stream falls behind: the engine has sent everything
+	// (upstream holds it for the client) while the handler is stuck
+	// writing.
+	waitFor(t, "the engine to finish the stalled stream", func() bool { st := s.up.Stats(); return st.Started == 1 && st.InFlight == 0 })
 	drainNow(t, s)
 }
 
@@ -88,7 +89,7 @@ func TestDrainCutsStalledSSE(t *testing.T) {
 func TestDrainCutsStalledWebSocket(t *testing.T) {
 	s := newStack(t, &gateway.Options{
 		MaxBodyBytes: 64 << 20,
-		WebSocket:    &ws.Options{WriteTimeout: time.Hour, StallTimeout: time.Hour, Queue: 4, ReadLimit: 64 << 20},
+		WebSocket:    &ws.Options{WriteTimeout: time.Hour, QueueBytes: 1 << 30, ReadLimit: 64 << 20},
 	}, smallServerBuffers)
 	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws",
 		&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol}, HTTPClient: stallingClient(t)})
@@ -97,6 +98,7 @@ func TestDrainCutsStalledWebSocket(t *testing.T) {
 	}
 	defer c.CloseNow()
 	wsSend(t, c, `{"type":"completions","id":"flood","body":{"model":"echo","prompt":"`+floodText+`","max_tokens":300}}`)
-	waitFor(t, "the stalled request to overflow", func() bool { return s.up.Stats().QueueOverflows == 1 })
+	// The socket's queue takes every frame while its writer is stuck.
+	waitFor(t, "the engine to finish the stalled request", func() bool { st := s.up.Stats(); return st.Started == 1 && st.InFlight == 0 })
 	drainNow(t, s)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/ws"
 	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/budget"
 )
 
 // Flags is what the engine, gateway and serve commands read from their
@@ -68,11 +69,15 @@ type GatewayFlags struct {
 	// Upstream client.
 	Cancel         string
 	StreamsPer     int
-	UpstreamQueue  int
 	HealthInterval time.Duration
 	HealthTimeout  time.Duration
 	IdleTimeout    time.Duration
 	ModelIdle      string // NAME=DURATION[,...]
+
+	// Responses waiting for slow clients.
+	QueueBytes         int64
+	QueueMemory        int64
+	ClientStallTimeout time.Duration
 
 	// Requests and errors.
 	MaxBody     int64
@@ -91,7 +96,7 @@ type GatewayFlags struct {
 	WSOrigins         string
 	WSSkipOriginCheck bool
 	WSWriteTimeout    time.Duration
-	WSStallTimeout    time.Duration
+	WSQueueBytes      int64
 	WSPingInterval    time.Duration
 	WSPingTimeout     time.Duration
 
@@ -134,7 +139,9 @@ func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
 	}
 	fs.StringVar(&f.Cancel, "cancel", "auto", "upstream cancellation: auto, inband, stream or none")
 	fs.IntVar(&f.StreamsPer, "upstream-streams", 64, "pooled ModelStreamInfer streams per upstream target")
-	fs.IntVar(&f.UpstreamQueue, "upstream-queue", 1024, "responses buffered per request for its client; past it text deltas coalesce, other requests fail as too slow")
+	fs.Int64Var(&f.QueueBytes, "queue-bytes", upstream.DefaultQueueBytes, "memory each request may hold of its own for responses its client has not read yet; beyond it the request borrows from --queue-memory")
+	fs.Int64Var(&f.QueueMemory, "queue-memory", upstream.DefaultMemory, "memory shared by every request and WebSocket for responses their clients have not read yet, beyond their own; a request that needs more when it is spent fails (memory_budget), a socket is closed with 1008")
+	fs.DurationVar(&f.ClientStallTimeout, "client-stall-timeout", 30*time.Second, "a request whose client reads nothing for this long while responses wait for it fails (too_slow); a slow client that makes progress never does; negative disables")
 	fs.DurationVar(&f.HealthInterval, "health-interval", 2*time.Second, "how often each upstream target is checked with ServerReady; negative disables checks")
 	fs.DurationVar(&f.HealthTimeout, "health-timeout", time.Second, "bound of one upstream health check (at most --health-interval)")
 	fs.DurationVar(&f.IdleTimeout, "upstream-idle-timeout", time.Minute, "end a request when upstream sends nothing for it this long (first response included): 504 upstream_timeout before its response started, an error event or frame after; negative disables")
@@ -152,7 +159,7 @@ func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
 	fs.BoolVar(&f.WSSkipOriginCheck, "ws-skip-origin-check", false, "accept WebSockets from any origin (unsafe for browsers with credentials)")
 	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated patterns of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 	fs.DurationVar(&f.WSWriteTimeout, "ws-write-timeout", 30*time.Second, "bound of writing one WebSocket frame; past it the socket is dropped")
-	fs.DurationVar(&f.WSStallTimeout, "ws-stall-timeout", 10*time.Second, "how long a frame may wait for a full send queue before the socket is closed with 1008")
+	fs.Int64Var(&f.WSQueueBytes, "ws-queue-bytes", 4<<20, "frames waiting for one WebSocket's client, in bytes, beyond which the socket is closed with 1008 at once")
 	fs.DurationVar(&f.WSPingInterval, "ws-ping-interval", 30*time.Second, "interval of WebSocket pings; negative disables them")
 	fs.DurationVar(&f.WSPingTimeout, "ws-ping-timeout", 15*time.Second, "how long a pong may take before the socket is dropped")
 	fs.IntVar(&f.WSMaxSequences, "ws-max-sequences", 32, "sequences open at once per WebSocket (too_many_sequences beyond)")
@@ -269,10 +276,16 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("--upstream-idle-timeout-model: %w", err)
 	}
+	if g.QueueBytes <= 0 || g.QueueMemory <= 0 || g.WSQueueBytes <= 0 {
+		return cfg, fmt.Errorf("--queue-bytes, --queue-memory and --ws-queue-bytes must be positive")
+	}
+	mem := budget.New(g.QueueMemory) // shared by upstream's queues and the sockets'
 	cfg.UpstreamOptions = &upstream.Options{
 		Cancel:              mode,
 		MaxStreamsPerTarget: g.StreamsPer,
-		QueueSize:           g.UpstreamQueue,
+		QueueBytes:          int(g.QueueBytes),
+		Memory:              mem,
+		StallTimeout:        g.ClientStallTimeout,
 		HealthInterval:      g.HealthInterval,
 		HealthTimeout:       g.HealthTimeout,
 		IdleTimeout:         g.IdleTimeout,
@@ -291,7 +304,8 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		WebSocket: &ws.Options{
 			MaxInFlight:  g.WSMaxInFlight,
 			WriteTimeout: g.WSWriteTimeout,
-			StallTimeout: g.WSStallTimeout,
+			QueueBytes:   g.WSQueueBytes,
+			Memory:       mem,
 			PingInterval: g.WSPingInterval,
 			PingTimeout:  g.WSPingTimeout,
 

@@ -14,7 +14,9 @@ import (
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/ws"
 	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/budget"
 )
 
 // Config is one process's stack: an engine, a gateway, or both (the
@@ -45,7 +47,9 @@ type Config struct {
 	// "dns:///host:port"). Empty with an engine: the engine.
 	Upstream []string
 	// UpstreamOptions configure the gateway's upstream client. Nil means
-	// its defaults.
+	// its defaults. Its Memory budget (a new one of upstream's default
+	// size when nil) is also the WebSocket sessions' unless
+	// Gateway.WebSocket names another.
 	UpstreamOptions *upstream.Options
 
 	// Handler, if set, wraps the gateway's handler (a test serving a page
@@ -190,6 +194,11 @@ func (s *Stack) startGateway(cfg Config) error {
 	fill(&uopts.Logger, s.log)
 	fill(&uopts.MeterProvider, tel.Meter)
 	fill(&uopts.Propagator, tel.Propagator)
+	// Responses waiting for slow clients share one memory budget, in
+	// upstream's queues and in the WebSockets' send queues alike.
+	if uopts.Memory == nil {
+		uopts.Memory = budget.New(upstream.DefaultMemory)
+	}
 	up, err := upstream.New(targets, &uopts)
 	if err != nil {
 		return err
@@ -201,6 +210,12 @@ func (s *Stack) startGateway(cfg Config) error {
 	fill(&gopts.MeterProvider, tel.Meter)
 	fill(&gopts.Propagator, tel.Propagator)
 	fill(&gopts.Metrics, tel.Metrics)
+	wsOpts := ws.Options{}
+	if gopts.WebSocket != nil {
+		wsOpts = *gopts.WebSocket
+	}
+	fill(&wsOpts.Memory, uopts.Memory)
+	gopts.WebSocket = &wsOpts
 	s.Gateway = gateway.New(up, &gopts)
 	var h http.Handler = s.Gateway.Handler()
 	if cfg.Handler != nil {

@@ -28,8 +28,9 @@ func TestFlagsReachOptions(t *testing.T) {
 	t.Setenv("STREAMGATE_HEALTH_INTERVAL", "5s")
 	f, err := Parse("serve", []string{
 		"--retry-after", "3s", "--sse-keepalive", "-1s", "--sse-write-timeout", "7s",
-		"--ws-write-timeout", "4s", "--ws-stall-timeout", "2s", "--ws-ping-interval", "-1s", "--ws-ping-timeout", "9s",
-		"--ws-skip-origin-check", "--health-timeout", "300ms", "--cancel", "stream", "--upstream-queue", "9",
+		"--ws-write-timeout", "4s", "--ws-queue-bytes", "2000", "--ws-ping-interval", "-1s", "--ws-ping-timeout", "9s",
+		"--ws-skip-origin-check", "--health-timeout", "300ms", "--cancel", "stream", "--queue-bytes", "9",
+		"--queue-memory", "12345", "--client-stall-timeout", "8s",
 		"--max-streams", "11", "--max-streams-per-conn", "3", "--max-body", "1000", "--ws-max-in-flight", "5",
 		"--upstream-streams", "6", "--models", "/repo", "--grpc", "127.0.0.1:1", "--http", "127.0.0.1:2",
 		"--upstream-idle-timeout", "42s", "--upstream-idle-timeout-model", "big=5m, off=-1s",
@@ -53,7 +54,7 @@ func TestFlagsReachOptions(t *testing.T) {
 		t.Errorf("gateway %+v", g)
 	case g.SSE.KeepAlive != -time.Second || g.SSE.WriteTimeout != 7*time.Second:
 		t.Errorf("sse %+v", g.SSE)
-	case g.WebSocket.WriteTimeout != 4*time.Second || g.WebSocket.StallTimeout != 2*time.Second ||
+	case g.WebSocket.WriteTimeout != 4*time.Second || g.WebSocket.QueueBytes != 2000 || g.WebSocket.Memory != u.Memory ||
 		g.WebSocket.PingInterval != -time.Second || g.WebSocket.PingTimeout != 9*time.Second || g.WebSocket.MaxInFlight != 5:
 		t.Errorf("ws %+v", g.WebSocket)
 	case strings.Join(g.WebSocketOriginPatterns, "|") != "app.example.com|*.example.org" || !g.WebSocketSkipOriginCheck:
@@ -61,7 +62,7 @@ func TestFlagsReachOptions(t *testing.T) {
 	case strings.Join(g.CORSOrigins, "|") != "https://a.example|*.b.example":
 		t.Errorf("cors origins %q", g.CORSOrigins)
 	case u.HealthInterval != 5*time.Second || u.HealthTimeout != 300*time.Millisecond || u.Cancel != upstream.CancelStream ||
-		u.QueueSize != 9 || u.MaxStreamsPerTarget != 6 || u.IdleTimeout != 42*time.Second ||
+		u.QueueBytes != 9 || u.Memory.Limit() != 12345 || u.StallTimeout != 8*time.Second || u.MaxStreamsPerTarget != 6 || u.IdleTimeout != 42*time.Second ||
 		len(u.ModelIdleTimeouts) != 2 || u.ModelIdleTimeouts["big"] != 5*time.Minute || u.ModelIdleTimeouts["off"] != -time.Second:
 		t.Errorf("upstream %+v", u)
 	}

@@ -39,7 +39,7 @@ type serverProc struct {
 
 var (
 	engineAddrRE  = regexp.MustCompile(`msg="engine serving" grpc=(\S+)`)
-	gatewayAddrRE = regexp.MustCompile(`msg="gateway serving" http=(\S+)`)
+	gatewayAddrRE = regexp.MustCompile(`msg="gateway serving" (?:http=|url=https?://)(\S+)`)
 )
 
 // spawnServer starts exe (default: this binary) as `streamgate serve` on

@@ -28,9 +28,9 @@ func commands() *cli.Command {
 				Name:    "serve",
 				Purpose: "engine and gateway in one process (HTTP 127.0.0.1:8080, gRPC 127.0.0.1:8001)",
 				About: `Serves the built-in models (repeat_int32, echo, ...) and every llama2.c
-model whose weights are found over SSE, WebSocket, OpenAI's API and Triton's
-HTTP and gRPC APIs; the playground is at /. SIGTERM drains the streams
-in flight within --shutdown-grace.`,
+model whose weights it finds, over SSE, WebSocket, OpenAI's API and Triton's
+HTTP and gRPC APIs; the playground is at /. SIGTERM lets the streams in
+flight finish within --shutdown-grace.`,
 				Examples: []cli.Example{
 					{Comment: "Everything on loopback; the playground is at http://127.0.0.1:8080/", Line: "streamgate serve"},
 					{Comment: "Only stories15M (pulled before), logs as text with debug lines", Line: "streamgate serve --model stories15M --log-format text --log-level debug"},

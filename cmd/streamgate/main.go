@@ -1,21 +1,22 @@
 // Command streamgate is the streaming gateway for decoupled model serving.
 //
-//	streamgate engine   --grpc ADDR --models DIR   the Triton-compatible engine alone
 //	streamgate serve                               engine and gateway in one process
+//	streamgate engine   --grpc ADDR --models DIR   the Triton-compatible engine alone
 //	streamgate gateway  --http ADDR --upstream ADDR[,ADDR...]
-//	streamgate models   list | pull NAME...            llama2.c models to serve
+//	streamgate models   list | pull NAME...        llama2.c models to serve
+//	streamgate bench                               load generator
+//	streamgate help     [COMMAND... | config]      what each command does, its flags, examples
 //
 // Every flag also reads the environment variable STREAMGATE_<FLAG> (upper
 // case, dashes as underscores); a flag given on the command line wins.
+//
+// Start reading at commands (commands.go): the command tree, each
+// command's help and what it runs; cmd/internal/cli runs the tree.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,64 +24,29 @@ import (
 
 	"go.opentelemetry.io/otel"
 
-	"github.com/streamgate/streamgate/cmd/internal/bench"
+	"github.com/streamgate/streamgate/cmd/internal/cli"
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "streamgate:", err)
-		}
-		os.Exit(2)
-	}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(cli.Exit(os.Stderr, "streamgate", err))
 }
 
-const usage = `usage: streamgate <command> [flags]
-
-commands:
-  serve     engine and gateway in one process (HTTP 127.0.0.1:8080, gRPC 127.0.0.1:8001)
-  engine    the Triton-compatible gRPC engine alone
-  gateway   the HTTP gateway alone, in front of an engine or a real Triton
-  models    list and pull llama2.c models (stories15M, ...) that serve loads
-  bench     load generator: the gateway's cost against direct gRPC
-  help      show this help
-
-Run 'streamgate <command> --help' for the flags of a command.
-`
-
-func run(ctx context.Context, args []string, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errors.New("no command given")
-	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	switch args[0] {
-	case "engine", "serve", "gateway":
-		f, err := stack.Parse(args[0], args[1:], stderr)
-		if err != nil {
-			return err
-		}
-		return serve(ctx, f, log)
-	case "models":
-		return runModels(ctx, args[1:], os.Stdout, stderr)
-	case "bench":
-		return bench.Main(ctx, args[1:], os.Stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stderr, usage)
-		return nil
-	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+// run runs the command args name (the arguments after the program's
+// name).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return cli.Main(ctx, commands(), args, stdout, stderr)
 }
 
 // serve runs the stack f describes until ctx is done (SIGTERM) or a server
 // fails, then stops it in order within f.ShutdownGrace and flushes its
-// telemetry.
-func serve(ctx context.Context, f *stack.Flags, log *slog.Logger) error {
+// telemetry. It logs to stderr as f's --log-* flags say.
+func serve(ctx context.Context, f *stack.Flags, stderr io.Writer) error {
+	log := f.Logger(stderr)
 	cfg, err := f.Config(log)
 	if err != nil {
 		return err

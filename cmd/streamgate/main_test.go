@@ -159,7 +159,7 @@ func TestServeStreamsThenDrainsOnSIGTERM(t *testing.T) {
 		t.Fatalf("stream cut by shutdown did not end with an error event: %q", rest)
 	}
 	waitExit(t, cmd, logs)
-	if !strings.Contains(logs.String(), "stopped") {
+	if !hasLog(logs.String(), "stopped") {
 		t.Fatalf("no orderly stop in log:\n%s", logs.String())
 	}
 }
@@ -281,28 +281,28 @@ func TestEngineSIGTERM(t *testing.T) {
 
 func TestFlagsAndEnv(t *testing.T) {
 	t.Setenv("STREAMGATE_WS_MAX_IN_FLIGHT", "128")
-	gcfg, err := stack.Parse("gateway", nil, io.Discard)
+	gcfg, err := stack.Parse("gateway", nil)
 	if err != nil || gcfg.Gateway.WSMaxInFlight != 128 || gcfg.Gateway.QueueBytes != 64<<10 {
 		t.Fatalf("gateway env: %+v %v", gcfg, err)
 	}
-	gcfg, err = stack.Parse("gateway", []string{"--ws-max-in-flight", "7", "--queue-bytes", "256"}, io.Discard)
+	gcfg, err = stack.Parse("gateway", []string{"--ws-max-in-flight", "7", "--queue-bytes", "256"})
 	if err != nil || gcfg.Gateway.WSMaxInFlight != 7 || gcfg.Gateway.QueueBytes != 256 {
 		t.Fatalf("gateway flags: %+v %v", gcfg, err)
 	}
 	t.Setenv("STREAMGATE_GRPC", "127.0.0.1:9")
-	cfg, err := stack.Parse("engine", nil, io.Discard)
+	cfg, err := stack.Parse("engine", nil)
 	if err != nil || cfg.Engine.GRPC != "127.0.0.1:9" {
 		t.Fatalf("env not read: %+v %v", cfg, err)
 	}
-	cfg, err = stack.Parse("engine", []string{"--grpc", "127.0.0.1:10"}, io.Discard)
+	cfg, err = stack.Parse("engine", []string{"--grpc", "127.0.0.1:10"})
 	if err != nil || cfg.Engine.GRPC != "127.0.0.1:10" {
 		t.Fatalf("flag does not win over env: %+v %v", cfg, err)
 	}
 	t.Setenv("STREAMGATE_SHUTDOWN_GRACE", "soon")
-	if _, err := stack.Parse("engine", nil, io.Discard); err == nil || !strings.Contains(err.Error(), "STREAMGATE_SHUTDOWN_GRACE") {
+	if _, err := stack.Parse("engine", nil); err == nil || !strings.Contains(err.Error(), "STREAMGATE_SHUTDOWN_GRACE") {
 		t.Fatalf("bad env value: %v", err)
 	}
-	if err := run(context.Background(), []string{"nope"}, io.Discard); err == nil {
+	if err := run(context.Background(), []string{"nope"}, io.Discard, io.Discard); err == nil {
 		t.Fatal("unknown command accepted")
 	}
 }
@@ -337,4 +337,32 @@ func testEnv() []string {
 		}
 	}
 	return env
+}
+
+// logRecords are the JSON log lines of out whose message is msg,
+// decoded; other lines are skipped.
+func logRecords(out, msg string) []map[string]any {
+	var recs []map[string]any
+	for _, line := range strings.Split(out, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
+			recs = append(recs, rec)
+		}
+	}
+	return recs
+}
+
+// hasLog reports whether out has a JSON log line with the message msg
+// and the string attributes attrs (key, value, ...).
+func hasLog(out, msg string, attrs ...string) bool {
+	for _, rec := range logRecords(out, msg) {
+		ok := true
+		for i := 0; i+1 < len(attrs); i += 2 {
+			ok = ok && rec[attrs[i]] == attrs[i+1]
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }

@@ -3,98 +3,77 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"text/tabwriter"
 
+	"github.com/streamgate/streamgate/cmd/internal/cli"
 	"github.com/streamgate/streamgate/cmd/internal/modelcache"
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 )
 
-// The models command lists the llama2.c models streamgate knows and pulls
-// them into the model cache, where serve finds them.
-
-const modelsUsage = `usage: streamgate models <command> [flags] [NAME...]
-
-commands:
-  list          the known llama2.c models, and where serve would load each from
-  pull NAME...  download models into the cache: progress on stderr, resumed
-                after an interruption, SHA-256 checked before use
-
-Each model is served under its name in lower case (stories15M as
+// modelsCommand is `streamgate models`: it lists the llama2.c models
+// streamgate knows and pulls them into the model cache, where serve finds
+// them.
+func modelsCommand() *cli.Command {
+	return &cli.Command{
+		Name:    "models",
+		Purpose: "list and pull llama2.c models (stories15M, ...) that serve loads",
+		About: `Each model is served under its name in lower case (stories15M as
 "stories15m"), with the raw chat template: chat messages become the prompt
-as they are, since these are story models, not chat models.
-
-examples:
-  streamgate models pull stories15M && streamgate serve --model stories15M
-  streamgate models list
-  HF_ENDPOINT=https://hf-mirror.com streamgate models pull stories42M
-`
-
-func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, modelsUsage)
-		return errors.New("models: no command given")
-	}
-	fs := flag.NewFlagSet("models "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, modelsUsage+"\nflags:\n")
-		fs.PrintDefaults()
-	}
-	var cacheFlag, modelDir, hub string
-	stack.RegisterModelCache(fs, &cacheFlag)
-	switch args[0] {
-	case "list":
-		fs.StringVar(&modelDir, "model-dir", "", "directory searched first, as serve's --model-dir")
-		if err := stack.ParseFlagSet(fs, args[1:]); err != nil {
-			return err
-		}
-		cache, err := stack.ModelCacheDir(cacheFlag)
-		if err != nil {
-			return err
-		}
-		return listModels(stdout, modelcache.Locations(modelDir, cache), cache)
-	case "pull":
-		fs.StringVar(&hub, "hub", "", "Hugging Face Hub (or mirror) to download the checkpoints from; empty means $HF_ENDPOINT, else "+modelcache.DefaultHub)
-		names, err := parseNames(fs, args[1:])
-		if err != nil {
-			return err
-		}
-		cache, err := stack.ModelCacheDir(cacheFlag)
-		if err != nil {
-			return err
-		}
-		if hub == "" {
-			hub = os.Getenv("HF_ENDPOINT")
-		}
-		return pullModels(ctx, names, modelcache.Cache{Dir: cache}, hub, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stderr, modelsUsage)
-		return nil
-	}
-	fmt.Fprint(stderr, modelsUsage)
-	return fmt.Errorf("models: unknown command %q", args[0])
-}
-
-// parseNames parses flags given before, between or after the names, and
-// returns the names.
-func parseNames(fs *flag.FlagSet, args []string) ([]string, error) {
-	if err := stack.ParseFlagSet(fs, nil); err != nil { // the environment
-		return nil, err
-	}
-	var names []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return names, nil
-		}
-		names = append(names, fs.Arg(0))
-		args = fs.Args()[1:]
+as they are, since these are story models, not chat models.`,
+		Examples: []cli.Example{
+			{Comment: "Download a real 15M-parameter model, then serve it", Line: "streamgate models pull stories15M && streamgate serve --model stories15M"},
+			{Comment: "What serve would load, and from where", Line: "streamgate models list"},
+		},
+		Commands: []*cli.Command{{
+			Name:    "list",
+			Purpose: "the known llama2.c models, and where serve would load each from",
+			Examples: []cli.Example{
+				{Line: "streamgate models list"},
+				{Comment: "As serve --model-dir ./weights would see them", Line: "streamgate models list --model-dir ./weights"},
+			},
+			Setup: func(fs *cli.FlagSet) cli.Run {
+				var cacheFlag, modelDir string
+				fs.Group("Models")
+				stack.RegisterModelCache(fs, &cacheFlag)
+				fs.StringVar(&modelDir, "model-dir", "", "`directory` searched first, as serve's --model-dir")
+				return func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+					cache, err := stack.ModelCacheDir(cacheFlag)
+					if err != nil {
+						return err
+					}
+					return listModels(stdout, modelcache.Locations(modelDir, cache), cache)
+				}
+			},
+		}, {
+			Name:    "pull",
+			Purpose: "download models into the cache: progress on stderr, resumed after an interruption, SHA-256 checked before use",
+			Args:    "NAME...",
+			Examples: []cli.Example{
+				{Line: "streamgate models pull stories15M"},
+				{Comment: "Two models into a cache of your choice (serve needs the same --model-cache)", Line: "streamgate models pull --model-cache /srv/streamgate/models stories42M stories110M"},
+				{Comment: "From a Hugging Face mirror", Line: "HF_ENDPOINT=https://hf-mirror.com streamgate models pull stories42M"},
+			},
+			Setup: func(fs *cli.FlagSet) cli.Run {
+				var cacheFlag, hub string
+				fs.Group("Models")
+				stack.RegisterModelCache(fs, &cacheFlag)
+				fs.StringVar(&hub, "hub", "", "Hugging Face Hub (or mirror) `URL` to download the checkpoints from; empty means $HF_ENDPOINT, else "+modelcache.DefaultHub)
+				fs.Env("HF_ENDPOINT", "the Hugging Face Hub (or mirror) to download from when --hub is empty")
+				return func(ctx context.Context, names []string, stdout, stderr io.Writer) error {
+					cache, err := stack.ModelCacheDir(cacheFlag)
+					if err != nil {
+						return err
+					}
+					if hub == "" {
+						hub = os.Getenv("HF_ENDPOINT")
+					}
+					return pullModels(ctx, names, modelcache.Cache{Dir: cache}, hub, stdout, stderr)
+				}
+			},
+		}},
 	}
 }
 

@@ -85,10 +85,10 @@ func TestServeWithoutWeights(t *testing.T) {
 	}
 	stop(t, cmd, logs)
 	log := logs.String()
-	if n := strings.Count(log, "for a larger model, run: streamgate models pull stories15M (then start again)"); n != 1 {
+	if n := len(logRecords(log, "for a larger model, run: streamgate models pull stories15M (then start again)")); n != 1 {
 		t.Errorf("the pull command is logged %d times:\n%s", n, log)
 	}
-	if !strings.Contains(log, `msg="stories260k not loaded: weights not found"`) || !strings.Contains(log, "get_them_with=\"streamgate models pull stories260K\"") {
+	if !hasLog(log, "stories260k not loaded: weights not found", "get_them_with", "streamgate models pull stories260K") {
 		t.Errorf("no warning about stories260k:\n%s", log)
 	}
 }
@@ -131,7 +131,7 @@ func TestServeModelFromCache(t *testing.T) {
 	}
 	stop(t, cmd, logs)
 	log := logs.String()
-	if !strings.Contains(log, `msg="stories15m weights found" dir=`+cache) || strings.Contains(log, "for a larger model") {
+	if !hasLog(log, "stories15m weights found", "dir", cache) || strings.Contains(log, "for a larger model") {
 		t.Errorf("log:\n%s", log)
 	}
 }
@@ -174,7 +174,7 @@ func TestModelsCommand(t *testing.T) {
 	writeStories15M(t, cache)
 
 	var out, errOut bytes.Buffer
-	if err := runModels(context.Background(), []string{"list"}, &out, &errOut); err != nil {
+	if err := run(context.Background(), []string{"models", "list"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")
@@ -193,9 +193,9 @@ func TestModelsCommand(t *testing.T) {
 		{[]string{"nope"}, `models: unknown command "nope"`},
 		{[]string{"pull"}, "models pull: name the models to pull (see 'streamgate models list')"},
 		{[]string{"pull", "stories15M", "stories7B"}, `unknown model "stories7B"`},
-		{[]string{"list", "extra"}, "unexpected arguments: [extra]"},
+		{[]string{"list", "extra"}, `unexpected argument "extra"`},
 	} {
-		err := runModels(context.Background(), tc.args, io.Discard, io.Discard)
+		err := run(context.Background(), append([]string{"models"}, tc.args...), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("models %v: %v, want %q", tc.args, err, tc.err)
 		}
@@ -209,7 +209,7 @@ func TestModelsCommand(t *testing.T) {
 	hub := "http://" + l.Addr().String()
 	l.Close()
 	errOut.Reset()
-	err = runModels(context.Background(), []string{"pull", "stories42M", "--hub", hub, "--model-cache", t.TempDir()}, io.Discard, &errOut)
+	err = run(context.Background(), []string{"models", "pull", "stories42M", "--hub", hub, "--model-cache", t.TempDir()}, io.Discard, &errOut)
 	if err == nil || !strings.HasPrefix(err.Error(), "stories42M.bin: cannot reach "+l.Addr().String()+" (offline?)") {
 		t.Errorf("offline pull: %v\n%s", err, errOut.String())
 	}
@@ -313,7 +313,7 @@ func TestModelsPullThenServe(t *testing.T) {
 		t.Errorf("stories15m from the cache: %d %s", status, body)
 	}
 	stop(t, cmd, logs)
-	if log := logs.String(); !strings.Contains(log, `msg="stories260k weights found" dir=`+cache) {
+	if log := logs.String(); !hasLog(log, "stories260k weights found", "dir", cache) {
 		t.Errorf("stories260k not loaded from the cache:\n%s", log)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamgate/streamgate/cmd/internal/cli"
 	"github.com/streamgate/streamgate/engine/backend"
 )
 
@@ -58,7 +59,8 @@ type Config struct {
 	CPUProfile string
 	MemProfile string
 
-	// Args are the flags as given, echoed in the report.
+	// Args are the flags set, on the command line or by their variables
+	// (as --name=value), echoed in the report.
 	Args []string
 }
 
@@ -115,12 +117,14 @@ var presets = map[string]preset{
 
 var knownTransports = []string{"direct", "sse", "chat", "ws"}
 
-const usage = `usage: streamgate bench [flags]
-
-Load generator: measures what the gateway adds to every response, against a
-direct gRPC client on the same engine. Targets only the addresses given
-(default loopback), or with --embedded an engine and gateway it starts in
-this process.
+// Command is `streamgate bench`: its help, flags and run.
+func Command() *cli.Command {
+	return &cli.Command{
+		Name:    "bench",
+		Purpose: "load generator: what the gateway adds to every response, against a direct gRPC client",
+		About: `Targets only the addresses given (default loopback), or with --embedded
+an engine and gateway it starts in this process, or with --spawn a fresh
+streamgate serve per run.
 
 Presets (--preset): relay, latency, hold, cancel, ws-mux, sequence; any
 flag given overrides the preset. Transports: direct (gRPC ModelStreamInfer,
@@ -128,40 +132,64 @@ the baseline), sse (POST /v2/models/M/generate_stream), chat (OpenAI
 streaming /v1/chat/completions; repeat_int32 runs use the echo model for
 it), ws (/v1/ws, streamgate.v1, many requests per socket). With --model
 transcribe (the sequence preset) a request is a sequence of --responses
-chunks sent --delay apart, over direct or ws only.
-
-Examples:
-  streamgate bench --preset relay --compare
-  streamgate bench --embedded --preset cancel --compare
-  streamgate bench --transport sse,ws --c 64 --responses 50 --delay 20ms --compare --json
-
-Flags (each also read from STREAMGATE_<FLAG> when not given):
-`
-
-// Main runs `streamgate bench`: it parses args (flag set "bench"), runs
-// the load, and prints the report on stdout (progress and warnings on
-// stderr). ctx ends the run early.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseFlags(args, stderr)
-	if err != nil {
-		return err
+chunks sent --delay apart, over direct or ws only. The report goes to
+stdout, progress to stderr.`,
+		Examples: []cli.Example{
+			{Comment: "Against streamgate serve on loopback: the gateway's cost per response", Line: "streamgate bench --preset relay --compare"},
+			{Comment: "Engine and gateway in this process: cancellation reaching the engine", Line: "streamgate bench --embedded --preset cancel --compare"},
+			{Comment: "SSE and WebSocket, 64 streams of 50 responses 20 ms apart, as JSON", Line: "streamgate bench --transport sse,ws --c 64 --responses 50 --delay 20ms --compare --json"},
+		},
+		Setup: func(fs *cli.FlagSet) cli.Run {
+			v := defineFlags(fs)
+			return func(ctx context.Context, _ []string, stdout, stderr io.Writer) error {
+				c, err := v.config(fs)
+				if err != nil {
+					return err
+				}
+				return runBench(ctx, c, stdout, stderr)
+			}
+		},
 	}
-	return runBench(ctx, cfg, stdout, stderr)
 }
 
-func parseFlags(args []string, stderr io.Writer) (Config, error) {
-	var c Config
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
+// Main runs `streamgate bench` with args (what follows "bench"): it
+// parses them, runs the load, and prints the report on stdout (progress
+// and warnings on stderr). ctx ends the run early.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return cli.Main(ctx, Command(), args, stdout, stderr)
+}
+
+// parseFlags is the Config of args, as Main reads it.
+func parseFlags(args []string) (Config, error) {
+	fs := cli.NewFlagSet("bench")
+	v := defineFlags(fs)
+	rest, err := cli.Parse(fs, args)
+	if err != nil {
+		return Config{}, err
 	}
-	transports := fs.String("transport", "sse", "transports to run, comma-separated: "+strings.Join(knownTransports, ", "))
-	pids := fs.String("server-pid", "", "server process ids to measure (comma-separated); default: the local listeners of --http and --grpc")
+	if len(rest) > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	return v.config(fs)
+}
+
+// flagValues is what the flags fill in: the Config, and the flags
+// config turns into its fields.
+type flagValues struct {
+	c                           Config
+	transports, pids, spawnArgs string
+}
+
+func defineFlags(fs *cli.FlagSet) *flagValues {
+	v := &flagValues{}
+	c := &v.c
+	fs.Group("Scenario")
 	fs.StringVar(&c.Preset, "preset", "", "scenario: relay, latency, hold, cancel, ws-mux, sequence (default: none, the flags alone)")
+	fs.StringVar(&v.transports, "transport", "sse", "transports to run, comma-separated: "+strings.Join(knownTransports, ", "))
 	fs.BoolVar(&c.Compare, "compare", false, "also run the direct gRPC baseline, first, and print ratios against it")
+	fs.BoolVar(&c.BaselineLast, "baseline-last", false, "with --compare, run the baseline after the other transports")
 	fs.StringVar(&c.Model, "model", modelRepeat, "model: repeat_int32, echo, stories260k or transcribe (sequences of --responses chunks, --delay apart)")
+	fs.Group("Load")
 	fs.IntVar(&c.Concurrency, "c", 64, "concurrent streams (closed loop); with --rate, the cap on requests in flight")
 	fs.Float64Var(&c.Rate, "rate", 0, "open loop: start this many requests per second (0: closed loop)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measurement window of each transport, after the warmup")
@@ -172,45 +200,37 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.Delay, "delay", 0, "delay before each response (repeat DELAY, echo delay_ms); whole milliseconds")
 	fs.StringVar(&c.Prompt, "prompt", "Once upon a time", "stories260k prompt")
 	fs.IntVar(&c.CancelAfter, "cancel-after", 0, "leave each request after this many responses (0: never); engine stop times need --embedded")
-	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "gateway address")
-	fs.StringVar(&c.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC address (direct baseline)")
+	fs.DurationVar(&c.Pause, "pause", time.Second, "pause between transports")
+	fs.Group("Servers")
+	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "gateway `address`")
+	fs.StringVar(&c.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC `address` (direct baseline)")
+	fs.StringVar(&v.pids, "server-pid", "", "server process ids to measure (comma-separated); default: the local listeners of --http and --grpc")
 	fs.BoolVar(&c.Embedded, "embedded", false, "run an engine and gateway in this process on loopback ports instead of --http/--grpc")
-	fs.BoolVar(&c.Spawn, "spawn", false, "start a fresh `streamgate serve` (this binary) for every run, on loopback ports of its own, instead of using --http/--grpc; its GC is traced (preset hold: default true)")
-	spawnArgs := fs.String("spawn-args", "", "flags added to the spawned servers' (space-separated; they already get --max-streams of twice --c and the --upstream-streams to carry them)")
-	fs.BoolVar(&c.SpawnSplit, "spawn-split", false, "with --spawn, start `streamgate engine` and `streamgate gateway` as two processes (--spawn-args go to the gateway) and report the gateway's own memory per stream (preset hold: default true)")
+	fs.IntVar(&c.QueueBytes, "embedded-queue-bytes", 0, "with --embedded: memory each request holds of its own for responses its client has not read (serve's --queue-bytes; 0: its default)")
+	fs.BoolVar(&c.Spawn, "spawn", false, "start a fresh 'streamgate serve' (this binary) for every run, on loopback ports of its own, instead of using --http/--grpc; its GC is traced (preset hold: default true)")
+	fs.StringVar(&v.spawnArgs, "spawn-args", "", "flags added to the spawned servers' (space-separated; they already get --max-streams of twice --c and the --upstream-streams to carry them)")
+	fs.BoolVar(&c.SpawnSplit, "spawn-split", false, "with --spawn, start 'streamgate engine' and 'streamgate gateway' as two processes (--spawn-args go to the gateway) and report the gateway's own memory per stream (preset hold: default true)")
 	fs.StringVar(&c.SpawnBinary, "spawn-binary", "", "the streamgate binary --spawn starts (default: this one), e.g. an older build to compare")
+	fs.Group("Clients")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
 	fs.IntVar(&c.WSPerSocket, "ws-per-socket", 64, "ws: concurrent requests per socket")
-	fs.IntVar(&c.QueueBytes, "embedded-queue-bytes", 0, "with --embedded: memory each request holds of its own for responses its client has not read (serve's --queue-bytes; 0: its default)")
-	fs.BoolVar(&c.BaselineLast, "baseline-last", false, "with --compare, run the baseline after the other transports")
-	fs.DurationVar(&c.Pause, "pause", time.Second, "pause between transports")
+	fs.Group("Report and profiles")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of this process (with --embedded: server and load generator)")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile of this process to FILE.<transport> as each window closes, at full load")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	c.Args = args
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
+	return v
+}
+
+// config is the Config of v once fs, where v's flags are, is parsed:
+// the preset fills in what no flag (nor its variable) set.
+func (v *flagValues) config(fs *cli.FlagSet) (Config, error) {
+	c := v.c
+	transports := &v.transports
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
-			return
-		}
-		if v, ok := os.LookupEnv("STREAMGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = errors.Join(envErr, fmt.Errorf("STREAMGATE_%s: %w", strings.ToUpper(f.Name), err))
-			}
-			set[f.Name] = true
-		}
+	fs.Visit(func(f *flag.Flag) {
+		set[f.Name] = true
+		c.Args = append(c.Args, "--"+f.Name+"="+f.Value.String())
 	})
-	if envErr != nil {
-		return c, envErr
-	}
 
 	if c.Preset != "" {
 		p, ok := presets[c.Preset]
@@ -252,9 +272,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 			c.Transports = append(c.Transports, t)
 		}
 	}
-	c.SpawnArgs = strings.Fields(*spawnArgs)
-	if *pids != "" {
-		for _, p := range strings.Split(*pids, ",") {
+	c.SpawnArgs = strings.Fields(v.spawnArgs)
+	if v.pids != "" {
+		for _, p := range strings.Split(v.pids, ",") {
 			pid, err := strconv.Atoi(strings.TrimSpace(p))
 			if err != nil || pid <= 0 {
 				return c, fmt.Errorf("--server-pid: bad pid %q", p)

@@ -153,7 +153,7 @@ func TestPlan(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	c, err := parseFlags([]string{"--preset", "latency", "--c", "10", "--duration", "1s"}, io.Discard)
+	c, err := parseFlags([]string{"--preset", "latency", "--c", "10", "--duration", "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("latency preset with overrides: %+v", c)
 	}
 	t.Setenv("STREAMGATE_RESPONSES", "7")
-	c, err = parseFlags([]string{"--transport", "ws,direct,ws"}, io.Discard)
+	c, err = parseFlags([]string{"--transport", "ws,direct,ws"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestParseFlags(t *testing.T) {
 		{"--preset", "nope"}, {"--transport", "carrier-pigeon"}, {"--delay", "1500us"},
 		{"--responses", "5", "--cancel-after", "5"}, {"--model", "gpt"}, {"--c", "0"}, {"extra"},
 	} {
-		if _, err := parseFlags(bad, io.Discard); err == nil {
+		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%v) accepted", bad)
 		}
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -37,10 +38,56 @@ type serverProc struct {
 	addr  chan indexedAddr // each address it serves, once
 }
 
+// A servingLine is the log line of a spawned server that says where it
+// serves: its message and the attributes that may hold the address
+// (host:port, or a URL whose host:port is taken), the first one found.
+type servingLine struct {
+	msg  string
+	keys []string
+}
+
 var (
-	engineAddrRE  = regexp.MustCompile(`msg="engine serving" grpc=(\S+)`)
-	gatewayAddrRE = regexp.MustCompile(`msg="gateway serving" (?:http=|url=https?://)(\S+)`)
+	engineServing = servingLine{"engine serving", []string{"grpc"}}
+	// The gateway logs its url; builds before TLS logged http.
+	gatewayServing = servingLine{"gateway serving", []string{"url", "http"}}
 )
+
+// find returns the address in line when it is l, in either log format
+// (JSON, the default, or text, as --log-format text and older builds
+// write it).
+func (l servingLine) find(line string) (string, bool) {
+	attrs := map[string]string{}
+	if strings.HasPrefix(line, "{") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != l.msg {
+			return "", false
+		}
+		for k, v := range rec {
+			if s, ok := v.(string); ok {
+				attrs[k] = s
+			}
+		}
+	} else {
+		_, rest, ok := strings.Cut(line, ` msg="`+l.msg+`" `)
+		if !ok {
+			return "", false
+		}
+		for _, kv := range strings.Fields(rest) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				attrs[k] = v
+			}
+		}
+	}
+	for _, k := range l.keys {
+		if v, ok := attrs[k]; ok {
+			if _, hostPort, isURL := strings.Cut(v, "://"); isURL {
+				v = hostPort
+			}
+			return v, true
+		}
+	}
+	return "", false
+}
 
 // spawnServer starts exe (default: this binary) as `streamgate serve` on
 // free loopback ports with args added, or with split as `streamgate
@@ -59,7 +106,7 @@ func spawnServer(ctx context.Context, exe string, split bool, args []string) (*s
 		return nil, err
 	}
 	if !split {
-		p, err := startProc(exe, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...), gatewayAddrRE, engineAddrRE)
+		p, err := startProc(exe, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...), gatewayServing, engineServing)
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +118,7 @@ func spawnServer(ctx context.Context, exe string, split bool, args []string) (*s
 		s.http, s.grpc = addrs[0], addrs[1]
 		return s, nil
 	}
-	eng, err := startProc(exe, []string{"engine", "--grpc", "127.0.0.1:0"}, engineAddrRE)
+	eng, err := startProc(exe, []string{"engine", "--grpc", "127.0.0.1:0"}, engineServing)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +128,7 @@ func spawnServer(ctx context.Context, exe string, split bool, args []string) (*s
 		return fail(err)
 	}
 	s.grpc = addrs[0]
-	gw, err := startProc(exe, append([]string{"gateway", "--http", "127.0.0.1:0", "--upstream", s.grpc}, args...), gatewayAddrRE)
+	gw, err := startProc(exe, append([]string{"gateway", "--http", "127.0.0.1:0", "--upstream", s.grpc}, args...), gatewayServing)
 	if err != nil {
 		return fail(err)
 	}
@@ -94,8 +141,8 @@ func spawnServer(ctx context.Context, exe string, split bool, args []string) (*s
 }
 
 // startProc starts exe with argv, reading its stderr for the addresses
-// res find (in that order) and for GC cycles.
-func startProc(exe string, argv []string, res ...*regexp.Regexp) (*serverProc, error) {
+// of the lines (in that order) and for GC cycles.
+func startProc(exe string, argv []string, lines ...servingLine) (*serverProc, error) {
 	cmd := exec.Command(exe, argv...)
 	cmd.Env = append(os.Environ(), "GODEBUG="+withGCTrace(os.Getenv("GODEBUG")))
 	cmd.Stdout = io.Discard
@@ -106,29 +153,26 @@ func startProc(exe string, argv []string, res ...*regexp.Regexp) (*serverProc, e
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &serverProc{cmd: cmd, gc: &gcTrace{}, tail: &tailBuffer{}, addr: make(chan indexedAddr, len(res))}
-	p.lines.Go(func() { p.read(stderr, res) })
+	p := &serverProc{cmd: cmd, gc: &gcTrace{}, tail: &tailBuffer{}, addr: make(chan indexedAddr, len(lines))}
+	p.lines.Go(func() { p.read(stderr, lines) })
 	return p, nil
 }
 
 // read follows the process's stderr: addresses, then GC cycles.
-func (p *serverProc) read(r io.Reader, res []*regexp.Regexp) {
+func (p *serverProc) read(r io.Reader, lines []servingLine) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	want := slices.Clone(res)
+	found := make([]bool, len(lines))
 	for sc.Scan() {
 		line := sc.Text()
 		if p.gc.add(line, time.Now()) {
 			continue
 		}
 		p.tail.add(line)
-		for i, re := range want {
-			if re == nil {
-				continue
-			}
-			if m := re.FindStringSubmatch(line); m != nil {
-				want[i] = nil
-				p.addr <- indexedAddr{i, m[1]}
+		for i, l := range lines {
+			if addr, ok := l.find(line); ok && !found[i] {
+				found[i] = true
+				p.addr <- indexedAddr{i, addr}
 			}
 		}
 	}
@@ -140,7 +184,7 @@ type indexedAddr struct {
 }
 
 // await returns the n addresses the process serves, in the order its
-// regexps were given, once its log has shown them all.
+// lines were given, once its log has shown them all.
 func (p *serverProc) await(ctx context.Context, n int) ([]string, error) {
 	tm := time.NewTimer(30 * time.Second)
 	defer tm.Stop()

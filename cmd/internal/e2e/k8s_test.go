@@ -87,7 +87,7 @@ func TestKubernetesManifestTLS(t *testing.T) {
 			if len(c.Args) == 0 {
 				t.Fatalf("%s/%s: no args", o.Metadata.Name, c.Name)
 			}
-			f, err := stack.Parse(c.Args[0], c.Args[1:], io.Discard)
+			f, err := stack.Parse(c.Args[0], c.Args[1:])
 			if err != nil {
 				t.Errorf("%s/%s: %v", o.Metadata.Name, c.Name, err)
 				continue

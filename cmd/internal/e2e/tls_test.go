@@ -437,7 +437,7 @@ func TestUpstreamMutualTLS(t *testing.T) {
 
 	start := func(t *testing.T, command string, args ...string) (*stack.Stack, *syncBuffer) {
 		t.Helper()
-		f, err := stack.Parse(command, args, io.Discard)
+		f, err := stack.Parse(command, args)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -548,7 +548,7 @@ func TestReadmeTLS(t *testing.T) {
 			args[i] = filepath.Join(dir, a)
 		}
 	}
-	f, err := stack.Parse("serve", append(args, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--model-cache", t.TempDir()), io.Discard)
+	f, err := stack.Parse("serve", append(args, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--model-cache", t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

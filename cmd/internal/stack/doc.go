@@ -5,9 +5,11 @@
 // and the end-to-end tests.
 //
 // Start with Start(Config) and Stack.Stop. A Config holds each layer's
-// Options as the layer defines them; Parse and Flags.Config are the one
-// place where command-line flags and STREAMGATE_* environment variables
-// become those Options.
+// Options as the layer defines them; Register (the flags, in groups, on a
+// cli.FlagSet), Parse and Flags.Config are the one place where
+// command-line flags and STREAMGATE_* environment variables become those
+// Options, and Flags.Logger the process's logger (--log-format,
+// --log-level).
 //
 // The package imports the engine, so it cannot live under gateway/ or
 // upstream/ (they must not depend on the engine), and being internal to

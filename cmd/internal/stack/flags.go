@@ -3,14 +3,14 @@ package stack
 import (
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/streamgate/streamgate/cmd/internal/cli"
+	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 	"github.com/streamgate/streamgate/cmd/internal/tlsfiles"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/backend"
@@ -33,6 +33,7 @@ type Flags struct {
 	// ShutdownGrace is how long running streams may take to finish on
 	// SIGTERM.
 	ShutdownGrace time.Duration
+	Log           LogFlags
 }
 
 // EngineFlags are the engine's flags.
@@ -111,72 +112,89 @@ type GatewayFlags struct {
 	CORSOrigins string
 }
 
-func (f *EngineFlags) register(fs *flag.FlagSet, engineOnly bool) {
-	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen address (Triton's default port is 8001)")
+func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
+	fs.Group("Listen addresses")
+	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen `address` (Triton's default port is 8001)")
 	if engineOnly {
-		fs.StringVar(&f.Metrics, "metrics", "", "HTTP listen address of the engine's Prometheus /metrics (Triton's default port is 8002); empty serves none")
+		fs.StringVar(&f.Metrics, "metrics", "", "HTTP listen `address` of the engine's Prometheus /metrics (Triton's default port is 8002); empty serves none")
+		fs.Group("TLS and HTTP/2")
 		registerServerTLS(fs, &f.TLS, "serve gRPC over TLS", "clients (gateways)")
 	}
-	fs.StringVar(&f.Models, "models", "", "model repository in Triton's layout (<dir>/<model>/config.pbtxt); empty serves the built-in models")
-	fs.StringVar(&f.ModelDir, "model-dir", "", "directory with llama2.c weights (stories260K.bin, tok512.bin; stories15M.bin, tokenizer.bin; ...), searched first; then shared/models in and above the working directory and the binary's, then the model cache")
-	fs.StringVar(&f.Model, "model", "", "llama2.c models to serve: NAME[,NAME...] as 'streamgate models list' shows them, each an error when not found; empty serves stories260k and every other known model that is found")
+	fs.Group("Models")
+	fs.StringVar(&f.Models, "models", "", "model repository `directory` in Triton's layout (<dir>/<model>/config.pbtxt); empty serves the built-in models")
+	fs.StringVar(&f.ModelDir, "model-dir", "", "`directory` with llama2.c weights (stories260K.bin, tok512.bin; stories15M.bin, tokenizer.bin; ...), searched first; then shared/models in and above the working directory and the binary's, then the model cache")
+	fs.StringVar(&f.Model, "model", "", "llama2.c models to serve: `NAME[,NAME...]` as 'streamgate models list' shows them, each an error when not found; empty serves stories260k and every other known model that is found")
 	RegisterModelCache(fs, &f.ModelCache)
+	fs.Group("Readiness")
 	fs.DurationVar(&f.StallTimeout, "stall-timeout", engine.DefaultStallTimeout, "a model with requests queued, every instance busy and nothing started or finished for this long reports not ready")
 	fs.BoolVar(&f.StrictReadiness, "strict-readiness", true, "ServerReady is false while any model is not ready, as Triton's default --strict-readiness; false keeps the server ready (a gateway then keeps sending the other models' requests)")
 }
 
-func (f *GatewayFlags) register(fs *flag.FlagSet, withUpstream bool) {
-	fs.StringVar(&f.HTTP, "http", "127.0.0.1:8080", "gateway HTTP listen address")
+func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
+	fs.Group("Listen addresses")
+	fs.StringVar(&f.HTTP, "http", "127.0.0.1:8080", "gateway HTTP listen `address`")
+	fs.Group("TLS and HTTP/2")
 	registerServerTLS(fs, &f.TLS, "serve HTTPS (HTTP/2 by ALPN beside HTTP/1.1)", "clients")
 	fs.BoolVar(&f.H2C, "h2c", false, "plaintext listener also speaks HTTP/2 to clients that know it in advance (a balancer's cleartext HTTP/2 to its backends); not with --tls-cert")
+	fs.Group("Upstream")
 	if withUpstream {
-		fs.StringVar(&f.Upstream, "upstream", "127.0.0.1:8001", "engine or Triton gRPC targets: ADDR[,ADDR...] or dns:///name:port")
-		fs.BoolVar(&f.UpstreamTLS, "upstream-tls", false, "connect to the upstream targets over TLS (Triton's --grpc-use-ssl)")
-		fs.StringVar(&f.UpstreamFiles.CA, "upstream-ca", "", "CA bundle (PEM) the targets' certificates must chain to; empty: the system's roots (needs --upstream-tls)")
-		fs.StringVar(&f.UpstreamFiles.Cert, "upstream-cert", "", "client certificate chain (PEM) for targets that require one (Triton's --grpc-use-ssl-mutual), reloaded when the file changes (needs --upstream-tls)")
-		fs.StringVar(&f.UpstreamFiles.Key, "upstream-key", "", "private key (PEM) of --upstream-cert")
-		fs.StringVar(&f.UpstreamFiles.ServerName, "upstream-server-name", "", "name the targets' certificates must carry; empty: each target's host (for dns:///name:port, name) (needs --upstream-tls)")
+		fs.StringVar(&f.Upstream, "upstream", "127.0.0.1:8001", "engine or Triton gRPC `targets`: ADDR[,ADDR...] or dns:///name:port")
 	}
-	fs.StringVar(&f.Cancel, "cancel", "auto", "upstream cancellation: auto, inband, stream or none")
+	fs.StringVar(&f.Cancel, "cancel", "auto", "upstream cancellation `mode`: auto, inband, stream or none")
 	fs.IntVar(&f.StreamsPer, "upstream-streams", 64, "pooled ModelStreamInfer streams per upstream target")
-	fs.Int64Var(&f.QueueBytes, "queue-bytes", upstream.DefaultQueueBytes, "memory each request may hold of its own for responses its client has not read yet; beyond it the request borrows from --queue-memory")
-	fs.Int64Var(&f.QueueMemory, "queue-memory", upstream.DefaultMemory, "memory shared by every request and WebSocket for responses their clients have not read yet, beyond their own; a request that needs more when it is spent fails (memory_budget), a socket is closed with 1008")
-	fs.DurationVar(&f.ClientStallTimeout, "client-stall-timeout", 30*time.Second, "a request whose client reads nothing for this long while responses wait for it fails (too_slow); a slow client that makes progress never does; negative disables")
 	fs.DurationVar(&f.HealthInterval, "health-interval", 2*time.Second, "how often each upstream target is checked with ServerReady; negative disables checks")
 	fs.DurationVar(&f.HealthTimeout, "health-timeout", time.Second, "bound of one upstream health check (at most --health-interval)")
 	fs.DurationVar(&f.IdleTimeout, "upstream-idle-timeout", time.Minute, "end a request when upstream sends nothing for it this long (first response included): 504 upstream_timeout before its response started, an error event or frame after; negative disables")
-	fs.StringVar(&f.ModelIdle, "upstream-idle-timeout-model", "", "--upstream-idle-timeout per model, NAME=DURATION[,NAME=DURATION...] (e.g. stories110m=5m; negative disables it for that model)")
-	fs.Int64Var(&f.MaxBody, "max-body", 1<<20, "largest request body in bytes (413 beyond)")
+	fs.StringVar(&f.ModelIdle, "upstream-idle-timeout-model", "", "--upstream-idle-timeout per model, `NAME=DURATION[,...]` (e.g. stories110m=5m; negative disables it for that model)")
+	if withUpstream {
+		fs.Group("Upstream TLS")
+		fs.BoolVar(&f.UpstreamTLS, "upstream-tls", false, "connect to the upstream targets over TLS (Triton's --grpc-use-ssl)")
+		fs.StringVar(&f.UpstreamFiles.CA, "upstream-ca", "", "CA bundle `file` (PEM) the targets' certificates must chain to; empty: the system's roots (needs --upstream-tls)")
+		fs.StringVar(&f.UpstreamFiles.Cert, "upstream-cert", "", "client certificate chain `file` (PEM) for targets that require one (Triton's --grpc-use-ssl-mutual), reloaded when the file changes (needs --upstream-tls)")
+		fs.StringVar(&f.UpstreamFiles.Key, "upstream-key", "", "private key `file` (PEM) of --upstream-cert")
+		fs.StringVar(&f.UpstreamFiles.ServerName, "upstream-server-name", "", "`name` the targets' certificates must carry; empty: each target's host (for dns:///name:port, name) (needs --upstream-tls)")
+	}
+	fs.Group("Slow clients")
+	fs.Int64Var(&f.QueueBytes, "queue-bytes", upstream.DefaultQueueBytes, "memory each request may hold of its own for responses its client has not read yet; beyond it the request borrows from --queue-memory")
+	fs.Int64Var(&f.QueueMemory, "queue-memory", upstream.DefaultMemory, "memory shared by every request and WebSocket for responses their clients have not read yet, beyond their own; a request that needs more when it is spent fails (memory_budget), a socket is closed with 1008")
+	fs.DurationVar(&f.ClientStallTimeout, "client-stall-timeout", 30*time.Second, "a request whose client reads nothing for this long while responses wait for it fails (too_slow); a slow client that makes progress never does; negative disables")
+	fs.Group("Limits and errors")
+	fs.Int64Var(&f.MaxBody, "max-body", 1<<20, "largest request body in `bytes` (413 beyond)")
 	fs.DurationVar(&f.BodyTimeout, "body-timeout", 10*time.Second, "how long a request body may take to arrive, plus what --body-min-rate allows for its size (408 and the connection closed beyond); negative disables")
-	fs.Int64Var(&f.BodyMinRate, "body-min-rate", 16<<10, "bytes per second a request body must arrive at, beyond --body-timeout")
+	fs.Int64Var(&f.BodyMinRate, "body-min-rate", 16<<10, "`bytes` per second a request body must arrive at, beyond --body-timeout")
 	fs.IntVar(&f.MaxStreams, "max-streams", 4096, "inference requests in flight through the gateway (503 beyond)")
 	fs.IntVar(&f.MaxPerConn, "max-streams-per-conn", 64, "inference requests in flight per client connection (429 beyond)")
 	fs.DurationVar(&f.RetryAfter, "retry-after", time.Second, "Retry-After sent with 429 and 503 answers (rounded up to seconds)")
+	fs.Group("Event streams (SSE)")
 	fs.DurationVar(&f.SSEKeepalive, "sse-keepalive", 15*time.Second, "interval of SSE ': keepalive' comments; negative disables them")
 	fs.DurationVar(&f.SSEWriteTimeout, "sse-write-timeout", 30*time.Second, "bound of writing one batch of SSE events; a client that does not read for this long is dropped; negative disables")
+	fs.Group("WebSocket")
 	fs.IntVar(&f.WSMaxInFlight, "ws-max-in-flight", 64, "requests in flight per WebSocket (too_many_requests beyond)")
-	fs.StringVar(&f.WSOrigins, "ws-origins", "", "cross-origin hosts allowed to open /v1/ws, comma-separated patterns (e.g. app.example.com,*.example.org); empty allows the same origin only")
+	fs.StringVar(&f.WSOrigins, "ws-origins", "", "cross-origin hosts allowed to open /v1/ws, comma-separated `patterns` (e.g. app.example.com,*.example.org); empty allows the same origin only")
 	fs.BoolVar(&f.WSSkipOriginCheck, "ws-skip-origin-check", false, "accept WebSockets from any origin (unsafe for browsers with credentials)")
-	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated patterns of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 	fs.DurationVar(&f.WSWriteTimeout, "ws-write-timeout", 30*time.Second, "bound of writing one WebSocket frame; past it the socket is dropped")
 	fs.Int64Var(&f.WSQueueBytes, "ws-queue-bytes", 4<<20, "frames waiting for one WebSocket's client, in bytes, beyond which the socket is closed with 1008 at once")
 	fs.DurationVar(&f.WSPingInterval, "ws-ping-interval", 30*time.Second, "interval of WebSocket pings; negative disables them")
 	fs.DurationVar(&f.WSPingTimeout, "ws-ping-timeout", 15*time.Second, "how long a pong may take before the socket is dropped")
+	fs.Group("WebSocket sequences (client-side streaming)")
 	fs.IntVar(&f.WSMaxSequences, "ws-max-sequences", 32, "sequences open at once per WebSocket (too_many_sequences beyond)")
 	fs.IntVar(&f.WSMaxChunkBytes, "ws-max-chunk-bytes", 64<<10, "largest chunk of a sequence in bytes (a frame's body, a binary frame's data); a larger one ends its sequence (chunk_too_large)")
 	fs.Float64Var(&f.WSChunkRate, "ws-chunk-rate", 100, "sequence chunks per second per WebSocket, in bursts of a second's worth; beyond it a chunk ends its sequence (too_many_chunks); negative disables")
 	fs.IntVar(&f.WSSequenceQueue, "ws-sequence-queue", 32, "chunks of one sequence that may wait while the previous one runs; one more ends the sequence (too_many_chunks)")
 	fs.DurationVar(&f.WSSequenceIdle, "ws-sequence-idle", 30*time.Second, "a sequence whose client sends no chunk for this long is ended (sequence_idle), sooner when the model's max_sequence_idle is shorter; negative leaves only the model's")
+	fs.Group("Browsers on other origins (CORS)")
+	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated `patterns` of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 }
 
-// Parse reads command's flags ("engine", "gateway" or "serve") from the
-// environment variables STREAMGATE_<FLAG> (upper case, dashes as
-// underscores), then from args, which win. Errors name the variable or
-// flag at fault; flag.ErrHelp after --help.
-func Parse(command string, args []string, stderr io.Writer) (*Flags, error) {
+// commands are the commands whose flags Register defines: the stack's
+// processes.
+var commands = []string{"serve", "engine", "gateway"}
+
+// Register defines the flags of command ("serve", "engine" or "gateway"),
+// in groups, on fs, and returns the Flags that parsing fs fills in. Any
+// other command is a wiring error: Register panics.
+func Register(fs *cli.FlagSet, command string) *Flags {
 	f := &Flags{Command: command}
-	fs := flag.NewFlagSet(command, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	switch command {
 	case "engine":
 		f.Engine.register(fs, true)
@@ -186,40 +204,33 @@ func Parse(command string, args []string, stderr io.Writer) (*Flags, error) {
 		f.Engine.register(fs, false)
 		f.Gateway.register(fs, false)
 	default:
-		return nil, fmt.Errorf("stack: unknown command %q", command)
+		panic(fmt.Sprintf("stack: unknown command %q", command))
 	}
+	f.Log.register(fs)
+	fs.Group("Shutdown")
 	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running streams may take to finish")
-	if err := ParseFlagSet(fs, args); err != nil {
-		return nil, err
-	}
-	return f, nil
+	telemetry.RegisterEnv(fs)
+	return f
 }
 
-// ParseFlagSet sets fs's flags from the environment variables
-// STREAMGATE_<FLAG> (upper case, dashes as underscores), then from args,
-// which win; it refuses arguments that are not flags. Each flag's usage
-// names its variable.
-func ParseFlagSet(fs *flag.FlagSet, args []string) error {
-	var err error
-	fs.VisitAll(func(fl *flag.Flag) {
-		env := "STREAMGATE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
-		fl.Usage += fmt.Sprintf(" (env %s)", env)
-		if v, ok := os.LookupEnv(env); ok && err == nil {
-			if e := fl.Value.Set(v); e != nil {
-				err = fmt.Errorf("%s=%q: %v", env, v, e)
-			}
-		}
-	})
+// Parse reads command's flags ("engine", "gateway" or "serve") from the
+// environment variables STREAMGATE_<FLAG> (upper case, dashes as
+// underscores), then from args, which win (cli.Parse). Errors name the
+// variable or flag at fault; flag.ErrHelp after --help.
+func Parse(command string, args []string) (*Flags, error) {
+	if !slices.Contains(commands, command) {
+		return nil, fmt.Errorf("stack: unknown command %q", command)
+	}
+	fs := cli.NewFlagSet(command)
+	f := Register(fs, command)
+	rest, err := cli.Parse(fs, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", rest)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	return nil
+	return f, nil
 }
 
 // Config is the stack f describes, logging to log (nil: nowhere).
@@ -335,10 +346,10 @@ func (f *Flags) ServiceName() string {
 	return "streamgate-" + f.Command
 }
 
-func registerServerTLS(fs *flag.FlagSet, f *tlsfiles.ServerFiles, what, peers string) {
-	fs.StringVar(&f.Cert, "tls-cert", "", "certificate chain (PEM, leaf first) to "+what+" with --tls-key; reloaded when the files change")
-	fs.StringVar(&f.Key, "tls-key", "", "private key (PEM) of --tls-cert")
-	fs.StringVar(&f.ClientCA, "tls-client-ca", "", "CA bundle (PEM): "+peers+" must present a certificate it issued (mutual TLS)")
+func registerServerTLS(fs *cli.FlagSet, f *tlsfiles.ServerFiles, what, peers string) {
+	fs.StringVar(&f.Cert, "tls-cert", "", "certificate chain `file` (PEM, leaf first) to "+what+" with --tls-key; reloaded when the files change")
+	fs.StringVar(&f.Key, "tls-key", "", "private key `file` (PEM) of --tls-cert")
+	fs.StringVar(&f.ClientCA, "tls-client-ca", "", "CA bundle `file` (PEM): "+peers+" must present a certificate it issued (mutual TLS)")
 }
 
 // serverTLS is the server TLS configuration of the --tls-* flags, nil

@@ -1,12 +1,12 @@
 package stack
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 
+	"github.com/streamgate/streamgate/cmd/internal/cli"
 	"github.com/streamgate/streamgate/cmd/internal/modelcache"
 	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway/openai"
@@ -71,9 +71,11 @@ func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
 	return out, nil
 }
 
-// RegisterModelCache adds the --model-cache flag to fs.
-func RegisterModelCache(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "model-cache", "", "directory 'streamgate models pull' downloads into, searched for models last; empty means $XDG_CACHE_HOME/streamgate/models, else ~/.cache/streamgate/models")
+// RegisterModelCache adds the --model-cache flag to fs, and declares
+// XDG_CACHE_HOME, where its default is.
+func RegisterModelCache(fs *cli.FlagSet, p *string) {
+	fs.StringVar(p, "model-cache", "", "`directory` 'streamgate models pull' downloads into, searched for models last; empty means $XDG_CACHE_HOME/streamgate/models, else ~/.cache/streamgate/models")
+	fs.Env("XDG_CACHE_HOME", "where the default --model-cache is (an absolute path; unset or relative: ~/.cache)")
 }
 
 // ModelCacheDir is --model-cache, or the default cache directory.

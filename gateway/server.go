@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/streamgate/streamgate/gateway/store"
 	"io"
 	"log/slog"
 	"net/http"
@@ -133,6 +134,11 @@ type Options struct {
 	// readings (cmd/internal/telemetry builds it). Default: none; /metrics
 	// answers 404.
 	Metrics http.Handler
+
+	// Store is the state shared with other replicas: resumable stream
+	// logs, API keys and per-key limits (store.Open). Default: a new
+	// in-process store (store.NewMemory). Its owner closes it.
+	Store store.Store
 }
 
 func (o *Options) withDefaults() Options {
@@ -181,6 +187,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Propagator == nil {
 		c.Propagator = propagation.TraceContext{}
+	}
+	if c.Store == nil {
+		c.Store = store.NewMemory()
 	}
 	return c
 }

@@ -59,6 +59,9 @@ type GatewayFlags struct {
 	HTTP     string
 	Upstream string // gateway only: serve's upstream is its engine
 
+	// Redis is the URL of the shared store; empty: in-process.
+	Redis string
+
 	// Transport: HTTPS (HTTP/2 by ALPN) or, plaintext, h2c.
 	TLS tlsfiles.ServerFiles
 	H2C bool
@@ -182,6 +185,8 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.Float64Var(&f.WSChunkRate, "ws-chunk-rate", 100, "sequence chunks per second per WebSocket, in bursts of a second's worth; beyond it a chunk ends its sequence (too_many_chunks); negative disables")
 	fs.IntVar(&f.WSSequenceQueue, "ws-sequence-queue", 32, "chunks of one sequence that may wait while the previous one runs; one more ends the sequence (too_many_chunks)")
 	fs.DurationVar(&f.WSSequenceIdle, "ws-sequence-idle", 30*time.Second, "a sequence whose client sends no chunk for this long is ended (sequence_idle), sooner when the model's max_sequence_idle is shorter; negative leaves only the model's")
+	fs.Group("Shared state (Redis)")
+	fs.StringVar(&f.Redis, "redis", "", "Redis `URL` of the state replicas share (resumable streams, API keys, per-key limits), e.g. redis://host:6379/0; empty keeps it in this process (one replica)")
 	fs.Group("Browsers on other origins (CORS)")
 	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated `patterns` of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 }
@@ -304,6 +309,7 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		TLS:                 upTLS,
 	}
 	cfg.HTTPAddr = g.HTTP
+	cfg.Redis = g.Redis
 	cfg.Gateway = &gateway.Options{
 		MaxBodyBytes:      g.MaxBody,
 		BodyTimeout:       g.BodyTimeout,

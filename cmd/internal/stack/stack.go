@@ -14,6 +14,7 @@ import (
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/ws"
 	"github.com/streamgate/streamgate/upstream"
 	"github.com/streamgate/streamgate/upstream/budget"
@@ -51,6 +52,11 @@ type Config struct {
 	// size when nil) is also the WebSocket sessions' unless
 	// Gateway.WebSocket names another.
 	UpstreamOptions *upstream.Options
+
+	// Redis is the URL of the store the gateway shares with other
+	// replicas (store.Open); empty: in-process. Ignored when
+	// Gateway.Store is set (its owner closes that one).
+	Redis string
 
 	// Handler, if set, wraps the gateway's handler (a test serving a page
 	// beside the API). Default: the gateway's handler.
@@ -92,15 +98,20 @@ type Stack struct {
 
 	// Telemetry is Config.Telemetry, or the one Start built.
 	Telemetry *telemetry.Telemetry
+	// Store is the gateway's shared state: Gateway.Store, or the one
+	// Start opened from Config.Redis (Stop closes that one). Nil without
+	// a gateway.
+	Store store.Store
 
 	scheme string // "https" with TLS, else "http"
 
-	log     *slog.Logger
-	ownTel  bool           // Start built Telemetry: Stop shuts it down
-	metrics *http.Server   // on MetricsAddr
-	serving sync.WaitGroup // the engine's and the HTTP server's Serve
-	errc    chan error     // the first Serve that failed
-	stop    sync.Once
+	log      *slog.Logger
+	ownTel   bool           // Start built Telemetry: Stop shuts it down
+	ownStore bool           // Start opened Store: Stop closes it
+	metrics  *http.Server   // on MetricsAddr
+	serving  sync.WaitGroup // the engine's and the HTTP server's Serve
+	errc     chan error     // the first Serve that failed
+	stop     sync.Once
 }
 
 // Start builds the layers of cfg from the bottom up and starts serving.
@@ -205,6 +216,14 @@ func (s *Stack) startGateway(cfg Config) error {
 	}
 	s.Upstream = up
 	gopts := *cfg.Gateway
+	if gopts.Store == nil {
+		st, err := store.Open(cfg.Redis)
+		if err != nil {
+			return err
+		}
+		gopts.Store, s.ownStore = st, true
+	}
+	s.Store = gopts.Store
 	fill(&gopts.Logger, s.log)
 	fill(&gopts.TracerProvider, tel.Tracer)
 	fill(&gopts.MeterProvider, tel.Meter)
@@ -293,6 +312,11 @@ func (s *Stack) Stop(ctx context.Context) {
 		}
 		if s.Upstream != nil {
 			s.Upstream.Close()
+		}
+		if s.ownStore {
+			if err := s.Store.Close(); err != nil {
+				s.log.Warn("store close", "err", err)
+			}
 		}
 		if s.Engine != nil {
 			s.Engine.GracefulStop(ctx)

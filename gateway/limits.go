@@ -50,6 +50,15 @@ func withLimitKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, limitKeyCtx{}, key)
 }
 
+// callerKey is the id of the API key the request with context ctx was
+// authenticated with (withLimitKey), "" on an open gateway. What a key
+// creates (resumable streams, stored responses) belongs to it: others
+// get 404.
+func callerKey(ctx context.Context) string {
+	k, _ := ctx.Value(limitKeyCtx{}).(string)
+	return k
+}
+
 // limitKey is what a request with context ctx from connection conn (its
 // remote address and port; "" for a WebSocket request) counts against:
 // "key:" and the API key withLimitKey put in ctx, else "conn:" and conn.

@@ -109,6 +109,9 @@ func classify(err error) *httpError {
 		mbe *http.MaxBytesError
 		be  *bodyError
 	)
+	if e := classifyResume(err); e != nil {
+		return e
+	}
 	switch {
 	case errors.As(err, &he):
 		return he

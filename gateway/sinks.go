@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/gateway/metrics"
+	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/sse"
 )
 
@@ -36,6 +37,12 @@ type sseSink struct {
 	// such an error is the caller's to answer.
 	firstErrorAsEvent bool
 	started           bool // the headers are out
+
+	// log, when set, is the resumable stream's log: every event goes to
+	// it as well, and a client that leaves is no failure (gone).
+	log    *resume.Producer
+	gone   bool       // the live client left (resumable streams only)
+	failed *httpError // the error whose event ended the log, if any
 }
 
 func (s *Server) newSSESink(w http.ResponseWriter, r *http.Request, errs errorFormat, firstErrorAsEvent bool) *sseSink {
@@ -56,7 +63,24 @@ func (o *sseSink) keepAlive() time.Duration {
 	return headerWait
 }
 
+// leave notes that the live client of a resumable stream left: the
+// stream runs on into its log.
+func (o *sseSink) leave() error {
+	if o.log == nil {
+		return errClientGone
+	}
+	o.gone = true
+	o.log.Detach()
+	return nil
+}
+
 func (o *sseSink) send(p []byte) error {
+	if o.log != nil {
+		o.log.Append(p)
+		if o.gone {
+			return nil
+		}
+	}
 	o.sw.Append(p)
 	o.events.Inc()
 	if o.sw.Buffered() >= maxBatch {
@@ -67,25 +91,37 @@ func (o *sseSink) send(p []byte) error {
 
 func (o *sseSink) start() error {
 	o.started = true
+	if o.log != nil {
+		<-o.log.Created() // the stream id goes out once others can find it
+	}
 	if o.sw.Start() != nil {
-		return errClientGone
+		return o.leave()
 	}
 	return nil
 }
 
 func (o *sseSink) flush() error {
+	if o.log != nil {
+		defer o.log.Flush() // behind the live client
+	}
+	if o.gone {
+		return nil
+	}
 	if !o.started {
-		if err := o.start(); err != nil {
+		if err := o.start(); err != nil || o.gone {
 			return err
 		}
 	}
 	if o.sw.Flush() != nil {
-		return errClientGone
+		return o.leave()
 	}
 	return nil
 }
 
 func (o *sseSink) idle() error {
+	if o.gone {
+		return nil
+	}
 	if !o.started { // the first response is late: the headers go out now
 		return o.flush()
 	}
@@ -93,12 +129,20 @@ func (o *sseSink) idle() error {
 		return nil
 	}
 	if o.sw.KeepAlive() != nil {
-		return errClientGone
+		return o.leave()
 	}
 	return nil
 }
 
 func (o *sseSink) fail(err error) bool {
+	if o.log != nil {
+		o.failed = classify(err)
+		o.log.Append(o.errs(o.failed))
+		o.log.Flush()
+		if o.gone {
+			return true
+		}
+	}
 	inBand := o.started || o.sw.Buffered() > 0
 	if !inBand && !o.firstErrorAsEvent {
 		return false

@@ -12,9 +12,25 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/store"
+	"github.com/streamgate/streamgate/gateway/store/redistest"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
+
+// eachStore runs f on the in-process store and on a real redis-server.
+func eachStore(t *testing.T, f func(t *testing.T, st store.Store)) {
+	t.Run("memory", func(t *testing.T) { f(t, store.NewMemory()) })
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		st, err := store.Open(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		f(t, st)
+	})
+}
 
 // resumeRig is a gateway whose upstream calls the test feeds, served over
 // loopback HTTP, with the X-Test-Key header standing in for an API key
@@ -144,8 +160,10 @@ func wantEvent(id, i int) string {
 // on; GET /v1/streams/{sid} with Last-Event-ID gives the rest, each once,
 // ids continuing; reading after the end answers 204; another key gets
 // 404.
-func TestResumableStreamResumes(t *testing.T) {
-	rig := newResumeRig(t, nil)
+func TestResumableStreamResumes(t *testing.T) { eachStore(t, testResumableStreamResumes) }
+
+func testResumableStreamResumes(t *testing.T, st store.Store) {
+	rig := newResumeRig(t, &Options{Store: st})
 	resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "k1", map[string]string{headerResumable: "true"}, repeatBody)
 	c := rig.call()
 	sid := resp.Header.Get(headerStreamID)
@@ -204,8 +222,10 @@ func TestResumableStreamResumes(t *testing.T) {
 
 // DELETE /v1/streams/{sid} cancels the request upstream, also while its
 // client is connected.
-func TestResumableStreamDelete(t *testing.T) {
-	rig := newResumeRig(t, nil)
+func TestResumableStreamDelete(t *testing.T) { eachStore(t, testResumableStreamDelete) }
+
+func testResumableStreamDelete(t *testing.T, st store.Store) {
+	rig := newResumeRig(t, &Options{Store: st})
 	resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: "true"}, repeatBody)
 	c := rig.call()
 	c.ch <- repeatResp(0)

@@ -12,6 +12,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/store"
+	"github.com/streamgate/streamgate/gateway/ws"
 )
 
 // Resumable streams (DESIGN.md "Scale-out"): a streaming request that asks
@@ -159,8 +160,80 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, errs e
 	return err
 }
 
+// wsResumable runs a WebSocket request as a resumable stream: its first
+// data frame names the stream; a socket that closes leaves it running
+// for the grace period, a cancel frame cancels it.
+func (s *Server) wsResumable(ctx context.Context, req *ws.Request, j *job, out *wsSink) error {
+	dctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	p := s.resume.Start(store.StreamMeta{Owner: callerKey(ctx), Format: wsFormat(req)}, cancel)
+	out.log = p
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), ws.ErrCancelled) {
+			cancel(resume.ErrCancelled)
+			return
+		}
+		p.Detach()
+	})
+	defer stop()
+	req.SetSeq(p.NextID() - 1)
+	out.announce = func() {
+		<-p.Created() // the stream id goes out once others can find it
+		req.Announce(p.ID())
+	}
+	err := s.serve(dctx, "", j, out)
+	s.endLog(p, dctx, err, out.failed, nil)
+	if errors.Is(context.Cause(dctx), resume.ErrCancelled) {
+		return ws.ErrCancelled
+	}
+	return err
+}
+
+// wsResume serves a resume frame: the stream's events after req.After
+// as data frames (seq = event id - 1), then the live ones, then the
+// stream's own terminal frame.
+func (s *Server) wsResume(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
+	rd, err := s.resume.Open(ctx, req.Stream, callerKey(ctx), req.After)
+	if err != nil {
+		return err
+	}
+	s.metrics.resumes.With("ws").Inc()
+	for {
+		events, err := rd.Next(ctx, followWait)
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			switch e.End {
+			case resume.EndFinal:
+				return nil
+			case resume.EndCancelled:
+				return ws.ErrCancelled
+			case resume.EndError:
+				var d struct{ Code, Message string }
+				if json.Unmarshal(e.Data, &d) != nil || d.Code == "" {
+					d.Code, d.Message = "internal", "internal error"
+				}
+				return &ws.FrameError{ID: req.ID, Code: d.Code, Message: d.Message}
+			case "":
+			default:
+				return nil
+			}
+			if string(e.Data) == "[DONE]" { // an event stream's end marker, not data
+				continue
+			}
+			req.SetSeq(e.ID - 1)
+			if err := emit(e.Data); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // endLog closes a resumable stream's log with how its request ended: err
-// as serve returned it, failed the error the sink logged as an event.
+// as serve returned it, failed the error the sink logged as an event; errs
+// is the event format of an error logged here (nil: no event, as on
+// WebSocket, whose errors are terminal frames).
 func (s *Server) endLog(p *resume.Producer, ctx context.Context, err error, failed *httpError, errs errorFormat) {
 	cause := context.Cause(ctx)
 	switch {
@@ -171,7 +244,9 @@ func (s *Server) endLog(p *resume.Producer, ctx context.Context, err error, fail
 	case err != nil && !errors.Is(err, errClientGone):
 		// Refused before it started (limits, upstream): the log says why.
 		e := classify(err)
-		p.Append(errs(e))
+		if errs != nil {
+			p.Append(errs(e))
+		}
 		p.Close(resume.EndError, endDetail(e))
 	default:
 		p.Close(resume.EndFinal, nil)

@@ -208,17 +208,54 @@ func (o *bodySink) flush() error {
 type wsSink struct {
 	emit   func(data []byte) error
 	events *metrics.CounterValue
+
+	// log, when set, is the resumable request's log: every payload goes
+	// to it as well, and a socket that closes is no failure (gone).
+	log    *resume.Producer
+	gone   bool
+	failed *httpError // the error that ended the request, if any
+	// announce, if set, is called before the first data frame (to name
+	// the stream in it).
+	announce func()
 }
 
 func (o *wsSink) protocol() string         { return "ws" }
 func (o *wsSink) cut()                     {} // the socket is cut, with all its requests
 func (o *wsSink) keepAlive() time.Duration { return 0 }
-func (o *wsSink) flush() error             { return nil }
 func (o *wsSink) idle() error              { return nil }
-func (o *wsSink) fail(error) bool          { return false }
+
+func (o *wsSink) flush() error {
+	if o.log != nil {
+		o.log.Flush()
+	}
+	return nil
+}
+
+func (o *wsSink) fail(err error) bool {
+	if o.log != nil {
+		o.failed = classify(err)
+		return o.gone // nobody to tell
+	}
+	return false
+}
 
 func (o *wsSink) send(p []byte) error {
+	if o.log != nil {
+		o.log.Append(p)
+		if o.gone {
+			return nil
+		}
+	}
+	if o.announce != nil {
+		o.announce()
+		o.announce = nil
+	}
 	if o.emit(p) != nil { // the request or its socket has ended
+		if o.log != nil {
+			o.gone = true
+			o.log.Detach()
+			return nil
+		}
 		return errClientGone
 	}
 	o.events.Inc()

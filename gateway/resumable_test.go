@@ -3,14 +3,17 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/store/redistest"
@@ -279,4 +282,66 @@ func TestResumableModes(t *testing.T) {
 	if resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: "maybe"}, repeatBody); resp.StatusCode != 400 {
 		t.Errorf("Streamgate-Resumable: maybe: %d", resp.StatusCode)
 	}
+}
+
+var lastEventIDCases = []struct {
+	header, query string
+	want          uint64
+	bad           bool
+}{
+	{"", "", 0, false},
+	{"7", "", 7, false},
+	{"", "12", 12, false},
+	{"3", "12", 3, false}, // the header wins
+	{" 4 ", "", 4, false},
+	{"18446744073709551615", "", 18446744073709551615, false},
+	{"18446744073709551616", "", 0, true},
+	{"-1", "", 0, true},
+	{"", "x", 0, true},
+	{"1.5", "", 0, true},
+}
+
+func TestParseLastEventID(t *testing.T) {
+	for _, tc := range lastEventIDCases {
+		got, err := parseLastEventID(tc.header, tc.query)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("parseLastEventID(%q, %q) = %d, %v", tc.header, tc.query, got, err)
+		}
+		if err != nil {
+			if e := classify(err); e.Status != 400 || e.Code != "invalid_value" {
+				t.Errorf("parseLastEventID(%q, %q) error %+v", tc.header, tc.query, e)
+			}
+		}
+	}
+}
+
+// FuzzResumeHeaders: the parsers of Streamgate-Resumable and
+// Last-Event-ID take any text without panicking, and refuse what they
+// refuse with a 400 in OpenAI's shape.
+func FuzzResumeHeaders(f *testing.F) {
+	for _, tc := range lastEventIDCases {
+		f.Add(tc.header, tc.query)
+	}
+	for _, v := range []string{"true", "TRUE", "false", "", "yes", "1"} {
+		f.Add(v, "")
+	}
+	f.Fuzz(func(t *testing.T, header, query string) {
+		n, err := parseLastEventID(header, query)
+		if err != nil {
+			if e := classify(err); e.Status != 400 || !json.Valid(openAIErrors(e)) {
+				t.Fatalf("Last-Event-ID %q: %+v", header, e)
+			}
+		} else if v := strings.TrimSpace(header); v != "" && strconv.FormatUint(n, 10) != strings.TrimLeft(v, "+0") && n != 0 {
+			t.Fatalf("Last-Event-ID %q parsed as %d", header, n)
+		}
+		ok, err := parseResumable(header)
+		if err != nil {
+			if e := classify(err); e.Status != 400 || !json.Valid(openAIErrors(e)) {
+				t.Fatalf("Streamgate-Resumable %q: %+v", header, e)
+			}
+		} else if ok != strings.EqualFold(strings.TrimSpace(header), "true") {
+			t.Fatalf("Streamgate-Resumable %q = %v", header, ok)
+		}
+		_ = resume.ValidID(query)
+	})
 }

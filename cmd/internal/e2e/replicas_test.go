@@ -454,4 +454,3 @@ func TestReplicasRedisDown(t *testing.T) {
 		return again.status == 200 && strings.Count(again.body, "data: ") == 3
 	})
 }
-

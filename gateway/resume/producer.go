@@ -177,7 +177,7 @@ func (p *Producer) run() {
 			p.checkGrace(now)
 			continue
 		}
-		if len(batch) > 0 || needMeta || now.Sub(wrote) >= p.tick() {
+		if len(batch) > 0 || needMeta || now.Sub(wrote) >= p.tick()/2 {
 			a := store.Append{Events: batch, Holder: p.m.holder, Lease: p.m.opts.Lease, TTL: p.m.opts.TTL}
 			if needMeta {
 				a.Meta = &p.meta

@@ -74,8 +74,8 @@ func (s *memStreams) AppendStream(_ context.Context, sid string, a Append) (Appe
 		st.events = append(st.events, e)
 		st.last = e.ID
 	}
-	if n := len(st.events) - MaxStreamEvents; n > 0 {
-		st.events = append(st.events[:0:0], st.events[n:]...)
+	if len(st.events) > MaxStreamEvents+MaxStreamEvents/4 { // trimmed now and then, as Redis's MAXLEN ~
+		st.events = append(st.events[:0:0], st.events[len(st.events)-MaxStreamEvents:]...)
 	}
 	if ended(st.events) {
 		st.lease = time.Time{}

@@ -61,6 +61,8 @@ type GatewayFlags struct {
 
 	// Redis is the URL of the shared store; empty: in-process.
 	Redis string
+	// KeysFile is the API keys file of a single replica (without Redis).
+	KeysFile string
 
 	// Transport: HTTPS (HTTP/2 by ALPN) or, plaintext, h2c.
 	TLS tlsfiles.ServerFiles
@@ -185,8 +187,7 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.Float64Var(&f.WSChunkRate, "ws-chunk-rate", 100, "sequence chunks per second per WebSocket, in bursts of a second's worth; beyond it a chunk ends its sequence (too_many_chunks); negative disables")
 	fs.IntVar(&f.WSSequenceQueue, "ws-sequence-queue", 32, "chunks of one sequence that may wait while the previous one runs; one more ends the sequence (too_many_chunks)")
 	fs.DurationVar(&f.WSSequenceIdle, "ws-sequence-idle", 30*time.Second, "a sequence whose client sends no chunk for this long is ended (sequence_idle), sooner when the model's max_sequence_idle is shorter; negative leaves only the model's")
-	fs.Group("Shared state (Redis)")
-	fs.StringVar(&f.Redis, "redis", "", "Redis `URL` of the state replicas share (resumable streams, API keys, per-key limits), e.g. redis://host:6379/0; empty keeps it in this process (one replica)")
+	RegisterKeyStore(fs, &f.Redis, &f.KeysFile)
 	fs.Group("Browsers on other origins (CORS)")
 	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated `patterns` of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 }
@@ -310,6 +311,10 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	}
 	cfg.HTTPAddr = g.HTTP
 	cfg.Redis = g.Redis
+	cfg.KeysFile = g.KeysFile
+	if g.Redis != "" && g.KeysFile != "" {
+		return Config{}, errors.New("--redis and --keys-file: give one; with --redis the API keys are in Redis")
+	}
 	cfg.Gateway = &gateway.Options{
 		MaxBodyBytes:      g.MaxBody,
 		BodyTimeout:       g.BodyTimeout,
@@ -421,4 +426,13 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// RegisterKeyStore defines --redis and --keys-file, the stores of the
+// gateway's shared state and API keys, the same for the gateway and for
+// `streamgate keys`.
+func RegisterKeyStore(fs *cli.FlagSet, redis, keysFile *string) {
+	fs.Group("Shared state (Redis)")
+	fs.StringVar(redis, "redis", "", "Redis `URL` of the state replicas share (resumable streams, API keys, per-key limits): redis://host:6379/0, Sentinel redis://sentinel:26379/0?master_name=NAME&addr=sentinel2:26379, Cluster redis://node1:6379?addr=node2:6379; empty keeps it in this process (one replica). With it, requests need an API key (streamgate keys create)")
+	fs.StringVar(keysFile, "keys-file", "", "API keys `file` of a single replica without --redis (streamgate keys create --keys-file); with it, requests need an API key. Without --redis or --keys-file the gateway is open to anyone who reaches it")
 }

@@ -76,10 +76,25 @@ func bearerKey(h string) (key string, ok bool) {
 		return "", false
 	}
 	key = strings.TrimLeft(rest, " ")
-	if key == "" || strings.ContainsAny(key, " \t") {
+	if !validKey(key) {
 		return "", false
 	}
 	return key, true
+}
+
+// validKey reports whether a key as sent could be one: visible ASCII
+// without ',', '"' or '\\' (a token of Sec-WebSocket-Protocol, or
+// OAuth's b64token).
+func validKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c >= 0x7f || c == ',' || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // keyProtocol prefixes the WebSocket subprotocol that carries a key.
@@ -92,7 +107,7 @@ func subprotocolKey(values []string) (key string, ok bool) {
 	for _, v := range values {
 		for p := range strings.SplitSeq(v, ",") {
 			p = strings.TrimSpace(p)
-			if k, found := strings.CutPrefix(p, keyProtocol); found && k != "" {
+			if k, found := strings.CutPrefix(p, keyProtocol); found && validKey(k) {
 				return k, true
 			}
 		}

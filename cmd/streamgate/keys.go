@@ -81,8 +81,8 @@ printed once, by create, alone on stdout.`,
 				}
 			},
 		}, {
-			Name:     "list",
-			Purpose:  "the keys, their limits and models (never their secrets)",
+			Name:    "list",
+			Purpose: "the keys, their limits and models (never their secrets)",
 			Examples: []cli.Example{
 				{Line: "streamgate keys list --redis redis://127.0.0.1:6379/0"},
 				{Comment: "The keys of a single gateway started with --keys-file keys.json", Line: "streamgate keys list --keys-file keys.json"},
@@ -103,9 +103,9 @@ printed once, by create, alone on stdout.`,
 				}
 			},
 		}, {
-			Name:     "revoke",
-			Purpose:  "delete a key by name: the gateways refuse it from the next request on",
-			Args:     "NAME",
+			Name:    "revoke",
+			Purpose: "delete a key by name: the gateways refuse it from the next request on",
+			Args:    "NAME",
 			Examples: []cli.Example{
 				{Line: "streamgate keys revoke --redis redis://127.0.0.1:6379/0 alice"},
 				{Comment: "From the keys file of a single gateway (it rereads the file at once)", Line: "streamgate keys revoke --keys-file keys.json demo"},

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/streamgate/streamgate/gateway/store"
 )
 
@@ -153,5 +155,28 @@ func TestOpenURLForms(t *testing.T) {
 		} else if strings.Contains(err.Error(), "secretpw") {
 			t.Errorf("%s: the error shows the password: %v", bad, err)
 		}
+	}
+}
+
+// A Redis that is down fails requests at once: short timeouts and one
+// retry unless the URL says otherwise.
+func TestOpenDefaults(t *testing.T) {
+	for url, want := range map[string][2]int{
+		"redis://127.0.0.1:1/0":                                             {1, 1},
+		"redis://127.0.0.1:1/0?dialer_retries=3&max_retries=2":              {2, 3},
+		"redis://127.0.0.1:1/0?read_timeout=5s&dial_timeout=2s&pool_size=3": {1, 1},
+	} {
+		s, err := store.Open(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := s.(*store.Redis).Client().(*redis.Client).Options()
+		if o.MaxRetries != want[0] || o.DialerRetries != want[1] || o.WriteTimeout != time.Second {
+			t.Errorf("%s: retries %d, dialer retries %d, write timeout %v", url, o.MaxRetries, o.DialerRetries, o.WriteTimeout)
+		}
+		if strings.Contains(url, "read_timeout=5s") && (o.ReadTimeout != 5*time.Second || o.DialTimeout != 2*time.Second) {
+			t.Errorf("%s: read timeout %v, dial timeout %v", url, o.ReadTimeout, o.DialTimeout)
+		}
+		s.Close()
 	}
 }

@@ -171,3 +171,30 @@ func TestLimitsUnderConcurrency(t *testing.T) {
 		check(t, stores)
 	})
 }
+
+// BenchmarkAdmit is one admission (requests, tokens and a slot checked
+// and taken) and its settlement: the store's work for one keyed
+// inference request besides the key lookup.
+func BenchmarkAdmit(b *testing.B) {
+	run := func(b *testing.B, s store.Store) {
+		l := store.Limit{RPM: 1 << 30, TPM: 1 << 30, Concurrency: 1 << 20}
+		for i := 0; b.Loop(); i++ {
+			slot := fmt.Sprint(i)
+			if v, err := s.Admit(b.Context(), "key_bench", l, store.Take{Requests: 1, Tokens: 100, Slot: slot}); err != nil || v.Limited != "" {
+				b.Fatal(v, err)
+			}
+			if err := s.Settle(b.Context(), "key_bench", l, slot, -50); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("memory", func(b *testing.B) { run(b, store.NewMemory()) })
+	b.Run("redis", func(b *testing.B) {
+		s, err := store.Open(redistest.Start(b).URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		run(b, s)
+	})
+}

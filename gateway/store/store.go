@@ -39,9 +39,10 @@ var ErrUnavailable = errors.New("store unavailable")
 //   - Cluster: several nodes, redis://[user:pass@]node1:6379?addr=node2:6379&addr=node3:6379.
 //
 // Query parameters set go-redis's options (dial_timeout, read_timeout,
-// max_retries, ...). Unless the URL sets them, the timeouts are short
-// (1s to dial, read or write; one retry) so that a Redis that is down
-// fails requests at once instead of holding them.
+// max_retries, pool_size, ...). Unless the URL sets them, timeouts
+// and retries are short (1s to dial, read or write; one retry of a
+// command, one dial per attempt) so that a Redis that is down fails
+// requests at once instead of holding them.
 func Open(url string) (Store, error) {
 	if url == "" {
 		return NewMemory(), nil
@@ -53,11 +54,12 @@ func Open(url string) (Store, error) {
 	return NewRedis(c), nil
 }
 
-// Default client timeouts (when the URL sets none).
+// Default client timeouts and retries (when the URL sets none).
 const (
-	dialTimeout = time.Second
-	ioTimeout   = time.Second
-	maxRetries  = 1
+	dialTimeout   = time.Second
+	ioTimeout     = time.Second
+	maxRetries    = 1
+	dialerRetries = 1
 )
 
 func newClient(rawURL string) (redis.UniversalClient, error) {
@@ -72,42 +74,40 @@ func newClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		fill(&o.DialTimeout, dialTimeout, q, "dial_timeout")
-		fill(&o.ReadTimeout, ioTimeout, q, "read_timeout")
-		fill(&o.WriteTimeout, ioTimeout, q, "write_timeout")
-		if !q.Has("max_retries") {
-			o.MaxRetries = maxRetries
-		}
+		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries)
 		return redis.NewFailoverClient(o), nil
 	case q.Has("addr"):
 		o, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
 			return nil, err
 		}
-		fill(&o.DialTimeout, dialTimeout, q, "dial_timeout")
-		fill(&o.ReadTimeout, ioTimeout, q, "read_timeout")
-		fill(&o.WriteTimeout, ioTimeout, q, "write_timeout")
-		if !q.Has("max_retries") {
-			o.MaxRetries = maxRetries
-		}
+		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries)
 		return redis.NewClusterClient(o), nil
 	}
 	o, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	fill(&o.DialTimeout, dialTimeout, q, "dial_timeout")
-	fill(&o.ReadTimeout, ioTimeout, q, "read_timeout")
-	fill(&o.WriteTimeout, ioTimeout, q, "write_timeout")
-	if !q.Has("max_retries") {
-		o.MaxRetries = maxRetries
-	}
+	defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries)
 	return redis.NewClient(o), nil
 }
 
-func fill(d *time.Duration, def time.Duration, q url.Values, name string) {
-	if !q.Has(name) {
-		*d = def
+// defaults sets the client options the URL's query q does not.
+func defaults(q url.Values, dial, read, write *time.Duration, retries, dialRetries *int) {
+	for _, d := range []struct {
+		name string
+		p    *time.Duration
+		v    time.Duration
+	}{{"dial_timeout", dial, dialTimeout}, {"read_timeout", read, ioTimeout}, {"write_timeout", write, ioTimeout}} {
+		if !q.Has(d.name) {
+			*d.p = d.v
+		}
+	}
+	if !q.Has("max_retries") {
+		*retries = maxRetries
+	}
+	if !q.Has("dialer_retries") {
+		*dialRetries = dialerRetries
 	}
 }
 

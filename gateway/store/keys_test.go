@@ -163,7 +163,7 @@ func TestOpenURLForms(t *testing.T) {
 func TestOpenDefaults(t *testing.T) {
 	for url, want := range map[string][2]int{
 		"redis://127.0.0.1:1/0":                                             {1, 1},
-		"redis://127.0.0.1:1/0?dialer_retries=3&max_retries=2":              {2, 3},
+		"redis://127.0.0.1:1/0?max_retries=2":                               {2, 1},
 		"redis://127.0.0.1:1/0?read_timeout=5s&dial_timeout=2s&pool_size=3": {1, 1},
 	} {
 		s, err := store.Open(url)

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/store"
+	"github.com/streamgate/streamgate/gateway/store/redistest"
 	"github.com/streamgate/streamgate/gateway/ws"
 )
 
@@ -26,7 +29,7 @@ func newKeyedStack(t *testing.T, st store.Store) *testStack {
 }
 
 // addKey creates a key in st and returns its secret.
-func addKey(t *testing.T, st store.Keys, name string, l store.Limit, models ...string) string {
+func addKey(t testing.TB, st store.Keys, name string, l store.Limit, models ...string) string {
 	t.Helper()
 	k, secret, err := store.NewKey(name, time.Now())
 	if err != nil {
@@ -249,5 +252,50 @@ func TestKeyLimits(t *testing.T) {
 		if resp.StatusCode != 429 || !strings.Contains(string(body), "tokens per minute") || resp.Header.Get("X-Ratelimit-Remaining-Tokens") != "0" {
 			t.Fatalf("after the overdraft: %d %v %s", resp.StatusCode, resp.Header, body)
 		}
+	})
+}
+
+// BenchmarkKeyedRequest is one non-streaming completion through a whole
+// stack: open, with a key kept in process, and with a key and its limits
+// in Redis (a key lookup and the request's count at the door, then a
+// reservation at the start and a settlement at the end: four round
+// trips).
+func BenchmarkKeyedRequest(b *testing.B) {
+	body := []byte(`{"model":"echo","prompt":"one two three","max_tokens":3}`)
+	run := func(b *testing.B, s *testStack, secret string) {
+		c := &http.Client{Transport: &http.Transport{}}
+		defer c.CloseIdleConnections()
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/completions", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if secret != "" {
+				req.Header.Set("Authorization", "Bearer "+secret)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	}
+	limits := store.Limit{RPM: 1 << 30, TPM: 1 << 30, Concurrency: 1 << 20}
+	b.Run("open", func(b *testing.B) { run(b, newStack(b, nil), "") })
+	b.Run("memory", func(b *testing.B) {
+		st := store.NewMemory()
+		s := newStack(b, &gateway.Options{Store: st, Keys: st})
+		run(b, s, addKey(b, st, "bench", limits))
+	})
+	b.Run("redis", func(b *testing.B) {
+		st, err := store.Open(redistest.Start(b).URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		s := newStack(b, &gateway.Options{Store: st, Keys: st})
+		run(b, s, addKey(b, st, "bench", limits))
 	})
 }

@@ -3,8 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"io"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"

@@ -26,6 +26,10 @@ import (
 // it ends. Every answer to a keyed HTTP request carries OpenAI's
 // x-ratelimit-* headers.
 //
+// A WebSocket is authenticated when it opens, and each of its requests
+// looks its key up again (recheck): revoking a key ends its use on open
+// sockets too.
+//
 // The store unreachable (Redis down): keyed requests fail closed with 503
 // (no key is served from memory); requests already running go on, and
 // what they fail to settle is logged and counted.
@@ -139,6 +143,22 @@ func (s *Server) authenticate(r *http.Request, webSocket bool) (context.Context,
 	return withKey(r.Context(), kd), kd, nil
 }
 
+// recheck looks k up again, for a request on a socket authenticated
+// earlier: a revoked or expired key fails as at the door.
+func (s *Server) recheck(ctx context.Context, k store.Key) (store.Key, error) {
+	fresh, err := s.opts.Keys.LookupKey(ctx, k.Hash)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || err == nil && fresh.ID != k.ID:
+		return store.Key{}, errBadKey
+	case err != nil:
+		s.storeError(ctx, "keys", err)
+		return store.Key{}, errStore(err)
+	case fresh.Expired(time.Now()):
+		return store.Key{}, errKeyExpired
+	}
+	return fresh, nil
+}
+
 // door authenticates an HTTP request to an API route and counts it
 // against its key's requests per minute; it returns the request to serve.
 func (s *Server) door(w http.ResponseWriter, r *http.Request) (*http.Request, error) {
@@ -240,6 +260,15 @@ func estimateTokens(prompt string, maxTokens *int) int {
 // model allowed, a concurrency slot and its tokens taken. done settles it
 // with the translator's usage.
 func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *job) (done func(), err error) {
+	if !kd.counted {
+		// A WebSocket request: its socket was authenticated when it
+		// opened; the key may have been revoked or changed since.
+		k, err := s.recheck(ctx, kd.key)
+		if err != nil {
+			return nil, err
+		}
+		kd = &keyed{key: k}
+	}
 	model := j.req.GetModelName()
 	if !kd.key.Allows(model) {
 		return nil, modelNotAllowed(model)

@@ -194,6 +194,27 @@ func TestKeyLimits(t *testing.T) {
 			}
 		}
 	})
+	t.Run("ws revoked", func(t *testing.T) {
+		// A socket opened with a key stops working for new requests once
+		// the key is revoked.
+		secret := addKey(t, st, "ws-revoked", store.Limit{})
+		c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws",
+			&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol, "streamgate.key." + secret}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		frame := `{"type":"completions","id":"x","body":{"model":"echo","prompt":"a b","max_tokens":2}}`
+		if frames := wsAsk(t, c, frame); !strings.Contains(frames[len(frames)-1], `"type":"done"`) {
+			t.Fatalf("before revoking: %v", frames)
+		}
+		if err := st.RevokeKey(t.Context(), "ws-revoked"); err != nil {
+			t.Fatal(err)
+		}
+		if frames := wsAsk(t, c, frame); !strings.Contains(frames[len(frames)-1], `"code":"invalid_api_key"`) {
+			t.Errorf("after revoking: %v", frames)
+		}
+	})
 	t.Run("models", func(t *testing.T) {
 		secret := addKey(t, st, "models", store.Limit{}, "echo")
 		resp, body := s.do(t, http.MethodPost, "/v1/completions", []byte(`{"model":"echo_slow","prompt":"a","max_tokens":1}`), bearer(secret))

@@ -295,6 +295,9 @@ func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *job) (done func()
 			}
 			used = max(in, 0) + max(out, 0)
 		}
+		if used == v.Reserved && l.Concurrency == 0 {
+			return // nothing to give back or correct
+		}
 		// The request's own context may be done (its client left): the
 		// settlement still runs, briefly.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)

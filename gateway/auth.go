@@ -328,6 +328,6 @@ func modelAllowed(ctx context.Context, model string) error {
 
 // storeError counts and logs a failure of the shared store.
 func (s *Server) storeError(ctx context.Context, op string, err error) {
-	s.metrics.storeErrors.With(op).Inc()
+	s.metrics.storeErrs.With(op).Inc()
 	s.log.WarnContext(ctx, "store failed", "op", op, "err", err)
 }

@@ -55,7 +55,7 @@ type gatewayMetrics struct {
 	upstream   *metrics.Counter // kind
 
 	rateLimited *metrics.Counter // limit: requests, tokens, concurrency
-	storeErrors *metrics.Counter // op: keys, limits
+	storeErrs   *metrics.Counter // op
 
 	// GenAI semantic conventions, by model and operation.
 	ttft     *metrics.Histogram // model, operation
@@ -74,7 +74,7 @@ func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
 		clientGone:  r.Counter("streamgate.gateway.client_gone", "{request}", "Requests cancelled upstream because the client went away or cancelled, by protocol.", "protocol"),
 		slowClient:  r.Counter("streamgate.gateway.slow_clients", "{request}", "Requests ended because their client did not read its responses fast enough, by protocol.", "protocol"),
 		rateLimited: r.Counter("streamgate.gateway.rate_limited", "{request}", "Keyed requests refused with 429 by their API key's limits, by limit (requests, tokens, concurrency).", "limit"),
-		storeErrors: r.Counter("streamgate.gateway.store_errors", "{error}", "Failures of the shared store (Redis), by operation (keys, limits).", "op"),
+		storeErrs:   r.Counter("streamgate.gateway.store_errors", "{error}", "Failed operations on the shared store (Redis), by operation.", "op"),
 		upstream:    r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind (a client too slow for its responses counts in slow_clients instead).", "kind"),
 
 		ttft: r.Histogram("gen_ai.server.time_to_first_token", "s",

@@ -87,6 +87,14 @@ func TestKeysAcrossReplicas(t *testing.T) {
 		}
 	})
 
+	t.Run("--no-keys", func(t *testing.T) {
+		// A replica behind a proxy that authenticates: Redis, no keys.
+		open := startGatewayProc(t, bin, eng.addr, "--redis", rd.URL(), "--no-keys")
+		if r := keyRequest(t, c, "", "POST", open.url+"/v1/completions", completion); r.status != 200 || r.header.Get("X-Ratelimit-Limit-Requests") != "" {
+			t.Errorf("--no-keys: %d %v %s", r.status, r.header, r.body)
+		}
+	})
+
 	t.Run("rpm", func(t *testing.T) {
 		secret := createKeyCLI(t, bin, rd.URL(), "--name", "rpm", "--rpm", "4")
 		for i, base := range []string{gw1.url, gw2.url, ng.url, gw2.url} {

@@ -63,6 +63,8 @@ type GatewayFlags struct {
 	Redis string
 	// KeysFile is the API keys file of a single replica (without Redis).
 	KeysFile string
+	// NoKeys serves without API keys even with Redis.
+	NoKeys bool
 
 	// Transport: HTTPS (HTTP/2 by ALPN) or, plaintext, h2c.
 	TLS tlsfiles.ServerFiles
@@ -188,6 +190,7 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.IntVar(&f.WSSequenceQueue, "ws-sequence-queue", 32, "chunks of one sequence that may wait while the previous one runs; one more ends the sequence (too_many_chunks)")
 	fs.DurationVar(&f.WSSequenceIdle, "ws-sequence-idle", 30*time.Second, "a sequence whose client sends no chunk for this long is ended (sequence_idle), sooner when the model's max_sequence_idle is shorter; negative leaves only the model's")
 	RegisterKeyStore(fs, &f.Redis, &f.KeysFile)
+	fs.BoolVar(&f.NoKeys, "no-keys", false, "serve without API keys even with --redis (behind a proxy that authenticates callers): anyone who reaches the gateway may use it, with no per-key limits")
 	fs.Group("Browsers on other origins (CORS)")
 	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated `patterns` of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 }
@@ -311,9 +314,12 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	}
 	cfg.HTTPAddr = g.HTTP
 	cfg.Redis = g.Redis
-	cfg.KeysFile = g.KeysFile
+	cfg.KeysFile, cfg.NoKeys = g.KeysFile, g.NoKeys
 	if g.Redis != "" && g.KeysFile != "" {
 		return Config{}, errors.New("--redis and --keys-file: give one; with --redis the API keys are in Redis")
+	}
+	if g.NoKeys && g.KeysFile != "" {
+		return Config{}, errors.New("--no-keys and --keys-file: give one")
 	}
 	cfg.Gateway = &gateway.Options{
 		MaxBodyBytes:      g.MaxBody,

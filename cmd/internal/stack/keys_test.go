@@ -41,6 +41,7 @@ func TestOpenGatewayWarning(t *testing.T) {
 		{[]string{"--http", "0.0.0.0:0"}, true},
 		{[]string{"--http", "127.0.0.1:0"}, false},
 		{[]string{"--http", "0.0.0.0:0", "--keys-file", filepath.Join(t.TempDir(), "keys.json")}, false},
+		{[]string{"--http", "0.0.0.0:0", "--redis", "redis://127.0.0.1:1/0", "--no-keys"}, true},
 	} {
 		f, err := Parse("serve", append([]string{"--grpc", "127.0.0.1:0"}, tc.args...))
 		if err != nil {
@@ -69,5 +70,12 @@ func TestOpenGatewayWarning(t *testing.T) {
 	}
 	if _, err := f.Config(nil); err == nil {
 		t.Error("--redis with --keys-file accepted")
+	}
+	f, err = Parse("gateway", []string{"--no-keys", "--keys-file", "k.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Config(nil); err == nil {
+		t.Error("--no-keys with --keys-file accepted")
 	}
 }

@@ -62,6 +62,8 @@ type Config struct {
 	// (unless Gateway.Keys is set, which wins); with neither the gateway
 	// is open.
 	KeysFile string
+	// NoKeys leaves the gateway open with Redis (--no-keys).
+	NoKeys bool
 
 	// Handler, if set, wraps the gateway's handler (a test serving a page
 	// beside the API). Default: the gateway's handler.
@@ -237,7 +239,7 @@ func (s *Stack) startGateway(cfg Config) error {
 				return err
 			}
 			gopts.Keys = kf
-		case cfg.Redis != "" && s.ownStore:
+		case cfg.Redis != "" && s.ownStore && !cfg.NoKeys:
 			gopts.Keys = gopts.Store
 		}
 	}

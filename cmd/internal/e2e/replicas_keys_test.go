@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,6 +213,35 @@ func TestKeysAcrossReplicas(t *testing.T) {
 				t.Errorf("with Redis down, %s answered after %v", base, d)
 			}
 			t.Logf("with Redis down, %s answered 503 in %v", base, d)
+		}
+		// Under load too: requests at once on both replicas all get 503
+		// at once, none hangs.
+		var wg sync.WaitGroup
+		statuses := make(chan int, 20)
+		for i := range 20 {
+			base := []string{gw1.url, gw2.url}[i%2]
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions",
+					strings.NewReader(`{"model":"echo","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+				req.Header.Set("Authorization", "Bearer "+secret)
+				resp, err := c.Do(req)
+				if err != nil {
+					statuses <- 0
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				statuses <- resp.StatusCode
+			})
+		}
+		wg.Wait()
+		close(statuses)
+		for st := range statuses {
+			if st != 503 {
+				t.Errorf("a request under load with Redis down: status %d, want 503", st)
+			}
 		}
 		// The streams that were running flow on to their end.
 		for range 2 {

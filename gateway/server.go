@@ -162,6 +162,12 @@ type Options struct {
 	// logs, API keys and per-key limits (store.Open). Default: a new
 	// in-process store (store.NewMemory). Its owner closes it.
 	Store store.Store
+
+	// Keys are the API keys requests must present (Authorization: Bearer,
+	// or on /v1/ws the subprotocol streamgate.key.KEY); each key's limits
+	// are kept in Store. Default nil: the gateway is open and requests
+	// need no key.
+	Keys store.Keys
 }
 
 func (o *Options) withDefaults() Options {
@@ -314,7 +320,7 @@ func (s *Server) routes() chi.Router {
 	r.Post("/v1/completions", openAI(s.completions))
 	r.Get("/v1/models", openAI(s.listModels))
 	r.Get("/v1/models/{id}", openAI(s.getModel))
-	r.Get("/v1/ws", triton(s.websocket))
+	r.Get("/v1/ws", s.handleOpen(tritonErrors, s.websocket))
 	r.Get("/v1/streams/{sid}", tokenQuery(openAI(s.getStream)))
 	r.Delete("/v1/streams/{sid}", openAI(s.deleteStream))
 	return r

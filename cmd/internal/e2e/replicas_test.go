@@ -57,7 +57,7 @@ func startReplicas(t *testing.T) *replicaSet {
 
 // startGateway starts one more replica on the set's Redis and engine.
 func (rs *replicaSet) startGateway(t *testing.T) *sgProcess {
-	return startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", rs.redis.URL(), "--sse-keepalive", "1s")
+	return startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", rs.redis.URL(), "--no-keys", "--sse-keepalive", "1s")
 }
 
 // sseStream is an event stream being read.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -567,4 +568,64 @@ func (p *cutProxy) switchTo(target string) {
 	p.target = target
 	p.mu.Unlock()
 	p.cut()
+}
+
+// With API keys (--redis without --no-keys): a stream belongs to the key
+// that made it, on every replica. Another key gets 404 (GET, DELETE, a
+// WebSocket resume), no key 401; EventSource's way, ?token=KEY, reads it.
+func TestReplicasKeyedStreams(t *testing.T) {
+	rs := startReplicas(t)
+	key := func(name string) string {
+		out, err := exec.Command(rs.bin, "keys", "create", "--redis", rs.redis.URL(), "--name", name).Output()
+		if err != nil {
+			t.Fatalf("keys create %s: %v", name, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	alice, bob := key("alice"), key("bob")
+	gw := [2]*sgProcess{
+		startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", rs.redis.URL()),
+		startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", rs.redis.URL()),
+	}
+	s := rs.open(t, t.Context(), "POST", gw[0].url+"/v2/models/repeat_int32/generate_stream", repeatBody(40, 0, 0, 25),
+		"Streamgate-Resumable", "true", "Authorization", "Bearer "+alice)
+	sid := s.resp.Header.Get("Streamgate-Stream-Id")
+	s.read(t, 1)
+	do := func(method, url, key string) reply {
+		req, _ := http.NewRequestWithContext(t.Context(), method, url, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := rs.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	}
+	for _, method := range []string{"GET", "DELETE"} {
+		if got := do(method, gw[1].url+"/v1/streams/"+sid, bob); got.status != 404 || !strings.Contains(got.body, `"code":"stream_not_found"`) {
+			t.Errorf("%s with another key: %+v", method, got)
+		}
+		if got := do(method, gw[1].url+"/v1/streams/"+sid, ""); got.status != 401 {
+			t.Errorf("%s without a key: %+v", method, got)
+		}
+	}
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(gw[1].url, "http")+"/v1/ws",
+		&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol, "streamgate.key." + bob}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	wsSend(t, c, fmt.Sprintf(`{"type":"resume","id":"r1","stream":%q}`, sid))
+	if f, raw, err := wsRead(t, c); err != nil || f.Type != "error" || f.Error == nil || f.Error.Code != "stream_not_found" {
+		t.Errorf("WebSocket resume with another key: %s %v", raw, err)
+	}
+	// The owner, as EventSource sends it: the key in the URL.
+	all := rs.open(t, t.Context(), "GET", gw[1].url+"/v1/streams/"+sid+"?last_event_id=0&token="+alice, "").read(t, -1)
+	checkIDs(t, all, 1)
+	if len(all) != 40 {
+		t.Errorf("the owner read %d events, want 40", len(all))
+	}
 }

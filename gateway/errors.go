@@ -260,7 +260,9 @@ func (s *Server) handle(f errorFormat, h handlerFunc) http.HandlerFunc {
 			}
 			r = kr
 		}
-		s.handleOpen(f, h)(w, r)
+		if err := h(w, r); err != nil { // as handleOpen, one frame less
+			s.writeError(w, r, f, err)
+		}
 	}
 }
 

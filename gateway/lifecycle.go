@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/streamgate/streamgate/gateway/metrics"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
 )
@@ -101,33 +102,27 @@ type sink interface {
 // error, and otherwise the error the caller must answer (errClientGone
 // when there is nobody to answer).
 func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error {
+	// serve's frame (and relay's, below it) stays on the stack of a
+	// streaming request for its whole life, under net/http's and the
+	// router's: the admission and the error paths are functions of their
+	// own so that the frames stay small. A handler goroutine that waits
+	// using under 4 KB of stack keeps an 8 KB stack; one that waits deeper
+	// keeps 16 KB, which is most of what a held stream costs.
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	done, err := s.admit(limitKey(ctx, conn), &liveStream{hard: func() { cancel(errDraining) }, cut: out.cut})
+	done, err := s.admitJob(ctx, conn, j, &liveStream{hard: func() { cancel(errDraining) }, cut: out.cut})
 	if err != nil {
 		return err
 	}
 	defer done()
-	if kd := keyOf(ctx); kd != nil {
-		settle, err := s.admitKeyed(ctx, kd, j)
-		if err != nil {
-			return err
-		}
-		defer settle()
-	}
-	proto := out.protocol()
 	ob := s.observe(ctx, j) // the upstream span, in ob.ctx
 	c, err := s.start(ob.ctx, j.req)
 	if err != nil {
-		err = endCause(ctx, parent, err)
-		s.noteEnd(proto, err)
-		ob.end(err, false, j.tr)
-		return err
+		return s.failed(ctx, parent, ob, nil, j, out, err)
 	}
 	defer c.Cancel()
-	active := s.metrics.active.With(proto)
-	active.Inc()
+	active := s.active(out.protocol())
 	defer active.Dec()
 
 	err = relay(ctx, ob.call(c), j.tr, out)
@@ -135,8 +130,47 @@ func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error
 		ob.end(nil, false, j.tr)
 		return nil
 	}
+	return s.failed(ctx, parent, ob, c, j, out, err)
+}
+
+// active counts one more request relaying on protocol and returns its
+// gauge (a function apart: see serve).
+//
+//go:noinline
+func (s *Server) active(protocol string) *metrics.GaugeValue {
+	g := s.metrics.active.With(protocol)
+	g.Inc()
+	return g
+}
+
+// admitJob is serve's admission: admit, then a keyed request's model and
+// key limits (admitKeyed). done gives everything back.
+func (s *Server) admitJob(ctx context.Context, conn string, j *job, e *liveStream) (func(), error) {
+	release, err := s.admit(limitKey(ctx, conn), e)
+	if err != nil {
+		return nil, err
+	}
+	kd := keyOf(ctx)
+	if kd == nil {
+		return release, nil
+	}
+	settle, err := s.admitKeyed(ctx, kd, j)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return func() { settle(); release() }, nil
+}
+
+// failed accounts a request whose call could not start (c nil) or ended
+// with err, and lets out deliver the error if it can: serve's error path.
+func (s *Server) failed(ctx, parent context.Context, ob *observation, c call, j *job, out sink, err error) error {
 	err = endCause(ctx, parent, err)
-	s.noteEnd(proto, err)
+	s.noteEnd(out.protocol(), err)
+	if c == nil {
+		ob.end(err, false, j.tr)
+		return err
+	}
 	// The call may still run upstream (the client went away, a drain, a
 	// bad response): cancel it now, inside its span.
 	_, upstreamEnded := upstream.AsError(err)

@@ -142,6 +142,13 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, errs e
 	if !s.resumableAsked(asked) {
 		return s.serve(r.Context(), r.RemoteAddr, j, out)
 	}
+	return s.serveResumable(r, j, out, errs, format)
+}
+
+// serveResumable is serveSSE for a resumable stream (apart, so that the
+// frame of a plain stream stays small: see serve).
+func (s *Server) serveResumable(r *http.Request, j *job, out *sseSink, errs errorFormat, format string) error {
+	w := out.w
 	// The request no longer ends with its client: it ends on its own, on
 	// a cancel, or when the grace period runs out with nobody reading.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
@@ -152,7 +159,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, errs e
 	out.sw.SetNextID(p.NextID())
 	stop := context.AfterFunc(r.Context(), p.Detach)
 	defer stop()
-	err = s.serve(ctx, r.RemoteAddr, j, out)
+	err := s.serve(ctx, r.RemoteAddr, j, out)
 	s.endLog(p, ctx, err, out.failed, errs)
 	if err != nil && out.gone {
 		return errClientGone

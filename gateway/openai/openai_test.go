@@ -25,6 +25,26 @@ func TestParseChat(t *testing.T) {
 	}
 }
 
+// The sampling extras: set when on, unset at their off values.
+func TestParseSamplingExtras(t *testing.T) {
+	r, err := ParseChat([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"top_k":5,"min_p":0.1,
+		"repetition_penalty":1.2,"frequency_penalty":0.5,"presence_penalty":-1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Params
+	if *p.TopK != 5 || *p.MinP != 0.1 || *p.RepetitionPenalty != 1.2 || *p.FrequencyPenalty != 0.5 || *p.PresencePenalty != -1 {
+		t.Fatalf("got %+v", p)
+	}
+	c, err := ParseCompletion([]byte(`{"model":"m","prompt":"x","top_k":-1,"min_p":0,"repetition_penalty":1,"frequency_penalty":0,"presence_penalty":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Params; p.TopK != nil || p.MinP != nil || p.RepetitionPenalty != nil || p.FrequencyPenalty != nil || p.PresencePenalty != nil {
+		t.Fatalf("off values set: %+v", p)
+	}
+}
+
 var chatErrors = []struct{ body, param, code, msg string }{
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`, "n", "unsupported_parameter", "Unsupported parameter: 'n' must be 1"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"1":5}}`, "logit_bias", "unsupported_parameter", "logit_bias"},
@@ -38,6 +58,11 @@ var chatErrors = []struct{ body, param, code, msg string }{
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}`, "stream_options", "invalid_value", "only allowed when 'stream' is true"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, "response_format", "unsupported_parameter", "response_format"},
 	{`{"model":"m","messages":[]}`, "messages", "invalid_value", "at least one message"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"top_k":-2}`, "top_k", "invalid_value", "top_k"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"top_k":1.5}`, "top_k", "invalid_type", "top_k"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"min_p":2}`, "min_p", "invalid_value", "min_p"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"repetition_penalty":0}`, "repetition_penalty", "invalid_value", "greater than 0"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"presence_penalty":3}`, "presence_penalty", "invalid_value", "presence_penalty"},
 	{`{"model":"m"}`, "messages", "missing_required_parameter", "Missing required parameter: 'messages'."},
 	{`{"messages":[{"role":"user","content":"x"}]}`, "model", "missing_required_parameter", "Missing required parameter: 'model'."},
 	{`{"model":"m","messages":[{"role":"tool","content":"x"}]}`, "messages[0].role", "unsupported_parameter", "tool"},

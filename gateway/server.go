@@ -281,6 +281,7 @@ func (s *Server) routes() chi.Router {
 
 	r.Post("/v1/chat/completions", openAI(s.chatCompletions))
 	r.Post("/v1/completions", openAI(s.completions))
+	r.Post("/v1/responses", openAI(s.createResponse))
 	r.Get("/v1/models", openAI(s.listModels))
 	r.Get("/v1/models/{id}", openAI(s.getModel))
 	r.Get("/v1/ws", triton(s.websocket))
@@ -316,8 +317,13 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 // answers given before a route is known: OpenAI's under /v1, else
 // Triton's.
 func pathErrors(r *http.Request) errorFormat {
-	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+	if isOpenAIPath(r.URL.Path) {
 		return openAIErrors
 	}
 	return tritonErrors
+}
+
+// isOpenAIPath reports whether path belongs to the OpenAI API (/v1).
+func isOpenAIPath(path string) bool {
+	return path == "/v1" || strings.HasPrefix(path, "/v1/")
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"net/http"
 	"time"
 
@@ -35,7 +36,10 @@ type sseSink struct {
 	// and a body of one error event (Triton's generate_stream); without it
 	// such an error is the caller's to answer.
 	firstErrorAsEvent bool
-	started           bool // the headers are out
+	// named gives every event an "event:" line naming it by the "type"
+	// its payload starts with (the Responses API's semantic events).
+	named   bool
+	started bool // the headers are out
 }
 
 func (s *Server) newSSESink(w http.ResponseWriter, r *http.Request, errs errorFormat, firstErrorAsEvent bool) *sseSink {
@@ -56,8 +60,31 @@ func (o *sseSink) keepAlive() time.Duration {
 	return headerWait
 }
 
-func (o *sseSink) send(p []byte) error {
+// append buffers one event.
+func (o *sseSink) append(p []byte) {
+	if o.named {
+		o.sw.AppendNamed(eventType(p), p)
+		return
+	}
 	o.sw.Append(p)
+}
+
+// eventType is the "type" a payload starts with ({"type":"NAME",...}),
+// "" if it has none.
+func eventType(p []byte) string {
+	const prefix = `{"type":"`
+	if !bytes.HasPrefix(p, []byte(prefix)) {
+		return ""
+	}
+	rest := p[len(prefix):]
+	if i := bytes.IndexByte(rest, '"'); i > 0 && bytes.IndexAny(rest[:i], "\\\r\n") < 0 {
+		return string(rest[:i])
+	}
+	return ""
+}
+
+func (o *sseSink) send(p []byte) error {
+	o.append(p)
 	o.events.Inc()
 	if o.sw.Buffered() >= maxBatch {
 		return o.flush()
@@ -119,7 +146,7 @@ func (o *sseSink) fail(err error) bool {
 	if !o.started && o.start() != nil {
 		return true
 	}
-	o.sw.Append(body)
+	o.append(body)
 	if o.sw.Flush() == nil {
 		o.events.Inc()
 	}

@@ -110,6 +110,17 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 			)
 		}
 		sw := &statusWriter{ResponseWriter: w}
+		if isOpenAIPath(r.URL.Path) {
+			// OpenAI's conventions: every answer names its request, and
+			// those that are not streams say how long they took.
+			id := s.ids.next("req")
+			w.Header().Set("X-Request-Id", id)
+			ctx = withRequestID(ctx, id)
+			sw.since = start
+			if span.IsRecording() {
+				span.SetAttributes(attribute.StringSlice("http.response.header.x-request-id", []string{id}))
+			}
+		}
 		next.ServeHTTP(sw, r.WithContext(ctx))
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
@@ -129,9 +140,24 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		span.End()
 		s.metrics.requests.With(route, strconv.Itoa(code)).Inc()
 		if s.log.Enabled(ctx, slog.LevelDebug) {
-			s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", code, "duration", time.Since(start))
+			s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", code, "duration", time.Since(start), "request_id", requestID(ctx))
 		}
 	})
+}
+
+type requestIDCtx struct{}
+
+// withRequestID returns ctx carrying the id of its OpenAI request (the
+// x-request-id its answer carries).
+func withRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDCtx{}, id)
+}
+
+// requestID is the x-request-id of the request with context ctx, "" if
+// it has none (routes outside /v1).
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDCtx{}).(string)
+	return id
 }
 
 // wsSpanName is the name of a WebSocket request's server span.
@@ -143,6 +169,8 @@ func wsSpanName(typ string) string {
 		return "WS chat.completions"
 	case "completions":
 		return "WS completions"
+	case "responses":
+		return "WS responses"
 	case "sequence.start":
 		return "WS sequence"
 	}

@@ -173,9 +173,49 @@ type textEvents struct {
 	delta   []byte    // the text of the last response, reused
 	event   []byte    // the last chunk, reused
 	nextOut [1][]byte // what next returns: event
+	tally
+}
+
+// tally counts what a text model's responses tell: the finish reason and
+// the tokens. The zero value is not ready: call begin.
+type tally struct {
 	reason  string
 	in, out int
 	pieces  int
+}
+
+func (t *tally) begin() { t.in, t.out = -1, -1 }
+
+// add takes the counts of one response's piece.
+func (t *tally) add(p textmodel.Piece) {
+	if p.FinishReason != "" {
+		t.reason = p.FinishReason
+	}
+	if p.InputTokens >= 0 {
+		t.in = p.InputTokens
+	}
+	if p.OutputTokens >= 0 {
+		t.out = p.OutputTokens
+	}
+	if len(p.Text) > 0 {
+		t.pieces++
+	}
+}
+
+// tokens is the input and output tokens; a model that does not count its
+// output is taken as one token per response with text.
+func (t *tally) tokens() (in, out int) {
+	if t.out < 0 {
+		return max(t.in, 0), t.pieces
+	}
+	return max(t.in, 0), t.out
+}
+
+// outcome is the finish reason the model gave ("" if none) and the
+// request's token counts (usageReporter).
+func (t *tally) outcome() (reason string, in, out int) {
+	_, out = t.tokens()
+	return t.reason, t.in, out
 }
 
 func newTextEvents(ad textmodel.Adapter, ch *openai.Chunker, f form, echo string) *textEvents {
@@ -183,7 +223,7 @@ func newTextEvents(ad textmodel.Adapter, ch *openai.Chunker, f form, echo string
 }
 
 func (t *textEvents) begin() [][]byte {
-	t.in, t.out = -1, -1
+	t.tally.begin()
 	if !t.stream {
 		t.text.WriteString(t.echo)
 		return nil
@@ -203,18 +243,7 @@ func (t *textEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.FinishReason != "" {
-		t.reason = p.FinishReason
-	}
-	if p.InputTokens >= 0 {
-		t.in = p.InputTokens
-	}
-	if p.OutputTokens >= 0 {
-		t.out = p.OutputTokens
-	}
-	if len(p.Text) > 0 {
-		t.pieces++
-	}
+	t.add(p)
 	t.delta = t.join.Append(t.delta[:0], p.Text)
 	if len(t.delta) == 0 {
 		return nil, nil
@@ -229,18 +258,8 @@ func (t *textEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 }
 
 func (t *textEvents) usage() openai.Usage {
-	u := openai.Usage{PromptTokens: max(t.in, 0), CompletionTokens: t.out}
-	if t.out < 0 {
-		u.CompletionTokens = t.pieces // the model does not count: one token per response
-	}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	return u
-}
-
-// outcome is the finish reason the model gave ("" if none) and the
-// request's token counts (usageReporter).
-func (t *textEvents) outcome() (reason string, in, out int) {
-	return t.reason, t.in, t.usage().CompletionTokens
+	in, out := t.tokens()
+	return openai.Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}
 }
 
 func (t *textEvents) end() ([][]byte, error) {

@@ -97,6 +97,13 @@ func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*job, error) {
 			return nil, err
 		}
 		return s.completionJob(ctx, cr, formWS)
+	case ws.TypeResponses:
+		rr, err := openai.ParseResponses(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		j, _, err := s.responseJob(ctx, rr, formWS)
+		return j, err
 	}
 	// ws.ParseFrame lets no other type through.
 	return nil, &httpError{Status: http.StatusBadRequest, Code: ws.CodeBadRequest, Msg: "unknown frame type '" + req.Type + "'"}

@@ -142,6 +142,16 @@ func (w *Writer) Append(payload []byte) {
 	w.nextID++
 }
 
+// AppendNamed is Append for an event with a name: an "event:" line
+// before its id and data, for clients that dispatch on it.
+func (w *Writer) AppendNamed(name string, payload []byte) {
+	if w.buf == nil {
+		w.buf = bufPool.Get().(*[]byte)
+	}
+	*w.buf = AppendNamedEvent(*w.buf, w.nextID, name, payload)
+	w.nextID++
+}
+
 // Buffered is the number of bytes appended and not yet flushed.
 func (w *Writer) Buffered() int {
 	if w.buf == nil {
@@ -197,6 +207,15 @@ func (w *Writer) flush() error {
 		return nil
 	}
 	return err
+}
+
+// AppendNamedEvent is AppendEvent with an "event: name" line first; name
+// must be one line.
+func AppendNamedEvent(dst []byte, id uint64, name string, data []byte) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	dst = append(dst, '\n')
+	return AppendEvent(dst, id, data)
 }
 
 // AppendEvent appends one event with the given id and data to dst. Each

@@ -1,0 +1,270 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/sse"
+)
+
+// responseObject is the part of a Response object the tests check.
+type responseObject struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	CreatedAt         int64  `json:"created_at"`
+	Status            string `json:"status"`
+	Model             string `json:"model"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Output []struct {
+		Type    string `json:"type"`
+		ID      string `json:"id"`
+		Status  string `json:"status"`
+		Role    string `json:"role"`
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"output"`
+	Usage *struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	} `json:"usage"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+func (r *responseObject) text() string {
+	var b strings.Builder
+	for _, o := range r.Output {
+		for _, c := range o.Content {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
+// namedEvent is one event of a Responses stream.
+type namedEvent struct {
+	Name, ID string
+	Data     map[string]any
+	Raw      string
+}
+
+func namedEvents(t testing.TB, body string) []namedEvent {
+	t.Helper()
+	r := sse.NewReader(strings.NewReader(body))
+	var out []namedEvent
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("bad SSE body %q: %v", body, err)
+		}
+		if ev.IsComment {
+			continue
+		}
+		e := namedEvent{Name: ev.Name, ID: ev.ID, Raw: ev.Data}
+		if err := json.Unmarshal([]byte(ev.Data), &e.Data); err != nil {
+			t.Fatalf("event %q: %v", ev.Data, err)
+		}
+		out = append(out, e)
+	}
+}
+
+// checkEventOrder checks a Responses stream: each event named by its
+// type, sequence numbers 0, 1, 2..., the opening events, deltas, the
+// closing events and exactly one terminal event, last.
+func checkEventOrder(t *testing.T, evs []namedEvent, terminal string) (deltas []string) {
+	t.Helper()
+	var names []string
+	for i, e := range evs {
+		if e.Name != e.Data["type"] {
+			t.Errorf("event %d named %q has type %v", i, e.Name, e.Data["type"])
+		}
+		if n, ok := e.Data["sequence_number"].(float64); !ok || int(n) != i {
+			t.Errorf("event %d (%s) has sequence_number %v", i, e.Name, e.Data["sequence_number"])
+		}
+		if e.Name == "response.output_text.delta" {
+			deltas = append(deltas, e.Data["delta"].(string))
+			continue
+		}
+		names = append(names, e.Name)
+	}
+	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+		"response.output_text.done", "response.content_part.done", "response.output_item.done", terminal}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("events (deltas left out):\n got %v\nwant %v", names, want)
+	}
+	if len(evs) > 0 && evs[len(evs)-1].Name != terminal {
+		t.Errorf("last event %s, want %s", evs[len(evs)-1].Name, terminal)
+	}
+	return deltas
+}
+
+func TestResponsesNonStream(t *testing.T) {
+	s := newStack(t, &gateway.Options{Now: fixedNow})
+	resp, body := s.post(t, "/v1/responses", `{"model":"echo","input":"hello big world","metadata":{"k":"v"}}`)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if id := resp.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req-") {
+		t.Errorf("x-request-id %q", id)
+	}
+	if ms, err := strconv.Atoi(resp.Header.Get("Openai-Processing-Ms")); err != nil || ms < 0 {
+		t.Errorf("openai-processing-ms %q", resp.Header.Get("Openai-Processing-Ms"))
+	}
+	var r responseObject
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.ID, "resp-") || r.Object != "response" || r.CreatedAt != 1700000000 || r.Status != "completed" ||
+		r.Model != "echo" || len(r.Output) != 1 || r.Output[0].Type != "message" || r.Output[0].Role != "assistant" ||
+		r.Output[0].Status != "completed" || r.text() != "user: hello big world assistant:" || r.Metadata["k"] != "v" ||
+		r.Usage == nil || r.Usage.InputTokens != 5 || r.Usage.OutputTokens != 5 || r.Usage.TotalTokens != 10 {
+		t.Fatalf("got %s", body)
+	}
+
+	// Instructions come first, as a system message; the output limit
+	// makes the response incomplete.
+	_, body = s.post(t, "/v1/responses", `{"model":"echo","instructions":"be brief","max_output_tokens":3,
+		"input":[{"role":"user","content":[{"type":"input_text","text":"one two"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"three"}]}]}`)
+	r = responseObject{}
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "incomplete" || r.IncompleteDetails == nil || r.IncompleteDetails.Reason != "max_output_tokens" ||
+		r.text() != "system: be brief" || r.Output[0].Status != "incomplete" || r.Usage.OutputTokens != 3 {
+		t.Fatalf("got %s", body)
+	}
+}
+
+func TestResponsesStream(t *testing.T) {
+	s := newStack(t, &gateway.Options{Now: fixedNow})
+	resp, body := s.post(t, "/v1/responses", `{"model":"echo","input":"one two three","stream":true}`)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if resp.Header.Get("X-Request-Id") == "" || resp.Header.Get("Openai-Processing-Ms") != "" {
+		t.Errorf("stream headers: x-request-id %q, openai-processing-ms %q", resp.Header.Get("X-Request-Id"), resp.Header.Get("Openai-Processing-Ms"))
+	}
+	if strings.Contains(body, "[DONE]") {
+		t.Errorf("a Responses stream ends without [DONE]: %s", body)
+	}
+	evs := namedEvents(t, body)
+	deltas := checkEventOrder(t, evs, "response.completed")
+	want := "user: one two three assistant:"
+	if strings.Join(deltas, "") != want {
+		t.Errorf("deltas %q, want %q", deltas, want)
+	}
+	var final struct{ Response responseObject }
+	if err := json.Unmarshal([]byte(evs[len(evs)-1].Raw), &final); err != nil {
+		t.Fatal(err)
+	}
+	if r := final.Response; r.Status != "completed" || r.text() != want || r.Usage == nil || r.Usage.TotalTokens != 10 {
+		t.Errorf("response.completed: %s", evs[len(evs)-1].Raw)
+	}
+	var created struct{ Response responseObject }
+	if err := json.Unmarshal([]byte(evs[0].Raw), &created); err != nil {
+		t.Fatal(err)
+	}
+	if created.Response.ID != final.Response.ID || created.Response.Status != "in_progress" || created.Response.Usage != nil {
+		t.Errorf("response.created: %s", evs[0].Raw)
+	}
+
+	_, body = s.post(t, "/v1/responses", `{"model":"echo","input":"one two three","stream":true,"max_output_tokens":1}`)
+	evs = namedEvents(t, body)
+	if deltas := checkEventOrder(t, evs, "response.incomplete"); strings.Join(deltas, "") != "user:" {
+		t.Errorf("incomplete deltas %q", deltas)
+	}
+}
+
+// On the WebSocket a responses frame gets the same events as data frames,
+// then the done frame.
+func TestResponsesWebSocket(t *testing.T) {
+	s := newStack(t, nil)
+	c := s.dialWS(t)
+	defer c.Close(websocket.StatusNormalClosure, "")
+	frames := wsAsk(t, c, `{"type":"responses","id":"r1","body":{"model":"echo","input":"a b"}}`)
+	var evs []namedEvent
+	for _, f := range frames[:len(frames)-1] {
+		var d struct {
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(f), &d); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, namedEvent{Name: d.Data["type"].(string), Data: d.Data})
+	}
+	if deltas := checkEventOrder(t, evs, "response.completed"); strings.Join(deltas, "") != "user: a b assistant:" {
+		t.Errorf("deltas %q", deltas)
+	}
+	if last := frames[len(frames)-1]; last != `{"type":"done","id":"r1","reason":"final"}` {
+		t.Errorf("last frame %s", last)
+	}
+}
+
+// What a text model cannot honour is refused naming the field, in
+// OpenAI's shape; so are unknown routes and wrong methods under /v1.
+func TestResponsesErrors(t *testing.T) {
+	s := newStack(t, nil)
+	for _, tc := range []struct {
+		body, param, code string
+	}{
+		{`{"model":"echo","input":"x","tools":[{"type":"function","name":"f"}]}`, "tools", "unsupported_parameter"},
+		{`{"model":"echo","input":"x","text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`, "text.format", "unsupported_parameter"},
+		{`{"model":"echo","input":"x","text":{"format":{"type":"json_object"}}}`, "text.format", "unsupported_parameter"},
+		{`{"model":"echo","input":"x","reasoning":{"effort":"high"}}`, "reasoning", "unsupported_parameter"},
+		{`{"model":"echo","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, "input[0].content[0].type", "unsupported_parameter"},
+		{`{"model":"echo","input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "input[0].content[0].type", "unsupported_parameter"},
+		{`{"model":"echo","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, "input[0].type", "unsupported_parameter"},
+		{`{"model":"echo","input":"x","background":true,"store":false}`, "background", "invalid_value"},
+		{`{"model":"echo"}`, "input", "missing_required_parameter"},
+		{`{"model":"nope","input":"x"}`, "model", "model_not_found"},
+		{`{"model":"echo","input":"x","max_output_tokens":0}`, "max_output_tokens", "invalid_value"},
+		{`{"model":"echo","input":"x","frobnicate":1}`, "frobnicate", "unknown_parameter"},
+	} {
+		resp, body := s.post(t, "/v1/responses", tc.body)
+		var e struct {
+			Error struct {
+				Message string  `json:"message"`
+				Type    string  `json:"type"`
+				Param   *string `json:"param"`
+				Code    *string `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(body), &e); err != nil || resp.Header.Get("X-Request-Id") == "" ||
+			e.Error.Param == nil || *e.Error.Param != tc.param || e.Error.Code == nil || *e.Error.Code != tc.code ||
+			!strings.Contains(e.Error.Message, strings.Split(tc.param, "[")[0]) {
+			t.Errorf("%s: %d %s, want param %s code %s", tc.body, resp.StatusCode, body, tc.param, tc.code)
+		}
+	}
+
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{http.MethodPost, "/v1/nope", 404, `{"error":{"message":"no route for POST /v1/nope","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+		{http.MethodGet, "/v1/responses", 405, `{"error":{"message":"method GET is not allowed on /v1/responses (allowed: POST)","type":"invalid_request_error","param":null,"code":"method_not_allowed"}}`},
+	} {
+		resp, body := s.do(t, tc.method, tc.path, nil, nil)
+		if resp.StatusCode != tc.status || string(body) != tc.want || resp.Header.Get("X-Request-Id") == "" {
+			t.Errorf("%s %s: %d %s (x-request-id %q), want %d %s", tc.method, tc.path, resp.StatusCode, body,
+				resp.Header.Get("X-Request-Id"), tc.status, tc.want)
+		}
+	}
+}

@@ -85,8 +85,8 @@ type OutputText struct {
 
 // ResponseUsage is a response's token accounting.
 type ResponseUsage struct {
-	InputTokens         int `json:"input_tokens"`
-	InputTokensDetails  struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"input_tokens_details"`
 	OutputTokens        int `json:"output_tokens"`

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// TestOpenAINodeSDK runs node/openai.test.mjs, the official openai npm
-// package against engine + upstream + gateway over loopback. It needs
+// TestOpenAINodeSDK runs node/openai.test.mjs and node/responses.test.mjs,
+// the official openai npm package and the Vercel AI SDK against engine +
+// upstream + gateway over loopback. It needs
 // `npm ci` in cmd/internal/e2e/node first; without node_modules it is skipped, unless
 // STREAMGATE_REQUIRE_NODE=1 (as in CI), which makes that a failure.
 func TestOpenAINodeSDK(t *testing.T) {
@@ -32,7 +33,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 	}
 
 	s := newStack(t, nil)
-	cmd := exec.CommandContext(t.Context(), node, "--test", "--test-reporter=spec", "openai.test.mjs")
+	cmd := exec.CommandContext(t.Context(), node, "--test", "--test-reporter=spec", "openai.test.mjs", "responses.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+s.url+"/v1", "OPENAI_API_KEY=unused", "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()

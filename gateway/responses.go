@@ -2,10 +2,16 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
@@ -13,15 +19,98 @@ import (
 // OpenAI's Responses API over text models: POST /v1/responses runs on the
 // one request lifecycle (serve) like chat completions, its translator
 // (responseEvents) giving the Response object or its semantic events.
+// A stored response (store, OpenAI's default) is written to the Store
+// when it starts and when it ends, before its client hears of the end, so
+// that it can be read (GET /v1/responses/{id}), continued
+// (previous_response_id), cancelled and deleted, by its owner only, from
+// any replica, for Options.ResponseTTL. A background response runs on
+// when its client leaves.
+
+// DefaultResponseTTL is Options.ResponseTTL's default.
+const DefaultResponseTTL = 24 * time.Hour
+
+// errResponseCancelled is the cause of a response cancelled with POST
+// /v1/responses/{id}/cancel.
+var errResponseCancelled = errors.New("response cancelled")
+
+// responseData is what the gateway stores of a response beside its
+// object (store.StoredResponse.Data).
+type responseData struct {
+	// Input is the response's own input items, as messages.
+	Input []openai.ChatMessage `json:"input"`
+	// History is the conversation it continues (previous_response_id),
+	// without instructions, which are not carried over.
+	History []openai.ChatMessage `json:"history,omitempty"`
+}
+
+// conversation is the conversation a response continuing this one
+// starts from: the history, the input, the answer.
+func (d *responseData) conversation(answer string) []openai.ChatMessage {
+	out := append(append([]openai.ChatMessage{}, d.History...), d.Input...)
+	return append(out, openai.ChatMessage{Role: "assistant", Content: answer})
+}
+
+func responseNotFound(id, param string) *httpError {
+	e := &httpError{Status: http.StatusNotFound, Code: "response_not_found", Param: param,
+		Msg: "Response with id '" + id + "' not found."}
+	if param == "previous_response_id" {
+		e.Msg = "Previous response with id '" + id + "' not found."
+	}
+	return e
+}
+
+// storeError is err, a Store failure, as the client is told: 503 when the
+// store is down.
+func storeError(err error) error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: true,
+			Msg: "the response store is unavailable", Err: err}
+	}
+	return err
+}
+
+// loadResponse reads stored response id for the caller: 404 (naming
+// param) when there is none or it is another API key's.
+func (s *Server) loadResponse(ctx context.Context, id, param string) (*openai.Response, *responseData, error) {
+	rec, err := s.opts.Store.GetResponse(ctx, id)
+	if errors.Is(err, store.ErrNoResponse) || err == nil && rec.Owner != callerKey(ctx) {
+		return nil, nil, responseNotFound(id, param)
+	}
+	if err != nil {
+		return nil, nil, storeError(err)
+	}
+	resp := &openai.Response{}
+	data := &responseData{}
+	if err := json.Unmarshal(rec.Object, resp); err != nil {
+		return nil, nil, err
+	}
+	if len(rec.Data) > 0 {
+		if err := json.Unmarshal(rec.Data, data); err != nil {
+			return nil, nil, err
+		}
+	}
+	return resp, data, nil
+}
+
+// saveResponse writes resp, created by the caller of ctx, to the store.
+func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *responseData) error {
+	d, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	rec := store.StoredResponse{Owner: callerKey(ctx), Object: resp.JSON(), Data: d}
+	return storeError(s.opts.Store.PutResponse(ctx, resp.ID, rec, s.opts.ResponseTTL))
+}
 
 // responseJob turns a Responses API request into a job whose payloads
-// take form f, and the translator that keeps its Response.
-func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, f form) (*job, *responseEvents, error) {
+// take form f, and the translator that keeps its Response. history is the
+// conversation it continues.
+func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f form) (*job, *responseEvents, error) {
 	ad, err := s.textModel(ctx, rr.Model)
 	if err != nil {
 		return nil, nil, err
 	}
-	prompt, err := s.templateFor(rr.Model).Render(rr.Messages(nil))
+	prompt, err := s.templateFor(rr.Model).Render(rr.Messages(history))
 	if err != nil {
 		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "input", Msg: err.Error()}
 	}
@@ -35,6 +124,19 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, f
 	return &job{req: req, tr: tr, op: opChat}, tr, nil
 }
 
+// history is the conversation a request continues: that of its
+// previous_response_id, if any.
+func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
+	if rr.PreviousResponseID == "" {
+		return nil, nil
+	}
+	prev, data, err := s.loadResponse(ctx, rr.PreviousResponseID, "previous_response_id")
+	if err != nil {
+		return nil, err
+	}
+	return data.conversation(prev.OutputText()), nil
+}
+
 // createResponse serves POST /v1/responses.
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.readBody(w, r)
@@ -45,16 +147,285 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, tr, err := s.responseJob(r.Context(), rr, streamForm(rr.Stream))
+	history, err := s.history(r.Context(), rr)
 	if err != nil {
 		return err
 	}
-	if !rr.Stream {
-		return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w})
+	j, tr, err := s.responseJob(r.Context(), rr, history, streamForm(rr.Stream))
+	if err != nil {
+		return err
 	}
-	out := s.newSSESink(w, r, tr.failedEvent, false)
-	out.named = true
-	return s.serve(r.Context(), r.RemoteAddr, j, out)
+	var out sink = &bodySink{w: w}
+	if rr.Stream {
+		sse := s.newSSESink(w, r, tr.failedEvent, false)
+		sse.named = true
+		out = sse
+	}
+	if !rr.Store {
+		return s.serve(r.Context(), r.RemoteAddr, j, out)
+	}
+
+	// Stored: written now (queued or in_progress) and at the end, by
+	// the translator before the client hears of it.
+	ctx := r.Context()
+	if rr.Background { // it ends on its own, on a cancel, or by Drain
+		ctx = context.WithoutCancel(ctx)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	data := &responseData{Input: rr.Input, History: history}
+	saveCtx := context.WithoutCancel(ctx) // the end is stored however the request ended
+	tr.save = func(resp *openai.Response) {
+		if err := s.saveResponse(saveCtx, resp, data); err != nil {
+			s.log.WarnContext(saveCtx, "storing a response failed", "id", resp.ID, "err", err)
+		}
+	}
+	if err := s.saveResponse(ctx, tr.r.Resp, data); err != nil {
+		cancel(nil)
+		return err
+	}
+	done := s.running.add(tr.r.Resp.ID, cancel)
+	if rr.Background && !rr.Stream {
+		// The answer is the queued response; the run goes on without a
+		// client, registered for Drain until it has stored its end.
+		remove, ok := s.streams.add(&liveStream{hard: func() { cancel(errDraining) }})
+		if !ok {
+			done()
+			cancel(nil)
+			return errDraining
+		}
+		writeJSON(w, http.StatusOK, tr.r.Resp.JSON())
+		conn := r.RemoteAddr
+		go func() {
+			defer remove()
+			defer done()
+			defer cancel(nil)
+			err := s.serve(ctx, conn, j, &detachedSink{})
+			tr.finish(ctx, err)
+		}()
+		return nil
+	}
+	defer cancel(nil)
+	defer done()
+	if rr.Background {
+		out = &detachedSink{sink: out}
+	}
+	err = s.serve(ctx, r.RemoteAddr, j, out)
+	tr.finish(ctx, err)
+	return err
+}
+
+// getResponse serves GET /v1/responses/{id}.
+func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
+	resp, _, err := s.loadResponse(r.Context(), urlParam(r, "id"), "")
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resp.JSON())
+	return nil
+}
+
+// deleteResponse serves DELETE /v1/responses/{id}. A response still
+// running here is cancelled first.
+func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "id")
+	if _, _, err := s.loadResponse(r.Context(), id, ""); err != nil {
+		return err
+	}
+	s.running.cancel(r.Context(), id)
+	err := s.opts.Store.DeleteResponse(r.Context(), id)
+	if errors.Is(err, store.ErrNoResponse) {
+		return responseNotFound(id, "")
+	}
+	if err != nil {
+		return storeError(err)
+	}
+	writeJSON(w, http.StatusOK, jsonOf(struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Deleted bool   `json:"deleted"`
+	}{id, "response", true}))
+	return nil
+}
+
+// cancelResponse serves POST /v1/responses/{id}/cancel: a background
+// response still running is stopped upstream and stored as cancelled.
+// Cancelling one that has ended answers it as it is.
+func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "id")
+	resp, _, err := s.loadResponse(r.Context(), id, "")
+	if err != nil {
+		return err
+	}
+	if !resp.Background {
+		return &httpError{Status: http.StatusBadRequest, Code: "invalid_request", Param: "response_id",
+			Msg: "Only responses created with background set to true can be cancelled."}
+	}
+	if s.running.cancel(r.Context(), id) {
+		if resp, _, err = s.loadResponse(r.Context(), id, ""); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, resp.JSON())
+	return nil
+}
+
+// inputItem is an item of GET /v1/responses/{id}/input_items.
+type inputItem struct {
+	ID      string              `json:"id"`
+	Type    string              `json:"type"`
+	Role    string              `json:"role"`
+	Status  string              `json:"status"`
+	Content []inputItemTextPart `json:"content"`
+}
+
+type inputItemTextPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// responseInputItems serves GET /v1/responses/{id}/input_items: the
+// response's own input, as message items, in order.
+func (s *Server) responseInputItems(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "id")
+	_, data, err := s.loadResponse(r.Context(), id, "")
+	if err != nil {
+		return err
+	}
+	items := make([]inputItem, len(data.Input))
+	for i, m := range data.Input {
+		typ := "input_text"
+		if m.Role == "assistant" {
+			typ = "output_text"
+		}
+		items[i] = inputItem{ID: "msg-" + strings.TrimPrefix(id, "resp-") + "-" + strconv.Itoa(i), Type: "message", Role: m.Role,
+			Status: "completed", Content: []inputItemTextPart{{Type: typ, Text: m.Content}}}
+	}
+	list := struct {
+		Object  string      `json:"object"`
+		Data    []inputItem `json:"data"`
+		FirstID *string     `json:"first_id"`
+		LastID  *string     `json:"last_id"`
+		HasMore bool        `json:"has_more"`
+	}{Object: "list", Data: items}
+	if len(items) > 0 {
+		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
+	}
+	writeJSON(w, http.StatusOK, jsonOf(list))
+	return nil
+}
+
+// jsonOf is v's JSON; v is one of the gateway's own types, which always
+// marshal.
+func jsonOf(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("gateway: marshal: " + err.Error())
+	}
+	return b
+}
+
+// runningResponses are the stored responses running on this replica, for
+// cancel.
+type runningResponses struct {
+	mu sync.Mutex
+	m  map[string]*runningResponse
+}
+
+type runningResponse struct {
+	cancel context.CancelCauseFunc
+	ended  chan struct{} // closed once the end is stored
+}
+
+// add registers response id running with cancel; done unregisters it once
+// its end is stored.
+func (rr *runningResponses) add(id string, cancel context.CancelCauseFunc) (done func()) {
+	e := &runningResponse{cancel: cancel, ended: make(chan struct{})}
+	rr.mu.Lock()
+	rr.m[id] = e
+	rr.mu.Unlock()
+	return func() {
+		rr.mu.Lock()
+		delete(rr.m, id)
+		rr.mu.Unlock()
+		close(e.ended)
+	}
+}
+
+// cancel stops response id if it runs here and waits until its end is
+// stored (or ctx is done); it reports whether it ran here.
+func (rr *runningResponses) cancel(ctx context.Context, id string) bool {
+	rr.mu.Lock()
+	e := rr.m[id]
+	rr.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.cancel(errResponseCancelled)
+	select {
+	case <-e.ended:
+	case <-ctx.Done():
+	}
+	return true
+}
+
+// detachedSink keeps a background response running when its client
+// leaves: once a write to the client fails, the rest is discarded. With
+// no client sink (a background response answered at once) everything is.
+type detachedSink struct {
+	sink      // the client's, nil for none
+	gone bool // the client has gone
+}
+
+func (o *detachedSink) live() bool { return o.sink != nil && !o.gone }
+
+func (o *detachedSink) protocol() string {
+	if o.sink == nil {
+		return "http"
+	}
+	return o.sink.protocol()
+}
+
+func (o *detachedSink) keepAlive() time.Duration {
+	if !o.live() {
+		return 0
+	}
+	return o.sink.keepAlive()
+}
+
+func (o *detachedSink) note(err error) error {
+	if err != nil {
+		o.gone = true
+	}
+	return nil
+}
+
+func (o *detachedSink) send(p []byte) error {
+	if !o.live() {
+		return nil
+	}
+	return o.note(o.sink.send(p))
+}
+
+func (o *detachedSink) flush() error {
+	if !o.live() {
+		return nil
+	}
+	return o.note(o.sink.flush())
+}
+
+func (o *detachedSink) idle() error {
+	if !o.live() {
+		return nil
+	}
+	return o.note(o.sink.idle())
+}
+
+func (o *detachedSink) fail(err error) bool { return o.live() && o.sink.fail(err) }
+
+func (o *detachedSink) cut() {
+	if o.sink != nil {
+		o.sink.cut()
+	}
 }
 
 // responseEvents turns a text model's responses into a Response: its
@@ -63,12 +434,16 @@ type responseEvents struct {
 	ad     textmodel.Adapter
 	r      *openai.Responder
 	stream bool
+	// save, if set, stores the Response at its end, before the payloads
+	// that tell the client.
+	save func(*openai.Response)
 
 	join    textmodel.Joiner
 	text    strings.Builder
 	delta   []byte    // the text of the last response, reused
 	event   []byte    // the last delta event, reused
 	nextOut [1][]byte // what next returns: event
+	ended   bool      // the Response has its end
 	tally
 }
 
@@ -104,6 +479,7 @@ func (t *responseEvents) end() ([][]byte, error) {
 	t.text.WriteString(tail)
 	in, out := t.tokens()
 	t.r.Resp.Finish(t.r.ItemID, t.text.String(), t.reason, openai.NewUsage(in, out))
+	t.stored()
 	if !t.stream {
 		return [][]byte{t.r.Resp.JSON()}, nil
 	}
@@ -114,19 +490,50 @@ func (t *responseEvents) end() ([][]byte, error) {
 	return append(ps, t.r.End()...), nil
 }
 
-// fail ends the Response as failed with e, keeping the text so far.
-func (t *responseEvents) fail(e *httpError) {
+// stored marks the Response ended and saves it.
+func (t *responseEvents) stored() {
+	t.ended = true
+	if t.save != nil {
+		t.save(t.r.Resp)
+	}
+}
+
+// fail ends the Response with status (failed or cancelled) and, when it
+// failed, e; the text so far is kept.
+func (t *responseEvents) fail(status string, e *httpError) {
 	resp := t.r.Resp
 	if t.text.Len() > 0 {
 		resp.Finish(t.r.ItemID, t.text.String(), "length", nil)
 		resp.IncompleteDetails = nil
 	}
-	resp.Fail(e.Code, e.Msg)
+	if status == openai.StatusCancelled {
+		resp.Status = status
+	} else {
+		resp.Fail(e.Code, e.Msg)
+	}
+	t.stored()
 }
 
 // failedEvent is the stream's in-band error (an errorFormat): the
 // response.failed event, never a cut connection.
 func (t *responseEvents) failedEvent(e *httpError) []byte {
-	t.fail(e)
+	t.fail(openai.StatusFailed, e)
 	return t.r.Failed()
+}
+
+// finish stores the end of a stored response whose request ended with
+// err (serve's) under ctx, if the translator has not: cancelled when its
+// cancel ended it, failed otherwise.
+func (t *responseEvents) finish(ctx context.Context, err error) {
+	if t.ended {
+		return
+	}
+	if err == nil {
+		err = errClientGone
+	}
+	status := openai.StatusFailed
+	if errors.Is(context.Cause(ctx), errResponseCancelled) || errors.Is(err, errClientGone) {
+		status = openai.StatusCancelled
+	}
+	t.fail(status, classify(err))
 }

@@ -136,9 +136,15 @@ type Options struct {
 	Metrics http.Handler
 
 	// Store is the state shared with other replicas: resumable stream
-	// logs, API keys and per-key limits (store.Open). Default: a new
-	// in-process store (store.NewMemory). Its owner closes it.
+	// logs, API keys and per-key limits, stored responses (store.Open).
+	// Default: a new in-process store (store.NewMemory). Its owner closes
+	// it.
 	Store store.Store
+
+	// ResponseTTL is how long a stored response (POST /v1/responses with
+	// store, OpenAI's default) can be read, continued and cancelled after
+	// it was last written (its end). Default 24h.
+	ResponseTTL time.Duration
 }
 
 func (o *Options) withDefaults() Options {
@@ -191,6 +197,9 @@ func (o *Options) withDefaults() Options {
 	if c.Store == nil {
 		c.Store = store.NewMemory()
 	}
+	if c.ResponseTTL <= 0 {
+		c.ResponseTTL = DefaultResponseTTL
+	}
 	return c
 }
 
@@ -215,6 +224,7 @@ type Server struct {
 	templates map[string]*openai.Template
 	template  *openai.Template
 	ids       idSource
+	running   runningResponses // stored responses running here
 }
 
 // New returns a gateway in front of up. It panics if a chat template in
@@ -238,6 +248,7 @@ func newServer(start startFunc, inspect Inspector, opts *Options) *Server {
 		template:  openai.MustParseTemplate("default", o.ChatTemplate),
 		templates: map[string]*openai.Template{},
 		ids:       newIDSource(),
+		running:   runningResponses{m: map[string]*runningResponse{}},
 	}
 	for model, src := range o.ChatTemplates {
 		s.templates[model] = openai.MustParseTemplate(model, src)
@@ -282,6 +293,10 @@ func (s *Server) routes() chi.Router {
 	r.Post("/v1/chat/completions", openAI(s.chatCompletions))
 	r.Post("/v1/completions", openAI(s.completions))
 	r.Post("/v1/responses", openAI(s.createResponse))
+	r.Get("/v1/responses/{id}", openAI(s.getResponse))
+	r.Delete("/v1/responses/{id}", openAI(s.deleteResponse))
+	r.Post("/v1/responses/{id}/cancel", openAI(s.cancelResponse))
+	r.Get("/v1/responses/{id}/input_items", openAI(s.responseInputItems))
 	r.Get("/v1/models", openAI(s.listModels))
 	r.Get("/v1/models/{id}", openAI(s.getModel))
 	r.Get("/v1/ws", triton(s.websocket))

@@ -102,7 +102,15 @@ func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*job, error) {
 		if err != nil {
 			return nil, err
 		}
-		j, _, err := s.responseJob(ctx, rr, formWS)
+		if rr.Background {
+			return nil, &httpError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Param: "background",
+				Msg: "Unsupported parameter: 'background' is not supported on the WebSocket: create background responses with POST /v1/responses."}
+		}
+		history, err := s.history(ctx, rr)
+		if err != nil {
+			return nil, err
+		}
+		j, _, err := s.responseJob(ctx, rr, history, formWS)
 		return j, err
 	}
 	// ws.ParseFrame lets no other type through.

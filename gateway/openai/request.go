@@ -37,9 +37,9 @@ func (e *RequestError) Error() string { return e.Message }
 // ChatMessage is one message of a chat request, its content flattened to
 // text.
 type ChatMessage struct {
-	Role    string
-	Content string
-	Name    string
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	Name    string `json:"name,omitempty"`
 }
 
 // ChatRequest is a validated chat completions request.

@@ -268,3 +268,147 @@ func TestResponsesErrors(t *testing.T) {
 		}
 	}
 }
+
+// getResponse reads stored response id.
+func (s *testStack) getResponse(t *testing.T, id string) (int, responseObject) {
+	t.Helper()
+	resp, body := s.do(t, http.MethodGet, "/v1/responses/"+id, nil, nil)
+	var r responseObject
+	if resp.StatusCode == 200 {
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode, r
+}
+
+func (s *testStack) createResponse(t *testing.T, body string) responseObject {
+	t.Helper()
+	resp, b := s.post(t, "/v1/responses", body)
+	var r responseObject
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(b), &r) != nil {
+		t.Fatalf("POST /v1/responses %s: %d %s", body, resp.StatusCode, b)
+	}
+	return r
+}
+
+// A stored response is read back, lists its input, is continued with
+// previous_response_id and deleted; store false keeps nothing.
+func TestResponsesStored(t *testing.T) {
+	s := newStack(t, nil)
+	first := s.createResponse(t, `{"model":"echo","input":"one two"}`)
+	st, got := s.getResponse(t, first.ID)
+	if st != 200 || got.ID != first.ID || got.Status != "completed" || got.text() != first.text() || got.Usage.TotalTokens != first.Usage.TotalTokens {
+		t.Fatalf("GET: %d %+v, want %+v", st, got, first)
+	}
+	resp, body := s.do(t, http.MethodGet, "/v1/responses/"+first.ID+"/input_items", nil, nil)
+	var items struct {
+		Data []struct {
+			Role    string
+			Content []struct{ Type, Text string }
+		}
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(body, &items) != nil || len(items.Data) != 1 || items.Data[0].Role != "user" ||
+		items.Data[0].Content[0].Type != "input_text" || items.Data[0].Content[0].Text != "one two" {
+		t.Fatalf("input_items: %d %s", resp.StatusCode, body)
+	}
+
+	// The conversation goes on: the first input and answer come before
+	// the new input; instructions are the new request's only.
+	next := s.createResponse(t, `{"model":"echo","input":"three","instructions":"x","previous_response_id":"`+first.ID+`"}`)
+	if want := "system: x user: one two assistant: user: one two assistant: user: three assistant:"; next.text() != want {
+		t.Errorf("continued: %q, want %q", next.text(), want)
+	}
+	resp, sbody := s.post(t, "/v1/responses", `{"model":"echo","input":"x","previous_response_id":"resp-nope"}`)
+	if resp.StatusCode != 404 || sbody != `{"error":{"message":"Previous response with id 'resp-nope' not found.","type":"invalid_request_error","param":"previous_response_id","code":"response_not_found"}}` {
+		t.Errorf("unknown previous: %d %s", resp.StatusCode, sbody)
+	}
+
+	resp, sbody = s.post(t, "/v1/responses/"+first.ID+"/cancel", "")
+	if resp.StatusCode != 400 || !strings.Contains(sbody, "background") {
+		t.Errorf("cancel of a foreground response: %d %s", resp.StatusCode, sbody)
+	}
+	resp, body = s.do(t, http.MethodDelete, "/v1/responses/"+first.ID, nil, nil)
+	if resp.StatusCode != 200 || string(body) != `{"id":"`+first.ID+`","object":"response","deleted":true}` {
+		t.Errorf("DELETE: %d %s", resp.StatusCode, body)
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		resp, body = s.do(t, m, "/v1/responses/"+first.ID, nil, nil)
+		if resp.StatusCode != 404 || string(body) != `{"error":{"message":"Response with id '`+first.ID+`' not found.","type":"invalid_request_error","param":null,"code":"response_not_found"}}` {
+			t.Errorf("%s after delete: %d %s", m, resp.StatusCode, body)
+		}
+	}
+	unstored := s.createResponse(t, `{"model":"echo","input":"x","store":false}`)
+	if st, _ := s.getResponse(t, unstored.ID); st != 404 {
+		t.Errorf("store false: GET %d", st)
+	}
+}
+
+// A background response answers queued at once and runs to its end; one
+// whose streaming client leaves runs on to the same text; a cancel stops
+// it upstream and stores it cancelled.
+func TestResponsesBackground(t *testing.T) {
+	s := newStack(t, nil)
+	q := s.createResponse(t, `{"model":"echo","input":"one two three","background":true}`)
+	if q.Status != "queued" || q.Output == nil || len(q.Output) != 0 {
+		t.Fatalf("background answer: %+v", q)
+	}
+	var done responseObject
+	waitFor(t, "the background response to complete", func() bool {
+		_, done = s.getResponse(t, q.ID)
+		return done.Status == "completed"
+	})
+	if done.text() != "user: one two three assistant:" {
+		t.Errorf("background text %q", done.text())
+	}
+
+	// A streaming client that leaves after five deltas: the response
+	// runs on to the text an uninterrupted run gives.
+	input := words(40)
+	first := s.createResponse(t, `{"model":"echo_slow","input":"`+input+`","store":false}`)
+	whole := first.text()
+	c := httpClient(t)
+	resp := post(t, t.Context(), c, s.url+"/v1/responses", `{"model":"echo_slow","input":"`+input+`","background":true,"stream":true}`)
+	r := sse.NewReader(resp.Body)
+	id, deltas := "", 0
+	for deltas < 5 {
+		ev, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Type     string
+			Response responseObject
+		}
+		if ev.IsComment || json.Unmarshal([]byte(ev.Data), &e) != nil {
+			continue
+		}
+		if e.Type == "response.created" {
+			id = e.Response.ID
+		}
+		if e.Type == "response.output_text.delta" {
+			deltas++
+		}
+	}
+	resp.Body.Close()
+	waitFor(t, "the left background response to complete", func() bool {
+		_, done = s.getResponse(t, id)
+		return done.Status == "completed"
+	})
+	if done.text() != whole {
+		t.Errorf("left background response: %q, want %q", done.text(), whole)
+	}
+
+	// Cancel: 10000 words at 20ms each only end by cancellation.
+	long := s.createResponse(t, `{"model":"echo_slow","input":"`+words(10000)+`","background":true}`)
+	waitFor(t, "the long response to run", func() bool { return s.eng.InFlight() == 1 })
+	resp2, body := s.post(t, "/v1/responses/"+long.ID+"/cancel", "")
+	var cancelled responseObject
+	if resp2.StatusCode != 200 || json.Unmarshal([]byte(body), &cancelled) != nil || cancelled.Status != "cancelled" {
+		t.Fatalf("cancel: %d %s", resp2.StatusCode, body)
+	}
+	waitFor(t, "the cancelled request to stop in the engine", func() bool { return s.eng.InFlight() == 0 })
+	if st, got := s.getResponse(t, long.ID); st != 200 || got.Status != "cancelled" {
+		t.Errorf("after cancel: %d %+v", st, got)
+	}
+}

@@ -113,6 +113,9 @@ type GatewayFlags struct {
 
 	// Browsers on other origins.
 	CORSOrigins string
+
+	// Responses API.
+	ResponseTTL time.Duration
 }
 
 func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
@@ -187,6 +190,8 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.DurationVar(&f.WSSequenceIdle, "ws-sequence-idle", 30*time.Second, "a sequence whose client sends no chunk for this long is ended (sequence_idle), sooner when the model's max_sequence_idle is shorter; negative leaves only the model's")
 	fs.Group("Shared state (Redis)")
 	fs.StringVar(&f.Redis, "redis", "", "Redis `URL` of the state replicas share (resumable streams, API keys, per-key limits), e.g. redis://host:6379/0; empty keeps it in this process (one replica)")
+	fs.Group("Responses API")
+	fs.DurationVar(&f.ResponseTTL, "response-ttl", gateway.DefaultResponseTTL, "how long a stored response (POST /v1/responses with store, the default) can be read, continued, cancelled and deleted after its last write")
 	fs.Group("Browsers on other origins (CORS)")
 	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated `patterns` of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 }
@@ -337,6 +342,7 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		CORSOrigins:              splitList(g.CORSOrigins),
 		ChatTemplates:            ChatTemplates(),
 		UnloadedModels:           UnloadedModels(),
+		ResponseTTL:              g.ResponseTTL,
 	}
 	return cfg, nil
 }

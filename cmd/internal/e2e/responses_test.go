@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/store/redistest"
 )
 
 // responseObject is the part of a Response object the tests check.
@@ -410,5 +412,38 @@ func TestResponsesBackground(t *testing.T) {
 	waitFor(t, "the cancelled request to stop in the engine", func() bool { return s.eng.InFlight() == 0 })
 	if st, got := s.getResponse(t, long.ID); st != 200 || got.Status != "cancelled" {
 		t.Errorf("after cancel: %d %+v", st, got)
+	}
+}
+
+// Two gateway replicas sharing a real Redis: a response stored by one is
+// read, listed, continued and deleted through the other, and still
+// belongs to nobody else.
+func TestResponsesAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	shared := func(c *stack.Config) { c.Redis = srv.URL() }
+	a := newStack(t, nil, shared)
+	b := newStack(t, nil, shared)
+	first := a.createResponse(t, `{"model":"echo","input":"one two"}`)
+	if st, got := b.getResponse(t, first.ID); st != 200 || got.Status != "completed" || got.text() != first.text() {
+		t.Fatalf("GET on the other replica: %d %+v", st, got)
+	}
+	next := b.createResponse(t, `{"model":"echo","input":"three","previous_response_id":"`+first.ID+`"}`)
+	if want := "user: one two assistant: user: one two assistant: user: three assistant:"; next.text() != want {
+		t.Errorf("continued on the other replica: %q, want %q", next.text(), want)
+	}
+	bg := b.createResponse(t, `{"model":"echo","input":"four five","background":true}`)
+	var done responseObject
+	waitFor(t, "the background response to complete", func() bool {
+		_, done = a.getResponse(t, bg.ID)
+		return done.Status == "completed"
+	})
+	if done.text() != "user: four five assistant:" {
+		t.Errorf("background response read on the other replica: %q", done.text())
+	}
+	if resp, body := b.do(t, http.MethodDelete, "/v1/responses/"+first.ID, nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("DELETE on the other replica: %d %s", resp.StatusCode, body)
+	}
+	if st, _ := a.getResponse(t, first.ID); st != 404 {
+		t.Errorf("GET after DELETE on the other replica: %d", st)
 	}
 }

@@ -137,3 +137,44 @@ test('Vercel AI SDK: createOpenAI({baseURL})(model) streams text', async () => {
   const r = await generateText({ model: openai('echo'), system: 'be brief', prompt: 'hello world', maxRetries: 0 });
   assert.equal(r.text, 'system: be brief user: hello world assistant:');
 });
+
+// waitStatus polls a stored response until its status is one of want.
+async function waitStatus(id, ...want) {
+  for (let i = 0; ; i++) {
+    const r = await client.responses.retrieve(id);
+    if (want.includes(r.status)) return r;
+    assert.ok(i < 3000, `response ${id} stayed ${r.status}`);
+    await new Promise((res) => setTimeout(res, 10));
+  }
+}
+
+test('previous_response_id continues a stored conversation', async () => {
+  const first = await client.responses.create({ model: 'echo', input: 'hello world' });
+  const again = await client.responses.retrieve(first.id);
+  assert.equal(again.status, 'completed');
+  assert.equal(again.output[0].content[0].text, echoed);
+  const items = [];
+  for await (const item of client.responses.inputItems.list(first.id)) items.push(item);
+  assert.deepEqual(items.map((i) => [i.role, i.content[0].text]), [['user', 'hello world']]);
+  const next = await client.responses.create({ model: 'echo', input: 'more', previous_response_id: first.id });
+  assert.equal(next.output_text, `user: hello world assistant: ${echoed} user: more assistant:`);
+  assert.equal(next.previous_response_id, first.id);
+  const deleted = await client.responses.delete(first.id);
+  assert.deepEqual(deleted, { id: first.id, object: 'response', deleted: true });
+  await assert.rejects(client.responses.retrieve(first.id), OpenAI.NotFoundError);
+});
+
+test('background response and cancel', async () => {
+  const bg = await client.responses.create({ model: 'echo', input: 'hello world', background: true });
+  assert.equal(bg.status, 'queued');
+  assert.equal(bg.background, true);
+  const done = await waitStatus(bg.id, 'completed');
+  assert.equal(done.output[0].content[0].text, echoed);
+
+  // echo_slow takes 20ms a word: 5000 words only end by cancellation.
+  const words = Array.from({ length: 5000 }, (_, i) => `w${i}`).join(' ');
+  const long = await client.responses.create({ model: 'echo_slow', input: words, background: true });
+  const cancelled = await client.responses.cancel(long.id);
+  assert.equal(cancelled.status, 'cancelled');
+  assert.equal((await client.responses.retrieve(long.id)).status, 'cancelled');
+});

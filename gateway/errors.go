@@ -279,11 +279,8 @@ func (s *Server) logError(ctx context.Context, r *http.Request, err error, sent 
 		if sent == 0 {
 			sent = e.Status
 		}
-		args := []any{"method", r.Method, "path", r.URL.Path, "status", sent, "error_status", e.Status, "code", e.Code, "err", e.Err}
-		if id := requestID(ctx); id != "" {
-			args = append(args, "request_id", id)
-		}
-		s.log.WarnContext(ctx, "request failed", args...)
+		s.log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "status", sent,
+			"error_status", e.Status, "code", e.Code, "err", e.Err)
 	}
 	return e
 }

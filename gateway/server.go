@@ -239,7 +239,7 @@ func newServer(start startFunc, inspect Inspector, opts *Options) *Server {
 		start:     start,
 		inspect:   inspect,
 		opts:      o,
-		log:       o.Logger,
+		log:       slog.New(requestIDHandler{o.Logger.Handler()}),
 		limits:    newLimiter(o.MaxStreams, o.MaxStreamsPerConn),
 		streams:   newRegistry(),
 		tracer:    o.TracerProvider.Tracer(scope),

@@ -140,7 +140,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		span.End()
 		s.metrics.requests.With(route, strconv.Itoa(code)).Inc()
 		if s.log.Enabled(ctx, slog.LevelDebug) {
-			s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", code, "duration", time.Since(start), "request_id", requestID(ctx))
+			s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", code, "duration", time.Since(start))
 		}
 	})
 }
@@ -158,6 +158,25 @@ func withRequestID(ctx context.Context, id string) context.Context {
 func requestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDCtx{}).(string)
 	return id
+}
+
+// requestIDHandler adds the request_id of the OpenAI request in a
+// record's context (requestID) to every line the gateway logs with it.
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := requestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
 }
 
 // wsSpanName is the name of a WebSocket request's server span.

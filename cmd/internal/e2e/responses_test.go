@@ -123,9 +123,13 @@ func TestResponsesNonStream(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
-	if id := resp.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req-") {
+	id := resp.Header.Get("X-Request-Id")
+	if !strings.HasPrefix(id, "req-") {
 		t.Errorf("x-request-id %q", id)
 	}
+	waitFor(t, "the request's log line to name its x-request-id", func() bool {
+		return strings.Contains(s.logs.String(), "route=/v1/responses status=200") && strings.Contains(s.logs.String(), "request_id="+id)
+	})
 	if ms, err := strconv.Atoi(resp.Header.Get("Openai-Processing-Ms")); err != nil || ms < 0 {
 		t.Errorf("openai-processing-ms %q", resp.Header.Get("Openai-Processing-Ms"))
 	}

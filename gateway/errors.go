@@ -110,6 +110,9 @@ func classify(err error) *httpError {
 		be  *bodyError
 		ue  *textmodel.UnsupportedError
 	)
+	if e := classifyResume(err); e != nil {
+		return e
+	}
 	switch {
 	case errors.As(err, &he):
 		return he

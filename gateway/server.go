@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"github.com/streamgate/streamgate/gateway/store"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,7 +18,9 @@ import (
 	"github.com/streamgate/streamgate/gateway/metrics"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/playground"
+	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/ws"
 )
 
@@ -135,6 +136,28 @@ type Options struct {
 	// answers 404.
 	Metrics http.Handler
 
+	// Resumable says which event streams (and WebSocket requests) are
+	// resumable: ResumableOptIn, those that ask (Streamgate-Resumable:
+	// true, or "resumable": true in a WebSocket request frame);
+	// ResumableAlways, every one; ResumableNever, none (asking is
+	// ignored). Default ResumableOptIn.
+	Resumable string
+
+	// ResumeGrace is how long a resumable stream's request runs on once
+	// its client has left, waiting for a reader, before it is cancelled.
+	// Default 30s.
+	ResumeGrace time.Duration
+
+	// ResumeTTL is how long a resumable stream's log is kept after its
+	// end. Default 10m.
+	ResumeTTL time.Duration
+
+	// ResumeLease is how long a replica's lease on a stream it produces
+	// lasts unless renewed (every third of it): readers of a stream whose
+	// replica died end with stream_lost within about this long. Default
+	// 5s.
+	ResumeLease time.Duration
+
 	// Store is the state shared with other replicas: resumable stream
 	// logs, API keys and per-key limits, stored responses (store.Open).
 	// Default: a new in-process store (store.NewMemory). Its owner closes
@@ -200,6 +223,9 @@ func (o *Options) withDefaults() Options {
 	if c.ResponseTTL <= 0 {
 		c.ResponseTTL = DefaultResponseTTL
 	}
+	if c.Resumable == "" {
+		c.Resumable = ResumableOptIn
+	}
 	return c
 }
 
@@ -224,6 +250,7 @@ type Server struct {
 	templates map[string]*openai.Template
 	template  *openai.Template
 	ids       idSource
+	resume    *resume.Manager
 	running   runningResponses // stored responses running here
 }
 
@@ -250,6 +277,10 @@ func newServer(start startFunc, inspect Inspector, opts *Options) *Server {
 		ids:       newIDSource(),
 		running:   runningResponses{m: map[string]*runningResponse{}},
 	}
+	s.resume = resume.New(o.Store, &resume.Options{
+		Grace: o.ResumeGrace, TTL: o.ResumeTTL, Lease: o.ResumeLease, Logger: o.Logger,
+		StoreError: func(op string) { s.metrics.storeErrs.With(op).Inc() },
+	})
 	for model, src := range o.ChatTemplates {
 		s.templates[model] = openai.MustParseTemplate(model, src)
 	}
@@ -300,6 +331,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v1/models", openAI(s.listModels))
 	r.Get("/v1/models/{id}", openAI(s.getModel))
 	r.Get("/v1/ws", triton(s.websocket))
+	r.Get("/v1/streams/{sid}", tokenQuery(openAI(s.getStream)))
+	r.Delete("/v1/streams/{sid}", openAI(s.deleteStream))
 	return r
 }
 

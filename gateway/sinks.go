@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/gateway/metrics"
+	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/sse"
 )
 
@@ -36,10 +37,16 @@ type sseSink struct {
 	// and a body of one error event (Triton's generate_stream); without it
 	// such an error is the caller's to answer.
 	firstErrorAsEvent bool
+	started           bool // the headers are out
 	// named gives every event an "event:" line naming it by the "type"
 	// its payload starts with (the Responses API's semantic events).
-	named   bool
-	started bool // the headers are out
+	named bool
+
+	// log, when set, is the resumable stream's log: every event goes to
+	// it as well, and a client that leaves is no failure (gone).
+	log    *resume.Producer
+	gone   bool       // the live client left (resumable streams only)
+	failed *httpError // the error whose event ended the log, if any
 }
 
 func (s *Server) newSSESink(w http.ResponseWriter, r *http.Request, errs errorFormat, firstErrorAsEvent bool) *sseSink {
@@ -60,7 +67,18 @@ func (o *sseSink) keepAlive() time.Duration {
 	return headerWait
 }
 
-// append buffers one event.
+// leave notes that the live client of a resumable stream left: the
+// stream runs on into its log.
+func (o *sseSink) leave() error {
+	if o.log == nil {
+		return errClientGone
+	}
+	o.gone = true
+	o.log.Detach()
+	return nil
+}
+
+// append buffers one event for the live client.
 func (o *sseSink) append(p []byte) {
 	if o.named {
 		o.sw.AppendNamed(eventType(p), p)
@@ -84,6 +102,12 @@ func eventType(p []byte) string {
 }
 
 func (o *sseSink) send(p []byte) error {
+	if o.log != nil {
+		o.log.Append(p)
+		if o.gone {
+			return nil
+		}
+	}
 	o.append(p)
 	o.events.Inc()
 	if o.sw.Buffered() >= maxBatch {
@@ -94,25 +118,37 @@ func (o *sseSink) send(p []byte) error {
 
 func (o *sseSink) start() error {
 	o.started = true
+	if o.log != nil {
+		<-o.log.Created() // the stream id goes out once others can find it
+	}
 	if o.sw.Start() != nil {
-		return errClientGone
+		return o.leave()
 	}
 	return nil
 }
 
 func (o *sseSink) flush() error {
+	if o.log != nil {
+		defer o.log.Flush() // behind the live client
+	}
+	if o.gone {
+		return nil
+	}
 	if !o.started {
-		if err := o.start(); err != nil {
+		if err := o.start(); err != nil || o.gone {
 			return err
 		}
 	}
 	if o.sw.Flush() != nil {
-		return errClientGone
+		return o.leave()
 	}
 	return nil
 }
 
 func (o *sseSink) idle() error {
+	if o.gone {
+		return nil
+	}
 	if !o.started { // the first response is late: the headers go out now
 		return o.flush()
 	}
@@ -120,12 +156,20 @@ func (o *sseSink) idle() error {
 		return nil
 	}
 	if o.sw.KeepAlive() != nil {
-		return errClientGone
+		return o.leave()
 	}
 	return nil
 }
 
 func (o *sseSink) fail(err error) bool {
+	if o.log != nil {
+		o.failed = classify(err)
+		o.log.Append(o.errs(o.failed))
+		o.log.Flush()
+		if o.gone {
+			return true
+		}
+	}
 	inBand := o.started || o.sw.Buffered() > 0
 	if !inBand && !o.firstErrorAsEvent {
 		return false
@@ -191,17 +235,54 @@ func (o *bodySink) flush() error {
 type wsSink struct {
 	emit   func(data []byte) error
 	events *metrics.CounterValue
+
+	// log, when set, is the resumable request's log: every payload goes
+	// to it as well, and a socket that closes is no failure (gone).
+	log    *resume.Producer
+	gone   bool
+	failed *httpError // the error that ended the request, if any
+	// announce, if set, is called before the first data frame (to name
+	// the stream in it).
+	announce func()
 }
 
 func (o *wsSink) protocol() string         { return "ws" }
 func (o *wsSink) cut()                     {} // the socket is cut, with all its requests
 func (o *wsSink) keepAlive() time.Duration { return 0 }
-func (o *wsSink) flush() error             { return nil }
 func (o *wsSink) idle() error              { return nil }
-func (o *wsSink) fail(error) bool          { return false }
+
+func (o *wsSink) flush() error {
+	if o.log != nil {
+		o.log.Flush()
+	}
+	return nil
+}
+
+func (o *wsSink) fail(err error) bool {
+	if o.log != nil {
+		o.failed = classify(err)
+		return o.gone // nobody to tell
+	}
+	return false
+}
 
 func (o *wsSink) send(p []byte) error {
+	if o.log != nil {
+		o.log.Append(p)
+		if o.gone {
+			return nil
+		}
+	}
+	if o.announce != nil {
+		o.announce()
+		o.announce = nil
+	}
 	if o.emit(p) != nil { // the request or its socket has ended
+		if o.log != nil {
+			o.gone = true
+			o.log.Detach()
+			return nil
+		}
 		return errClientGone
 	}
 	o.events.Inc()

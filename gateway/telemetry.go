@@ -53,6 +53,8 @@ type gatewayMetrics struct {
 	clientGone *metrics.Counter // protocol
 	slowClient *metrics.Counter // protocol
 	upstream   *metrics.Counter // kind
+	resumes    *metrics.Counter // protocol
+	storeErrs  *metrics.Counter // op
 
 	// GenAI semantic conventions, by model and operation.
 	ttft     *metrics.Histogram // model, operation
@@ -71,6 +73,8 @@ func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
 		clientGone: r.Counter("streamgate.gateway.client_gone", "{request}", "Requests cancelled upstream because the client went away or cancelled, by protocol.", "protocol"),
 		slowClient: r.Counter("streamgate.gateway.slow_clients", "{request}", "Requests ended because their client did not read its responses fast enough, by protocol.", "protocol"),
 		upstream:   r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind (a client too slow for its responses counts in slow_clients instead).", "kind"),
+		resumes:    r.Counter("streamgate.gateway.resumes", "{stream}", "Resumable streams read again from their log (GET /v1/streams/{sid}, WebSocket resume frames), by protocol.", "protocol"),
+		storeErrs:  r.Counter("streamgate.gateway.store_errors", "{error}", "Failed operations on the shared store (Redis), by operation.", "op"),
 
 		ttft: r.Histogram("gen_ai.server.time_to_first_token", "s",
 			"Time from the gateway taking a request to its first response, for successful requests.",

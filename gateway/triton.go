@@ -181,7 +181,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.serve(r.Context(), r.RemoteAddr, j, s.newSSESink(w, r, tritonErrors, true))
+	return s.serveSSE(w, r, j, tritonErrors, formatTriton, true)
 }
 
 // generateEvents renders every response as one event, into one buffer

@@ -78,7 +78,7 @@ func (s *Server) completionJob(ctx context.Context, cr *openai.CompletionRequest
 // otherwise as one JSON body.
 func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, j *job, stream bool) error {
 	if stream {
-		return s.serve(r.Context(), r.RemoteAddr, j, s.newSSESink(w, r, openAIErrors, false))
+		return s.serveSSE(w, r, j, openAIErrors, formatOpenAI, false)
 	}
 	return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w})
 }

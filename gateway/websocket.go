@@ -72,11 +72,26 @@ func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request
 	if req.Type == ws.TypeSequenceStart {
 		return s.wsSequence(ctx, req, emit)
 	}
+	if req.Type == ws.TypeResume {
+		return s.wsResume(ctx, req, emit)
+	}
 	j, err := s.wsJob(ctx, req)
 	if err != nil {
 		return err
 	}
-	return s.serve(ctx, "", j, &wsSink{emit: emit, events: s.metrics.events.With("ws")})
+	out := &wsSink{emit: emit, events: s.metrics.events.With("ws")}
+	if !s.resumableAsked(req.Resumable) {
+		return s.serve(ctx, "", j, out)
+	}
+	return s.wsResumable(ctx, req, j, out)
+}
+
+// wsFormat is the stream format of a WebSocket request's payloads.
+func wsFormat(req *ws.Request) string {
+	if req.Type == ws.TypeGenerate {
+		return formatTriton
+	}
+	return formatOpenAI
 }
 
 // wsJob validates a request frame into a job: the body is the same as on

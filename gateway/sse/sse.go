@@ -152,6 +152,10 @@ func (w *Writer) AppendNamed(name string, payload []byte) {
 	w.nextID++
 }
 
+// SetNextID sets the id of the next event Append adds (ids count from 0
+// unless set, and go up by one per event).
+func (w *Writer) SetNextID(id uint64) { w.nextID = id }
+
 // Buffered is the number of bytes appended and not yet flushed.
 func (w *Writer) Buffered() int {
 	if w.buf == nil {

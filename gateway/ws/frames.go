@@ -41,6 +41,9 @@ const (
 	TypeCompletions = "completions"
 	TypeResponses   = "responses"
 	TypeCancel      = "cancel"
+	// TypeResume reads a resumable stream again: "stream" (its sid) and
+	// "after" (the last event the client has; seq after+1 comes next).
+	TypeResume = "resume"
 
 	TypeSequenceStart = "sequence.start"
 	TypeSequenceData  = "sequence.data"
@@ -81,10 +84,29 @@ type Request struct {
 	Version string          `json:"version,omitempty"`
 	Body    json.RawMessage `json:"body,omitempty"`
 
+	// Resumable: the request asked for a resumable stream
+	// ("resumable": true; generate, chat.completions, completions).
+	Resumable bool `json:"resumable,omitempty"`
+	// Stream and After: a resume frame's stream id and the id of the
+	// last event the client has (its last data frame's seq + 1).
+	Stream string `json:"stream,omitempty"`
+	After  uint64 `json:"after,omitempty"`
+
 	// Sequence is the rest of a sequence.start request's input: set by
 	// the session for the Handler, nil for other requests.
 	Sequence *Sequence `json:"-"`
+
+	seq      uint64 // the seq of the next data frame
+	announce string // the stream id the next data frame carries
 }
+
+// Announce makes the request's next data frame carry "stream": sid, as
+// the first frame of a resumable request does. Only the Handler calls it.
+func (r *Request) Announce(sid string) { r.announce = sid }
+
+// SetSeq sets the seq of the request's next data frame (a resumed
+// stream's frames continue its numbering). Only the Handler calls it.
+func (r *Request) SetSeq(seq uint64) { r.seq = seq }
 
 // FrameError is a client frame the session refuses. ID is "" when the
 // frame names no valid id.
@@ -141,12 +163,37 @@ func ParseFrame(data []byte) (*Request, *FrameError) {
 	for k := range fields {
 		switch k {
 		case "type", "id", "model", "version", "body":
+		case "resumable":
+			if r.Type != TypeGenerate && r.Type != TypeChat && r.Type != TypeCompletions {
+				return bad("frame field 'resumable' is for generate, chat.completions and completions frames")
+			}
+			if json.Unmarshal(fields[k], &r.Resumable) != nil {
+				return bad("frame field 'resumable' must be a boolean")
+			}
+		case "stream", "after":
+			if r.Type != TypeResume {
+				return bad("frame field '%s' is for resume frames", k)
+			}
 		default:
 			return bad("unknown frame field '%s'", k)
 		}
 	}
 	switch r.Type {
 	case TypeCancel:
+		return &r, nil
+	case TypeResume:
+		if fe := str("stream", &r.Stream); fe != nil || r.Stream == "" {
+			return bad("a resume frame needs 'stream': the stream id (Streamgate-Stream-Id)")
+		}
+		if raw, ok := fields["after"]; ok && json.Unmarshal(raw, &r.After) != nil {
+			return bad("frame field 'after' must be a whole number: the id of the last event the client has")
+		}
+		if r.Model != "" || r.Version != "" {
+			return bad("a resume frame takes no model")
+		}
+		if _, ok := fields["body"]; ok {
+			return bad("a resume frame takes no body")
+		}
 		return &r, nil
 	case TypeGenerate, TypeSequenceStart:
 		if r.Model == "" {
@@ -185,6 +232,21 @@ func ParseFrame(data []byte) (*Request, *FrameError) {
 // one JSON value.
 func DataFrame(id string, seq uint64, data []byte) []byte {
 	return AppendDataFrame(make([]byte, 0, len(data)+len(id)+48), id, seq, data)
+}
+
+// AppendStreamDataFrame appends the first data frame of a resumable
+// request, which names its stream:
+// {"type":"data","id":id,"seq":seq,"stream":sid,"data":data}.
+func AppendStreamDataFrame(b []byte, id string, seq uint64, sid string, data []byte) []byte {
+	b = append(b, `{"type":"data","id":`...)
+	b = jsonstr.Append(b, id)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"stream":`...)
+	b = jsonstr.Append(b, sid)
+	b = append(b, `,"data":`...)
+	b = append(b, data...)
+	return append(b, '}')
 }
 
 // AppendDataFrame appends DataFrame(id, seq, data) to b.

@@ -119,8 +119,10 @@ func (o *Options) withDefaults() Options {
 	return c
 }
 
-// errCancelled is the cause of a request's context after a cancel frame.
-var errCancelled = errors.New("cancelled by the client")
+// ErrCancelled is the cause of a request's context after a cancel frame.
+// A Handler that returns it (for a request cancelled some other way) ends
+// the request with a done frame, reason "cancelled".
+var ErrCancelled = errors.New("cancelled by the client")
 
 // Session serves one socket. Run serves it; Drain and Stop may be called
 // from any goroutine, at any time, any number of times.
@@ -247,7 +249,7 @@ func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []by
 		s.mu.Lock()
 		r, ok := s.active[req.ID]
 		if ok {
-			r.cancel(errCancelled)
+			r.cancel(ErrCancelled)
 		}
 		s.mu.Unlock()
 		if !ok { // never started, or ended already (its terminal is sent or on its way)
@@ -368,15 +370,19 @@ func (s *Session) addChunk(ctx context.Context, id string, c Chunk) {
 
 // serve runs one request and sends its terminal frame.
 func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFunc, req *Request) {
-	var seq uint64
 	emit := func(data []byte) error {
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		err := s.push(len(data)+len(req.ID)+48, func(b []byte) []byte {
+		seq, stream := req.seq, req.announce
+		req.announce = ""
+		err := s.push(len(data)+len(req.ID)+len(stream)+60, func(b []byte) []byte {
+			if stream != "" {
+				return AppendStreamDataFrame(b, req.ID, seq, stream, data)
+			}
 			return AppendDataFrame(b, req.ID, seq, data)
 		})
-		seq++
+		req.seq++
 		return err
 	}
 	err := s.h(ctx, req, emit)
@@ -394,7 +400,7 @@ func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFun
 	var term []byte
 	var fe *FrameError
 	switch {
-	case errors.Is(cause, errCancelled):
+	case errors.Is(cause, ErrCancelled), errors.Is(err, ErrCancelled):
 		term = DoneFrame(req.ID, ReasonCancelled)
 	case errors.As(cause, &fe) && sctx.Err() == nil:
 		// The session ended it (a sequence's chunk broke a limit).

@@ -29,6 +29,19 @@ var frameCases = []struct {
 	{`{"type":"chat.completions","id":"a2","body":{"model":"echo"}}`, "", "", ""},
 	{`{"type":"completions","id":"a3","body":{}}`, "", "", ""},
 	{`{"type":"cancel","id":"a1"}`, "", "", ""},
+	{`{"type":"completions","id":"a3","resumable":true,"body":{}}`, "", "", ""},
+	{`{"type":"generate","id":"a1","model":"m","resumable":false}`, "", "", ""},
+	{`{"type":"resume","id":"r1","stream":"s1","after":20}`, "", "", ""},
+	{`{"type":"resume","id":"r1","stream":"s1"}`, "", "", ""},
+	{`{"type":"resume","id":"r1"}`, "r1", CodeBadRequest, "needs 'stream'"},
+	{`{"type":"resume","id":"r1","stream":7}`, "r1", CodeBadRequest, "needs 'stream'"},
+	{`{"type":"resume","id":"r1","stream":"s1","after":-1}`, "r1", CodeBadRequest, "'after' must be a whole number"},
+	{`{"type":"resume","id":"r1","stream":"s1","after":1.5}`, "r1", CodeBadRequest, "'after' must be a whole number"},
+	{`{"type":"resume","id":"r1","stream":"s1","body":{}}`, "r1", CodeBadRequest, "takes no body"},
+	{`{"type":"resume","id":"r1","stream":"s1","model":"m"}`, "r1", CodeBadRequest, "takes no model"},
+	{`{"type":"cancel","id":"a1","resumable":true}`, "a1", CodeBadRequest, "'resumable' is for"},
+	{`{"type":"generate","id":"a1","model":"m","resumable":"yes"}`, "a1", CodeBadRequest, "'resumable' must be a boolean"},
+	{`{"type":"generate","id":"a1","model":"m","stream":"s1"}`, "a1", CodeBadRequest, "'stream' is for resume frames"},
 	{`{"type":"generate","model":"m"}`, "", CodeBadRequest, "needs an 'id'"},
 	{`{"type":"generate","id":7}`, "", CodeBadRequest, "'id' must be a string"},
 	{`{"type":"nope","id":"x"}`, "x", CodeBadRequest, "unknown frame type 'nope'"},
@@ -72,6 +85,9 @@ func FuzzParseFrame(f *testing.F) {
 		if r != nil && r.ID == "" {
 			t.Fatal("accepted a frame without id")
 		}
+		if r != nil && (r.Type == TypeResume) != (r.Stream != "") {
+			t.Fatalf("a %s frame with stream %q", r.Type, r.Stream)
+		}
 	})
 }
 
@@ -79,6 +95,7 @@ func TestServerFrames(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{string(DataFrame("a\"1", 3, []byte(`{"x":1}`))), `{"type":"data","id":"a\"1","seq":3,"data":{"x":1}}`},
 		{string(DoneFrame("a1", ReasonFinal)), `{"type":"done","id":"a1","reason":"final"}`},
+		{string(AppendStreamDataFrame(nil, "a1", 0, "s\"1", []byte(`{"x":1}`))), `{"type":"data","id":"a1","seq":0,"stream":"s\"1","data":{"x":1}}`},
 		{string(ErrorFrame("a1", "not_found", "no model")), `{"type":"error","id":"a1","error":{"code":"not_found","message":"no model"}}`},
 		{string(ErrorFrame("", "bad_request", "x")), `{"type":"error","error":{"code":"bad_request","message":"x"}}`},
 		{string(RefusalFrame("a\"1", "duplicate_id", "x")), `{"type":"error","error":{"code":"duplicate_id","message":"x","id":"a\"1"}}`},

@@ -61,6 +61,10 @@ type GatewayFlags struct {
 
 	// Redis is the URL of the shared store; empty: in-process.
 	Redis string
+	// Resumable, ResumeGrace and ResumeTTL: gateway.Options'.
+	Resumable   string
+	ResumeGrace time.Duration
+	ResumeTTL   time.Duration
 
 	// Transport: HTTPS (HTTP/2 by ALPN) or, plaintext, h2c.
 	TLS tlsfiles.ServerFiles
@@ -190,6 +194,10 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.DurationVar(&f.WSSequenceIdle, "ws-sequence-idle", 30*time.Second, "a sequence whose client sends no chunk for this long is ended (sequence_idle), sooner when the model's max_sequence_idle is shorter; negative leaves only the model's")
 	fs.Group("Shared state (Redis)")
 	fs.StringVar(&f.Redis, "redis", "", "Redis `URL` of the state replicas share (resumable streams, API keys, per-key limits), e.g. redis://host:6379/0; empty keeps it in this process (one replica)")
+	fs.Group("Resumable streams")
+	fs.StringVar(&f.Resumable, "resumable", gateway.ResumableOptIn, "which event streams and WebSocket requests are resumable: never, opt-in (those that ask with Streamgate-Resumable: true or \"resumable\": true) or always")
+	fs.DurationVar(&f.ResumeGrace, "resume-grace", 30*time.Second, "how long a resumable stream's request runs on once its client has left, waiting for it to resume, before it is cancelled")
+	fs.DurationVar(&f.ResumeTTL, "resume-ttl", 10*time.Minute, "how long a resumable stream can be read again after its end")
 	fs.Group("Responses API")
 	fs.DurationVar(&f.ResponseTTL, "response-ttl", gateway.DefaultResponseTTL, "how long a stored response (POST /v1/responses with store, the default) can be read, continued, cancelled and deleted after its last write")
 	fs.Group("Browsers on other origins (CORS)")
@@ -315,7 +323,18 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	}
 	cfg.HTTPAddr = g.HTTP
 	cfg.Redis = g.Redis
+	switch g.Resumable {
+	case gateway.ResumableNever, gateway.ResumableOptIn, gateway.ResumableAlways:
+	default:
+		return cfg, fmt.Errorf("--resumable %q: want never, opt-in or always", g.Resumable)
+	}
+	if g.ResumeGrace <= 0 || g.ResumeTTL <= 0 {
+		return cfg, errors.New("--resume-grace and --resume-ttl must be positive")
+	}
 	cfg.Gateway = &gateway.Options{
+		Resumable:         g.Resumable,
+		ResumeGrace:       g.ResumeGrace,
+		ResumeTTL:         g.ResumeTTL,
 		MaxBodyBytes:      g.MaxBody,
 		BodyTimeout:       g.BodyTimeout,
 		BodyMinRate:       g.BodyMinRate,

@@ -1,0 +1,456 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/streamgate/streamgate/engine/llama2"
+	"github.com/streamgate/streamgate/gateway/store/redistest"
+	"github.com/streamgate/streamgate/gateway/ws"
+)
+
+// Resumable streams across replicas (DESIGN.md "Scale-out"): two
+// `streamgate gateway` processes sharing one real redis-server, one
+// `streamgate engine`, nginx in front of both. A stream cut on one
+// replica is resumed on the other, over HTTP (Last-Event-ID), through
+// Chromium's EventSource and over WebSocket; a DELETE on one replica
+// stops the other's request; a replica killed mid-stream leaves its
+// readers the stored events and stream_lost; Redis stopped and
+// restarted under load stops no live stream and comes back by itself.
+
+// replicaSet is the deployment of these tests.
+type replicaSet struct {
+	bin   string
+	redis *redistest.Server
+	eng   *sgProcess
+	gw    [2]*sgProcess
+	nginx *nginx
+	c     *http.Client
+}
+
+func startReplicas(t *testing.T) *replicaSet {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds streamgate and runs it as processes")
+	}
+	dir, looked := llama2.FindModelDir(filepath.Join(moduleRoot(t), "..", "shared", "models"))
+	if dir == "" {
+		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
+			t.Fatalf("stories260K weights not found in %v and STREAMGATE_REQUIRE_MODELS=1", looked)
+		}
+		t.Skipf("stories260K weights not found in %v", looked)
+	}
+	dir, _ = filepath.Abs(dir)
+	rs := &replicaSet{bin: buildStreamgate(t), redis: redistest.Start(t), c: httpClient(t)}
+	rs.eng = startEngineProc(t, rs.bin, dir)
+	for i := range rs.gw {
+		rs.gw[i] = rs.startGateway(t)
+	}
+	rs.nginx = startNginx(t, rs.gw[0].addr+";\n    server "+rs.gw[1].addr)
+	return rs
+}
+
+// startGateway starts one more replica on the set's Redis and engine.
+func (rs *replicaSet) startGateway(t *testing.T) *sgProcess {
+	return startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", rs.redis.URL(), "--sse-keepalive", "1s")
+}
+
+// sseStream is an event stream being read.
+type sseStream struct {
+	resp *http.Response
+	r    *sseReader
+}
+
+// open sends a request and returns its answer as an event stream (it
+// fails the test on another status). header adds headers.
+func (rs *replicaSet) open(t *testing.T, ctx context.Context, method, url, body string, header ...string) *sseStream {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := rs.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, b)
+	}
+	return &sseStream{resp: resp, r: newSSEReader(resp.Body)}
+}
+
+// read reads n events (n < 0: to the end of the stream).
+func (s *sseStream) read(t *testing.T, n int) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	for n < 0 || len(out) < n {
+		ev, err := s.r.next()
+		if err == io.EOF && n < 0 {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("after %d events: %v", len(out), err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+const storiesCompletion = `{"model":"stories260k","prompt":"Once upon a time","max_tokens":150,"temperature":0,"stream":true}`
+
+// completionText joins the text of completion chunks, failing on
+// anything else but [DONE].
+func completionText(t *testing.T, datas []string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, d := range datas {
+		if d == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+			Error any `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(d), &c); err != nil || c.Error != nil {
+			t.Fatalf("event %q: %v", d, err)
+		}
+		for _, ch := range c.Choices {
+			b.WriteString(ch.Text)
+		}
+	}
+	return b.String()
+}
+
+// checkIDs fails unless events have the ids from, from+1, … in order.
+func checkIDs(t *testing.T, events []sseEvent, from int) {
+	t.Helper()
+	for i, ev := range events {
+		if ev.ID != strconv.Itoa(from+i) {
+			t.Fatalf("event %d has id %q, want %d (ids %v)", i, ev.ID, from+i, ids(events))
+		}
+	}
+}
+
+func ids(events []sseEvent) []string {
+	var out []string
+	for _, ev := range events {
+		out = append(out, ev.ID)
+	}
+	return out
+}
+
+func datas(events []sseEvent) []string {
+	var out []string
+	for _, ev := range events {
+		out = append(out, ev.Data)
+	}
+	return out
+}
+
+func TestReplicasResume(t *testing.T) {
+	rs := startReplicas(t)
+	// An uninterrupted run, not resumable: the text every resumed run must
+	// give byte for byte.
+	whole := rs.open(t, t.Context(), "POST", rs.gw[1].url+"/v1/completions", storiesCompletion).read(t, -1)
+	want := completionText(t, datas(whole))
+	if len(whole) < 40 || want == "" {
+		t.Fatalf("the uninterrupted run gave %d events, text %q", len(whole), want)
+	}
+
+	// cut reads about 20 events of a resumable completion from base, then
+	// resumes it on other with Last-Event-ID, and checks the joined run.
+	cut := func(t *testing.T, base, other string) {
+		ctx, cancel := context.WithCancel(t.Context())
+		s := rs.open(t, ctx, "POST", base+"/v1/completions", storiesCompletion, "Streamgate-Resumable", "true")
+		sid := s.resp.Header.Get("Streamgate-Stream-Id")
+		if sid == "" {
+			t.Fatal("no Streamgate-Stream-Id")
+		}
+		first := s.read(t, 20)
+		cancel()
+		rest := rs.open(t, t.Context(), "GET", other+"/v1/streams/"+sid, "", "Last-Event-ID", first[len(first)-1].ID).read(t, -1)
+		all := append(first, rest...)
+		checkIDs(t, all, 1)
+		if last := all[len(all)-1].Data; last != "[DONE]" {
+			t.Errorf("the resumed stream ends with %q", last)
+		}
+		if got := completionText(t, datas(all)); got != want {
+			t.Errorf("joined text differs from an uninterrupted run:\n got %q\nwant %q", got, want)
+		}
+		// Read again from the start, as EventSource would: the same events.
+		again := rs.open(t, t.Context(), "GET", other+"/v1/streams/"+sid+"?last_event_id=0", "").read(t, -1)
+		if !slices.Equal(datas(again), datas(all)) {
+			t.Errorf("read again from 0: %d events, want %d", len(again), len(all))
+		}
+		// After the end: 204, which stops EventSource's reconnects.
+		req, _ := http.NewRequest("GET", other+"/v1/streams/"+sid, nil)
+		req.Header.Set("Last-Event-ID", all[len(all)-1].ID)
+		resp, err := rs.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("GET after the last event: %d, want 204", resp.StatusCode)
+		}
+	}
+	t.Run("cut on one replica, resumed on the other", func(t *testing.T) { cut(t, rs.gw[0].url, rs.gw[1].url) })
+	t.Run("through nginx", func(t *testing.T) { cut(t, rs.nginx.url, rs.nginx.url) })
+
+	t.Run("EventSource in Chromium through nginx", func(t *testing.T) {
+		requireTool(t, "chromium", "/usr/bin/chromium")
+		page := startChromium(t).openPage(t)
+		page.load(t, rs.nginx.url+"/", "true")
+		// The page POSTs a resumable completion with fetch, reads 20
+		// events and aborts, then follows the stream with EventSource
+		// after the last id it saw, until [DONE].
+		script := `(async () => {
+			const ctl = new AbortController();
+			const resp = await fetch("/v1/completions", {method: "POST", signal: ctl.signal,
+				headers: {"Content-Type": "application/json", "Streamgate-Resumable": "true"},
+				body: ` + strconv.Quote(storiesCompletion) + `});
+			const sid = resp.headers.get("Streamgate-Stream-Id");
+			const reader = resp.body.getReader();
+			const dec = new TextDecoder();
+			let buf = "", events = [];
+			while (events.length < 20) {
+				const {value, done} = await reader.read();
+				if (done) break;
+				buf += dec.decode(value, {stream: true});
+				let i;
+				while ((i = buf.indexOf("\n\n")) >= 0 && events.length < 20) {
+					const block = buf.slice(0, i); buf = buf.slice(i + 2);
+					const ev = {id: "", data: ""};
+					for (const line of block.split("\n")) {
+						if (line.startsWith("id: ")) ev.id = line.slice(4);
+						if (line.startsWith("data: ")) ev.data = line.slice(6);
+					}
+					if (ev.data) events.push(ev);
+				}
+			}
+			ctl.abort();
+			const last = events[events.length - 1].id;
+			await new Promise((resolve, reject) => {
+				const es = new EventSource("/v1/streams/" + sid + "?last_event_id=" + last);
+				es.onmessage = (m) => {
+					events.push({id: m.lastEventId, data: m.data});
+					if (m.data === "[DONE]") { es.close(); resolve(); }
+				};
+				es.onerror = () => { if (es.readyState === EventSource.CLOSED) reject(new Error("EventSource closed")); };
+			});
+			return {sid, events};
+		})()`
+		var got struct {
+			SID    string
+			Events []sseEvent
+		}
+		page.eval(t, script, &got)
+		checkIDs(t, got.Events, 1)
+		if text := completionText(t, datas(got.Events)); text != want {
+			t.Errorf("EventSource joined text:\n got %q\nwant %q", text, want)
+		}
+	})
+
+	t.Run("WebSocket resume on the other replica", func(t *testing.T) {
+		c1 := dialWSURL(t, rs.gw[0].url)
+		body := strings.Replace(storiesCompletion, `,"stream":true`, "", 1)
+		wsSend(t, c1, `{"type":"completions","id":"a","resumable":true,"body":`+body+`}`)
+		var sid string
+		var texts []string
+		for len(texts) < 20 {
+			f, raw, err := wsRead(t, c1)
+			if err != nil || f.Type != "data" || f.Seq != uint64(len(texts)) {
+				t.Fatalf("frame %s: %v", raw, err)
+			}
+			if len(texts) == 0 {
+				var first struct{ Stream string }
+				json.Unmarshal(raw, &first)
+				sid = first.Stream
+				if sid == "" {
+					t.Fatalf("the first frame names no stream: %s", raw)
+				}
+			}
+			texts = append(texts, string(f.Data))
+		}
+		c1.CloseNow() // the socket drops; the request runs on
+		c2 := dialWSURL(t, rs.gw[1].url)
+		wsSend(t, c2, fmt.Sprintf(`{"type":"resume","id":"r1","stream":%q,"after":20}`, sid))
+		for {
+			f, raw, err := wsRead(t, c2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Type == "done" && f.Reason == "final" {
+				break
+			}
+			if f.Type != "data" || f.ID != "r1" || f.Seq != uint64(len(texts)) {
+				t.Fatalf("resumed frame %s after %d", raw, len(texts))
+			}
+			texts = append(texts, string(f.Data))
+		}
+		if got := completionText(t, texts); got != want {
+			t.Errorf("WebSocket joined text:\n got %q\nwant %q", got, want)
+		}
+	})
+
+	t.Run("DELETE on the other replica stops the request", func(t *testing.T) {
+		s := rs.open(t, t.Context(), "POST", rs.gw[0].url+"/v2/models/repeat_int32/generate_stream", repeatBody(200, 0, 0, 50), "Streamgate-Resumable", "true")
+		sid := s.resp.Header.Get("Streamgate-Stream-Id")
+		s.read(t, 2)
+		req, _ := http.NewRequest("DELETE", rs.gw[1].url+"/v1/streams/"+sid, nil)
+		start := time.Now()
+		resp, err := rs.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE: %d", resp.StatusCode)
+		}
+		rest := s.read(t, -1) // the live stream ends: its request stopped
+		t.Logf("DELETE on replica 2 to the end of the stream on replica 1: %v", time.Since(start))
+		if len(rest) > 150 {
+			t.Errorf("%d more events after the DELETE", len(rest))
+		}
+		// Readers see the stream's end, not a loss.
+		after := rs.open(t, t.Context(), "GET", rs.gw[1].url+"/v1/streams/"+sid, "").read(t, -1)
+		for _, ev := range after {
+			if strings.Contains(ev.Data, "error") {
+				t.Errorf("a reader of the cancelled stream got %s", ev.Data)
+			}
+		}
+	})
+
+	t.Run("another key", func(t *testing.T) {
+		// Ownership is tested at the gateway level (withLimitKey); here: an
+		// unknown stream is 404 on every replica.
+		for _, base := range []string{rs.gw[0].url, rs.gw[1].url} {
+			got := request(t, rs.c, "GET", base+"/v1/streams/nosuchstream", "")
+			if got.status != 404 || !strings.Contains(got.body, `"code":"stream_not_found"`) {
+				t.Errorf("GET of no stream: %+v", got)
+			}
+		}
+	})
+}
+
+// dialWSURL opens a streamgate.v1 socket to the gateway at base.
+func dialWSURL(t *testing.T, base string) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(base, "http")+"/v1/ws",
+		&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(1 << 22)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+// A replica killed (SIGKILL) mid-stream: a reader on another replica gets
+// every event it stored, in order, then stream_lost, within 10 s.
+func TestReplicaKilledStreamLost(t *testing.T) {
+	rs := startReplicas(t)
+	victim := rs.startGateway(t)
+	s := rs.open(t, t.Context(), "POST", victim.url+"/v2/models/repeat_int32/generate_stream", repeatBody(400, 0, 0, 50), "Streamgate-Resumable", "true")
+	sid := s.resp.Header.Get("Streamgate-Stream-Id")
+	s.read(t, 5)
+	// A reader on another replica follows the stream live, past the
+	// events the victim's client has seen.
+	follower := rs.open(t, t.Context(), "GET", rs.gw[0].url+"/v1/streams/"+sid, "")
+	got := follower.read(t, 5)
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	got = append(got, follower.read(t, -1)...)
+	lostAfter := time.Since(killed)
+	stored, last := got[:len(got)-1], got[len(got)-1]
+	checkIDs(t, stored, 1)
+	if !strings.Contains(last.Data, "the stream was lost") || last.ID != stored[len(stored)-1].ID {
+		t.Errorf("last event %+v, want the stream_lost error repeating id %s", last, stored[len(stored)-1].ID)
+	}
+	for i, ev := range stored {
+		if want := fmt.Sprintf(`"OUT":%d,`, i); !strings.Contains(ev.Data, want) {
+			t.Fatalf("stored event %d: %s", i, ev.Data)
+		}
+	}
+	// A reader that comes later gets the same events and the same end.
+	again := rs.open(t, t.Context(), "GET", rs.gw[1].url+"/v1/streams/"+sid, "").read(t, -1)
+	if !slices.Equal(datas(again), datas(got)) {
+		t.Errorf("a later reader got %d events, the follower %d", len(again), len(got))
+	}
+	t.Logf("stream_lost %v after the SIGKILL (%d stored events)", lostAfter, len(stored))
+	if lostAfter > 10*time.Second {
+		t.Errorf("stream_lost came %v after the kill, want within 10s", lostAfter)
+	}
+}
+
+// Redis stopped under load: live resumable streams run to their end;
+// resume answers 503; Redis restarted (empty): new resumable streams work
+// again within seconds, with nothing restarted.
+func TestReplicasRedisDown(t *testing.T) {
+	rs := startReplicas(t)
+	const n, events = 4, 60
+	streams := make([]*sseStream, n)
+	for i := range streams {
+		streams[i] = rs.open(t, t.Context(), "POST", rs.gw[i%2].url+"/v2/models/repeat_int32/generate_stream", repeatBody(events, 0, 0, 40), "Streamgate-Resumable", "true")
+		streams[i].read(t, 1)
+	}
+	sid := streams[0].resp.Header.Get("Streamgate-Stream-Id")
+	rs.redis.Stop()
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Go(func() {
+			rest := s.read(t, -1)
+			if len(rest) != events-1 {
+				t.Errorf("stream %d: %d events after Redis stopped, want %d", i, len(rest), events-1)
+			}
+		})
+	}
+	got := request(t, rs.c, "GET", rs.gw[1].url+"/v1/streams/"+sid, "")
+	if got.status != 503 || got.header.Get("Retry-After") == "" || !strings.Contains(got.body, `"code":"unavailable"`) {
+		t.Errorf("resume with Redis down: %+v", got)
+	}
+	wg.Wait()
+	rs.redis.Restart()
+	waitFor(t, "resumable streams to work again", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", rs.gw[0].url+"/v2/models/repeat_int32/generate_stream", strings.NewReader(repeatBody(3, 0, 0, 0)))
+		req.Header.Set("Streamgate-Resumable", "true")
+		resp, err := rs.c.Do(req)
+		if err != nil {
+			return false
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		sid := resp.Header.Get("Streamgate-Stream-Id")
+		again := request(t, rs.c, "GET", rs.gw[1].url+"/v1/streams/"+sid, "")
+		return again.status == 200 && strings.Count(again.body, "data: ") == 3
+	})
+}

@@ -1,0 +1,372 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/streamgate/streamgate/gateway/resume"
+	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/store"
+	"github.com/streamgate/streamgate/gateway/ws"
+)
+
+// Resumable streams (DESIGN.md "Scale-out"): a streaming request that asks
+// (or every one, per Options.Resumable) is logged to the shared store
+// through a resume.Producer as it is sent, runs on for the grace period
+// when its client leaves, and can be read again from any replica with
+// GET /v1/streams/{sid} or a WebSocket resume frame, and cancelled with
+// DELETE /v1/streams/{sid}. The machinery (log, lease, cancel, grace) is
+// package resume; this file is the HTTP side.
+
+// Options.Resumable values.
+const (
+	ResumableOptIn  = "opt-in"
+	ResumableAlways = "always"
+	ResumableNever  = "never"
+)
+
+// Headers of resumable streams.
+const (
+	headerResumable = "Streamgate-Resumable"
+	headerStreamID  = "Streamgate-Stream-Id"
+	headerLastEvent = "Last-Event-ID"
+)
+
+// Stream formats (store.StreamMeta.Format): how a stream's events and
+// errors are written.
+const (
+	formatOpenAI = "openai"
+	formatTriton = "triton"
+)
+
+// formatErrors is the error format of a stream format.
+func formatErrors(format string) errorFormat {
+	if format == formatTriton {
+		return tritonErrors
+	}
+	return openAIErrors
+}
+
+var (
+	errStreamNotFound = &httpError{Status: http.StatusNotFound, Code: "stream_not_found", Msg: "no such stream: it never existed, has expired, or belongs to another API key"}
+	errStreamLost     = &httpError{Status: http.StatusBadGateway, Code: "stream_lost", Msg: "the stream was lost: the replica producing it is gone, and the events above are all that were stored"}
+	errStoreDown      = &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "the stream store is unavailable", RetryAfter: true}
+	errStreamTrimmed  = &httpError{Status: http.StatusGone, Code: "stream_truncated", Msg: "the events asked for are no longer stored"}
+)
+
+// classifyResume maps the errors of resumable streams (classify calls it).
+func classifyResume(err error) *httpError {
+	switch {
+	case errors.Is(err, resume.ErrNotFound):
+		return errStreamNotFound
+	case errors.Is(err, resume.ErrLost):
+		return errStreamLost
+	case errors.Is(err, store.ErrTrimmed):
+		return errStreamTrimmed
+	case errors.Is(err, store.ErrUnavailable):
+		e := *errStoreDown
+		e.Err = err
+		return &e
+	}
+	return nil
+}
+
+// parseResumable reads a Streamgate-Resumable header (or the WebSocket
+// flag's text): "true" or "false" in any case, or empty for not asked.
+func parseResumable(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return false, nil
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: headerResumable,
+		Msg: "header " + headerResumable + " must be true or false, not '" + truncate(v, 64) + "'"}
+}
+
+// parseLastEventID reads the id a stream read resumes after: the
+// Last-Event-ID header, else the last_event_id query parameter, else 0
+// (from the start).
+func parseLastEventID(header, query string) (uint64, error) {
+	v, name := header, headerLastEvent
+	if v == "" {
+		v, name = query, "last_event_id"
+	}
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: name,
+			Msg: name + " must be the id of an event of the stream (a whole number), not '" + truncate(v, 64) + "'"}
+	}
+	return n, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// resumableAsked is whether a request that asked (or not) gets a
+// resumable stream under Options.Resumable.
+func (s *Server) resumableAsked(asked bool) bool {
+	switch s.opts.Resumable {
+	case ResumableAlways:
+		return true
+	case ResumableNever:
+		return false
+	}
+	return asked
+}
+
+// serveSSE runs j as an event stream in error format errs (its stream
+// format: format), resumable when the request asks and Options.Resumable
+// allows it.
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, errs errorFormat, format string, firstErrorAsEvent bool) error {
+	out := s.newSSESink(w, r, errs, firstErrorAsEvent)
+	asked, err := parseResumable(r.Header.Get(headerResumable))
+	if err != nil {
+		return err
+	}
+	if !s.resumableAsked(asked) {
+		return s.serve(r.Context(), r.RemoteAddr, j, out)
+	}
+	// The request no longer ends with its client: it ends on its own, on
+	// a cancel, or when the grace period runs out with nobody reading.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	defer cancel(nil)
+	p := s.resume.Start(store.StreamMeta{Owner: callerKey(r.Context()), Format: format}, cancel)
+	w.Header().Set(headerStreamID, p.ID())
+	out.log = p
+	out.sw.SetNextID(p.NextID())
+	stop := context.AfterFunc(r.Context(), p.Detach)
+	defer stop()
+	err = s.serve(ctx, r.RemoteAddr, j, out)
+	s.endLog(p, ctx, err, out.failed, errs)
+	if err != nil && out.gone {
+		return errClientGone
+	}
+	return err
+}
+
+// wsResumable runs a WebSocket request as a resumable stream: its first
+// data frame names the stream; a socket that closes leaves it running
+// for the grace period, a cancel frame cancels it.
+func (s *Server) wsResumable(ctx context.Context, req *ws.Request, j *job, out *wsSink) error {
+	dctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	p := s.resume.Start(store.StreamMeta{Owner: callerKey(ctx), Format: wsFormat(req)}, cancel)
+	out.log = p
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), ws.ErrCancelled) {
+			cancel(resume.ErrCancelled)
+			return
+		}
+		p.Detach()
+	})
+	defer stop()
+	req.SetSeq(p.NextID() - 1)
+	out.announce = func() {
+		<-p.Created() // the stream id goes out once others can find it
+		req.Announce(p.ID())
+	}
+	err := s.serve(dctx, "", j, out)
+	s.endLog(p, dctx, err, out.failed, nil)
+	if errors.Is(context.Cause(dctx), resume.ErrCancelled) {
+		return ws.ErrCancelled
+	}
+	return err
+}
+
+// wsResume serves a resume frame: the stream's events after req.After
+// as data frames (seq = event id - 1), then the live ones, then the
+// stream's own terminal frame.
+func (s *Server) wsResume(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
+	rd, err := s.resume.Open(ctx, req.Stream, callerKey(ctx), req.After)
+	if err != nil {
+		return err
+	}
+	s.metrics.resumes.With("ws").Inc()
+	for {
+		events, err := rd.Next(ctx, followWait)
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			switch e.End {
+			case resume.EndFinal:
+				return nil
+			case resume.EndCancelled:
+				return ws.ErrCancelled
+			case resume.EndError:
+				var d struct{ Code, Message string }
+				if json.Unmarshal(e.Data, &d) != nil || d.Code == "" {
+					d.Code, d.Message = "internal", "internal error"
+				}
+				return &ws.FrameError{ID: req.ID, Code: d.Code, Message: d.Message}
+			case "":
+			default:
+				return nil
+			}
+			if string(e.Data) == "[DONE]" { // an event stream's end marker, not data
+				continue
+			}
+			req.SetSeq(e.ID - 1)
+			if err := emit(e.Data); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// endLog closes a resumable stream's log with how its request ended: err
+// as serve returned it, failed the error the sink logged as an event; errs
+// is the event format of an error logged here (nil: no event, as on
+// WebSocket, whose errors are terminal frames).
+func (s *Server) endLog(p *resume.Producer, ctx context.Context, err error, failed *httpError, errs errorFormat) {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, resume.ErrCancelled), errors.Is(cause, resume.ErrAbandoned):
+		p.Close(resume.EndCancelled, nil)
+	case failed != nil:
+		p.Close(resume.EndError, endDetail(failed))
+	case err != nil && !errors.Is(err, errClientGone):
+		// Refused before it started (limits, upstream): the log says why.
+		e := classify(err)
+		if errs != nil {
+			p.Append(errs(e))
+		}
+		p.Close(resume.EndError, endDetail(e))
+	default:
+		p.Close(resume.EndFinal, nil)
+	}
+}
+
+// endDetail is an error end event's Data: {"code","message"}, what a
+// WebSocket reader's error frame says.
+func endDetail(e *httpError) []byte {
+	b, _ := json.Marshal(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{e.Code, e.Msg})
+	return b
+}
+
+// tokenQuery lets a browser's EventSource, which cannot set headers, give
+// its API key as ?token=KEY: it becomes the request's Authorization
+// header when it has none.
+func tokenQuery(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if tok := r.URL.Query().Get("token"); tok != "" && r.Header.Get("Authorization") == "" {
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}
+		h(w, r)
+	}
+}
+
+// followWait is how long one read of a followed stream waits for events.
+const followWait = time.Second
+
+// getStream serves GET /v1/streams/{sid}: the events after Last-Event-ID
+// (or ?last_event_id=), then the live ones until the stream's end, as an
+// event stream in the original route's format. A stream that has ended
+// with nothing after that id answers 204, which tells EventSource to stop
+// reconnecting.
+func (s *Server) getStream(w http.ResponseWriter, r *http.Request) error {
+	after, err := parseLastEventID(r.Header.Get(headerLastEvent), r.URL.Query().Get("last_event_id"))
+	if err != nil {
+		return err
+	}
+	if s.draining.Load() {
+		return errDraining
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	rd, err := s.resume.Open(ctx, urlParam(r, "sid"), callerKey(ctx), after)
+	if err != nil {
+		return err
+	}
+	events, err := rd.Next(ctx, 0)
+	if err != nil && !errors.Is(err, resume.ErrLost) {
+		return err
+	}
+	if err == nil && len(events) == 1 && events[0].End != "" {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	sw := sse.NewWriter(w, s.opts.SSE)
+	remove, ok := s.streams.add(&liveStream{hard: func() { cancel(errDraining) }, cut: sw.Abort})
+	if !ok {
+		return errDraining
+	}
+	defer remove()
+	s.metrics.resumes.With("sse").Inc()
+	if sw.Start() != nil {
+		return nil
+	}
+	errs := formatErrors(rd.Meta().Format)
+	ka := sw.KeepAliveInterval()
+	quiet := time.Now()
+	for {
+		if err != nil {
+			if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errDraining) {
+				return nil // the client left
+			}
+			if errors.Is(context.Cause(ctx), errDraining) {
+				err = errDraining
+			}
+			e := s.logError(ctx, r, err, http.StatusOK)
+			sw.SetNextID(rd.After()) // an error is no event of the stream: it repeats the last id
+			sw.Append(errs(e))
+			_ = sw.Flush()
+			return nil
+		}
+		for _, e := range events {
+			if e.End != "" {
+				_ = sw.Flush()
+				return nil
+			}
+			sw.SetNextID(e.ID)
+			sw.Append(e.Data)
+		}
+		if len(events) > 0 {
+			if sw.Flush() != nil {
+				return nil
+			}
+			quiet = time.Now()
+		} else if ka > 0 && time.Since(quiet) >= ka {
+			if sw.KeepAlive() != nil {
+				return nil
+			}
+			quiet = time.Now()
+		}
+		wait := followWait
+		if ka > 0 {
+			wait = min(wait, ka)
+		}
+		events, err = rd.Next(ctx, wait)
+	}
+}
+
+// deleteStream serves DELETE /v1/streams/{sid}: the replica producing the
+// stream cancels its request at once. 204 also for a stream that has
+// already ended.
+func (s *Server) deleteStream(w http.ResponseWriter, r *http.Request) error {
+	if err := s.resume.Cancel(r.Context(), urlParam(r, "sid"), callerKey(r.Context())); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,257 @@
+package resume
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/streamgate/streamgate/gateway/store"
+)
+
+// Producer writes one resumable stream's log. The goroutine that produces
+// the stream calls Append, Flush and Close; Detach and the cancel
+// function's call may come from any goroutine.
+type Producer struct {
+	m      *Manager
+	sid    string
+	meta   store.StreamMeta
+	cancel func(cause error)
+
+	next    uint64        // the id of the next Append (producer's goroutine)
+	batch   []store.Event // appended since the last Flush (producer's goroutine)
+	wake    chan struct{} // a batch is pending (cap 1)
+	closing chan struct{} // Close was called: write the end, then stop
+	created chan struct{} // closed once the first write was tried
+	done    chan struct{} // the writer has returned
+
+	mu         sync.Mutex
+	pending    []store.Event // flushed, not yet written
+	size       int           // bytes in pending
+	broken     bool          // the log was given up
+	detachedAt time.Time     // when the live client left; zero while it is there
+	attendedAt time.Time     // when the store last said a reader follows
+}
+
+// Start begins a resumable stream described by meta and returns its
+// producer, whose log is being written from now on. cancel is called
+// (from another goroutine, at most once per cause, possibly after the
+// stream ended) when the stream must stop: ErrCancelled or ErrAbandoned.
+func (m *Manager) Start(meta store.StreamMeta, cancel func(cause error)) *Producer {
+	p := &Producer{
+		m: m, sid: newID(), meta: meta, cancel: cancel, next: 1,
+		wake: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
+		created: make(chan struct{}),
+	}
+	m.register(p)
+	go p.run()
+	return p
+}
+
+// ID is the stream's id (the sid).
+func (p *Producer) ID() string { return p.sid }
+
+// Append adds one event whose payload is data (copied) to the batch and
+// returns its id. The batch goes to the store with the next Flush.
+func (p *Producer) Append(data []byte) uint64 {
+	id := p.next
+	p.next++
+	p.batch = append(p.batch, store.Event{ID: id, Data: append([]byte(nil), data...)})
+	return id
+}
+
+// Created is closed once the stream's first write to the store (which
+// creates it) has been tried: from then on any replica finds the stream,
+// unless the store failed. Send the stream's id to its client after it,
+// so that a cancel or read that follows at once finds the stream; it
+// normally comes long before the request's first response.
+func (p *Producer) Created() <-chan struct{} { return p.created }
+
+// NextID is the id the next Append will give.
+func (p *Producer) NextID() uint64 { return p.next }
+
+// Flush hands the batch to the writer, which writes it behind the caller.
+func (p *Producer) Flush() {
+	if len(p.batch) == 0 {
+		return
+	}
+	p.mu.Lock()
+	if !p.broken {
+		for _, e := range p.batch {
+			p.size += len(e.Data)
+		}
+		p.pending = append(p.pending, p.batch...)
+		if p.size > p.m.opts.MaxPending {
+			p.giveUp()
+		}
+	}
+	p.mu.Unlock()
+	p.batch = nil
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// giveUp abandons the log (the store has been failing for longer than
+// MaxPending lasts): nothing more is written, the lease runs out, and
+// readers end with ErrLost after what was stored. p.mu is held.
+func (p *Producer) giveUp() {
+	if !p.broken {
+		p.m.opts.Logger.Warn("resumable stream log given up: the store is failing", "stream", p.sid)
+	}
+	p.broken = true
+	p.pending, p.size = nil, 0
+}
+
+// Detach notes that the live client left: unless a reader follows the
+// stream, it is cancelled with ErrAbandoned after the grace period.
+func (p *Producer) Detach() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.detachedAt.IsZero() {
+		p.detachedAt = time.Now()
+	}
+}
+
+// Close ends the stream: what Append buffered and an end event of kind
+// end (EndFinal, EndError, EndCancelled) with detail as its Data are
+// written, then the lease is released. It waits for the writer, which
+// gives one try to the last write.
+func (p *Producer) Close(end string, detail []byte) {
+	p.batch = append(p.batch, store.Event{ID: p.next, End: end, Data: append([]byte(nil), detail...)})
+	p.next++
+	p.Flush()
+	close(p.closing)
+	<-p.done
+	p.m.unregister(p)
+}
+
+// tick is how often the writer renews the lease and checks the grace
+// period when no batch comes.
+func (p *Producer) tick() time.Duration {
+	return max(min(p.m.opts.Lease/3, p.m.opts.Grace/4), 10*time.Millisecond)
+}
+
+// run is the writer: it writes each pending batch in one store call, and
+// renews the lease when the stream is quiet, until the end is written
+// (or, after Close, its one try failed).
+func (p *Producer) run() {
+	defer close(p.done)
+	t := time.NewTicker(p.tick())
+	defer t.Stop()
+	tried := false // the first write: it creates the stream
+	defer func() {
+		if !tried {
+			close(p.created)
+		}
+	}()
+	needMeta := true // no write has succeeded yet
+	var wrote time.Time
+	closing, failed := false, false
+	for {
+		switch {
+		case closing, !tried: // the first write goes at once
+		case failed: // wait for the tick before trying again
+			select {
+			case <-t.C:
+			case <-p.closing:
+				closing = true
+			}
+		default:
+			select {
+			case <-p.wake:
+			case <-t.C:
+			case <-p.closing:
+				closing = true
+			}
+		}
+		p.mu.Lock()
+		batch, broken := p.pending, p.broken
+		p.pending, p.size = nil, 0
+		p.mu.Unlock()
+		now := time.Now()
+		if broken || (closing && len(batch) == 0) {
+			if closing {
+				return
+			}
+			p.checkGrace(now)
+			continue
+		}
+		if len(batch) > 0 || needMeta || now.Sub(wrote) >= p.tick() {
+			a := store.Append{Events: batch, Holder: p.m.holder, Lease: p.m.opts.Lease, TTL: p.m.opts.TTL}
+			if needMeta {
+				a.Meta = &p.meta
+			}
+			ctx, cancel := p.m.opCtx(context.Background())
+			res, err := p.m.st.AppendStream(ctx, p.sid, a)
+			cancel()
+			if !tried {
+				tried = true
+				close(p.created)
+			}
+			failed = err != nil
+			if failed {
+				p.m.failed("append", p.sid, err)
+				if closing {
+					return
+				}
+				p.requeue(batch)
+			} else {
+				wrote, needMeta = now, false
+				if len(batch) > 0 && batch[len(batch)-1].End != "" {
+					return
+				}
+				p.noteResult(res, now)
+			}
+		}
+		p.checkGrace(now)
+	}
+}
+
+// requeue puts a batch that could not be written back in front of what
+// is pending, to be written again (ids already stored are not stored
+// twice), unless that makes more than MaxPending.
+func (p *Producer) requeue(batch []store.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.broken {
+		return
+	}
+	for _, e := range batch {
+		p.size += len(e.Data)
+	}
+	p.pending = append(batch, p.pending...)
+	if p.size > p.m.opts.MaxPending {
+		p.giveUp()
+	}
+}
+
+// noteResult acts on what a write learnt: a cancel from another replica,
+// a reader following the stream.
+func (p *Producer) noteResult(res store.AppendResult, now time.Time) {
+	if res.Cancelled {
+		p.cancel(ErrCancelled)
+	}
+	if res.Attended {
+		p.mu.Lock()
+		p.attendedAt = now
+		p.mu.Unlock()
+	}
+}
+
+// checkGrace cancels the stream with ErrAbandoned once its live client
+// has been gone, and no reader has followed it, for the grace period.
+func (p *Producer) checkGrace(now time.Time) {
+	p.mu.Lock()
+	left, seen := p.detachedAt, p.attendedAt
+	p.mu.Unlock()
+	if left.IsZero() {
+		return
+	}
+	if seen.After(left) {
+		left = seen
+	}
+	if now.Sub(left) >= p.m.opts.Grace {
+		p.cancel(ErrAbandoned)
+	}
+}

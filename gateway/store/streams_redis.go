@@ -1,0 +1,187 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A stream's keys in Redis, all tagged {sid} so that they share a Cluster
+// slot:
+//
+//	sg:{sid}:meta   hash: owner, format, cancel ("1" once cancelled)
+//	sg:{sid}:log    stream: one entry per event, id "<n>-0", fields d
+//	                (data) and, on the end entry, e (how it ended)
+//	sg:{sid}:lease  string: the producing replica; expires unless renewed
+//	sg:{sid}:seen   string: present while a reader follows the stream
+//
+// Cancels are published on the channel sg:cancel (the sid).
+const cancelChannel = "sg:cancel"
+
+func streamKey(sid, part string) string { return "sg:{" + sid + "}:" + part }
+
+type redisStreams struct{ c redis.UniversalClient }
+
+func (s *redisStreams) init(c redis.UniversalClient) { s.c = c }
+
+// cancelScript raises the cancel flag of an existing stream.
+var cancelScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'cancel', '1')
+return 1`)
+
+func (s *redisStreams) AppendStream(ctx context.Context, sid string, a Append) (AppendResult, error) {
+	meta, log, lease := streamKey(sid, "meta"), streamKey(sid, "log"), streamKey(sid, "lease")
+	pipe := s.c.Pipeline()
+	if a.Meta != nil {
+		pipe.HSet(ctx, meta, "owner", a.Meta.Owner, "format", a.Meta.Format)
+	}
+	adds := make([]*redis.StringCmd, 0, len(a.Events))
+	for _, e := range a.Events {
+		vals := []any{"d", e.Data}
+		if e.End != "" {
+			vals = append(vals, "e", e.End)
+		}
+		adds = append(adds, pipe.XAdd(ctx, &redis.XAddArgs{
+			Stream: log, MaxLen: MaxStreamEvents, Approx: true,
+			ID: strconv.FormatUint(e.ID, 10) + "-0", Values: vals,
+		}))
+	}
+	if ended(a.Events) {
+		pipe.Del(ctx, lease)
+	} else {
+		pipe.Set(ctx, lease, a.Holder, a.Lease)
+	}
+	pipe.PExpire(ctx, meta, a.TTL)
+	pipe.PExpire(ctx, log, a.TTL)
+	cancel := pipe.HGet(ctx, meta, "cancel")
+	seen := pipe.Exists(ctx, streamKey(sid, "seen"))
+	cmds, _ := pipe.Exec(ctx)
+	for _, c := range cmds {
+		err := c.Err()
+		if err == nil || errors.Is(err, redis.Nil) || isAddedBefore(c, adds) {
+			continue
+		}
+		return AppendResult{}, unavailable(err)
+	}
+	return AppendResult{Cancelled: cancel.Val() == "1", Attended: seen.Val() == 1}, nil
+}
+
+// isAddedBefore reports whether c is an XADD of adds that failed because
+// its id is already in the log: a batch written again after a failure.
+func isAddedBefore(c redis.Cmder, adds []*redis.StringCmd) bool {
+	for _, a := range adds {
+		if c == redis.Cmder(a) {
+			return strings.Contains(a.Err().Error(), "equal or smaller")
+		}
+	}
+	return false
+}
+
+func (s *redisStreams) StreamMeta(ctx context.Context, sid string) (StreamMeta, error) {
+	vals, err := s.c.HMGet(ctx, streamKey(sid, "meta"), "owner", "format").Result()
+	if err != nil {
+		return StreamMeta{}, unavailable(err)
+	}
+	owner, ok1 := vals[0].(string)
+	format, ok2 := vals[1].(string)
+	if !ok1 || !ok2 {
+		return StreamMeta{}, ErrNotFound
+	}
+	return StreamMeta{Owner: owner, Format: format}, nil
+}
+
+func (s *redisStreams) ReadStream(ctx context.Context, sid string, after uint64, count int, wait time.Duration) (Read, error) {
+	block := time.Duration(-1)
+	if wait > 0 {
+		block = max(wait, time.Millisecond)
+	}
+	events, err := s.read(ctx, sid, after, count, block)
+	if err != nil || len(events) > 0 {
+		return Read{Events: events, Live: true}, err
+	}
+	n, err := s.c.Exists(ctx, streamKey(sid, "lease")).Result()
+	if err != nil {
+		return Read{}, unavailable(err)
+	}
+	if n == 1 {
+		return Read{Live: true}, nil
+	}
+	// The lease is gone: what the producer wrote before it went is all
+	// there will be.
+	events, err = s.read(ctx, sid, after, count, -1)
+	return Read{Events: events, Live: ended(events)}, err
+}
+
+func (s *redisStreams) read(ctx context.Context, sid string, after uint64, count int, block time.Duration) ([]Event, error) {
+	res, err := s.c.XRead(ctx, &redis.XReadArgs{
+		Streams: []string{streamKey(sid, "log"), strconv.FormatUint(after, 10) + "-0"},
+		Count:   int64(count), Block: block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	var events []Event
+	for _, st := range res {
+		for _, m := range st.Messages {
+			id, _, _ := strings.Cut(m.ID, "-")
+			n, err := strconv.ParseUint(id, 10, 64)
+			if err != nil {
+				return nil, errors.New("store: bad event id " + m.ID)
+			}
+			if len(events) == 0 && n > after+1 {
+				return nil, ErrTrimmed
+			}
+			d, _ := m.Values["d"].(string)
+			e, _ := m.Values["e"].(string)
+			events = append(events, Event{ID: n, Data: []byte(d), End: e})
+		}
+	}
+	return events, nil
+}
+
+func (s *redisStreams) AttendStream(ctx context.Context, sid string, d time.Duration) error {
+	return unavailable(s.c.Set(ctx, streamKey(sid, "seen"), "1", d).Err())
+}
+
+func (s *redisStreams) CancelStream(ctx context.Context, sid string) error {
+	n, err := cancelScript.Run(ctx, s.c, []string{streamKey(sid, "meta")}).Int()
+	if err != nil {
+		return unavailable(err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return unavailable(s.c.Publish(ctx, cancelChannel, sid).Err())
+}
+
+func (s *redisStreams) WatchCancels(ctx context.Context, ready func(), fn func(sid string)) error {
+	sub := s.c.Subscribe(ctx, cancelChannel)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return unavailable(err)
+	}
+	ready()
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-ch:
+			if !ok {
+				return unavailable(errors.New("cancel subscription closed"))
+			}
+			fn(m.Payload)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/gateway/store"
+)
+
+func ev(id uint64, data string) store.Event { return store.Event{ID: id, Data: []byte(data)} }
+
+func appendOK(t *testing.T, s store.Store, sid string, a store.Append) store.AppendResult {
+	t.Helper()
+	if a.Lease == 0 {
+		a.Lease = 5 * time.Second
+	}
+	if a.TTL == 0 {
+		a.TTL = time.Minute
+	}
+	a.Holder = "replica-1"
+	res, err := s.AppendStream(t.Context(), sid, a)
+	if err != nil {
+		t.Fatalf("AppendStream: %v", err)
+	}
+	return res
+}
+
+func readAll(t *testing.T, s store.Store, sid string, after uint64) store.Read {
+	t.Helper()
+	r, err := s.ReadStream(t.Context(), sid, after, 0, 0)
+	if err != nil {
+		t.Fatalf("ReadStream: %v", err)
+	}
+	return r
+}
+
+func ids(events []store.Event) string {
+	s := ""
+	for _, e := range events {
+		s += fmt.Sprintf("%d:%s%s ", e.ID, e.Data, e.End)
+	}
+	return s
+}
+
+func TestStreamLog(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		if _, err := s.StreamMeta(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("StreamMeta of no stream: %v", err)
+		}
+		meta := store.StreamMeta{Owner: "k1", Format: "openai"}
+		appendOK(t, s, "s1", store.Append{Meta: &meta, Events: []store.Event{ev(1, "a"), ev(2, "b")}})
+		if got, err := s.StreamMeta(ctx, "s1"); err != nil || got != meta {
+			t.Fatalf("StreamMeta = %+v, %v", got, err)
+		}
+		// A batch written again (a retry) adds nothing twice.
+		appendOK(t, s, "s1", store.Append{Events: []store.Event{ev(2, "b"), ev(3, "c")}})
+		r := readAll(t, s, "s1", 0)
+		if got := ids(r.Events); got != "1:a 2:b 3:c " || !r.Live {
+			t.Fatalf("read after 0: %q live %v", got, r.Live)
+		}
+		if got := ids(readAll(t, s, "s1", 2).Events); got != "3:c " {
+			t.Fatalf("read after 2: %q", got)
+		}
+		r, err := s.ReadStream(ctx, "s1", 1, 1, 0)
+		if err != nil || ids(r.Events) != "2:b " {
+			t.Fatalf("read 1 after 1: %q %v", ids(r.Events), err)
+		}
+		appendOK(t, s, "s1", store.Append{Events: []store.Event{ev(4, "[DONE]"), {ID: 5, End: "final"}}})
+		r = readAll(t, s, "s1", 3)
+		if got := ids(r.Events); got != "4:[DONE] 5:final " || !r.Live {
+			t.Fatalf("read the end: %q live %v", got, r.Live)
+		}
+		if r := readAll(t, s, "s1", 5); len(r.Events) != 0 {
+			t.Fatalf("read after the end: %q", ids(r.Events))
+		}
+	})
+}
+
+func TestStreamFollowWaits(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		appendOK(t, s, "s1", store.Append{Meta: &store.StreamMeta{Format: "openai"}, Events: []store.Event{ev(1, "a")}})
+		got := make(chan store.Read, 1)
+		go func() {
+			r, err := s.ReadStream(context.Background(), "s1", 1, 0, 10*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- r
+		}()
+		time.Sleep(50 * time.Millisecond) // let the reader block (it is also fine if it has not yet)
+		appendOK(t, s, "s1", store.Append{Events: []store.Event{ev(2, "b")}})
+		if r := <-got; ids(r.Events) != "2:b " {
+			t.Fatalf("waiting read: %q", ids(r.Events))
+		}
+		// Nothing new within wait: no events, still live.
+		r, err := s.ReadStream(t.Context(), "s1", 2, 0, 20*time.Millisecond)
+		if err != nil || len(r.Events) != 0 || !r.Live {
+			t.Fatalf("quiet read: %+v %v", r, err)
+		}
+	})
+}
+
+func TestStreamLeaseLost(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		appendOK(t, s, "s1", store.Append{Meta: &store.StreamMeta{}, Events: []store.Event{ev(1, "a")}, Lease: 50 * time.Millisecond})
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r := readAll(t, s, "s1", 1)
+			if !r.Live {
+				if len(r.Events) != 0 {
+					t.Fatalf("a lost stream's events after the last: %q", ids(r.Events))
+				}
+				if got := ids(readAll(t, s, "s1", 0).Events); got != "1:a " {
+					t.Fatalf("a lost stream's events: %q", got)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the lease never ran out")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+func TestStreamCancelAndAttend(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx, stop := context.WithCancel(t.Context())
+		ready := make(chan struct{})
+		cancelled := make(chan string, 4)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.WatchCancels(ctx, func() { close(ready) }, func(sid string) { cancelled <- sid }); err != nil {
+				t.Error(err)
+			}
+		}()
+		defer wg.Wait()
+		defer stop()
+		<-ready
+		if err := s.CancelStream(t.Context(), "nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("CancelStream of no stream: %v", err)
+		}
+		res := appendOK(t, s, "s1", store.Append{Meta: &store.StreamMeta{}})
+		if res.Cancelled || res.Attended {
+			t.Fatalf("new stream: %+v", res)
+		}
+		if err := s.AttendStream(t.Context(), "s1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CancelStream(t.Context(), "s1"); err != nil {
+			t.Fatal(err)
+		}
+		if sid := <-cancelled; sid != "s1" {
+			t.Fatalf("cancelled %q", sid)
+		}
+		if res := appendOK(t, s, "s1", store.Append{}); !res.Cancelled || !res.Attended {
+			t.Fatalf("after attend and cancel: %+v", res)
+		}
+	})
+}
+
+func TestStreamExpires(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		appendOK(t, s, "s1", store.Append{Meta: &store.StreamMeta{}, Events: []store.Event{{ID: 1, End: "final"}}, TTL: 50 * time.Millisecond})
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, err := s.StreamMeta(t.Context(), "s1")
+			if errors.Is(err, store.ErrNotFound) {
+				return
+			}
+			if err != nil || time.Now().After(deadline) {
+				t.Fatalf("stream did not expire: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -29,10 +30,6 @@ import (
 // DefaultResponseTTL is Options.ResponseTTL's default.
 const DefaultResponseTTL = 24 * time.Hour
 
-// errResponseCancelled is the cause of a response cancelled with POST
-// /v1/responses/{id}/cancel.
-var errResponseCancelled = errors.New("response cancelled")
-
 // responseData is what the gateway stores of a response beside its
 // object (store.StoredResponse.Data).
 type responseData struct {
@@ -41,6 +38,8 @@ type responseData struct {
 	// History is the conversation it continues (previous_response_id),
 	// without instructions, which are not carried over.
 	History []openai.ChatMessage `json:"history,omitempty"`
+	// Stream is the id of a background response's resumable stream.
+	Stream string `json:"stream,omitempty"`
 }
 
 // conversation is the conversation a response continuing this one
@@ -155,9 +154,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var sse *sseSink
 	var out sink = &bodySink{w: w}
 	if rr.Stream {
-		sse := s.newSSESink(w, r, tr.failedEvent, false)
+		sse = s.newSSESink(w, r, tr.failedEvent, false)
 		sse.named = true
 		out = sse
 	}
@@ -165,13 +165,19 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 		return s.serve(r.Context(), r.RemoteAddr, j, out)
 	}
 
-	// Stored: written now (queued or in_progress) and at the end, by
-	// the translator before the client hears of it.
+	// Stored: written now (queued or in_progress) and at its end, by the
+	// translator before the client hears of it.
 	ctx := r.Context()
 	if rr.Background { // it ends on its own, on a cancel, or by Drain
 		ctx = context.WithoutCancel(ctx)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
+	handedOff := false // to the goroutine of a background response answered at once
+	defer func() {
+		if !handedOff {
+			cancel(nil)
+		}
+	}()
 	data := &responseData{Input: rr.Input, History: history}
 	saveCtx := context.WithoutCancel(ctx) // the end is stored however the request ended
 	tr.save = func(resp *openai.Response) {
@@ -179,60 +185,172 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 			s.log.WarnContext(saveCtx, "storing a response failed", "id", resp.ID, "err", err)
 		}
 	}
-	if err := s.saveResponse(ctx, tr.r.Resp, data); err != nil {
-		cancel(nil)
-		return err
-	}
-	done := s.running.add(tr.r.Resp.ID, cancel)
-	if rr.Background && !rr.Stream {
-		// The answer is the queued response; the run goes on without a
-		// client, registered for Drain until it has stored its end.
-		remove, ok := s.streams.add(&liveStream{hard: func() { cancel(errDraining) }})
-		if !ok {
-			done()
-			cancel(nil)
-			return errDraining
+	if !rr.Background {
+		if err := s.saveResponse(ctx, tr.r.Resp, data); err != nil {
+			return err
 		}
-		writeJSON(w, http.StatusOK, tr.r.Resp.JSON())
-		conn := r.RemoteAddr
-		go func() {
-			defer remove()
-			defer done()
-			defer cancel(nil)
-			err := s.serve(ctx, conn, j, &detachedSink{})
-			tr.finish(ctx, err)
-		}()
-		return nil
-	}
-	defer cancel(nil)
-	defer done()
-	if rr.Background {
-		out = &detachedSink{sink: out}
-	}
-	err = s.serve(ctx, r.RemoteAddr, j, out)
-	tr.finish(ctx, err)
-	return err
-}
-
-// getResponse serves GET /v1/responses/{id}.
-func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
-	resp, _, err := s.loadResponse(r.Context(), urlParam(r, "id"), "")
-	if err != nil {
+		done := s.running.add(tr.r.Resp.ID, cancel)
+		defer done()
+		err = s.serve(ctx, r.RemoteAddr, j, out)
+		tr.finish(ctx, err)
 		return err
 	}
-	writeJSON(w, http.StatusOK, resp.JSON())
+
+	// Background: its events go to a resumable stream's log (package
+	// resume), which GET /v1/responses/{id}?stream=true reads from any
+	// replica and POST .../cancel cancels from any replica. Nobody
+	// reading it is no reason to stop: it runs to its end.
+	p := s.resume.Start(store.StreamMeta{Owner: callerKey(ctx), Format: formatResponses}, func(cause error) {
+		if !errors.Is(cause, resume.ErrAbandoned) {
+			cancel(cause)
+		}
+	})
+	data.Stream = p.ID()
+	if err := s.saveResponse(ctx, tr.r.Resp, data); err != nil {
+		p.Close(resume.EndError, endDetail(classify(err)))
+		return err
+	}
+	<-p.Created() // a read or cancel of the id we answer finds its stream
+	done := s.running.add(tr.r.Resp.ID, cancel)
+	run := func(out sink, failed func() *httpError) error {
+		defer done()
+		err := s.serve(ctx, r.RemoteAddr, j, out)
+		tr.finish(ctx, err) // stored before the log's end tells readers
+		s.endLog(p, ctx, err, failed(), tr.failedEvent)
+		return err
+	}
+	if rr.Stream {
+		sse.log = p
+		sse.sw.SetNextID(p.NextID())
+		err := run(sse, func() *httpError { return sse.failed })
+		if errors.Is(err, errClientGone) && sse.gone {
+			return nil
+		}
+		return err
+	}
+	// The answer is the queued response; the run goes on without a
+	// client, registered for Drain until its end is stored.
+	remove, ok := s.streams.add(&liveStream{hard: func() { cancel(errDraining) }})
+	if !ok {
+		done()
+		p.Close(resume.EndError, endDetail(classify(errDraining)))
+		return errDraining
+	}
+	writeJSON(w, http.StatusOK, tr.r.Resp.JSON())
+	handedOff = true
+	go func() {
+		defer remove()
+		defer cancel(nil)
+		_ = run(&logSink{p: p}, func() *httpError { return nil })
+	}()
 	return nil
 }
 
-// deleteResponse serves DELETE /v1/responses/{id}. A response still
-// running here is cancelled first.
-func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
+// getResponse serves GET /v1/responses/{id}: the stored object, or with
+// ?stream=true a background response's events after starting_after (a
+// sequence number; or after the SSE id in Last-Event-ID), then the live
+// ones until its end, read from its log on any replica.
+func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 	id := urlParam(r, "id")
-	if _, _, err := s.loadResponse(r.Context(), id, ""); err != nil {
+	resp, data, err := s.loadResponse(r.Context(), id, "")
+	if err != nil {
 		return err
 	}
-	s.running.cancel(r.Context(), id)
-	err := s.opts.Store.DeleteResponse(r.Context(), id)
+	q := r.URL.Query()
+	stream, err := queryBool(q.Get("stream"), "stream")
+	if err != nil {
+		return err
+	}
+	if !stream {
+		if q.Has("starting_after") {
+			return &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "starting_after",
+				Msg: "starting_after is only allowed with stream=true."}
+		}
+		writeJSON(w, http.StatusOK, resp.JSON())
+		return nil
+	}
+	if data.Stream == "" {
+		return &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "stream",
+			Msg: "Only background responses can be streamed again: this one was created without background."}
+	}
+	after, err := parseLastEventID(r.Header.Get(headerLastEvent), "")
+	if err != nil {
+		return err
+	}
+	if v := q.Get("starting_after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 63)
+		if err != nil {
+			return &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "starting_after",
+				Msg: "starting_after must be the sequence_number of an event (a whole number), not '" + truncate(v, 64) + "'"}
+		}
+		after = n + 1 // the event with sequence_number n is the log's n+1st
+	}
+	return s.followStream(w, r, data.Stream, after)
+}
+
+// queryBool reads a boolean query parameter: "true", "false" or absent.
+func queryBool(v, name string) (bool, error) {
+	switch v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: name,
+		Msg: name + " must be true or false, not '" + truncate(v, 64) + "'"}
+}
+
+// stop stops response id, which has not ended as resp says, wherever it
+// runs: here at once, on another replica through its stream's cancel;
+// then it waits (until ctx is done) for its end to be stored and returns
+// the Response as stored.
+func (s *Server) stop(ctx context.Context, id string, resp *openai.Response, data *responseData) (*openai.Response, error) {
+	if s.running.cancel(ctx, id) {
+		resp, _, err := s.loadResponse(ctx, id, "")
+		return resp, err
+	}
+	if data.Stream == "" || ended(resp.Status) {
+		return resp, nil
+	}
+	if err := s.resume.Cancel(ctx, data.Stream, callerKey(ctx)); err != nil && !errors.Is(err, resume.ErrNotFound) {
+		return nil, err
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		resp, _, err := s.loadResponse(ctx, id, "")
+		if err != nil || ended(resp.Status) {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return resp, nil
+		case <-t.C:
+		}
+	}
+}
+
+// ended reports whether a response with status has ended.
+func ended(status string) bool {
+	switch status {
+	case openai.StatusQueued, openai.StatusInProgress:
+		return false
+	}
+	return true
+}
+
+// deleteResponse serves DELETE /v1/responses/{id}. A response still
+// running is cancelled first.
+func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "id")
+	resp, data, err := s.loadResponse(r.Context(), id, "")
+	if err != nil {
+		return err
+	}
+	if _, err := s.stop(r.Context(), id, resp, data); err != nil {
+		return err
+	}
+	err = s.opts.Store.DeleteResponse(r.Context(), id)
 	if errors.Is(err, store.ErrNoResponse) {
 		return responseNotFound(id, "")
 	}
@@ -248,11 +366,12 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 }
 
 // cancelResponse serves POST /v1/responses/{id}/cancel: a background
-// response still running is stopped upstream and stored as cancelled.
-// Cancelling one that has ended answers it as it is.
+// response still running, on any replica, is stopped upstream and stored
+// as cancelled; the answer is the Response as stored then. Cancelling one
+// that has ended answers it as it is.
 func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) error {
 	id := urlParam(r, "id")
-	resp, _, err := s.loadResponse(r.Context(), id, "")
+	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {
 		return err
 	}
@@ -260,10 +379,8 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{Status: http.StatusBadRequest, Code: "invalid_request", Param: "response_id",
 			Msg: "Only responses created with background set to true can be cancelled."}
 	}
-	if s.running.cancel(r.Context(), id) {
-		if resp, _, err = s.loadResponse(r.Context(), id, ""); err != nil {
-			return err
-		}
+	if resp, err = s.stop(r.Context(), id, resp, data); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, resp.JSON())
 	return nil
@@ -360,7 +477,7 @@ func (rr *runningResponses) cancel(ctx context.Context, id string) bool {
 	if e == nil {
 		return false
 	}
-	e.cancel(errResponseCancelled)
+	e.cancel(resume.ErrCancelled)
 	select {
 	case <-e.ended:
 	case <-ctx.Done():
@@ -368,64 +485,25 @@ func (rr *runningResponses) cancel(ctx context.Context, id string) bool {
 	return true
 }
 
-// detachedSink keeps a background response running when its client
-// leaves: once a write to the client fails, the rest is discarded. With
-// no client sink (a background response answered at once) everything is.
-type detachedSink struct {
-	sink      // the client's, nil for none
-	gone bool // the client has gone
-}
+// logSink sends a background response's events to its stream's log
+// only: the response was answered at once, queued, and runs with no
+// client.
+type logSink struct{ p *resume.Producer }
 
-func (o *detachedSink) live() bool { return o.sink != nil && !o.gone }
+func (o *logSink) protocol() string         { return "http" }
+func (o *logSink) keepAlive() time.Duration { return 0 }
+func (o *logSink) idle() error              { return nil }
+func (o *logSink) fail(error) bool          { return false }
+func (o *logSink) cut()                     {}
 
-func (o *detachedSink) protocol() string {
-	if o.sink == nil {
-		return "http"
-	}
-	return o.sink.protocol()
-}
-
-func (o *detachedSink) keepAlive() time.Duration {
-	if !o.live() {
-		return 0
-	}
-	return o.sink.keepAlive()
-}
-
-func (o *detachedSink) note(err error) error {
-	if err != nil {
-		o.gone = true
-	}
+func (o *logSink) send(p []byte) error {
+	o.p.Append(p)
 	return nil
 }
 
-func (o *detachedSink) send(p []byte) error {
-	if !o.live() {
-		return nil
-	}
-	return o.note(o.sink.send(p))
-}
-
-func (o *detachedSink) flush() error {
-	if !o.live() {
-		return nil
-	}
-	return o.note(o.sink.flush())
-}
-
-func (o *detachedSink) idle() error {
-	if !o.live() {
-		return nil
-	}
-	return o.note(o.sink.idle())
-}
-
-func (o *detachedSink) fail(err error) bool { return o.live() && o.sink.fail(err) }
-
-func (o *detachedSink) cut() {
-	if o.sink != nil {
-		o.sink.cut()
-	}
+func (o *logSink) flush() error {
+	o.p.Flush()
+	return nil
 }
 
 // responseEvents turns a text model's responses into a Response: its
@@ -444,6 +522,7 @@ type responseEvents struct {
 	event   []byte    // the last delta event, reused
 	nextOut [1][]byte // what next returns: event
 	ended   bool      // the Response has its end
+	failed  []byte    // the response.failed event, once made
 	tally
 }
 
@@ -517,8 +596,11 @@ func (t *responseEvents) fail(status string, e *httpError) {
 // failedEvent is the stream's in-band error (an errorFormat): the
 // response.failed event, never a cut connection.
 func (t *responseEvents) failedEvent(e *httpError) []byte {
-	t.fail(openai.StatusFailed, e)
-	return t.r.Failed()
+	if t.failed == nil { // once: a resumable stream's log and its live client get the same event
+		t.fail(openai.StatusFailed, e)
+		t.failed = t.r.Failed()
+	}
+	return t.failed
 }
 
 // finish stores the end of a stored response whose request ended with
@@ -531,9 +613,9 @@ func (t *responseEvents) finish(ctx context.Context, err error) {
 	if err == nil {
 		err = errClientGone
 	}
-	status := openai.StatusFailed
-	if errors.Is(context.Cause(ctx), errResponseCancelled) || errors.Is(err, errClientGone) {
-		status = openai.StatusCancelled
+	if errors.Is(context.Cause(ctx), resume.ErrCancelled) || errors.Is(err, errClientGone) {
+		t.fail(openai.StatusCancelled, nil)
+		return
 	}
-	t.fail(status, classify(err))
+	t.failedEvent(classify(err))
 }

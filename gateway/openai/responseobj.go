@@ -277,3 +277,22 @@ func (r *Responder) End() [][]byte {
 
 // Failed is the response.failed event of a response Fail has ended.
 func (r *Responder) Failed() []byte { return r.responseEvent("response.failed") }
+
+type errorEvent struct {
+	Type           string  `json:"type"`
+	SequenceNumber int     `json:"sequence_number"`
+	Code           string  `json:"code"`
+	Message        string  `json:"message"`
+	Param          *string `json:"param"`
+}
+
+// ErrorEvent is the Responses stream's "error" event with sequence
+// number seq: an error that is no part of the response (a stream read
+// again whose producer was lost), so no Response goes with it.
+func ErrorEvent(seq int, code, message, param string) []byte {
+	e := errorEvent{Type: "error", SequenceNumber: seq, Code: code, Message: message}
+	if param != "" {
+		e.Param = &param
+	}
+	return mustJSON(e)
+}

@@ -47,7 +47,7 @@ type responseObject struct {
 	Metadata map[string]string `json:"metadata"`
 }
 
-func (r *responseObject) text() string {
+func (r responseObject) text() string {
 	var b strings.Builder
 	for _, o := range r.Output {
 		for _, c := range o.Content {
@@ -371,47 +371,55 @@ func TestResponsesBackground(t *testing.T) {
 	// A streaming client that leaves after five deltas: the response
 	// runs on to the text an uninterrupted run gives.
 	input := words(40)
-	first := s.createResponse(t, `{"model":"echo_slow","input":"`+input+`","store":false}`)
+	first := s.createResponse(t, `{"model":"echo_slow","input":"`+input+`"}`)
 	whole := first.text()
 	c := httpClient(t)
 	resp := post(t, t.Context(), c, s.url+"/v1/responses", `{"model":"echo_slow","input":"`+input+`","background":true,"stream":true}`)
-	r := sse.NewReader(resp.Body)
-	id, deltas := "", 0
-	for deltas < 5 {
-		ev, err := r.Next()
-		if err != nil {
-			t.Fatal(err)
+	id, seen, last := readDeltas(t, resp, 5)
+	resp.Body.Close()
+
+	// Its stream read again after the last event seen: the events that
+	// follow, numbered on, to the end; the text joins up.
+	resp, body := s.do(t, http.MethodGet, "/v1/responses/"+id+"?stream=true&starting_after="+strconv.Itoa(last), nil, nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("GET ?stream=true: %d %s", resp.StatusCode, body)
+	}
+	evs := namedEvents(t, string(body))
+	text := seen
+	for i, e := range evs {
+		if n := int(e.Data["sequence_number"].(float64)); n != last+1+i || e.Name != e.Data["type"] {
+			t.Errorf("event %d after %d: %s with sequence_number %d", i, last, e.Name, n)
 		}
-		var e struct {
-			Type     string
-			Response responseObject
-		}
-		if ev.IsComment || json.Unmarshal([]byte(ev.Data), &e) != nil {
-			continue
-		}
-		if e.Type == "response.created" {
-			id = e.Response.ID
-		}
-		if e.Type == "response.output_text.delta" {
-			deltas++
+		if e.Name == "response.output_text.delta" {
+			text += e.Data["delta"].(string)
 		}
 	}
-	resp.Body.Close()
-	waitFor(t, "the left background response to complete", func() bool {
-		_, done = s.getResponse(t, id)
-		return done.Status == "completed"
-	})
-	if done.text() != whole {
-		t.Errorf("left background response: %q, want %q", done.text(), whole)
+	if len(evs) == 0 || evs[len(evs)-1].Name != "response.completed" || text != whole {
+		t.Errorf("resumed: %q ending %v, want %q", text, evs, whole)
+	}
+	_, done = s.getResponse(t, id)
+	if done.Status != "completed" || done.text() != whole {
+		t.Errorf("left background response: %s %q, want %q", done.Status, done.text(), whole)
+	}
+	// From the start; and what is not a background response's stream.
+	_, body = s.do(t, http.MethodGet, "/v1/responses/"+id+"?stream=true", nil, nil)
+	if evs := namedEvents(t, string(body)); len(evs) == 0 || evs[0].Name != "response.created" || evs[len(evs)-1].Name != "response.completed" {
+		t.Errorf("read from the start: %s", body)
+	}
+	for _, q := range []string{"/v1/responses/" + first.ID + "?stream=true", "/v1/responses/" + id + "?stream=yes",
+		"/v1/responses/" + id + "?starting_after=3", "/v1/responses/" + id + "?stream=true&starting_after=-1"} {
+		if resp, body := s.do(t, http.MethodGet, q, nil, nil); resp.StatusCode != 400 && resp.StatusCode != 404 {
+			t.Errorf("GET %s: %d %s", q, resp.StatusCode, body)
+		}
 	}
 
 	// Cancel: 10000 words at 20ms each only end by cancellation.
 	long := s.createResponse(t, `{"model":"echo_slow","input":"`+words(10000)+`","background":true}`)
 	waitFor(t, "the long response to run", func() bool { return s.eng.InFlight() == 1 })
-	resp2, body := s.post(t, "/v1/responses/"+long.ID+"/cancel", "")
+	resp2, cbody := s.post(t, "/v1/responses/"+long.ID+"/cancel", "")
 	var cancelled responseObject
-	if resp2.StatusCode != 200 || json.Unmarshal([]byte(body), &cancelled) != nil || cancelled.Status != "cancelled" {
-		t.Fatalf("cancel: %d %s", resp2.StatusCode, body)
+	if resp2.StatusCode != 200 || json.Unmarshal([]byte(cbody), &cancelled) != nil || cancelled.Status != "cancelled" {
+		t.Fatalf("cancel: %d %s", resp2.StatusCode, cbody)
 	}
 	waitFor(t, "the cancelled request to stop in the engine", func() bool { return s.eng.InFlight() == 0 })
 	if st, got := s.getResponse(t, long.ID); st != 200 || got.Status != "cancelled" {
@@ -444,10 +452,68 @@ func TestResponsesAcrossReplicas(t *testing.T) {
 	if done.text() != "user: four five assistant:" {
 		t.Errorf("background response read on the other replica: %q", done.text())
 	}
+	// A background stream cut on one replica is read on to its end on
+	// the other; a background response running on one is cancelled
+	// through the other, and stops in its engine.
+	input := words(40)
+	whole := a.createResponse(t, `{"model":"echo_slow","input":"`+input+`","store":false}`).text()
+	resp := post(t, t.Context(), httpClient(t), a.url+"/v1/responses", `{"model":"echo_slow","input":"`+input+`","background":true,"stream":true}`)
+	id, text, last := readDeltas(t, resp, 5)
+	resp.Body.Close()
+	_, body := b.do(t, http.MethodGet, "/v1/responses/"+id+"?stream=true&starting_after="+strconv.Itoa(last), nil, nil)
+	for _, e := range namedEvents(t, string(body)) {
+		if e.Name == "response.output_text.delta" {
+			text += e.Data["delta"].(string)
+		}
+	}
+	if text != whole {
+		t.Errorf("resumed on the other replica: %q, want %q", text, whole)
+	}
+	long := a.createResponse(t, `{"model":"echo_slow","input":"`+words(10000)+`","background":true}`)
+	waitFor(t, "the long response to run", func() bool { return a.eng.InFlight() == 1 })
+	resp2, cbody := b.post(t, "/v1/responses/"+long.ID+"/cancel", "")
+	var cancelled responseObject
+	if resp2.StatusCode != 200 || json.Unmarshal([]byte(cbody), &cancelled) != nil || cancelled.Status != "cancelled" {
+		t.Fatalf("cancel on the other replica: %d %s", resp2.StatusCode, cbody)
+	}
+	waitFor(t, "the cancelled request to stop in its engine", func() bool { return a.eng.InFlight() == 0 })
+
 	if resp, body := b.do(t, http.MethodDelete, "/v1/responses/"+first.ID, nil, nil); resp.StatusCode != 200 {
 		t.Fatalf("DELETE on the other replica: %d %s", resp.StatusCode, body)
 	}
 	if st, _ := a.getResponse(t, first.ID); st != 404 {
 		t.Errorf("GET after DELETE on the other replica: %d", st)
 	}
+}
+
+// readDeltas reads a Responses stream until n deltas have come: the
+// response's id, their text and the sequence_number of the last event
+// read.
+func readDeltas(t *testing.T, resp *http.Response, n int) (id, text string, last int) {
+	t.Helper()
+	r := sse.NewReader(resp.Body)
+	for deltas := 0; deltas < n; {
+		ev, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Type           string
+			SequenceNumber int `json:"sequence_number"`
+			Delta          string
+			Response       responseObject
+		}
+		if ev.IsComment || json.Unmarshal([]byte(ev.Data), &e) != nil {
+			continue
+		}
+		last = e.SequenceNumber
+		switch e.Type {
+		case "response.created":
+			id = e.Response.ID
+		case "response.output_text.delta":
+			deltas++
+			text += e.Delta
+		}
+	}
+	return id, text, last
 }

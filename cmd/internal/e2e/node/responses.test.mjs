@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { streamText, generateText } from 'ai';
+import { cutAfter, resumeText } from './responses.helpers.mjs';
 
 const baseURL = process.env.OPENAI_BASE_URL;
 assert.ok(baseURL, 'OPENAI_BASE_URL must be set (…/v1)');
@@ -177,4 +178,25 @@ test('background response and cancel', async () => {
   const cancelled = await client.responses.cancel(long.id);
   assert.equal(cancelled.status, 'cancelled');
   assert.equal((await client.responses.retrieve(long.id)).status, 'cancelled');
+});
+
+// The stack's real model (stories260k when its weights are found, else
+// echo): greedy decoding makes every run of a prompt the same text.
+const textModel = process.env.STREAMGATE_TEXT_MODEL || 'echo';
+const greedy = { model: textModel, input: 'Once upon a time', temperature: 0, max_output_tokens: 100 };
+
+test('background response cut after five deltas, resumed with retrieve(id, {stream, starting_after})', async () => {
+  const whole = (await client.responses.create({ ...greedy, store: false })).output[0].content[0].text;
+  const cut = await cutAfter(client, greedy, 5);
+  const text = cut.text + await resumeText(client, cut.id, cut.last);
+  assert.equal(text, whole);
+
+  // The SDK's responses.stream({response_id, starting_after}) helper
+  // reads the stream again from the start and skips what was seen.
+  const deltas = [];
+  const runner = client.responses.stream({ response_id: cut.id, starting_after: cut.last })
+    .on('response.output_text.delta', (e) => deltas.push(e.delta));
+  const final = await runner.finalResponse();
+  assert.equal(final.output[0].content[0].text, whole);
+  assert.equal(cut.text + deltas.join(''), whole);
 });

@@ -150,7 +150,9 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, tr, err := s.responseJob(r.Context(), rr, history, streamForm(rr.Stream))
+	// A background response's log holds its events, whatever its client
+	// asked for.
+	j, tr, err := s.responseJob(r.Context(), rr, history, streamForm(rr.Stream || rr.Background))
 	if err != nil {
 		return err
 	}
@@ -531,7 +533,11 @@ func (t *responseEvents) begin() [][]byte {
 	if !t.stream {
 		return nil
 	}
-	return t.r.Start()
+	ps := t.r.Start()
+	if t.r.Resp.Background && t.save != nil {
+		t.save(t.r.Resp) // queued no more: in_progress
+	}
+	return ps
 }
 
 func (t *responseEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {

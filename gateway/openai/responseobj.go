@@ -229,13 +229,15 @@ func (r *Responder) item(status string, content []OutputText) OutputMessage {
 	return OutputMessage{Type: "message", ID: r.ItemID, Status: status, Role: "assistant", Content: content}
 }
 
-// Start is the events that open the stream: response.created,
-// response.in_progress, the message's response.output_item.added and its
-// text part's response.content_part.added.
+// Start is the events that open the stream: response.created (status
+// queued for a background response), response.in_progress, the message's
+// response.output_item.added and its text part's
+// response.content_part.added.
 func (r *Responder) Start() [][]byte {
+	created := r.responseEvent("response.created")
 	r.Resp.Status = StatusInProgress
 	return [][]byte{
-		r.responseEvent("response.created"),
+		created,
 		r.responseEvent("response.in_progress"),
 		mustJSON(itemEvent{Type: "response.output_item.added", SequenceNumber: r.next(), Item: r.item(StatusInProgress, []OutputText{})}),
 		mustJSON(partEvent{Type: "response.content_part.added", SequenceNumber: r.next(), ItemID: r.ItemID, Part: newOutputText("")}),

@@ -367,6 +367,16 @@ func TestResponsesBackground(t *testing.T) {
 	if done.text() != "user: one two three assistant:" {
 		t.Errorf("background text %q", done.text())
 	}
+	// Answered at once, it still logged its events.
+	_, body := s.do(t, http.MethodGet, "/v1/responses/"+q.ID+"?stream=true", nil, nil)
+	evs := namedEvents(t, string(body))
+	if deltas := checkEventOrder(t, evs, "response.completed"); strings.Join(deltas, "") != done.text() {
+		t.Errorf("logged deltas %q", deltas)
+	}
+	var created struct{ Response responseObject }
+	if err := json.Unmarshal([]byte(evs[0].Raw), &created); err != nil || created.Response.Status != "queued" {
+		t.Errorf("response.created of a background response: %s", evs[0].Raw)
+	}
 
 	// A streaming client that leaves after five deltas: the response
 	// runs on to the text an uninterrupted run gives.
@@ -380,11 +390,11 @@ func TestResponsesBackground(t *testing.T) {
 
 	// Its stream read again after the last event seen: the events that
 	// follow, numbered on, to the end; the text joins up.
-	resp, body := s.do(t, http.MethodGet, "/v1/responses/"+id+"?stream=true&starting_after="+strconv.Itoa(last), nil, nil)
+	resp, body = s.do(t, http.MethodGet, "/v1/responses/"+id+"?stream=true&starting_after="+strconv.Itoa(last), nil, nil)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
 		t.Fatalf("GET ?stream=true: %d %s", resp.StatusCode, body)
 	}
-	evs := namedEvents(t, string(body))
+	evs = namedEvents(t, string(body))
 	text := seen
 	for i, e := range evs {
 		if n := int(e.Data["sequence_number"].(float64)); n != last+1+i || e.Name != e.Data["type"] {

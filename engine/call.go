@@ -328,7 +328,7 @@ func (r *responder) Release() {
 
 // Send delivers a decoupled model's response. A non-decoupled model's
 // responses are not written as they come: the first is kept, the one
-// response of the request (TRITON.md §2), and later ones are dropped.
+// response of the request (as in Triton), and later ones are dropped.
 func (r *responder) Send(ctx context.Context, resp *backend.Response) error {
 	if ctx.Err() != nil {
 		return backend.ErrCancelled
@@ -401,7 +401,8 @@ func (c *call) errorResponse(err error) *pb.ModelStreamInferResponse {
 	}
 }
 
-// flagsOnlyFinal is written only to clients that opted in (TRITON.md §2).
+// flagsOnlyFinal is written only to clients that opted in, as Triton writes
+// it: with triton_enable_empty_final_response=true.
 func (c *call) flagsOnlyFinal() *pb.ModelStreamInferResponse {
 	if !c.emptyFinal || !c.model.Decoupled {
 		return nil

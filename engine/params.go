@@ -30,7 +30,7 @@ type requestParams struct {
 }
 
 // parseParams checks request parameters the way Triton's gRPC frontend
-// does (TRITON.md §1.4), with its error texts.
+// does, with its error texts.
 func parseParams(in map[string]*pb.InferParameter) (requestParams, error) {
 	var p requestParams
 	for k, v := range in {

@@ -77,7 +77,7 @@ func codeForStatus(st int) string {
 	return "internal"
 }
 
-// grpcStatus maps a gRPC code to HTTP, as DESIGN.md "Failures" lists.
+// grpcStatus maps a gRPC code to the HTTP status of its error's answer.
 func grpcStatus(c codes.Code) int {
 	switch c {
 	case codes.InvalidArgument, codes.Unknown, codes.AlreadyExists, codes.OutOfRange, codes.FailedPrecondition:

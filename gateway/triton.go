@@ -12,7 +12,7 @@ import (
 )
 
 // The Triton-compatible /v2 routes: metadata and health relayed from
-// upstream, and the generate extension (TRITON.md §4.1) over streaming
+// upstream, and Triton's generate extension over streaming
 // inference.
 
 type tensorJSON struct {

@@ -208,7 +208,7 @@ func TestServeRealModel(t *testing.T) {
 		}
 		return string(b)
 	}
-	// Greedy decoding of the golden prompt (MODELS.md): the story of Lily.
+	// Greedy decoding of the golden prompt: the story of Lily.
 	var whole struct {
 		Choices []struct {
 			Text         string `json:"text"`

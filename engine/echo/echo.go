@@ -1,7 +1,7 @@
 // Package echo implements the `echo` text model: a decoupled model in the
-// vLLM-backend convention (DESIGN.md "Text models") that streams the words
-// of text_input back, one response per word, so text routes can be tested
-// without weights.
+// vLLM-backend convention (text_input in, text_output out) that streams
+// the words of text_input back, one response per word, so text routes can
+// be tested without weights.
 //
 // Inputs: text_input BYTES [1]; optional stream BOOL [1] (default false),
 // sampling_parameters BYTES [1] (JSON; max_tokens limits the words),

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The golden outputs of llama2.c's run.c on stories260K (MODELS.md): the
+// The golden outputs of llama2.c's run.c on stories260K: the
 // sha256 of the printed text, prompt included.
 func TestGoldenGreedy(t *testing.T) {
 	b := realBackend(t, nil)

@@ -6,7 +6,7 @@
 // cancelled request releases it at once (Triton's holds it for WAIT).
 //
 // Like Triton's, it also serves a model with decoupled: false; the engine
-// then delivers the first response only (TRITON.md §2).
+// then delivers the first response only, as Triton does.
 //
 // Unlike Triton's, it refuses a WAIT or a DELAY element above MaxDelay, so
 // one request cannot hold an instance for days (UINT32 ms allow 49.7).

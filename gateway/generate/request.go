@@ -1,5 +1,5 @@
 // Package generate maps Triton's generate-extension JSON to and from the
-// inference protocol (TRITON.md §4.1): Parse turns a request body into
+// inference protocol: Parse turns a request body into
 // tensors and parameters using the model's input metadata, and Response
 // turns one ModelInferResponse into the JSON object of one event.
 //

@@ -1,5 +1,6 @@
 // The part of Triton's model_config.proto that streamgate reads. Field names
-// and numbers follow Triton's (../shared/TRITON.md §3.1) so that a real
+// and numbers follow Triton's (protobuf/model_config.proto in
+// github.com/triton-inference-server/common) so that a real
 // config.pbtxt parses with prototext. Fields not declared here (optimization,
 // ensemble_scheduling, model_warmup, batch_input/batch_output, cc_model_filenames,
 // metric_tags, model_operations, model_repository_agents, model_metrics) are

@@ -54,6 +54,8 @@ type Config struct {
 	// QueueBytes sets the embedded gateway's upstream.Options.QueueBytes
 	// (0: upstream's default), to try the relay preset with other queues.
 	QueueBytes int
+	// Redis is the embedded gateway's --redis (resumable streams' store).
+	Redis string
 
 	JSON       bool
 	CPUProfile string
@@ -115,7 +117,15 @@ var presets = map[string]preset{
 	},
 }
 
-var knownTransports = []string{"direct", "sse", "chat", "ws"}
+var knownTransports = []string{"direct", "sse", "chat", "ws", "sse-resumable", "chat-resumable", "sse-resume", "sse-delete"}
+
+// resumable transports: sse and chat asking for resumable streams
+// (Streamgate-Resumable: true), to compare the live client's latency with
+// and without the stream log; sse-resume leaves each request after
+// --cancel-after responses and resumes it with GET /v1/streams/{sid}
+// (resume latency: GET sent → first event); sse-delete cancels it there
+// with DELETE /v1/streams/{sid} (with --embedded: DELETE sent → engine
+// stopped).
 
 // Command is `streamgate bench`: its help, flags and run.
 func Command() *cli.Command {
@@ -206,6 +216,7 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	fs.StringVar(&c.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC `address` (direct baseline)")
 	fs.StringVar(&v.pids, "server-pid", "", "server process ids to measure (comma-separated); default: the local listeners of --http and --grpc")
 	fs.BoolVar(&c.Embedded, "embedded", false, "run an engine and gateway in this process on loopback ports instead of --http/--grpc")
+	fs.StringVar(&c.Redis, "embedded-redis", "", "with --embedded: the gateway's shared store (serve's --redis `URL`); empty: in-process")
 	fs.IntVar(&c.QueueBytes, "embedded-queue-bytes", 0, "with --embedded: memory each request holds of its own for responses its client has not read (serve's --queue-bytes; 0: its default)")
 	fs.BoolVar(&c.Spawn, "spawn", false, "start a fresh 'streamgate serve' (this binary) for every run, on loopback ports of its own, instead of using --http/--grpc; its GC is traced (preset hold: default true)")
 	fs.StringVar(&v.spawnArgs, "spawn-args", "", "flags added to the spawned servers' (space-separated; they already get --max-streams of twice --c and the --upstream-streams to carry them)")
@@ -313,6 +324,10 @@ func (c *Config) validate() error {
 		return errors.New("--cancel-after must be below --responses")
 	case c.Spawn && c.Embedded:
 		return errors.New("--spawn and --embedded exclude each other")
+	case c.CancelAfter == 0 && (slices.Contains(c.Transports, "sse-resume") || slices.Contains(c.Transports, "sse-delete")):
+		return errors.New("sse-resume and sse-delete leave each request after --cancel-after responses: set it")
+	case c.Redis != "" && !c.Embedded:
+		return errors.New("--embedded-redis is for --embedded (give --spawn-args=--redis=URL to spawned servers)")
 	}
 	if !c.Embedded && !c.Spawn {
 		for _, a := range []string{c.HTTP, c.GRPC} {
@@ -354,10 +369,10 @@ func (c *Config) plan() (runs []plannedRun, notes []string) {
 	find(base)
 	for _, t := range c.Transports {
 		wl := base
-		if t == "chat" && !wl.textModel() {
+		if strings.HasPrefix(t, "chat") && !wl.textModel() {
 			wl.Model, wl.Kind = modelEcho, modelEcho
 		}
-		if t == "chat" && wl.Kind == modelEcho && wl.Delay > 0 {
+		if strings.HasPrefix(t, "chat") && wl.Kind == modelEcho && wl.Delay > 0 {
 			if !c.Embedded {
 				notes = append(notes, fmt.Sprintf("chat skipped: OpenAI requests cannot carry echo's delay_ms, so a %v cadence needs --embedded (which serves a paced echo model, %s)", wl.Delay, pacedEcho))
 				continue
@@ -413,7 +428,7 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	var emb *embedded
 	var pids []int
 	if c.Embedded {
-		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, stories: c.Model == modelStories, queueBytes: c.QueueBytes}
+		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, stories: c.Model == modelStories, queueBytes: c.QueueBytes, redis: c.Redis}
 		for _, r := range runs {
 			if r.wl.PacedByConfig {
 				o.echoDelay = r.wl.Delay
@@ -602,6 +617,14 @@ func (c *Config) newTransport(pr plannedRun) (transport, error) {
 		return newSSETransport(base, pr.wl, c.Concurrency), nil
 	case "chat":
 		return newChatTransport(base, pr.wl, c.Concurrency), nil
+	case "sse-resumable", "sse-resume", "sse-delete":
+		h := newSSETransport(base, pr.wl, c.Concurrency)
+		h.resumable, h.base = strings.TrimPrefix(pr.transport, "sse-"), base
+		return h, nil
+	case "chat-resumable":
+		h := newChatTransport(base, pr.wl, c.Concurrency)
+		h.resumable, h.base = "resumable", base
+		return h, nil
 	case "ws":
 		return newWSTransport(base, pr.wl, c.Concurrency, c.WSPerSocket), nil
 	}

@@ -37,6 +37,7 @@ type embeddedOptions struct {
 	stories    bool          // load stories260k
 	echoDelay  time.Duration // > 0: add pacedEcho with this delay
 	queueBytes int           // upstream.Options.QueueBytes; 0 default
+	redis      string        // the gateway's store (stack.Config.Redis)
 }
 
 func startEmbedded(o embeddedOptions) (*embedded, error) {
@@ -87,6 +88,7 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 				ChunkRate: -1, SequenceQueue: 1 << 16},
 			ChatTemplates: stack.ChatTemplates(),
 		},
+		Redis:  o.redis,
 		Logger: quiet,
 	})
 	if err != nil {

@@ -33,6 +33,9 @@ type Result struct {
 	// CancelStop is client left → engine stopped executing the request
 	// (cancel preset, --embedded).
 	CancelStop *Dist `json:"cancel_stop,omitempty"`
+	// Resume is GET /v1/streams/{sid} sent → its first event
+	// (sse-resume).
+	Resume *Dist `json:"resume,omitempty"`
 	// ChunkLatency is chunk sent → its partial result (sequence preset).
 	ChunkLatency *Dist             `json:"chunk_latency,omitempty"`
 	Errors       map[string]int64  `json:"errors"`
@@ -176,9 +179,18 @@ func (rep *Report) writeTable(w io.Writer) {
 
 	fmt.Fprintln(w)
 	for _, r := range rep.Results {
-		if r.CancelStop != nil {
+		if r.CancelStop != nil && r.Transport == "sse-delete" {
+			fmt.Fprintf(w, "%s: %d streams cancelled with DELETE /v1/streams/{sid} mid-stream; engine stopped after p50 %.2f ms, p99 %.2f ms, max %.2f ms (DELETE sent → Execute returned)\n",
+				r.Transport, r.CancelStop.N, r.CancelStop.P50, r.CancelStop.P99, r.CancelStop.Max)
+		} else if r.CancelStop != nil {
 			fmt.Fprintf(w, "%s cancel: %d requests left mid-stream; engine stopped after p50 %.2f ms, p99 %.2f ms, max %.2f ms (client left → Execute returned)\n",
 				r.Transport, r.CancelStop.N, r.CancelStop.P50, r.CancelStop.P99, r.CancelStop.Max)
+		}
+	}
+	for _, r := range rep.Results {
+		if d := r.Resume; d != nil {
+			fmt.Fprintf(w, "%s: resume (GET /v1/streams/{sid} with Last-Event-ID sent → first event) p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d resumes)\n",
+				r.Transport, d.P50, d.P90, d.P99, d.Max, d.N)
 		}
 	}
 	for _, r := range rep.Results {

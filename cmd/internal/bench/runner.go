@@ -91,6 +91,7 @@ type recorder struct {
 	gaps      []int64
 	stops     []int64 // cancel: client left → engine stopped
 	chunks    []int64 // sequence: chunk sent → its partial result
+	resumes   []int64 // sse-resume: GET /v1/streams sent → first event
 	responses int64
 	completed int64
 	cancelled int64
@@ -115,6 +116,7 @@ func (r *recorder) merge(o *recorder) {
 	r.ttft = append(r.ttft, o.ttft...)
 	r.gaps = append(r.gaps, o.gaps...)
 	r.stops = append(r.stops, o.stops...)
+	r.resumes = append(r.resumes, o.resumes...)
 	r.chunks = append(r.chunks, o.chunks...)
 	r.responses += o.responses
 	r.completed += o.completed
@@ -159,6 +161,13 @@ func (s *stream) partial() {
 
 // begin marks the moment the request is sent.
 func (s *stream) begin() { s.start = time.Now() }
+
+// resumed records the latency of resuming the stream (sse-resume).
+func (s *stream) resumed(d time.Duration) {
+	if s.rec.win.in(time.Now()) {
+		s.rec.resumes = append(s.rec.resumes, int64(d))
+	}
+}
 
 // response records one response and reports whether the client should
 // leave now.
@@ -398,6 +407,10 @@ func (spec runSpec) result(rec *recorder, win window, snap monitorSnapshot) *Res
 	if len(rec.chunks) > 0 {
 		d := summarize(rec.chunks)
 		r.ChunkLatency = &d
+	}
+	if len(rec.resumes) > 0 {
+		d := summarize(rec.resumes)
+		r.Resume = &d
 	}
 	if secs > 0 {
 		r.RespPerSec = float64(rec.responses) / secs

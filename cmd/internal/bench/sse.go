@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -20,10 +21,11 @@ import (
 // comments (": keepalive") are skipped, a blank line ends an event; lines
 // end in "\n" or "\r\n".
 type sseReader struct {
-	r    *bufio.Reader
-	data []byte
-	has  bool
-	line []byte
+	r      *bufio.Reader
+	data   []byte
+	has    bool
+	line   []byte
+	lastID string // the last "id:" field read
 }
 
 func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 16<<10)} }
@@ -53,6 +55,9 @@ func (e *sseReader) next() ([]byte, error) {
 			if len(value) > 0 && value[0] == ' ' {
 				value = value[1:]
 			}
+		}
+		if string(field) == "id" {
+			e.lastID = string(value)
 		}
 		if string(field) == "data" {
 			e.data = append(e.data, value...)
@@ -192,6 +197,15 @@ type httpStream struct {
 	body     func(serial int32) []byte
 	classify func([]byte) (eventKind, string)
 	needDone bool // the stream must end with [DONE]
+
+	// resumable, when set, asks for resumable streams
+	// (Streamgate-Resumable: true), and says what the client does when
+	// it leaves (--cancel-after): "resumable" leaves as any client does,
+	// "resume" reads the rest with GET base/v1/streams/{sid}, "delete"
+	// cancels the stream with DELETE and reads the live stream to its
+	// end.
+	resumable string
+	base      string
 }
 
 func newSSETransport(base string, wl workload, conns int) *httpStream {
@@ -225,6 +239,9 @@ func (h *httpStream) do(ctx context.Context, serial int32, s *stream) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	if h.resumable != "" {
+		req.Header.Set("Streamgate-Resumable", "true")
+	}
 	s.begin()
 	resp, err := h.client.Do(req)
 	if err != nil {
@@ -237,6 +254,10 @@ func (h *httpStream) do(ctx context.Context, serial int32, s *stream) error {
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 		return errKindf(fmt.Sprintf("http_%d", resp.StatusCode), "%s", strings.TrimSpace(string(b)))
+	}
+	sid := resp.Header.Get("Streamgate-Stream-Id")
+	if h.resumable != "" && sid == "" {
+		return errKindf("protocol", "no Streamgate-Stream-Id on a resumable stream")
 	}
 	rd := newSSEReader(resp.Body)
 	done := false
@@ -257,6 +278,13 @@ func (h *httpStream) do(ctx context.Context, serial int32, s *stream) error {
 		switch kind, msg := h.classify(data); kind {
 		case evResponse:
 			if s.response() {
+				switch h.resumable {
+				case "resume":
+					cancel() // leave: drops the connection
+					return h.resume(ctx, s, sid, rd.lastID)
+				case "delete":
+					return h.delete(ctx, s, sid, rd)
+				}
 				cancel() // leave: drops the connection
 				return errClientCancel
 			}
@@ -264,6 +292,78 @@ func (h *httpStream) do(ctx context.Context, serial int32, s *stream) error {
 			return errKindf("error_event", "%s", msg)
 		case evDone:
 			done = true // read on to the end, so the connection is reused
+		}
+	}
+}
+
+// resume reads stream sid again with GET /v1/streams/{sid}, after half
+// the events the client saw (last: the id of the last one), so that its
+// first event comes from the stored log at once; it records the time to
+// that first event, and reads the stream to its end.
+func (h *httpStream) resume(ctx context.Context, s *stream, sid, last string) error {
+	s.left = time.Time{} // the request runs on: no engine stop to wait for
+	n, err := strconv.ParseUint(last, 10, 64)
+	if err != nil {
+		return errKindf("protocol", "event id %q", last)
+	}
+	after := strconv.FormatUint(n/2, 10)
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodGet, h.base+"/v1/streams/"+sid, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Last-Event-ID", after)
+	start := time.Now()
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return errKind("resume", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		return errKindf(fmt.Sprintf("resume_http_%d", resp.StatusCode), "%s", strings.TrimSpace(string(b)))
+	}
+	rd := newSSEReader(resp.Body)
+	for first := true; ; first = false {
+		data, err := rd.next()
+		if err == io.EOF {
+			if first {
+				return errKindf("resume", "the resumed stream had no event")
+			}
+			return nil
+		}
+		if err != nil {
+			return errKind("resume_read", err)
+		}
+		if first {
+			s.resumed(time.Since(start))
+		}
+		if kind, msg := h.classify(data); kind == evError {
+			return errKindf("error_event", "%s", msg)
+		}
+	}
+}
+
+// delete cancels stream sid with DELETE /v1/streams/{sid} (its client
+// has left at s.left, just before) and reads the live stream rd to its
+// end.
+func (h *httpStream) delete(ctx context.Context, s *stream, sid string, rd *sseReader) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, h.base+"/v1/streams/"+sid, nil)
+	if err != nil {
+		return err
+	}
+	s.left = time.Now()
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return errKind("delete", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return errKindf(fmt.Sprintf("delete_http_%d", resp.StatusCode), "DELETE answered %d", resp.StatusCode)
+	}
+	for {
+		if _, err := rd.next(); err != nil {
+			return errClientCancel
 		}
 	}
 }

@@ -35,7 +35,7 @@ func TestCatalog(t *testing.T) {
 	if err != nil || b.Checkpoint.Name != llama2.CheckpointFile || b.Tokenizer.Name != llama2.TokenizerFile {
 		t.Errorf("built-in %+v %v", b, err)
 	}
-	// MODELS.md pins three hashes.
+	// Three files have hashes pinned in the catalog.
 	pinned := 0
 	seen := map[string]bool{}
 	for _, m := range Catalog() {

@@ -344,7 +344,7 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string
 			e := s.logError(ctx, r, err, http.StatusOK)
 			sw.SetNextID(rd.After()) // an error is no event of the stream: it repeats the last id
 			if named {
-				sw.AppendNamed("error", errs(e))
+				sw.AppendNamed([]byte("error"), errs(e))
 			} else {
 				sw.Append(errs(e))
 			}

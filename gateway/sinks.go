@@ -88,17 +88,17 @@ func (o *sseSink) append(p []byte) {
 }
 
 // eventType is the "type" a payload starts with ({"type":"NAME",...}),
-// "" if it has none.
-func eventType(p []byte) string {
+// nil if it has none.
+func eventType(p []byte) []byte {
 	const prefix = `{"type":"`
 	if !bytes.HasPrefix(p, []byte(prefix)) {
-		return ""
+		return nil
 	}
 	rest := p[len(prefix):]
 	if i := bytes.IndexByte(rest, '"'); i > 0 && bytes.IndexAny(rest[:i], "\\\r\n") < 0 {
-		return string(rest[:i])
+		return rest[:i]
 	}
-	return ""
+	return nil
 }
 
 func (o *sseSink) send(p []byte) error {

@@ -142,9 +142,9 @@ func (w *Writer) Append(payload []byte) {
 	w.nextID++
 }
 
-// AppendNamed is Append for an event with a name: an "event:" line
-// before its id and data, for clients that dispatch on it.
-func (w *Writer) AppendNamed(name string, payload []byte) {
+// AppendNamed is Append for an event with a name (one line): an "event:"
+// line before its id and data, for clients that dispatch on it.
+func (w *Writer) AppendNamed(name, payload []byte) {
 	if w.buf == nil {
 		w.buf = bufPool.Get().(*[]byte)
 	}
@@ -215,7 +215,7 @@ func (w *Writer) flush() error {
 
 // AppendNamedEvent is AppendEvent with an "event: name" line first; name
 // must be one line.
-func AppendNamedEvent(dst []byte, id uint64, name string, data []byte) []byte {
+func AppendNamedEvent(dst []byte, id uint64, name, data []byte) []byte {
 	dst = append(dst, "event: "...)
 	dst = append(dst, name...)
 	dst = append(dst, '\n')

@@ -91,13 +91,22 @@ func (s *Server) loadResponse(ctx context.Context, id, param string) (*openai.Re
 	return resp, data, nil
 }
 
-// saveResponse writes resp, created by the caller of ctx, to the store.
-func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *responseData) error {
+// saveResponse writes resp, created by the caller of ctx, to the store:
+// its first record, or (update) a later one, which is not written when
+// the record has been deleted meanwhile.
+func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *responseData, update bool) error {
 	d, err := json.Marshal(data)
 	if err != nil {
 		return err
 	}
 	rec := store.StoredResponse{Owner: callerKey(ctx), Object: resp.JSON(), Data: d}
+	if update {
+		err = s.opts.Store.UpdateResponse(ctx, resp.ID, rec, s.opts.ResponseTTL)
+		if errors.Is(err, store.ErrNoResponse) {
+			return nil // deleted: it stays so
+		}
+		return storeError(err)
+	}
 	return storeError(s.opts.Store.PutResponse(ctx, resp.ID, rec, s.opts.ResponseTTL))
 }
 
@@ -183,12 +192,12 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	data := &responseData{Input: rr.Input, History: history}
 	saveCtx := context.WithoutCancel(ctx) // the end is stored however the request ended
 	tr.save = func(resp *openai.Response) {
-		if err := s.saveResponse(saveCtx, resp, data); err != nil {
+		if err := s.saveResponse(saveCtx, resp, data, true); err != nil {
 			s.log.WarnContext(saveCtx, "storing a response failed", "id", resp.ID, "err", err)
 		}
 	}
 	if !rr.Background {
-		if err := s.saveResponse(ctx, tr.r.Resp, data); err != nil {
+		if err := s.saveResponse(ctx, tr.r.Resp, data, false); err != nil {
 			return err
 		}
 		done := s.running.add(tr.r.Resp.ID, cancel)
@@ -208,7 +217,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 		}
 	})
 	data.Stream = p.ID()
-	if err := s.saveResponse(ctx, tr.r.Resp, data); err != nil {
+	if err := s.saveResponse(ctx, tr.r.Resp, data, false); err != nil {
 		p.Close(resume.EndError, endDetail(classify(err)))
 		return err
 	}

@@ -17,6 +17,10 @@ type Responses interface {
 	// PutResponse writes response id's record, replacing any earlier one,
 	// to live ttl from now.
 	PutResponse(ctx context.Context, id string, r StoredResponse, ttl time.Duration) error
+	// UpdateResponse is PutResponse for a record that exists only:
+	// ErrNoResponse, and nothing written, when there is none (it was
+	// deleted, or has expired).
+	UpdateResponse(ctx context.Context, id string, r StoredResponse, ttl time.Duration) error
 	// GetResponse reads response id's record; ErrNoResponse when there is
 	// none (never stored, expired or deleted).
 	GetResponse(ctx context.Context, id string) (StoredResponse, error)
@@ -54,6 +58,21 @@ func (s *redisResponses) PutResponse(ctx context.Context, id string, r StoredRes
 		return err
 	}
 	return unavailable(s.c.Set(ctx, responseKey(id), b, ttl).Err())
+}
+
+func (s *redisResponses) UpdateResponse(ctx context.Context, id string, r StoredResponse, ttl time.Duration) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	ok, err := s.c.SetXX(ctx, responseKey(id), b, ttl).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable(err)
+	}
+	if !ok {
+		return ErrNoResponse
+	}
+	return nil
 }
 
 func (s *redisResponses) GetResponse(ctx context.Context, id string) (StoredResponse, error) {
@@ -95,6 +114,22 @@ func (s *memResponses) init() { s.m = map[string]memResponse{} }
 func (s *memResponses) PutResponse(_ context.Context, id string, r StoredResponse, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.put(id, r, ttl)
+	return nil
+}
+
+func (s *memResponses) UpdateResponse(_ context.Context, id string, r StoredResponse, ttl time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.m[id]; !ok || !time.Now().Before(v.expires) {
+		return ErrNoResponse
+	}
+	s.put(id, r, ttl)
+	return nil
+}
+
+// put writes a record; s.mu is held.
+func (s *memResponses) put(id string, r StoredResponse, ttl time.Duration) {
 	now := time.Now()
 	for k, v := range s.m { // expired records go as new ones come
 		if !now.Before(v.expires) {
@@ -104,7 +139,6 @@ func (s *memResponses) PutResponse(_ context.Context, id string, r StoredRespons
 	r.Object = append(json.RawMessage(nil), r.Object...)
 	r.Data = append(json.RawMessage(nil), r.Data...)
 	s.m[id] = memResponse{r: r, expires: now.Add(ttl)}
-	return nil
 }
 
 func (s *memResponses) GetResponse(_ context.Context, id string) (StoredResponse, error) {

@@ -21,7 +21,7 @@ func TestResponses(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Object = []byte(`{"id":"resp-1","status":"completed"}`)
-		if err := s.PutResponse(ctx, "resp-1", r, time.Minute); err != nil {
+		if err := s.UpdateResponse(ctx, "resp-1", r, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.GetResponse(ctx, "resp-1")
@@ -30,6 +30,9 @@ func TestResponses(t *testing.T) {
 		}
 		if err := s.DeleteResponse(ctx, "resp-1"); err != nil {
 			t.Fatal(err)
+		}
+		if err := s.UpdateResponse(ctx, "resp-1", r, time.Minute); !errors.Is(err, store.ErrNoResponse) {
+			t.Fatalf("update after delete: %v", err)
 		}
 		if err := s.DeleteResponse(ctx, "resp-1"); !errors.Is(err, store.ErrNoResponse) {
 			t.Fatalf("second delete: %v", err)

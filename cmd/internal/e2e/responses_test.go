@@ -435,6 +435,18 @@ func TestResponsesBackground(t *testing.T) {
 	if st, got := s.getResponse(t, long.ID); st != 200 || got.Status != "cancelled" {
 		t.Errorf("after cancel: %d %+v", st, got)
 	}
+
+	// Deleting a running response stops it, and its end does not bring
+	// it back.
+	long = s.createResponse(t, `{"model":"echo_slow","input":"`+words(10000)+`","background":true}`)
+	waitFor(t, "the long response to run", func() bool { return s.eng.InFlight() == 1 })
+	if resp, body := s.do(t, http.MethodDelete, "/v1/responses/"+long.ID, nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("DELETE of a running response: %d %s", resp.StatusCode, body)
+	}
+	waitFor(t, "the deleted request to stop in the engine", func() bool { return s.eng.InFlight() == 0 })
+	if st, _ := s.getResponse(t, long.ID); st != 404 {
+		t.Errorf("GET after DELETE of a running response: %d", st)
+	}
 }
 
 // Two gateway replicas sharing a real Redis: a response stored by one is

@@ -53,11 +53,17 @@
 //     the job's token reservation there (a field of job, filled by the job
 //     builders from the prompt and max_tokens), and settle it where serve
 //     ends, with the model's usage from the translator.
-//   - Resumable streams: the sink. Every payload a request produces goes
-//     through sink.send (and the in-band error through sink.fail), so a
-//     sink that appends each event to the stream's log before passing it
-//     on (a tee around sseSink or wsSink) sees the whole stream, its end
-//     included; SSE ids are the event numbers.
+//   - Resumable streams (resumable.go, on package resume): the sink.
+//     serveSSE and wsResumable run a request that asked for it on a
+//     context detached from its client, with a resume.Producer in its
+//     sink: every payload goes through sink.send into the log as well
+//     (flushed behind the live client), a client that leaves is no
+//     failure (the producer's grace period starts), and endLog closes the
+//     log with how the request ended. GET /v1/streams/{sid} and the
+//     WebSocket resume frame read it back with a resume.Reader; SSE ids
+//     are the event numbers. A new route (the Responses API) makes its
+//     stream resumable the same way: a Producer in its sink, a Reader
+//     for its GET.
 //   - OpenTelemetry (telemetry.go): the server span starts in instrument
 //     (every HTTP request, named by its route pattern, continuing the
 //     caller's traceparent) or wsRequest (one per WebSocket request, a

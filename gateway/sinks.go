@@ -181,10 +181,14 @@ func (o *sseSink) fail(err error) bool {
 	e := o.s.logError(o.r.Context(), o.r, err, sent)
 	body := o.errs(e)
 	if !inBand {
+		id := uint64(0)
+		if o.log != nil {
+			id = o.log.NextID() - 1 // the error event's id in the log
+		}
 		sse.SetHeaders(o.w.Header())
 		o.s.setRetryAfter(o.w, e)
 		o.w.WriteHeader(e.Status)
-		_, _ = o.w.Write(sse.AppendEvent(nil, 0, body))
+		_, _ = o.w.Write(sse.AppendEvent(nil, id, body))
 		return true
 	}
 	if !o.started && o.start() != nil {

@@ -10,7 +10,8 @@
 // the stream ended. A Producer's log is written behind the live client by
 // one writer goroutine, one pipelined round trip per flushed batch, so the
 // live client never waits for the store. The producer holds a lease on
-// the stream, renewed with every write and at least every Lease/3.
+// the stream, renewed every Lease/3 (with the batch due then, or alone
+// when the stream is quiet), when it also learns of cancels and readers.
 //
 // Any replica reads a stream with Manager.Open and Reader.Next: the
 // stored events after a given id, then the live ones as they are written,

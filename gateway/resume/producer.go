@@ -146,7 +146,7 @@ func (p *Producer) run() {
 		}
 	}()
 	needMeta := true // no write has succeeded yet
-	var wrote time.Time
+	var renewed time.Time
 	closing, failed := false, false
 	for {
 		switch {
@@ -177,8 +177,9 @@ func (p *Producer) run() {
 			p.checkGrace(now)
 			continue
 		}
-		if len(batch) > 0 || needMeta || now.Sub(wrote) >= p.tick() {
-			a := store.Append{Events: batch, Holder: p.m.holder, Lease: p.m.opts.Lease, TTL: p.m.opts.TTL}
+		renew := needMeta || now.Sub(renewed) >= p.tick()/2
+		if len(batch) > 0 || renew {
+			a := store.Append{Events: batch, Renew: renew, Holder: p.m.holder, Lease: p.m.opts.Lease, TTL: p.m.opts.TTL}
 			if needMeta {
 				a.Meta = &p.meta
 			}
@@ -197,11 +198,14 @@ func (p *Producer) run() {
 				}
 				p.requeue(batch)
 			} else {
-				wrote, needMeta = now, false
+				needMeta = false
 				if len(batch) > 0 && batch[len(batch)-1].End != "" {
 					return
 				}
-				p.noteResult(res, now)
+				if renew {
+					renewed = now
+					p.noteResult(res, now)
+				}
 			}
 		}
 		p.checkGrace(now)

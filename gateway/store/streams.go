@@ -18,10 +18,12 @@ type Streams interface {
 	// AppendStream writes one batch of a producing stream sid in one
 	// round trip: the stream's meta on the first batch (a.Meta), the
 	// events (ids consecutive, after those already written; an id
-	// already written is not written again), the lease renewed for
-	// a.Holder (released with an end event) and the expiry of the log
-	// pushed to a.TTL from now. It reports whether the stream has been
-	// cancelled and whether a reader follows it.
+	// already written is not written again) and, with a.Renew, the lease
+	// renewed for a.Holder and the expiry of the stream pushed to a.TTL
+	// from now; with a.Renew it reports whether the stream has been
+	// cancelled and whether a reader follows it. A batch that ends with
+	// an end event releases the lease and sets the expiry, renewing or
+	// not.
 	AppendStream(ctx context.Context, sid string, a Append) (AppendResult, error)
 
 	// StreamMeta is the meta of stream sid; ErrNotFound when there is no
@@ -89,6 +91,10 @@ type Append struct {
 	Meta *StreamMeta
 	// Events to append, ids consecutive. The last may be an end event.
 	Events []Event
+	// Renew renews the lease and the expiry and asks for the
+	// AppendResult: the producer's heartbeat, every few seconds and on
+	// the first batch. The batches in between carry events only.
+	Renew bool
 	// Holder names the producing replica. Its lease on the stream is
 	// renewed for Lease, or released when Events ends with an end event.
 	Holder string
@@ -97,7 +103,7 @@ type Append struct {
 	TTL time.Duration
 }
 
-// AppendResult is what the producer learns from a write.
+// AppendResult is what the producer learns from a write with Renew.
 type AppendResult struct {
 	// Cancelled: CancelStream was called for the stream.
 	Cancelled bool

@@ -74,17 +74,23 @@ func (s *memStreams) AppendStream(_ context.Context, sid string, a Append) (Appe
 		st.events = append(st.events, e)
 		st.last = e.ID
 	}
-	if n := len(st.events) - MaxStreamEvents; n > 0 {
-		st.events = append(st.events[:0:0], st.events[n:]...)
+	if len(st.events) > MaxStreamEvents+MaxStreamEvents/4 { // trimmed now and then, as Redis's MAXLEN ~
+		st.events = append(st.events[:0:0], st.events[len(st.events)-MaxStreamEvents:]...)
 	}
-	if ended(st.events) {
+	end := ended(st.events)
+	if end {
 		st.lease = time.Time{}
-	} else {
+	} else if a.Renew {
 		st.lease = now.Add(a.Lease)
 	}
-	st.expires = now.Add(a.TTL)
+	if end || a.Renew {
+		st.expires = now.Add(a.TTL)
+	}
 	close(st.changed)
 	st.changed = make(chan struct{})
+	if !a.Renew {
+		return AppendResult{}, nil
+	}
 	return AppendResult{Cancelled: st.cancelled, Attended: now.Before(st.seen)}, nil
 }
 

@@ -51,15 +51,22 @@ func (s *redisStreams) AppendStream(ctx context.Context, sid string, a Append) (
 			ID: strconv.FormatUint(e.ID, 10) + "-0", Values: vals,
 		}))
 	}
-	if ended(a.Events) {
+	end := ended(a.Events)
+	if end {
 		pipe.Del(ctx, lease)
-	} else {
+	} else if a.Renew {
 		pipe.Set(ctx, lease, a.Holder, a.Lease)
 	}
-	pipe.PExpire(ctx, meta, a.TTL)
-	pipe.PExpire(ctx, log, a.TTL)
-	cancel := pipe.HGet(ctx, meta, "cancel")
-	seen := pipe.Exists(ctx, streamKey(sid, "seen"))
+	var cancel *redis.StringCmd
+	var seen *redis.IntCmd
+	if end || a.Renew {
+		pipe.PExpire(ctx, meta, a.TTL)
+		pipe.PExpire(ctx, log, a.TTL)
+	}
+	if a.Renew {
+		cancel = pipe.HGet(ctx, meta, "cancel")
+		seen = pipe.Exists(ctx, streamKey(sid, "seen"))
+	}
 	cmds, _ := pipe.Exec(ctx)
 	for _, c := range cmds {
 		err := c.Err()
@@ -67,6 +74,9 @@ func (s *redisStreams) AppendStream(ctx context.Context, sid string, a Append) (
 			continue
 		}
 		return AppendResult{}, unavailable(err)
+	}
+	if !a.Renew {
+		return AppendResult{}, nil
 	}
 	return AppendResult{Cancelled: cancel.Val() == "1", Attended: seen.Val() == 1}, nil
 }

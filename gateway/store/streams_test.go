@@ -21,7 +21,7 @@ func appendOK(t *testing.T, s store.Store, sid string, a store.Append) store.App
 	if a.TTL == 0 {
 		a.TTL = time.Minute
 	}
-	a.Holder = "replica-1"
+	a.Holder, a.Renew = "replica-1", true
 	res, err := s.AppendStream(t.Context(), sid, a)
 	if err != nil {
 		t.Fatalf("AppendStream: %v", err)
@@ -179,6 +179,31 @@ func TestStreamExpires(t *testing.T) {
 				t.Fatalf("stream did not expire: %v", err)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// A batch without Renew writes events only: the lease is not renewed,
+// and nothing is reported.
+func TestStreamEventsOnly(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		appendOK(t, s, "s1", store.Append{Meta: &store.StreamMeta{}, Lease: 100 * time.Millisecond})
+		if err := s.CancelStream(t.Context(), "s1"); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for id := uint64(1); ; id++ {
+			res, err := s.AppendStream(t.Context(), "s1", store.Append{Events: []store.Event{ev(id, "x")}, Holder: "replica-1", Lease: time.Minute, TTL: time.Minute})
+			if err != nil || res != (store.AppendResult{}) {
+				t.Fatalf("events-only append: %+v, %v", res, err)
+			}
+			if r := readAll(t, s, "s1", id); !r.Live {
+				break // the lease ran out although events kept coming
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("events-only appends renewed the lease")
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 }

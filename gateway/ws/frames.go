@@ -238,23 +238,23 @@ func DataFrame(id string, seq uint64, data []byte) []byte {
 // request, which names its stream:
 // {"type":"data","id":id,"seq":seq,"stream":sid,"data":data}.
 func AppendStreamDataFrame(b []byte, id string, seq uint64, sid string, data []byte) []byte {
-	b = append(b, `{"type":"data","id":`...)
-	b = jsonstr.Append(b, id)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, seq, 10)
-	b = append(b, `,"stream":`...)
-	b = jsonstr.Append(b, sid)
-	b = append(b, `,"data":`...)
-	b = append(b, data...)
-	return append(b, '}')
+	return appendDataFrame(b, id, seq, sid, data)
 }
 
 // AppendDataFrame appends DataFrame(id, seq, data) to b.
 func AppendDataFrame(b []byte, id string, seq uint64, data []byte) []byte {
+	return appendDataFrame(b, id, seq, "", data)
+}
+
+func appendDataFrame(b []byte, id string, seq uint64, sid string, data []byte) []byte {
 	b = append(b, `{"type":"data","id":`...)
 	b = jsonstr.Append(b, id)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
+	if sid != "" {
+		b = append(b, `,"stream":`...)
+		b = jsonstr.Append(b, sid)
+	}
 	b = append(b, `,"data":`...)
 	b = append(b, data...)
 	return append(b, '}')

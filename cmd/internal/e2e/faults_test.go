@@ -407,12 +407,11 @@ func testWaitWedge(t *testing.T, bin string) {
 	}
 }
 
-// testHugePrompt sends stories260k a prompt of 1 MB, far over what its
-// context holds: it is refused at once with the reason, other clients are
-// served meanwhile, and the engine spends next to no CPU on it. A client
-// that leaves a generation leaves the engine idle: its CPU time stops
-// growing.
-func testHugePrompt(t *testing.T, bin string) {
+// storiesDir is the absolute directory of the stories260K weights, for
+// an engine process; without them the test skips (fails with
+// STREAMGATE_REQUIRE_MODELS=1).
+func storiesDir(t *testing.T) string {
+	t.Helper()
 	dir, looked := llama2.FindModelDir(filepath.Join(moduleRoot(t), "..", "shared", "models"))
 	if dir == "" {
 		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
@@ -421,7 +420,16 @@ func testHugePrompt(t *testing.T, bin string) {
 		t.Skipf("stories260K weights not found in %v", looked)
 	}
 	dir, _ = filepath.Abs(dir)
-	eng, gw := startPair(t, bin, dir)
+	return dir
+}
+
+// testHugePrompt sends stories260k a prompt of 1 MB, far over what its
+// context holds: it is refused at once with the reason, other clients are
+// served meanwhile, and the engine spends next to no CPU on it. A client
+// that leaves a generation leaves the engine idle: its CPU time stops
+// growing.
+func testHugePrompt(t *testing.T, bin string) {
+	eng, gw := startPair(t, bin, storiesDir(t))
 	c := httpClient(t)
 	small := `{"model":"stories260k","prompt":"Once upon a time","max_tokens":8,"stream":true}`
 	if got := request(t, c, "POST", gw.url+"/v1/completions", small); got.status != 200 {

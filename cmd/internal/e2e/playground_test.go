@@ -17,6 +17,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/gateway"
 )
 
 // playgroundHelpers drive the playground the way a person does: set a
@@ -160,9 +163,12 @@ func (p *playground) post(path, body string) (int, string) {
 // Stop (fetch and WebSocket) and "drop connection" end the engine's work;
 // two requests run at once on one WebSocket; errors appear as the server
 // sent them; screenshots, light and dark, wide and narrow, are not blank.
+// Its gateway makes no resumable streams (--resumable never), so that a
+// dropped connection cancels its request; TestPlaygroundResume covers the
+// page on resumable streams.
 func TestPlayground(t *testing.T) {
 	requireTool(t, "chromium", "/usr/bin/chromium")
-	s := startStack(t)
+	s := startPageStack(t, func(c *stack.Config) { c.Gateway.Resumable = gateway.ResumableNever })
 	browser := startChromium(t)
 	page := browser.openPage(t)
 	p := &playground{t: t, s: s, page: page, c: httpClient(t)}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway/store/redistest"
 	"github.com/streamgate/streamgate/gateway/ws"
 )
@@ -46,14 +43,7 @@ func startReplicas(t *testing.T) *replicaSet {
 	if testing.Short() {
 		t.Skip("builds streamgate and runs it as processes")
 	}
-	dir, looked := llama2.FindModelDir(filepath.Join(moduleRoot(t), "..", "shared", "models"))
-	if dir == "" {
-		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
-			t.Fatalf("stories260K weights not found in %v and STREAMGATE_REQUIRE_MODELS=1", looked)
-		}
-		t.Skipf("stories260K weights not found in %v", looked)
-	}
-	dir, _ = filepath.Abs(dir)
+	dir := storiesDir(t)
 	rs := &replicaSet{bin: buildStreamgate(t), redis: redistest.Start(t), c: httpClient(t)}
 	rs.eng = startEngineProc(t, rs.bin, dir)
 	for i := range rs.gw {

@@ -8,7 +8,7 @@ import (
 
 // corsExposed are the response headers a page on another origin may
 // read: Retry-After on 429 and 503, the resumable stream's id.
-const corsExposed = "Retry-After, Streamgate-Stream-Id"
+const corsExposed = "Retry-After, Streamgate-Stream-Id, X-Ratelimit-Limit-Requests, X-Ratelimit-Remaining-Requests, X-Ratelimit-Reset-Requests, X-Ratelimit-Limit-Tokens, X-Ratelimit-Remaining-Tokens, X-Ratelimit-Reset-Tokens"
 
 // corsMaxAge is how long, in seconds, a browser may cache a preflight.
 const corsMaxAge = "600"

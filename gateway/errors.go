@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/streamgate/streamgate/gateway/generate"
 	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
@@ -30,7 +31,10 @@ type httpError struct {
 	Msg        string
 	Param      string
 	RetryAfter bool
-	Err        error
+	// RetryIn, if set, is the Retry-After to send instead of the
+	// configured one (a key's rate limit knows when it frees up).
+	RetryIn time.Duration
+	Err     error
 }
 
 func (e *httpError) Error() string {
@@ -53,6 +57,8 @@ func codeForStatus(st int) string {
 	switch st {
 	case http.StatusBadRequest:
 		return "bad_request"
+	case http.StatusUnauthorized:
+		return "invalid_api_key"
 	case http.StatusNotFound:
 		return "not_found"
 	case http.StatusMethodNotAllowed:
@@ -205,6 +211,10 @@ func openAIType(st int) string {
 }
 
 func (s *Server) setRetryAfter(w http.ResponseWriter, e *httpError) {
+	if e.RetryIn > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(e.RetryIn)))
+		return
+	}
 	if e.RetryAfter || e.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(int((s.opts.RetryAfter+999_999_999)/1_000_000_000)))
 	}
@@ -241,8 +251,25 @@ func openAIErrors(e *httpError) []byte {
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // handle adapts h to net/http: an error h returns is answered in format
-// f, with its status (and Retry-After), unless the client has gone.
+// f, with its status (and Retry-After), unless the client has gone. With
+// API keys (Options.Keys) the request must have one (door) before h runs.
 func (s *Server) handle(f errorFormat, h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Keys != nil {
+			kr, err := s.door(w, r)
+			if err != nil {
+				s.writeError(w, r, f, err)
+				return
+			}
+			r = kr
+		}
+		s.handleOpen(f, h)(w, r)
+	}
+}
+
+// handleOpen is handle without API keys: for /v1/ws, which answers a
+// missing or bad key with an error frame (websocket).
+func (s *Server) handleOpen(f errorFormat, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, f, err)

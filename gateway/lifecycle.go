@@ -48,6 +48,10 @@ type job struct {
 	req *pb.ModelInferRequest
 	tr  translator
 	op  string // gen_ai.operation.name: opChat, opCompletion or opGenerate
+	// tokens is what a keyed request reserves of its key's tokens per
+	// minute (estimateTokens; 0 for requests that are not text), prompt
+	// the part of it that is the prompt's estimate.
+	tokens, prompt int
 }
 
 // sink is where one request's payloads go: an event stream (sseSink), one
@@ -83,6 +87,8 @@ type sink interface {
 //
 //  1. admit: not draining, under the global and per-client limits
 //     (limitKey: the API key, else the connection), registered for Drain;
+//     a keyed request's model allowed and its key's limits taken
+//     (admitKeyed), settled when it ends;
 //  2. start the call upstream;
 //  3. relay its responses through j's translator into out;
 //  4. account how it ended and let out deliver the error if it can.
@@ -103,6 +109,13 @@ func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error
 		return err
 	}
 	defer done()
+	if kd := keyOf(ctx); kd != nil {
+		settle, err := s.admitKeyed(ctx, kd, j)
+		if err != nil {
+			return err
+		}
+		defer settle()
+	}
 	proto := out.protocol()
 	ob := s.observe(ctx, j) // the upstream span, in ob.ctx
 	c, err := s.start(ob.ctx, j.req)

@@ -58,9 +58,13 @@ func responseNotFound(id, param string) *httpError {
 	return e
 }
 
-// storeError is err, a Store failure, as the client is told: 503 when the
-// store is down.
-func storeError(err error) error {
+// responseStoreError is err, a failure of the Store's Responses, as the
+// client is told (503 when the store is down), counted and logged.
+func (s *Server) responseStoreError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	s.storeError(ctx, "responses", err)
 	if errors.Is(err, store.ErrUnavailable) {
 		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: true,
 			Msg: "the response store is unavailable", Err: err}
@@ -76,7 +80,7 @@ func (s *Server) loadResponse(ctx context.Context, id, param string) (*openai.Re
 		return nil, nil, responseNotFound(id, param)
 	}
 	if err != nil {
-		return nil, nil, storeError(err)
+		return nil, nil, s.responseStoreError(ctx, err)
 	}
 	resp := &openai.Response{}
 	data := &responseData{}
@@ -105,9 +109,9 @@ func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *
 		if errors.Is(err, store.ErrNoResponse) {
 			return nil // deleted: it stays so
 		}
-		return storeError(err)
+		return s.responseStoreError(ctx, err)
 	}
-	return storeError(s.opts.Store.PutResponse(ctx, resp.ID, rec, s.opts.ResponseTTL))
+	return s.responseStoreError(ctx, s.opts.Store.PutResponse(ctx, resp.ID, rec, s.opts.ResponseTTL))
 }
 
 // responseJob turns a Responses API request into a job whose payloads
@@ -129,7 +133,8 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 	resp := openai.NewResponse(s.ids.next("resp"), s.opts.Now().Unix(), rr)
 	tr := &responseEvents{ad: ad, stream: f != formBody,
 		r: &openai.Responder{Resp: resp, ItemID: s.ids.next("msg")}}
-	return &job{req: req, tr: tr, op: opChat}, tr, nil
+	return &job{req: req, tr: tr, op: opChat,
+		tokens: estimateTokens(prompt, rr.Params.MaxTokens), prompt: promptTokens(prompt)}, tr, nil
 }
 
 // history is the conversation a request continues: that of its
@@ -192,9 +197,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	data := &responseData{Input: rr.Input, History: history}
 	saveCtx := context.WithoutCancel(ctx) // the end is stored however the request ended
 	tr.save = func(resp *openai.Response) {
-		if err := s.saveResponse(saveCtx, resp, data, true); err != nil {
-			s.log.WarnContext(saveCtx, "storing a response failed", "id", resp.ID, "err", err)
-		}
+		_ = s.saveResponse(saveCtx, resp, data, true) // a failure is counted and logged
 	}
 	if !rr.Background {
 		if err := s.saveResponse(ctx, tr.r.Resp, data, false); err != nil {
@@ -366,7 +369,7 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 		return responseNotFound(id, "")
 	}
 	if err != nil {
-		return storeError(err)
+		return s.responseStoreError(r.Context(), err)
 	}
 	writeJSON(w, http.StatusOK, jsonOf(struct {
 		ID      string `json:"id"`

@@ -168,6 +168,12 @@ type Options struct {
 	// store, OpenAI's default) can be read, continued and cancelled after
 	// it was last written (its end). Default 24h.
 	ResponseTTL time.Duration
+
+	// Keys are the API keys requests must present (Authorization: Bearer,
+	// or on /v1/ws the subprotocol streamgate.key.KEY); each key's limits
+	// are kept in Store. Default nil: the gateway is open and requests
+	// need no key.
+	Keys store.Keys
 }
 
 func (o *Options) withDefaults() Options {
@@ -330,7 +336,7 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v1/responses/{id}/input_items", openAI(s.responseInputItems))
 	r.Get("/v1/models", openAI(s.listModels))
 	r.Get("/v1/models/{id}", openAI(s.getModel))
-	r.Get("/v1/ws", triton(s.websocket))
+	r.Get("/v1/ws", s.handleOpen(tritonErrors, s.websocket))
 	r.Get("/v1/streams/{sid}", tokenQuery(openAI(s.getStream)))
 	r.Delete("/v1/streams/{sid}", openAI(s.deleteStream))
 	return r

@@ -54,7 +54,9 @@ type gatewayMetrics struct {
 	slowClient *metrics.Counter // protocol
 	upstream   *metrics.Counter // kind
 	resumes    *metrics.Counter // protocol
-	storeErrs  *metrics.Counter // op
+
+	rateLimited *metrics.Counter // limit: requests, tokens, concurrency
+	storeErrs   *metrics.Counter // op
 
 	// GenAI semantic conventions, by model and operation.
 	ttft     *metrics.Histogram // model, operation
@@ -65,16 +67,17 @@ type gatewayMetrics struct {
 
 func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
 	return &gatewayMetrics{
-		requests:   r.Counter("streamgate.gateway.http_requests", "{request}", "HTTP requests by route pattern and status (101 for WebSocket upgrades).", "route", "code"),
-		active:     r.Gauge("streamgate.gateway.active_requests", "{request}", "Inference requests in flight, by protocol (sse, http, ws).", "protocol"),
-		sockets:    r.Gauge("streamgate.gateway.websocket_connections", "{connection}", "Open WebSocket connections."),
-		events:     r.Counter("streamgate.gateway.stream_events", "{event}", "Events written to SSE streams and WebSocket data frames, by protocol.", "protocol"),
-		rejected:   r.Counter("streamgate.gateway.rejected", "{request}", "Inference requests refused before reaching upstream, by reason.", "reason"),
-		clientGone: r.Counter("streamgate.gateway.client_gone", "{request}", "Requests cancelled upstream because the client went away or cancelled, by protocol.", "protocol"),
-		slowClient: r.Counter("streamgate.gateway.slow_clients", "{request}", "Requests ended because their client did not read its responses fast enough, by protocol.", "protocol"),
-		upstream:   r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind (a client too slow for its responses counts in slow_clients instead).", "kind"),
-		resumes:    r.Counter("streamgate.gateway.resumes", "{stream}", "Resumable streams read again from their log (GET /v1/streams/{sid}, WebSocket resume frames), by protocol.", "protocol"),
-		storeErrs:  r.Counter("streamgate.gateway.store_errors", "{error}", "Failed operations on the shared store (Redis), by operation.", "op"),
+		requests:    r.Counter("streamgate.gateway.http_requests", "{request}", "HTTP requests by route pattern and status (101 for WebSocket upgrades).", "route", "code"),
+		active:      r.Gauge("streamgate.gateway.active_requests", "{request}", "Inference requests in flight, by protocol (sse, http, ws).", "protocol"),
+		sockets:     r.Gauge("streamgate.gateway.websocket_connections", "{connection}", "Open WebSocket connections."),
+		events:      r.Counter("streamgate.gateway.stream_events", "{event}", "Events written to SSE streams and WebSocket data frames, by protocol.", "protocol"),
+		rejected:    r.Counter("streamgate.gateway.rejected", "{request}", "Inference requests refused before reaching upstream, by reason.", "reason"),
+		clientGone:  r.Counter("streamgate.gateway.client_gone", "{request}", "Requests cancelled upstream because the client went away or cancelled, by protocol.", "protocol"),
+		slowClient:  r.Counter("streamgate.gateway.slow_clients", "{request}", "Requests ended because their client did not read its responses fast enough, by protocol.", "protocol"),
+		rateLimited: r.Counter("streamgate.gateway.rate_limited", "{request}", "Keyed requests refused with 429 by their API key's limits, by limit (requests, tokens, concurrency).", "limit"),
+		storeErrs:   r.Counter("streamgate.gateway.store_errors", "{error}", "Failed operations on the shared store (Redis), by operation.", "op"),
+		upstream:    r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind (a client too slow for its responses counts in slow_clients instead).", "kind"),
+		resumes:     r.Counter("streamgate.gateway.resumes", "{stream}", "Resumable streams read again from their log (GET /v1/streams/{sid}, WebSocket resume frames), by protocol.", "protocol"),
 
 		ttft: r.Histogram("gen_ai.server.time_to_first_token", "s",
 			"Time from the gateway taking a request to its first response, for successful requests.",

@@ -52,7 +52,8 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 		return nil, err
 	}
 	ch := &openai.Chunker{ID: s.ids.next("chatcmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
-	return &job{req: req, tr: newTextEvents(ad, ch, f, ""), op: opChat}, nil
+	return &job{req: req, tr: newTextEvents(ad, ch, f, ""), op: opChat,
+		tokens: estimateTokens(prompt, cr.Params.MaxTokens), prompt: promptTokens(prompt)}, nil
 }
 
 // completionJob turns a completions request into a job whose payloads
@@ -71,7 +72,8 @@ func (s *Server) completionJob(ctx context.Context, cr *openai.CompletionRequest
 	if cr.Echo {
 		echo = cr.Prompt
 	}
-	return &job{req: req, tr: newTextEvents(ad, ch, f, echo), op: opCompletion}, nil
+	return &job{req: req, tr: newTextEvents(ad, ch, f, echo), op: opCompletion,
+		tokens: estimateTokens(cr.Prompt, cr.Params.MaxTokens), prompt: promptTokens(cr.Prompt)}, nil
 }
 
 // serveOpenAI runs j: as an event stream when the client asked for one,
@@ -133,7 +135,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	var models []openai.Model
 	for _, m := range index {
 		name := m.GetName()
-		if seen[name] || (m.GetState() != "" && !strings.EqualFold(m.GetState(), "READY")) {
+		if seen[name] || (m.GetState() != "" && !strings.EqualFold(m.GetState(), "READY")) || modelAllowed(r.Context(), name) != nil {
 			continue
 		}
 		seen[name] = true
@@ -149,6 +151,9 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	id := urlParam(r, "id")
+	if err := modelAllowed(r.Context(), id); err != nil {
+		return err
+	}
 	if _, err := s.textModel(r.Context(), id); err != nil {
 		if errors.Is(err, textmodel.ErrNotText) {
 			err = &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model", Msg: "The model '" + id + "' is not a text model", Err: err}

@@ -18,6 +18,14 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 	if s.draining.Load() {
 		return errDraining
 	}
+	var authErr error
+	if s.opts.Keys != nil {
+		ctx, _, err := s.authenticate(r, true)
+		if err == nil {
+			r = r.WithContext(ctx)
+		}
+		authErr = err
+	}
 	c, err := ws.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{ws.Subprotocol},
 		OriginPatterns:     s.opts.WebSocketOriginPatterns,
@@ -28,6 +36,10 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 	}
 	if c.Subprotocol() != ws.Subprotocol {
 		c.Close(websocket.StatusPolicyViolation, "the client must speak "+ws.Subprotocol)
+		return nil
+	}
+	if authErr != nil {
+		s.refuseSocket(r, c, authErr)
 		return nil
 	}
 	opts := ws.Options{}
@@ -130,4 +142,19 @@ func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*job, error) {
 	}
 	// ws.ParseFrame lets no other type through.
 	return nil, &httpError{Status: http.StatusBadRequest, Code: ws.CodeBadRequest, Msg: "unknown frame type '" + req.Type + "'"}
+}
+
+// refuseSocket answers a socket whose upgrade had no valid API key (or
+// whose key the store could not check): one error frame, before any
+// request runs, then the close (1008, or 1013 to try again later).
+func (s *Server) refuseSocket(r *http.Request, c *ws.Conn, err error) {
+	e := s.logError(r.Context(), r, err, http.StatusSwitchingProtocols)
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.StopTimeout)
+	defer cancel()
+	c.Write(ctx, websocket.MessageText, ws.ErrorFrame("", e.Code, e.Msg))
+	code := websocket.StatusPolicyViolation
+	if e.Status == http.StatusServiceUnavailable {
+		code = websocket.StatusTryAgainLater
+	}
+	c.Close(code, e.Code)
 }

@@ -59,6 +59,7 @@ flight finish within --shutdown-grace.`,
 				Setup: stackSetup("gateway"),
 			},
 			modelsCommand(),
+			keysCommand(),
 			bench.Command(),
 		},
 	}

@@ -33,7 +33,7 @@ func TestHelp(t *testing.T) {
 		{args: []string{"models", "pull", "--help"}, stdout: []string{"streamgate models pull: download models", "Usage:\n  streamgate models pull [flags] NAME...\n", "Examples:\n", "\nModels:\n", "  --hub URL\n", "  HF_ENDPOINT\n"}},
 		{args: []string{"help", "models", "list"}, stdout: []string{"streamgate models list: ", "  --model-dir directory\n"}},
 		{args: []string{"bench", "--help"}, stdout: []string{"streamgate bench: load generator", "Examples:\n", "\nScenario:\n", "  --preset string\n", "\nLoad:\n", "  --c int\n"}},
-		{args: []string{"help", "config"}, stdout: []string{"Every flag and environment variable", "streamgate serve, engine, gateway, models\n", "[serve, engine]", "streamgate bench\n"}},
+		{args: []string{"help", "config"}, stdout: []string{"Every flag and environment variable", "streamgate serve, engine, gateway, models, keys\n", "[serve, engine]", "streamgate bench\n"}},
 
 		{args: []string{"serv"}, code: 2, stderr: []string{"streamgate: unknown command \"serv\"; did you mean serve?\n", "Run 'streamgate help' for the commands.\n"}},
 		{args: []string{"modles", "list"}, code: 2, stderr: []string{"streamgate: unknown command \"modles\"; did you mean models?\n"}},

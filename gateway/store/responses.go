@@ -46,7 +46,7 @@ type StoredResponse struct {
 }
 
 // responseKey is the Redis key of response id's record.
-func responseKey(id string) string { return "streamgate:response:{" + id + "}" }
+func responseKey(id string) string { return "sg:{" + id + "}:response" }
 
 type redisResponses struct{ c redis.UniversalClient }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -30,18 +32,93 @@ type Store interface {
 var ErrUnavailable = errors.New("store unavailable")
 
 // Open returns the store a gateway was configured with: Memory when url
-// is empty, otherwise Redis at url ("redis://[user:pass@]host:port/db",
-// "rediss://" for TLS; several hosts or a sentinel master name as
-// go-redis's ParseClusterURL and UniversalOptions read them).
+// is empty, otherwise Redis at url, through a go-redis UniversalClient:
+//
+//   - one node: redis://[user:pass@]host:6379/0 (rediss:// for TLS);
+//   - Sentinel: the sentinels' addresses and the master's name,
+//     redis://[user:pass@]sentinel1:26379/0?master_name=mymaster&addr=sentinel2:26379;
+//   - Cluster: several nodes, redis://[user:pass@]node1:6379?addr=node2:6379&addr=node3:6379.
+//
+// Query parameters set go-redis's options (dial_timeout, read_timeout,
+// max_retries, pool_size, ...). Unless the URL sets them, timeouts
+// and retries are short (1s to dial, read or write; one retry of a
+// command, one dial per attempt) so that a Redis that is down fails
+// requests at once instead of holding them.
 func Open(url string) (Store, error) {
 	if url == "" {
 		return NewMemory(), nil
 	}
-	opts, err := redis.ParseURL(url)
+	c, err := newClient(url)
 	if err != nil {
-		return nil, fmt.Errorf("store: --redis %q: %w", url, err)
+		return nil, fmt.Errorf("store: --redis %q: %w", redactURL(url), err)
 	}
-	return NewRedis(redis.NewClient(opts)), nil
+	return NewRedis(c), nil
+}
+
+// Default client timeouts and retries (when the URL sets none).
+const (
+	dialTimeout   = time.Second
+	ioTimeout     = time.Second
+	maxRetries    = 1
+	dialerRetries = 1
+)
+
+func newClient(rawURL string) (redis.UniversalClient, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, errors.New("not a valid URL") // url's error would show the password
+	}
+	q := u.Query()
+	switch {
+	case q.Has("master_name"):
+		o, err := redis.ParseFailoverURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries)
+		return redis.NewFailoverClient(o), nil
+	case q.Has("addr"):
+		o, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries)
+		return redis.NewClusterClient(o), nil
+	}
+	o, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries)
+	return redis.NewClient(o), nil
+}
+
+// defaults sets the client options the URL's query q does not.
+func defaults(q url.Values, dial, read, write *time.Duration, retries, dialRetries *int) {
+	for _, d := range []struct {
+		name string
+		p    *time.Duration
+		v    time.Duration
+	}{{"dial_timeout", dial, dialTimeout}, {"read_timeout", read, ioTimeout}, {"write_timeout", write, ioTimeout}} {
+		if !q.Has(d.name) {
+			*d.p = d.v
+		}
+	}
+	if !q.Has("max_retries") {
+		*retries = maxRetries
+	}
+	if !q.Has("dialer_retries") {
+		*dialRetries = dialerRetries
+	}
+}
+
+// redactURL is url without its password, for errors and logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // Redis is the Store shared by replicas, on one go-redis client.

@@ -57,6 +57,11 @@ var (
 // write it).
 func (l servingLine) find(line string) (string, bool) {
 	attrs := map[string]string{}
+	// The runtime's GC trace (GODEBUG=gctrace=1) writes a line in pieces,
+	// on the same stderr: a JSON record may follow its first piece, "gc ".
+	if i := strings.Index(line, `{"time":`); i > 0 {
+		line = line[i:]
+	}
 	if strings.HasPrefix(line, "{") {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != l.msg {

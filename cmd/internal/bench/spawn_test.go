@@ -17,6 +17,8 @@ func TestServingLine(t *testing.T) {
 		{engineServing, `{"time":"t","level":"INFO","msg":"gateway serving","url":"http://127.0.0.1:1"}`, ""},
 		{engineServing, `time=t level=INFO msg="models loaded" grpc=127.0.0.1:2`, ""},
 		{gatewayServing, `gc 1 @0.01s 2%: 0.1+0.2+0.3 ms clock`, ""},
+		// The GC trace's first piece, then the record (seen in a run).
+		{gatewayServing, `gc {"time":"t","level":"INFO","msg":"gateway serving","url":"http://127.0.0.1:41203","protocols":"{HTTP1}"}`, "127.0.0.1:41203"},
 	} {
 		out, ok := tc.l.find(tc.line)
 		if out != tc.out || ok != (tc.out != "") {

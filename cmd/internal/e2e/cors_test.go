@@ -50,7 +50,8 @@ func TestCORSHeaders(t *testing.T) {
 	}
 	resp, body := do(http.MethodGet, "/v1/models", "https://app.example")
 	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
-		resp.Header.Get("Access-Control-Expose-Headers") != "Retry-After, Streamgate-Stream-Id" {
+		resp.Header.Get("Access-Control-Expose-Headers") != "Retry-After, Streamgate-Stream-Id, X-Ratelimit-Limit-Requests, X-Ratelimit-Remaining-Requests, "+
+			"X-Ratelimit-Reset-Requests, X-Ratelimit-Limit-Tokens, X-Ratelimit-Remaining-Tokens, X-Ratelimit-Reset-Tokens" {
 		t.Errorf("GET /v1/models from an allowed origin: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
 	for _, tc := range []struct{ path, want string }{

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/store/redistest"
 )
 
@@ -34,18 +35,27 @@ func TestOpenAINodeSDK(t *testing.T) {
 
 // TestOpenAINodeSDKReplicas runs node/responses.replicas.test.mjs, the
 // official openai SDK against two gateway replicas (each with its own
-// engine) sharing a real Redis: background responses cut on one and
-// resumed, continued and cancelled on the other.
+// engine) sharing a real Redis, with API keys: background responses cut
+// on one and resumed, continued and cancelled on the other, and none of
+// it for another key.
 func TestOpenAINodeSDKReplicas(t *testing.T) {
 	dir, node := nodeTool(t)
 	srv := redistest.Start(t)
+	st, err := store.Open(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// With --redis the gateways need API keys: the tests use one, and
+	// another key to check that a response is its creator's only.
+	key, other := addKey(t, st, "node", store.Limit{}), addKey(t, st, "other", store.Limit{})
 	shared := func(c *stack.Config) { c.Redis = srv.URL() }
 	a := startPageStack(t, shared)
 	b := startPageStack(t, shared)
 	cmd := exec.CommandContext(t.Context(), node, "--test", "--test-reporter=spec", "responses.replicas.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+a.url+"/v1", "OPENAI_BASE_URL_B="+b.url+"/v1",
-		"OPENAI_API_KEY=unused", "NO_COLOR=1", "STREAMGATE_TEXT_MODEL="+a.textModel())
+		"OPENAI_API_KEY="+key, "OTHER_API_KEY="+other, "NO_COLOR=1", "STREAMGATE_TEXT_MODEL="+a.textModel())
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test responses.replicas.test.mjs:\n%s", out)
 	if err != nil {

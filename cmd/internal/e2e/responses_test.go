@@ -450,11 +450,11 @@ func TestResponsesBackground(t *testing.T) {
 }
 
 // Two gateway replicas sharing a real Redis: a response stored by one is
-// read, listed, continued and deleted through the other, and still
-// belongs to nobody else.
+// read, continued, resumed, cancelled and deleted through the other.
 func TestResponsesAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
-	shared := func(c *stack.Config) { c.Redis = srv.URL() }
+	// Open gateways (API keys are TestOpenAINodeSDKReplicas' part).
+	shared := func(c *stack.Config) { c.Redis, c.NoKeys = srv.URL(), true }
 	a := newStack(t, nil, shared)
 	b := newStack(t, nil, shared)
 	first := a.createResponse(t, `{"model":"echo","input":"one two"}`)

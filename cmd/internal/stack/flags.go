@@ -65,6 +65,10 @@ type GatewayFlags struct {
 	Resumable   string
 	ResumeGrace time.Duration
 	ResumeTTL   time.Duration
+	// KeysFile is the API keys file of a single replica (without Redis).
+	KeysFile string
+	// NoKeys serves without API keys even with Redis.
+	NoKeys bool
 
 	// Transport: HTTPS (HTTP/2 by ALPN) or, plaintext, h2c.
 	TLS tlsfiles.ServerFiles
@@ -192,8 +196,8 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.Float64Var(&f.WSChunkRate, "ws-chunk-rate", 100, "sequence chunks per second per WebSocket, in bursts of a second's worth; beyond it a chunk ends its sequence (too_many_chunks); negative disables")
 	fs.IntVar(&f.WSSequenceQueue, "ws-sequence-queue", 32, "chunks of one sequence that may wait while the previous one runs; one more ends the sequence (too_many_chunks)")
 	fs.DurationVar(&f.WSSequenceIdle, "ws-sequence-idle", 30*time.Second, "a sequence whose client sends no chunk for this long is ended (sequence_idle), sooner when the model's max_sequence_idle is shorter; negative leaves only the model's")
-	fs.Group("Shared state (Redis)")
-	fs.StringVar(&f.Redis, "redis", "", "Redis `URL` of the state replicas share (resumable streams, API keys, per-key limits), e.g. redis://host:6379/0; empty keeps it in this process (one replica)")
+	RegisterKeyStore(fs, &f.Redis, &f.KeysFile)
+	fs.BoolVar(&f.NoKeys, "no-keys", false, "serve without API keys even with --redis (behind a proxy that authenticates callers): anyone who reaches the gateway may use it, with no per-key limits")
 	fs.Group("Resumable streams")
 	fs.StringVar(&f.Resumable, "resumable", gateway.ResumableOptIn, "which event streams and WebSocket requests are resumable: never, opt-in (those that ask with Streamgate-Resumable: true or \"resumable\": true) or always")
 	fs.DurationVar(&f.ResumeGrace, "resume-grace", 30*time.Second, "how long a resumable stream's request runs on once its client has left, waiting for it to resume, before it is cancelled")
@@ -331,6 +335,13 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	if g.ResumeGrace <= 0 || g.ResumeTTL <= 0 {
 		return cfg, errors.New("--resume-grace and --resume-ttl must be positive")
 	}
+	cfg.KeysFile, cfg.NoKeys = g.KeysFile, g.NoKeys
+	if g.Redis != "" && g.KeysFile != "" {
+		return Config{}, errors.New("--redis and --keys-file: give one; with --redis the API keys are in Redis")
+	}
+	if g.NoKeys && g.KeysFile != "" {
+		return Config{}, errors.New("--no-keys and --keys-file: give one")
+	}
 	cfg.Gateway = &gateway.Options{
 		Resumable:         g.Resumable,
 		ResumeGrace:       g.ResumeGrace,
@@ -446,4 +457,13 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// RegisterKeyStore defines --redis and --keys-file, the stores of the
+// gateway's shared state and API keys, the same for the gateway and for
+// `streamgate keys`.
+func RegisterKeyStore(fs *cli.FlagSet, redis, keysFile *string) {
+	fs.Group("Shared state (Redis)")
+	fs.StringVar(redis, "redis", "", "Redis `URL` of the state replicas share (resumable streams, API keys, per-key limits): redis://host:6379/0, Sentinel redis://sentinel:26379/0?master_name=NAME&addr=sentinel2:26379, Cluster redis://node1:6379?addr=node2:6379; empty keeps it in this process (one replica). With it, requests need an API key (streamgate keys create)")
+	fs.StringVar(keysFile, "keys-file", "", "API keys `file` of a single replica without --redis (streamgate keys create --keys-file); with it, requests need an API key. Without --redis or --keys-file the gateway is open to anyone who reaches it")
 }

@@ -57,6 +57,13 @@ type Config struct {
 	// replicas (store.Open); empty: in-process. Ignored when
 	// Gateway.Store is set (its owner closes that one).
 	Redis string
+	// KeysFile is the API keys file (store.OpenKeysFile) of a gateway
+	// without Redis. With Redis or a keys file, requests need an API key
+	// (unless Gateway.Keys is set, which wins); with neither the gateway
+	// is open.
+	KeysFile string
+	// NoKeys leaves the gateway open with Redis (--no-keys).
+	NoKeys bool
 
 	// Handler, if set, wraps the gateway's handler (a test serving a page
 	// beside the API). Default: the gateway's handler.
@@ -224,6 +231,18 @@ func (s *Stack) startGateway(cfg Config) error {
 		gopts.Store, s.ownStore = st, true
 	}
 	s.Store = gopts.Store
+	if gopts.Keys == nil {
+		switch {
+		case cfg.KeysFile != "":
+			kf, err := store.OpenKeysFile(cfg.KeysFile)
+			if err != nil {
+				return err
+			}
+			gopts.Keys = kf
+		case cfg.Redis != "" && s.ownStore && !cfg.NoKeys:
+			gopts.Keys = gopts.Store
+		}
+	}
 	fill(&gopts.Logger, s.log)
 	fill(&gopts.TracerProvider, tel.Tracer)
 	fill(&gopts.MeterProvider, tel.Meter)
@@ -264,10 +283,19 @@ func (s *Stack) startGateway(cfg Config) error {
 		s.scheme = "https"
 		serve = func() error { return s.HTTP.ServeTLS(lis, "", "") }
 	}
+	if gopts.Keys == nil && !isLoopback(lis.Addr()) {
+		s.log.Warn("the gateway is open: anyone who reaches it may use it; --redis or --keys-file makes requests need an API key (streamgate keys create)", "url", s.URL())
+	}
 	s.log.Info("gateway serving", "url", s.URL(), "protocols", s.HTTP.Protocols.String(), "mtls", s.HTTP.TLSConfig != nil && s.HTTP.TLSConfig.ClientCAs != nil,
 		"upstream", targets, "upstream_tls", uopts.TLS != nil, "cancel", uopts.Cancel)
 	s.serve(serve)
 	return nil
+}
+
+// isLoopback reports whether addr only listens on loopback.
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // serve runs one server's Serve; a failure other than a stop is reported

@@ -7,9 +7,11 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { cutAfter, resumeText } from './responses.helpers.mjs';
 
-const a = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: 'unused', maxRetries: 0 });
-const b = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL_B, apiKey: 'unused', maxRetries: 0 });
-assert.ok(process.env.OPENAI_BASE_URL_B, 'OPENAI_BASE_URL_B must be set');
+// OPENAI_API_KEY is the tests' key; OTHER_API_KEY another one.
+const a = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, maxRetries: 0 });
+const b = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL_B, maxRetries: 0 });
+const stranger = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL_B, apiKey: process.env.OTHER_API_KEY, maxRetries: 0 });
+assert.ok(process.env.OPENAI_BASE_URL_B && process.env.OTHER_API_KEY, 'OPENAI_BASE_URL_B and OTHER_API_KEY must be set');
 const textModel = process.env.STREAMGATE_TEXT_MODEL || 'echo';
 const greedy = { model: textModel, input: 'Once upon a time', temperature: 0, max_output_tokens: 100 };
 
@@ -25,6 +27,24 @@ test('previous_response_id across replicas', async () => {
   const first = await a.responses.create({ model: 'echo', input: 'hello world' });
   const next = await b.responses.create({ model: 'echo', input: 'more', previous_response_id: first.id });
   assert.equal(next.output_text, 'user: hello world assistant: user: hello world assistant: user: more assistant:');
+});
+
+test('a response is its API key\'s only', async () => {
+  const mine = await a.responses.create({ model: 'echo', input: 'hello world', background: true });
+  for (const attempt of [
+    () => stranger.responses.retrieve(mine.id),
+    () => stranger.responses.retrieve(mine.id, { stream: true, starting_after: 0 }),
+    () => stranger.responses.inputItems.list(mine.id),
+    () => stranger.responses.cancel(mine.id),
+    () => stranger.responses.delete(mine.id),
+    () => stranger.responses.create({ model: 'echo', input: 'x', previous_response_id: mine.id }),
+  ]) {
+    await assert.rejects(attempt(), (err) => {
+      assert.ok(err instanceof OpenAI.NotFoundError, `got ${err}`);
+      return true;
+    });
+  }
+  assert.equal((await b.responses.retrieve(mine.id)).id, mine.id);
 });
 
 test('cancel on the other replica', async () => {

@@ -1,0 +1,333 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/streamgate/streamgate/gateway/store"
+)
+
+// API keys and their limits (DESIGN.md, "Scale-out"). With Options.Keys
+// set, every API route needs a key: handle authenticates HTTP requests
+// before their handler runs, websocket authenticates the upgrade and
+// answers a bad key with an error frame. A keyed request's context
+// carries its key (keyOf), and withLimitKey names it for the per-client
+// limit and as the owner of what it creates (callerKey).
+//
+// Limits are the store's, shared by replicas: handle counts every keyed
+// HTTP request against the key's requests per minute; serve reserves an
+// inference request's tokens and a concurrency slot (and counts a
+// WebSocket request), and settles the tokens from the model's usage when
+// it ends. Every answer to a keyed HTTP request carries OpenAI's
+// x-ratelimit-* headers.
+//
+// A WebSocket is authenticated when it opens, and each of its requests
+// looks its key up again (recheck): revoking a key ends its use on open
+// sockets too.
+//
+// The store unreachable (Redis down): keyed requests fail closed with 503
+// (no key is served from memory); requests already running go on, and
+// what they fail to settle is logged and counted.
+
+// keyed is what the context of a keyed request carries.
+type keyed struct {
+	key store.Key
+	// header is the answer's, for the x-ratelimit-* headers; nil on a
+	// WebSocket request.
+	header http.Header
+	// counted: the request was counted against RPM (HTTP, by handle).
+	counted bool
+}
+
+type keyedCtx struct{}
+
+// keyOf is the key of a keyed request, nil on an open gateway.
+func keyOf(ctx context.Context) *keyed {
+	k, _ := ctx.Value(keyedCtx{}).(*keyed)
+	return k
+}
+
+func withKey(ctx context.Context, k *keyed) context.Context {
+	return withLimitKey(context.WithValue(ctx, keyedCtx{}, k), k.key.ID)
+}
+
+var (
+	errNoKey = &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+		Msg: "You didn't provide an API key: send it as 'Authorization: Bearer KEY' (on /v1/ws also as the subprotocol streamgate.key.KEY)"}
+	errBadKey = &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+		Msg: "Incorrect API key provided"}
+	errKeyExpired = &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+		Msg: "The API key has expired"}
+)
+
+// errStore answers a request the store could not serve.
+func errStore(err error) *httpError {
+	return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+		Msg: "the gateway's shared store is unavailable; try again shortly", RetryAfter: true, Err: err}
+}
+
+// bearerKey is the key of an Authorization header: "Bearer KEY" (the
+// scheme in any case, one or more spaces). ok is false when there is no
+// such key.
+func bearerKey(h string) (key string, ok bool) {
+	scheme, rest, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	key = strings.TrimLeft(rest, " ")
+	if !validKey(key) {
+		return "", false
+	}
+	return key, true
+}
+
+// validKey reports whether a key as sent could be one: visible ASCII
+// without ',', '"' or '\\' (a token of Sec-WebSocket-Protocol, or
+// OAuth's b64token).
+func validKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c >= 0x7f || c == ',' || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// keyProtocol prefixes the WebSocket subprotocol that carries a key.
+const keyProtocol = "streamgate.key."
+
+// subprotocolKey is the key offered as a subprotocol streamgate.key.KEY
+// in Sec-WebSocket-Protocol values (each a comma-separated list). ok is
+// false when none is offered.
+func subprotocolKey(values []string) (key string, ok bool) {
+	for _, v := range values {
+		for p := range strings.SplitSeq(v, ",") {
+			p = strings.TrimSpace(p)
+			if k, found := strings.CutPrefix(p, keyProtocol); found && validKey(k) {
+				return k, true
+			}
+		}
+	}
+	return "", false
+}
+
+// authenticate finds the key of r (Authorization, or on WebSocket
+// upgrades also the subprotocol) and returns r's context with it.
+func (s *Server) authenticate(r *http.Request, webSocket bool) (context.Context, *keyed, error) {
+	secret, ok := bearerKey(r.Header.Get("Authorization"))
+	if !ok && webSocket {
+		secret, ok = subprotocolKey(r.Header.Values("Sec-WebSocket-Protocol"))
+	}
+	if !ok {
+		return nil, nil, errNoKey
+	}
+	k, err := s.opts.Keys.LookupKey(r.Context(), store.HashSecret(secret))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil, errBadKey
+	case err != nil:
+		s.storeError(r.Context(), "keys", err)
+		return nil, nil, errStore(err)
+	case k.Expired(time.Now()):
+		return nil, nil, errKeyExpired
+	}
+	kd := &keyed{key: k}
+	return withKey(r.Context(), kd), kd, nil
+}
+
+// recheck looks k up again, for a request on a socket authenticated
+// earlier: a revoked or expired key fails as at the door.
+func (s *Server) recheck(ctx context.Context, k store.Key) (store.Key, error) {
+	fresh, err := s.opts.Keys.LookupKey(ctx, k.Hash)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || err == nil && fresh.ID != k.ID:
+		return store.Key{}, errBadKey
+	case err != nil:
+		s.storeError(ctx, "keys", err)
+		return store.Key{}, errStore(err)
+	case fresh.Expired(time.Now()):
+		return store.Key{}, errKeyExpired
+	}
+	return fresh, nil
+}
+
+// door authenticates an HTTP request to an API route and counts it
+// against its key's requests per minute; it returns the request to serve.
+func (s *Server) door(w http.ResponseWriter, r *http.Request) (*http.Request, error) {
+	ctx, kd, err := s.authenticate(r, false)
+	if err != nil {
+		return nil, err
+	}
+	kd.header, kd.counted = w.Header(), true
+	if err := s.takeLimits(ctx, kd, store.Take{Requests: 1}, nil); err != nil {
+		return nil, err
+	}
+	return r.WithContext(ctx), nil
+}
+
+// takeLimits takes t from kd's limits, sets the x-ratelimit-* headers of
+// an HTTP answer, and returns the 429 or 503 to answer when it cannot.
+func (s *Server) takeLimits(ctx context.Context, kd *keyed, t store.Take, v *store.Verdict) error {
+	l := kd.key.Limit
+	if l == (store.Limit{}) {
+		if v != nil {
+			v.Reserved = t.Tokens
+		}
+		return nil
+	}
+	got, err := s.opts.Store.Admit(ctx, kd.key.ID, l, t)
+	if err != nil {
+		s.storeError(ctx, "limits", err)
+		return errStore(err)
+	}
+	if v != nil {
+		*v = got
+	}
+	if kd.header != nil {
+		setRateHeaders(kd.header, got)
+	}
+	if got.Limited == "" {
+		return nil
+	}
+	s.metrics.rateLimited.With(got.Limited).Inc()
+	e := &httpError{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryIn: max(got.RetryAfter, time.Millisecond)}
+	wait := retrySeconds(e.RetryIn)
+	switch got.Limited {
+	case store.LimitRequests:
+		e.Msg = fmt.Sprintf("Rate limit reached for requests per minute (RPM): limit %d. Please try again in %ds.", l.RPM, wait)
+	case store.LimitTokens:
+		e.Msg = fmt.Sprintf("Rate limit reached for tokens per minute (TPM): limit %d, requested %d. Please try again in %ds.", l.TPM, min(t.Tokens, l.TPM), wait)
+	default:
+		e.Msg = fmt.Sprintf("Too many requests in flight for this API key: limit %d.", l.Concurrency)
+	}
+	return e
+}
+
+// setRateHeaders sets OpenAI's x-ratelimit-* headers from v, for the
+// limits the key has.
+func setRateHeaders(h http.Header, v store.Verdict) {
+	set := func(kind string, w store.Window) {
+		if w.Limit == 0 {
+			return
+		}
+		h.Set("X-Ratelimit-Limit-"+kind, strconv.Itoa(w.Limit))
+		h.Set("X-Ratelimit-Remaining-"+kind, strconv.Itoa(w.Remaining))
+		h.Set("X-Ratelimit-Reset-"+kind, resetText(w.Reset))
+	}
+	set("Requests", v.Requests)
+	set("Tokens", v.Tokens)
+}
+
+// resetText writes a reset time as OpenAI does: "20ms", "1s", "6m0s".
+func resetText(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// retrySeconds is d in whole seconds, rounded up, at least 1.
+func retrySeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
+}
+
+// defaultReserve is the completion tokens reserved for a request that
+// sets no max_tokens; the model's usage settles it.
+const defaultReserve = 256
+
+// promptTokens estimates a prompt's tokens: about four bytes a token.
+func promptTokens(prompt string) int { return len(prompt)/4 + 1 }
+
+// estimateTokens is what a text request reserves: its prompt's estimate
+// plus max_tokens (or defaultReserve).
+func estimateTokens(prompt string, maxTokens *int) int {
+	n := promptTokens(prompt)
+	if maxTokens != nil && *maxTokens > 0 {
+		return n + *maxTokens
+	}
+	return n + defaultReserve
+}
+
+// admitKeyed admits an inference request of the keyed request kd: its
+// model allowed, a concurrency slot and its tokens taken. done settles it
+// with the translator's usage.
+func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *job) (done func(), err error) {
+	if !kd.counted {
+		// A WebSocket request: its socket was authenticated when it
+		// opened; the key may have been revoked or changed since.
+		k, err := s.recheck(ctx, kd.key)
+		if err != nil {
+			return nil, err
+		}
+		kd = &keyed{key: k}
+	}
+	model := j.req.GetModelName()
+	if !kd.key.Allows(model) {
+		return nil, modelNotAllowed(model)
+	}
+	slot := s.ids.next("slot")
+	t := store.Take{Tokens: j.tokens, Slot: slot}
+	if !kd.counted {
+		t.Requests = 1
+	}
+	var v store.Verdict
+	if err := s.takeLimits(ctx, kd, t, &v); err != nil {
+		return nil, err
+	}
+	l := kd.key.Limit
+	if l.TPM == 0 && l.Concurrency == 0 {
+		return func() {}, nil
+	}
+	return func() {
+		used := v.Reserved
+		if u, ok := j.tr.(usageReporter); ok {
+			_, in, out := u.outcome()
+			if in < 0 {
+				in = j.prompt
+			}
+			used = max(in, 0) + max(out, 0)
+		}
+		if used == v.Reserved && l.Concurrency == 0 {
+			return // nothing to give back or correct
+		}
+		// The request's own context may be done (its client left): the
+		// settlement still runs, briefly.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		if err := s.opts.Store.Settle(sctx, kd.key.ID, l, slot, used-v.Reserved); err != nil {
+			s.storeError(ctx, "limits", err)
+		}
+	}, nil
+}
+
+// settleTimeout bounds settling a request's limits when it ends.
+const settleTimeout = 2 * time.Second
+
+// modelNotAllowed is OpenAI's answer for a model a key may not use: 404,
+// as for a model that does not exist.
+func modelNotAllowed(model string) *httpError {
+	return &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
+		Msg: "The model '" + model + "' does not exist or you do not have access to it"}
+}
+
+// modelAllowed is nil when the request with context ctx may use model.
+func modelAllowed(ctx context.Context, model string) error {
+	if kd := keyOf(ctx); kd != nil && !kd.key.Allows(model) {
+		return modelNotAllowed(model)
+	}
+	return nil
+}
+
+// storeError counts and logs a failure of the shared store.
+func (s *Server) storeError(ctx context.Context, op string, err error) {
+	s.metrics.storeErrs.With(op).Inc()
+	s.log.WarnContext(ctx, "store failed", "op", op, "err", err)
+}

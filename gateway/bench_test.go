@@ -115,7 +115,7 @@ func relayRoutes(tb testing.TB) []route {
 		}, sseSink, 0},
 		{"responses", textResp, func() translator {
 			resp := openai.NewResponse("resp-1", 1, &openai.ResponsesRequest{Model: "m", Store: true})
-			return &responseEvents{ad: ad, stream: true, r: &openai.Responder{Resp: resp, ItemID: "msg-1"}}
+			return &responseEvents{textReader: textReader{ad: ad}, stream: true, r: &openai.Responder{Resp: resp, ItemID: "msg-1"}}
 		}, func(srv *Server, _ *[]byte) sink {
 			o := srv.newSSESink(&discardWriter{h: http.Header{}}, r, openAIErrors, false)
 			o.named = true

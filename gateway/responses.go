@@ -13,7 +13,6 @@ import (
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/store"
-	"github.com/streamgate/streamgate/gateway/textmodel"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -131,7 +130,7 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 		return nil, nil, err
 	}
 	resp := openai.NewResponse(s.ids.next("resp"), s.opts.Now().Unix(), rr)
-	tr := &responseEvents{ad: ad, stream: f != formBody,
+	tr := &responseEvents{textReader: textReader{ad: ad}, stream: f != formBody,
 		r: &openai.Responder{Resp: resp, ItemID: s.ids.next("msg")}}
 	return &job{req: req, tr: tr, op: opChat,
 		tokens: estimateTokens(prompt, rr.Params.MaxTokens), prompt: promptTokens(prompt)}, tr, nil
@@ -523,25 +522,22 @@ func (o *logSink) flush() error {
 // responseEvents turns a text model's responses into a Response: its
 // semantic events (streams) or the object itself (one body).
 type responseEvents struct {
-	ad     textmodel.Adapter
 	r      *openai.Responder
 	stream bool
 	// save, if set, stores the Response at its end, before the payloads
 	// that tell the client.
 	save func(*openai.Response)
 
-	join    textmodel.Joiner
 	text    strings.Builder
-	delta   []byte    // the text of the last response, reused
 	event   []byte    // the last delta event, reused
 	nextOut [1][]byte // what next returns: event
 	ended   bool      // the Response has its end
 	failed  []byte    // the response.failed event, once made
-	tally
+	textReader
 }
 
 func (t *responseEvents) begin() [][]byte {
-	t.tally.begin()
+	t.textReader.begin()
 	if !t.stream {
 		return nil
 	}
@@ -553,26 +549,21 @@ func (t *responseEvents) begin() [][]byte {
 }
 
 func (t *responseEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
-	p, err := t.ad.Decode(resp)
-	if err != nil {
+	delta, err := t.read(resp)
+	if err != nil || len(delta) == 0 {
 		return nil, err
 	}
-	t.add(p)
-	t.delta = t.join.Append(t.delta[:0], p.Text)
-	if len(t.delta) == 0 {
-		return nil, nil
-	}
-	t.text.Write(t.delta)
+	t.text.Write(delta)
 	if !t.stream {
 		return nil, nil
 	}
-	t.event = t.r.AppendDelta(t.event[:0], t.delta)
+	t.event = t.r.AppendDelta(t.event[:0], delta)
 	t.nextOut[0] = t.event
 	return t.nextOut[:], nil
 }
 
 func (t *responseEvents) end() ([][]byte, error) {
-	tail := t.join.Flush()
+	tail := t.tail()
 	t.text.WriteString(tail)
 	in, out := t.tokens()
 	t.r.Resp.Finish(t.r.ItemID, t.text.String(), t.reason, openai.NewUsage(in, out))

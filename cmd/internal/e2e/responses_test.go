@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -66,25 +65,15 @@ type namedEvent struct {
 
 func namedEvents(t testing.TB, body string) []namedEvent {
 	t.Helper()
-	r := sse.NewReader(strings.NewReader(body))
 	var out []namedEvent
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("bad SSE body %q: %v", body, err)
-		}
-		if ev.IsComment {
-			continue
-		}
+	for _, ev := range sseEvents(t, body) {
 		e := namedEvent{Name: ev.Name, ID: ev.ID, Raw: ev.Data}
 		if err := json.Unmarshal([]byte(ev.Data), &e.Data); err != nil {
 			t.Fatalf("event %q: %v", ev.Data, err)
 		}
 		out = append(out, e)
 	}
+	return out
 }
 
 // checkEventOrder checks a Responses stream: each event named by its

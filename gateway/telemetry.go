@@ -76,8 +76,8 @@ func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
 		slowClient:  r.Counter("streamgate.gateway.slow_clients", "{request}", "Requests ended because their client did not read its responses fast enough, by protocol.", "protocol"),
 		rateLimited: r.Counter("streamgate.gateway.rate_limited", "{request}", "Keyed requests refused with 429 by their API key's limits, by limit (requests, tokens, concurrency).", "limit"),
 		storeErrs:   r.Counter("streamgate.gateway.store_errors", "{error}", "Failed operations on the shared store (Redis), by operation.", "op"),
-		upstream:    r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind (a client too slow for its responses counts in slow_clients instead).", "kind"),
 		resumes:     r.Counter("streamgate.gateway.resumes", "{stream}", "Resumable streams read again from their log (GET /v1/streams/{sid}, WebSocket resume frames), by protocol.", "protocol"),
+		upstream:    r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind (a client too slow for its responses counts in slow_clients instead).", "kind"),
 
 		ttft: r.Histogram("gen_ai.server.time_to_first_token", "s",
 			"Time from the gateway taking a request to its first response, for successful requests.",

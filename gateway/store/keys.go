@@ -62,9 +62,12 @@ type Keys interface {
 	RevokeKey(ctx context.Context, name string) error
 }
 
-// ErrExists: a key of that name exists. (ErrNotFound, no such key, is
-// the one of streams.go.)
-var ErrExists = errors.New("already exists")
+var (
+	// ErrNotFound: no such key (or stream, for Streams).
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a key of that name exists.
+	ErrExists = errors.New("already exists")
+)
 
 // SecretPrefix starts every secret NewKey makes.
 const SecretPrefix = "sg-"

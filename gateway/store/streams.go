@@ -54,9 +54,6 @@ type Streams interface {
 	WatchCancels(ctx context.Context, ready func(), fn func(sid string)) error
 }
 
-// ErrNotFound: no stream (or other record) of that name.
-var ErrNotFound = errors.New("not found")
-
 // MaxStreamEvents is how many events a stream's log keeps (Redis trims
 // older ones with XADD MAXLEN ~): a reader that asks for trimmed events
 // gets an error, never a gap.

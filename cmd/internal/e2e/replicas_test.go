@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +25,8 @@ import (
 // `streamgate gateway` processes sharing one real redis-server, one
 // `streamgate engine`, nginx in front of both. A stream cut on one
 // replica is resumed on the other, over HTTP (Last-Event-ID), through
-// Chromium's EventSource and over WebSocket; a DELETE on one replica
+// Chromium's EventSource (also by its own reconnect after a cut
+// connection) and over WebSocket; a DELETE on one replica
 // stops the other's request; a replica killed mid-stream leaves its
 // readers the stored events and stream_lost; Redis stopped and
 // restarted under load stops no live stream and comes back by itself.
@@ -55,7 +58,7 @@ func startReplicas(t *testing.T) *replicaSet {
 
 // startGateway starts one more replica on the set's Redis and engine.
 func (rs *replicaSet) startGateway(t *testing.T) *sgProcess {
-	return startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", rs.redis.URL(), "--sse-keepalive", "1s")
+	return startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", rs.redis.URL(), "--no-keys", "--sse-keepalive", "1s")
 }
 
 // sseStream is an event stream being read.
@@ -266,6 +269,54 @@ func TestReplicasResume(t *testing.T) {
 		}
 	})
 
+	t.Run("EventSource reconnects by itself to the other replica", func(t *testing.T) {
+		requireTool(t, "chromium", "/usr/bin/chromium")
+		// The page talks to a TCP proxy in front of replica 1; mid-stream
+		// the test cuts the proxy's connections and points it at replica
+		// 2. EventSource reconnects on its own, with Last-Event-ID.
+		px := startCutProxy(t, rs.gw[0].addr)
+		page := startChromium(t).openPage(t)
+		page.load(t, "http://"+px.addr+"/", "true")
+		const n = 60
+		page.eval(t, `(async () => {
+			const resp = await fetch("/v2/models/repeat_int32/generate_stream", {method: "POST",
+				headers: {"Content-Type": "application/json", "Streamgate-Resumable": "true"},
+				body: `+strconv.Quote(repeatBody(n, 0, 0, 50))+`});
+			const sid = resp.headers.get("Streamgate-Stream-Id");
+			await resp.body.cancel();
+			window.es = {events: [], opens: 0, closed: false};
+			const es = new EventSource("/v1/streams/" + sid + "?last_event_id=0");
+			es.onopen = () => window.es.opens++;
+			es.onmessage = (m) => window.es.events.push({id: m.lastEventId, data: m.data});
+			// A generate_stream stream ends with its connection; the
+			// reconnect after its last event gets 204, which closes
+			// EventSource.
+			es.onerror = () => { if (es.readyState === EventSource.CLOSED) window.es.closed = true; };
+			return true;
+		})()`, nil)
+		count := func() (got struct {
+			Events []sseEvent
+			Opens  int
+			Closed bool
+		}) {
+			page.eval(t, `window.es`, &got)
+			return got
+		}
+		waitFor(t, "20 events", func() bool { return len(count().Events) >= 20 })
+		px.switchTo(rs.gw[1].addr)
+		waitFor(t, "the stream to end", func() bool { return count().Closed })
+		got := count()
+		checkIDs(t, got.Events, 1)
+		if len(got.Events) != n || got.Opens < 2 {
+			t.Errorf("%d events over %d connections, want %d events over 2 at least (the first, its reconnect; the 204 that ends it opens none)", len(got.Events), got.Opens, n)
+		}
+		for i, ev := range got.Events {
+			if want := fmt.Sprintf(`"OUT":%d,`, i); !strings.Contains(ev.Data, want) {
+				t.Fatalf("event %d: %s", i, ev.Data)
+			}
+		}
+	})
+
 	t.Run("WebSocket resume on the other replica", func(t *testing.T) {
 		c1 := dialWSURL(t, rs.gw[0].url)
 		body := strings.Replace(storiesCompletion, `,"stream":true`, "", 1)
@@ -443,4 +494,138 @@ func TestReplicasRedisDown(t *testing.T) {
 		again := request(t, rs.c, "GET", rs.gw[1].url+"/v1/streams/"+sid, "")
 		return again.status == 200 && strings.Count(again.body, "data: ") == 3
 	})
+}
+
+// cutProxy is a TCP proxy whose target the test can switch, cutting every
+// connection it carries.
+type cutProxy struct {
+	addr string
+	ln   net.Listener
+
+	mu     sync.Mutex
+	target string
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{addr: ln.Addr().String(), ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.serve)
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		up, err := net.Dial("tcp", target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.track(c, up)
+		p.wg.Go(func() { io.Copy(up, c); up.Close() })
+		p.wg.Go(func() { io.Copy(c, up); c.Close() })
+	}
+}
+
+func (p *cutProxy) track(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+}
+
+// cut closes every connection carried so far.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// switchTo sends new connections to target and cuts the current ones.
+func (p *cutProxy) switchTo(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+	p.cut()
+}
+
+// With API keys (--redis without --no-keys): a stream belongs to the key
+// that made it, on every replica. Another key gets 404 (GET, DELETE, a
+// WebSocket resume), no key 401; EventSource's way, ?token=KEY, reads it.
+func TestReplicasKeyedStreams(t *testing.T) {
+	rs := startReplicas(t)
+	key := func(name string) string {
+		out, err := exec.Command(rs.bin, "keys", "create", "--redis", rs.redis.URL(), "--name", name).Output()
+		if err != nil {
+			t.Fatalf("keys create %s: %v", name, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	alice, bob := key("alice"), key("bob")
+	gw := [2]*sgProcess{
+		startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", rs.redis.URL()),
+		startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", rs.redis.URL()),
+	}
+	s := rs.open(t, t.Context(), "POST", gw[0].url+"/v2/models/repeat_int32/generate_stream", repeatBody(40, 0, 0, 25),
+		"Streamgate-Resumable", "true", "Authorization", "Bearer "+alice)
+	sid := s.resp.Header.Get("Streamgate-Stream-Id")
+	s.read(t, 1)
+	do := func(method, url, key string) reply {
+		req, _ := http.NewRequestWithContext(t.Context(), method, url, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := rs.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	}
+	for _, method := range []string{"GET", "DELETE"} {
+		if got := do(method, gw[1].url+"/v1/streams/"+sid, bob); got.status != 404 || !strings.Contains(got.body, `"code":"stream_not_found"`) {
+			t.Errorf("%s with another key: %+v", method, got)
+		}
+		if got := do(method, gw[1].url+"/v1/streams/"+sid, ""); got.status != 401 {
+			t.Errorf("%s without a key: %+v", method, got)
+		}
+	}
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(gw[1].url, "http")+"/v1/ws",
+		&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol, "streamgate.key." + bob}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	wsSend(t, c, fmt.Sprintf(`{"type":"resume","id":"r1","stream":%q}`, sid))
+	if f, raw, err := wsRead(t, c); err != nil || f.Type != "error" || f.Error == nil || f.Error.Code != "stream_not_found" {
+		t.Errorf("WebSocket resume with another key: %s %v", raw, err)
+	}
+	// The owner, as EventSource sends it: the key in the URL.
+	all := rs.open(t, t.Context(), "GET", gw[1].url+"/v1/streams/"+sid+"?last_event_id=0&token="+alice, "").read(t, -1)
+	checkIDs(t, all, 1)
+	if len(all) != 40 {
+		t.Errorf("the owner read %d events, want 40", len(all))
+	}
 }

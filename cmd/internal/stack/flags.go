@@ -61,14 +61,14 @@ type GatewayFlags struct {
 
 	// Redis is the URL of the shared store; empty: in-process.
 	Redis string
-	// Resumable, ResumeGrace and ResumeTTL: gateway.Options'.
-	Resumable   string
-	ResumeGrace time.Duration
-	ResumeTTL   time.Duration
 	// KeysFile is the API keys file of a single replica (without Redis).
 	KeysFile string
 	// NoKeys serves without API keys even with Redis.
 	NoKeys bool
+	// Resumable, ResumeGrace and ResumeTTL: gateway.Options'.
+	Resumable   string
+	ResumeGrace time.Duration
+	ResumeTTL   time.Duration
 
 	// Transport: HTTPS (HTTP/2 by ALPN) or, plaintext, h2c.
 	TLS tlsfiles.ServerFiles
@@ -327,6 +327,13 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	}
 	cfg.HTTPAddr = g.HTTP
 	cfg.Redis = g.Redis
+	cfg.KeysFile, cfg.NoKeys = g.KeysFile, g.NoKeys
+	if g.Redis != "" && g.KeysFile != "" {
+		return Config{}, errors.New("--redis and --keys-file: give one; with --redis the API keys are in Redis")
+	}
+	if g.NoKeys && g.KeysFile != "" {
+		return Config{}, errors.New("--no-keys and --keys-file: give one")
+	}
 	switch g.Resumable {
 	case gateway.ResumableNever, gateway.ResumableOptIn, gateway.ResumableAlways:
 	default:
@@ -334,13 +341,6 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	}
 	if g.ResumeGrace <= 0 || g.ResumeTTL <= 0 {
 		return cfg, errors.New("--resume-grace and --resume-ttl must be positive")
-	}
-	cfg.KeysFile, cfg.NoKeys = g.KeysFile, g.NoKeys
-	if g.Redis != "" && g.KeysFile != "" {
-		return Config{}, errors.New("--redis and --keys-file: give one; with --redis the API keys are in Redis")
-	}
-	if g.NoKeys && g.KeysFile != "" {
-		return Config{}, errors.New("--no-keys and --keys-file: give one")
 	}
 	cfg.Gateway = &gateway.Options{
 		Resumable:         g.Resumable,

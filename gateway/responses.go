@@ -328,6 +328,9 @@ func (s *Server) stop(ctx context.Context, id string, resp *openai.Response, dat
 	if err := s.resume.Cancel(ctx, data.Stream, callerKey(ctx)); err != nil && !errors.Is(err, resume.ErrNotFound) {
 		return nil, err
 	}
+	// Bounded: a replica that died with the response leaves it as it was.
+	wait, cancel := context.WithTimeout(ctx, stopWait)
+	defer cancel()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -336,12 +339,16 @@ func (s *Server) stop(ctx context.Context, id string, resp *openai.Response, dat
 			return resp, err
 		}
 		select {
-		case <-ctx.Done():
-			return resp, nil
+		case <-wait.Done():
+			return resp, nil // still running as far as the store knows
 		case <-t.C:
 		}
 	}
 }
+
+// stopWait bounds how long a cancel or delete waits for a response that
+// runs on another replica to store its end.
+const stopWait = 10 * time.Second
 
 // ended reports whether a response with status has ended.
 func ended(status string) bool {

@@ -117,6 +117,17 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 			)
 		}
 		sw := &statusWriter{ResponseWriter: w}
+		if isOpenAIPath(r.URL.Path) {
+			// OpenAI's conventions: every answer names its request, and
+			// those that are not streams say how long they took.
+			id := s.ids.next("req")
+			w.Header().Set("X-Request-Id", id)
+			ctx = withRequestID(ctx, id)
+			sw.since = start
+			if span.IsRecording() {
+				span.SetAttributes(attribute.StringSlice("http.response.header.x-request-id", []string{id}))
+			}
+		}
 		next.ServeHTTP(sw, r.WithContext(ctx))
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
@@ -141,6 +152,40 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 	})
 }
 
+type requestIDCtx struct{}
+
+// withRequestID returns ctx carrying the id of its OpenAI request (the
+// x-request-id its answer carries).
+func withRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDCtx{}, id)
+}
+
+// requestID is the x-request-id of the request with context ctx, "" if
+// it has none (routes outside /v1).
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDCtx{}).(string)
+	return id
+}
+
+// requestIDHandler adds the request_id of the OpenAI request in a
+// record's context (requestID) to every line the gateway logs with it.
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := requestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
+}
+
 // wsSpanName is the name of a WebSocket request's server span.
 func wsSpanName(typ string) string {
 	switch typ {
@@ -150,6 +195,8 @@ func wsSpanName(typ string) string {
 		return "WS chat.completions"
 	case "completions":
 		return "WS completions"
+	case "responses":
+		return "WS responses"
 	case "sequence.start":
 		return "WS sequence"
 	}

@@ -1,7 +1,8 @@
 // Package gateway is streamgate's HTTP edge: Triton-compatible /v2 routes
 // (generate, generate_stream, infer, metadata, config, statistics, the
 // repository index, health), OpenAI-compatible /v1
-// routes (chat completions, completions, models), the streamgate.v1
+// routes (chat completions, completions, the Responses API with stored
+// and background responses, models), the streamgate.v1
 // WebSocket protocol on /v1/ws, and /healthz, /readyz, /metrics, all over
 // an Upstream (in production *upstream.Client).
 //
@@ -14,7 +15,7 @@
 // Every inference request, whatever its route or protocol, lives the same
 // life, in lifecycle.go:
 //
-//  1. A handler (triton.go, triton_infer.go, v1.go, websocket.go) validates the request into
+//  1. A handler (triton.go, triton_infer.go, v1.go, responses.go, websocket.go) validates the request into
 //     a job: the ModelInferRequest and a translator from its responses to
 //     payloads, built for the form the payloads take (one JSON body, or
 //     for /infer JSON and binary tensors; SSE events; WebSocket data

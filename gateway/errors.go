@@ -114,6 +114,7 @@ func classify(err error) *httpError {
 		oe  *openai.RequestError
 		mbe *http.MaxBytesError
 		be  *bodyError
+		ue  *textmodel.UnsupportedError
 	)
 	if e := classifyResume(err); e != nil {
 		return e
@@ -135,6 +136,8 @@ func classify(err error) *httpError {
 			Msg: "request body too large: the limit is " + strconv.FormatInt(mbe.Limit, 10) + " bytes"}
 	case errors.As(err, &be):
 		return be.classify()
+	case errors.As(err, &ue):
+		return &httpError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Msg: ue.Error(), Param: ue.Param}
 	case errors.Is(err, textmodel.ErrNotText):
 		return &httpError{Status: http.StatusBadRequest, Code: "model_not_supported", Msg: err.Error(), Param: "model"}
 	case errors.Is(err, errClientGone), errors.Is(err, context.Canceled):

@@ -229,11 +229,22 @@ func FuzzCompletionsRoute(f *testing.F) {
 	})
 }
 
+func FuzzResponsesRoute(f *testing.F) {
+	fuzzRoute(f, []string{"/v1/responses"}, []string{
+		`{"model":"echo","input":"hi"}`, `{"model":"echo","input":"hi","stream":true,"max_output_tokens":1}`,
+		`{"model":"echo","instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"x"}]}],"stream":true}`,
+		`{"model":"echo","input":[{"type":"message","role":"assistant","content":"x"}],"text":{"format":{"type":"text"}}}`,
+		`{"model":"echo","input":"x","tools":[{"type":"function"}]}`, `{"model":"echo","input":[]}`,
+		`{"model":"repeat_int32","input":"x"}`, `{"model":"echo","input":"x","metadata":{"a":"b"},"top_k":3}`,
+	})
+}
+
 func FuzzWebSocketRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"generate","id":"a","model":"repeat_int32","body":{"IN":[1],"DELAY":[0],"WAIT":0}}`,
 		`{"type":"chat.completions","id":"b","body":{"model":"echo","messages":[{"role":"user","content":"x"}]}}`,
 		`{"type":"completions","id":"c","body":{"model":"echo","prompt":"x"}}`,
+		`{"type":"responses","id":"r","body":{"model":"echo","input":"x"}}`,
 		`{"type":"generate","id":"d","model":"nope"}`, `{"type":"cancel","id":"e"}`,
 		`{"type":"sequence.start","id":"f","model":"echo","body":{"text_input":"x"}}`,
 		`{"type":"sequence.data","id":"f","body":{"text_input":"x"}}`,

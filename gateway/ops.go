@@ -6,6 +6,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // statusWriter records the status of a response. It passes Flush, Hijack
@@ -13,26 +16,34 @@ import (
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// since, when set, is when an OpenAI request arrived: a response
+	// that is not an event stream gets openai-processing-ms.
+	since time.Time
+}
+
+// commit notes that the headers go out now, with status code.
+func (w *statusWriter) commit(code int) {
+	if w.status != 0 {
+		return
+	}
+	w.status = code
+	if h := w.Header(); !w.since.IsZero() && !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
+		h.Set("Openai-Processing-Ms", strconv.FormatInt(time.Since(w.since).Milliseconds(), 10))
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
+	w.commit(code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.commit(http.StatusOK)
 	return w.ResponseWriter.Write(p)
 }
 
 func (w *statusWriter) Flush() {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.commit(http.StatusOK)
 	http.NewResponseController(w.ResponseWriter).Flush()
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/store"
@@ -40,8 +41,9 @@ const (
 // Stream formats (store.StreamMeta.Format): how a stream's events and
 // errors are written.
 const (
-	formatOpenAI = "openai"
-	formatTriton = "triton"
+	formatOpenAI    = "openai"
+	formatTriton    = "triton"
+	formatResponses = "responses" // the Responses API's named semantic events
 )
 
 // formatErrors is the error format of a stream format.
@@ -296,12 +298,20 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return s.followStream(w, r, urlParam(r, "sid"), after)
+}
+
+// followStream answers r with the events of stream sid after id after,
+// then the live ones until its end, as an event stream in the stream's
+// format (GET /v1/streams/{sid}, and GET /v1/responses/{id}?stream=true
+// for a background response's stream).
+func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string, after uint64) error {
 	if s.draining.Load() {
 		return errDraining
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	rd, err := s.resume.Open(ctx, urlParam(r, "sid"), callerKey(ctx), after)
+	rd, err := s.resume.Open(ctx, sid, callerKey(ctx), after)
 	if err != nil {
 		return err
 	}
@@ -324,6 +334,10 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	errs := formatErrors(rd.Meta().Format)
+	named := rd.Meta().Format == formatResponses
+	if named { // the Responses API's error event, numbered after the last event sent
+		errs = func(e *httpError) []byte { return openai.ErrorEvent(int(rd.After()), e.Code, e.Msg, e.Param) }
+	}
 	ka := sw.KeepAliveInterval()
 	quiet := time.Now()
 	for {
@@ -336,7 +350,11 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) error {
 			}
 			e := s.logError(ctx, r, err, http.StatusOK)
 			sw.SetNextID(rd.After()) // an error is no event of the stream: it repeats the last id
-			sw.Append(errs(e))
+			if named {
+				sw.AppendNamed([]byte("error"), errs(e))
+			} else {
+				sw.Append(errs(e))
+			}
 			_ = sw.Flush()
 			return nil
 		}
@@ -346,7 +364,11 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 			sw.SetNextID(e.ID)
-			sw.Append(e.Data)
+			if named {
+				sw.AppendNamed(eventType(e.Data), e.Data)
+			} else {
+				sw.Append(e.Data)
+			}
 		}
 		if len(events) > 0 {
 			if sw.Flush() != nil {

@@ -159,9 +159,15 @@ type Options struct {
 	ResumeLease time.Duration
 
 	// Store is the state shared with other replicas: resumable stream
-	// logs, API keys and per-key limits (store.Open). Default: a new
-	// in-process store (store.NewMemory). Its owner closes it.
+	// logs, API keys and per-key limits, stored responses (store.Open).
+	// Default: a new in-process store (store.NewMemory). Its owner closes
+	// it.
 	Store store.Store
+
+	// ResponseTTL is how long a stored response (POST /v1/responses with
+	// store, OpenAI's default) can be read, continued and cancelled after
+	// it was last written (its end). Default 24h.
+	ResponseTTL time.Duration
 
 	// Keys are the API keys requests must present (Authorization: Bearer,
 	// or on /v1/ws the subprotocol streamgate.key.KEY); each key's limits
@@ -220,6 +226,9 @@ func (o *Options) withDefaults() Options {
 	if c.Store == nil {
 		c.Store = store.NewMemory()
 	}
+	if c.ResponseTTL <= 0 {
+		c.ResponseTTL = DefaultResponseTTL
+	}
 	if c.Resumable == "" {
 		c.Resumable = ResumableOptIn
 	}
@@ -248,6 +257,7 @@ type Server struct {
 	template  *openai.Template
 	ids       idSource
 	resume    *resume.Manager
+	running   runningResponses // stored responses running here
 }
 
 // New returns a gateway in front of up. It panics if a chat template in
@@ -262,7 +272,7 @@ func newServer(start startFunc, inspect Inspector, opts *Options) *Server {
 		start:     start,
 		inspect:   inspect,
 		opts:      o,
-		log:       o.Logger,
+		log:       slog.New(requestIDHandler{o.Logger.Handler()}),
 		limits:    newLimiter(o.MaxStreams, o.MaxStreamsPerConn),
 		streams:   newRegistry(),
 		tracer:    o.TracerProvider.Tracer(scope),
@@ -271,6 +281,7 @@ func newServer(start startFunc, inspect Inspector, opts *Options) *Server {
 		template:  openai.MustParseTemplate("default", o.ChatTemplate),
 		templates: map[string]*openai.Template{},
 		ids:       newIDSource(),
+		running:   runningResponses{m: map[string]*runningResponse{}},
 	}
 	s.resume = resume.New(o.Store, &resume.Options{
 		Grace: o.ResumeGrace, TTL: o.ResumeTTL, Lease: o.ResumeLease, Logger: o.Logger,
@@ -318,6 +329,11 @@ func (s *Server) routes() chi.Router {
 
 	r.Post("/v1/chat/completions", openAI(s.chatCompletions))
 	r.Post("/v1/completions", openAI(s.completions))
+	r.Post("/v1/responses", openAI(s.createResponse))
+	r.Get("/v1/responses/{id}", openAI(s.getResponse))
+	r.Delete("/v1/responses/{id}", openAI(s.deleteResponse))
+	r.Post("/v1/responses/{id}/cancel", openAI(s.cancelResponse))
+	r.Get("/v1/responses/{id}/input_items", openAI(s.responseInputItems))
 	r.Get("/v1/models", openAI(s.listModels))
 	r.Get("/v1/models/{id}", openAI(s.getModel))
 	r.Get("/v1/ws", s.handleOpen(tritonErrors, s.websocket))
@@ -355,8 +371,13 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 // answers given before a route is known: OpenAI's under /v1, else
 // Triton's.
 func pathErrors(r *http.Request) errorFormat {
-	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+	if isOpenAIPath(r.URL.Path) {
 		return openAIErrors
 	}
 	return tritonErrors
+}
+
+// isOpenAIPath reports whether path belongs to the OpenAI API (/v1).
+func isOpenAIPath(path string) bool {
+	return path == "/v1" || strings.HasPrefix(path, "/v1/")
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"net/http"
 	"time"
 
@@ -37,6 +38,9 @@ type sseSink struct {
 	// such an error is the caller's to answer.
 	firstErrorAsEvent bool
 	started           bool // the headers are out
+	// named gives every event an "event:" line naming it by the "type"
+	// its payload starts with (the Responses API's semantic events).
+	named bool
 
 	// log, when set, is the resumable stream's log: every event goes to
 	// it as well, and a client that leaves is no failure (gone).
@@ -74,6 +78,29 @@ func (o *sseSink) leave() error {
 	return nil
 }
 
+// append buffers one event for the live client.
+func (o *sseSink) append(p []byte) {
+	if o.named {
+		o.sw.AppendNamed(eventType(p), p)
+		return
+	}
+	o.sw.Append(p)
+}
+
+// eventType is the "type" a payload starts with ({"type":"NAME",...}),
+// nil if it has none.
+func eventType(p []byte) []byte {
+	const prefix = `{"type":"`
+	if !bytes.HasPrefix(p, []byte(prefix)) {
+		return nil
+	}
+	rest := p[len(prefix):]
+	if i := bytes.IndexByte(rest, '"'); i > 0 && bytes.IndexAny(rest[:i], "\\\r\n") < 0 {
+		return rest[:i]
+	}
+	return nil
+}
+
 func (o *sseSink) send(p []byte) error {
 	if o.log != nil {
 		o.log.Append(p)
@@ -81,7 +108,7 @@ func (o *sseSink) send(p []byte) error {
 			return nil
 		}
 	}
-	o.sw.Append(p)
+	o.append(p)
 	o.events.Inc()
 	if o.sw.Buffered() >= maxBatch {
 		return o.flush()
@@ -167,7 +194,7 @@ func (o *sseSink) fail(err error) bool {
 	if !o.started && o.start() != nil {
 		return true
 	}
-	o.sw.Append(body)
+	o.append(body)
 	if o.sw.Flush() == nil {
 		o.events.Inc()
 	}

@@ -108,6 +108,9 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		start := time.Now()
 		ctx, span := s.startServerSpan(r)
 		sw := &statusWriter{ResponseWriter: w}
+		if isOpenAIPath(r.URL.Path) {
+			ctx = s.nameRequest(ctx, sw, span, start)
+		}
 		next.ServeHTTP(sw, r.WithContext(ctx))
 		s.endServerSpan(ctx, r, span, sw.status, start)
 	})
@@ -154,6 +157,54 @@ func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.
 	}
 }
 
+// nameRequest gives an OpenAI request its id, as OpenAI's conventions
+// want: every answer names its request (X-Request-Id), and those that are
+// not streams say how long they took (from start). It returns ctx
+// carrying the id.
+func (s *Server) nameRequest(ctx context.Context, sw *statusWriter, span trace.Span, start time.Time) context.Context {
+	id := s.ids.next("req")
+	sw.Header().Set("X-Request-Id", id)
+	sw.since = start
+	if span.IsRecording() {
+		span.SetAttributes(attribute.StringSlice("http.response.header.x-request-id", []string{id}))
+	}
+	return withRequestID(ctx, id)
+}
+
+type requestIDCtx struct{}
+
+// withRequestID returns ctx carrying the id of its OpenAI request (the
+// x-request-id its answer carries).
+func withRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDCtx{}, id)
+}
+
+// requestID is the x-request-id of the request with context ctx, "" if
+// it has none (routes outside /v1).
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDCtx{}).(string)
+	return id
+}
+
+// requestIDHandler adds the request_id of the OpenAI request in a
+// record's context (requestID) to every line the gateway logs with it.
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := requestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
+}
+
 // wsSpanName is the name of a WebSocket request's server span.
 func wsSpanName(typ string) string {
 	switch typ {
@@ -163,6 +214,8 @@ func wsSpanName(typ string) string {
 		return "WS chat.completions"
 	case "completions":
 		return "WS completions"
+	case "responses":
+		return "WS responses"
 	case "sequence.start":
 		return "WS sequence"
 	}

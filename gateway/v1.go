@@ -167,43 +167,34 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 // textEvents turns a text model's responses into OpenAI chunks (stream) or
 // one completion object.
 type textEvents struct {
-	ad     textmodel.Adapter
 	ch     *openai.Chunker
 	stream bool   // chunks, not one completion object
 	done   bool   // end the chunks with [DONE] (event streams)
 	echo   string // completions with echo: the prompt, sent first
 
-	join    textmodel.Joiner
 	text    strings.Builder
-	delta   []byte    // the text of the last response, reused
 	event   []byte    // the last chunk, reused
 	nextOut [1][]byte // what next returns: event
+	textReader
+}
+
+// textReader reads a text model's responses for a translator: the text
+// of each (whole UTF-8 characters only), and what they tell of the finish
+// reason and the tokens. Its begin must be called first.
+type textReader struct {
+	ad      textmodel.Adapter
+	join    textmodel.Joiner
+	delta   []byte // the text of the last response, reused
 	reason  string
 	in, out int
 	pieces  int
 }
 
-func newTextEvents(ad textmodel.Adapter, ch *openai.Chunker, f form, echo string) *textEvents {
-	return &textEvents{ad: ad, ch: ch, stream: f != formBody, done: f == formSSE, echo: echo}
-}
+func (t *textReader) begin() { t.in, t.out = -1, -1 }
 
-func (t *textEvents) begin() [][]byte {
-	t.in, t.out = -1, -1
-	if !t.stream {
-		t.text.WriteString(t.echo)
-		return nil
-	}
-	var out [][]byte
-	if t.ch.Chat {
-		out = append(out, t.ch.Role())
-	}
-	if t.echo != "" {
-		out = append(out, t.ch.Delta(t.echo))
-	}
-	return out
-}
-
-func (t *textEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+// read decodes resp and returns its text, possibly empty, valid until the
+// next read.
+func (t *textReader) read(resp *pb.ModelInferResponse) ([]byte, error) {
 	p, err := t.ad.Decode(resp)
 	if err != nil {
 		return nil, err
@@ -221,35 +212,69 @@ func (t *textEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 		t.pieces++
 	}
 	t.delta = t.join.Append(t.delta[:0], p.Text)
-	if len(t.delta) == 0 {
-		return nil, nil
+	return t.delta, nil
+}
+
+// tail is the text held back at the end (an incomplete character).
+func (t *textReader) tail() string { return t.join.Flush() }
+
+// tokens is the input and output tokens; a model that does not count its
+// output is taken as one token per response with text.
+func (t *textReader) tokens() (in, out int) {
+	if t.out < 0 {
+		return max(t.in, 0), t.pieces
+	}
+	return max(t.in, 0), t.out
+}
+
+// outcome is the finish reason the model gave ("" if none) and the
+// request's token counts (usageReporter).
+func (t *textReader) outcome() (reason string, in, out int) {
+	_, out = t.tokens()
+	return t.reason, t.in, out
+}
+
+func newTextEvents(ad textmodel.Adapter, ch *openai.Chunker, f form, echo string) *textEvents {
+	return &textEvents{textReader: textReader{ad: ad}, ch: ch, stream: f != formBody, done: f == formSSE, echo: echo}
+}
+
+func (t *textEvents) begin() [][]byte {
+	t.textReader.begin()
+	if !t.stream {
+		t.text.WriteString(t.echo)
+		return nil
+	}
+	var out [][]byte
+	if t.ch.Chat {
+		out = append(out, t.ch.Role())
+	}
+	if t.echo != "" {
+		out = append(out, t.ch.Delta(t.echo))
+	}
+	return out
+}
+
+func (t *textEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+	delta, err := t.read(resp)
+	if err != nil || len(delta) == 0 {
+		return nil, err
 	}
 	if !t.stream {
-		t.text.Write(t.delta)
+		t.text.Write(delta)
 		return nil, nil
 	}
-	t.event = t.ch.AppendDelta(t.event[:0], t.delta)
+	t.event = t.ch.AppendDelta(t.event[:0], delta)
 	t.nextOut[0] = t.event
 	return t.nextOut[:], nil
 }
 
 func (t *textEvents) usage() openai.Usage {
-	u := openai.Usage{PromptTokens: max(t.in, 0), CompletionTokens: t.out}
-	if t.out < 0 {
-		u.CompletionTokens = t.pieces // the model does not count: one token per response
-	}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	return u
-}
-
-// outcome is the finish reason the model gave ("" if none) and the
-// request's token counts (usageReporter).
-func (t *textEvents) outcome() (reason string, in, out int) {
-	return t.reason, t.in, t.usage().CompletionTokens
+	in, out := t.tokens()
+	return openai.Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}
 }
 
 func (t *textEvents) end() ([][]byte, error) {
-	tail := t.join.Flush()
+	tail := t.tail()
 	reason := t.reason
 	if reason == "" {
 		reason = "stop"

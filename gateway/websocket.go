@@ -141,6 +141,21 @@ func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*job, error) {
 			return nil, err
 		}
 		return s.completionJob(ctx, cr, formWS)
+	case ws.TypeResponses:
+		rr, err := openai.ParseResponses(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		if rr.Background {
+			return nil, &httpError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Param: "background",
+				Msg: "Unsupported parameter: 'background' is not supported on the WebSocket: create background responses with POST /v1/responses."}
+		}
+		history, err := s.history(ctx, rr)
+		if err != nil {
+			return nil, err
+		}
+		j, _, err := s.responseJob(ctx, rr, history, formWS)
+		return j, err
 	}
 	// ws.ParseFrame lets no other type through.
 	return nil, &httpError{Status: http.StatusBadRequest, Code: ws.CodeBadRequest, Msg: "unknown frame type '" + req.Type + "'"}

@@ -25,6 +25,26 @@ func TestParseChat(t *testing.T) {
 	}
 }
 
+// The sampling extras: set when on, unset at their off values.
+func TestParseSamplingExtras(t *testing.T) {
+	r, err := ParseChat([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"top_k":5,"min_p":0.1,
+		"repetition_penalty":1.2,"frequency_penalty":0.5,"presence_penalty":-1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Params
+	if *p.TopK != 5 || *p.MinP != 0.1 || *p.RepetitionPenalty != 1.2 || *p.FrequencyPenalty != 0.5 || *p.PresencePenalty != -1 {
+		t.Fatalf("got %+v", p)
+	}
+	c, err := ParseCompletion([]byte(`{"model":"m","prompt":"x","top_k":-1,"min_p":0,"repetition_penalty":1,"frequency_penalty":0,"presence_penalty":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Params; p.TopK != nil || p.MinP != nil || p.RepetitionPenalty != nil || p.FrequencyPenalty != nil || p.PresencePenalty != nil {
+		t.Fatalf("off values set: %+v", p)
+	}
+}
+
 var chatErrors = []struct{ body, param, code, msg string }{
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`, "n", "unsupported_parameter", "Unsupported parameter: 'n' must be 1"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"1":5}}`, "logit_bias", "unsupported_parameter", "logit_bias"},
@@ -38,6 +58,11 @@ var chatErrors = []struct{ body, param, code, msg string }{
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}`, "stream_options", "invalid_value", "only allowed when 'stream' is true"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, "response_format", "unsupported_parameter", "response_format"},
 	{`{"model":"m","messages":[]}`, "messages", "invalid_value", "at least one message"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"top_k":-2}`, "top_k", "invalid_value", "top_k"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"top_k":1.5}`, "top_k", "invalid_type", "top_k"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"min_p":2}`, "min_p", "invalid_value", "min_p"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"repetition_penalty":0}`, "repetition_penalty", "invalid_value", "greater than 0"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"presence_penalty":3}`, "presence_penalty", "invalid_value", "presence_penalty"},
 	{`{"model":"m"}`, "messages", "missing_required_parameter", "Missing required parameter: 'messages'."},
 	{`{"messages":[{"role":"user","content":"x"}]}`, "model", "missing_required_parameter", "Missing required parameter: 'model'."},
 	{`{"model":"m","messages":[{"role":"tool","content":"x"}]}`, "messages[0].role", "unsupported_parameter", "tool"},
@@ -188,5 +213,130 @@ func TestDeltaMatchesMarshal(t *testing.T) {
 				t.Errorf("Delta(%q)\n got %s\nwant %s", text, got, want)
 			}
 		}
+	}
+}
+
+func TestParseResponses(t *testing.T) {
+	r, err := ParseResponses([]byte(`{"model":"echo","instructions":"be brief","max_output_tokens":7,"temperature":0.5,"top_p":0.9,
+		"stream":true,"stream_options":{"include_obfuscation":false},"metadata":{"k":"v"},"previous_response_id":"resp-1","user":"u",
+		"text":{"format":{"type":"text"},"verbosity":"medium"},"tools":[],"tool_choice":"auto","include":[],"parallel_tool_calls":true,
+		"truncation":"disabled","top_logprobs":0,"reasoning":{"effort":null},"service_tier":"auto","top_k":4,
+		"input":[{"role":"user","content":"hi"},{"type":"message","role":"assistant","id":"msg-1","status":"completed",
+			"content":[{"type":"output_text","text":"hel"},{"type":"output_text","text":"lo"}]},
+			{"role":"developer","content":[{"type":"input_text","text":"more"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Model != "echo" || !r.Stream || !r.Store || r.Background || *r.Instructions != "be brief" || *r.Params.MaxTokens != 7 ||
+		*r.Params.Temperature != 0.5 || *r.Params.TopP != 0.9 || *r.Params.TopK != 4 || r.Metadata["k"] != "v" ||
+		r.PreviousResponseID != "resp-1" || *r.User != "u" || len(r.Input) != 3 || r.Input[1] != (ChatMessage{Role: "assistant", Content: "hello"}) {
+		t.Fatalf("got %+v", r)
+	}
+	msgs := r.Messages([]ChatMessage{{Role: "user", Content: "before"}})
+	if len(msgs) != 5 || msgs[0] != (ChatMessage{Role: "system", Content: "be brief"}) || msgs[1].Content != "before" {
+		t.Fatalf("messages %+v", msgs)
+	}
+	r, err = ParseResponses([]byte(`{"model":"m","input":"x","store":false}`))
+	if err != nil || r.Store || r.Input[0] != (ChatMessage{Role: "user", Content: "x"}) || r.Params.MaxTokens != nil {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+}
+
+var responsesErrors = []struct{ body, param, code string }{
+	{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools", "unsupported_parameter"},
+	{`{"model":"m","input":"x","tool_choice":"required"}`, "tool_choice", "unsupported_parameter"},
+	{`{"model":"m","input":"x","text":{"format":{"type":"json_schema"}}}`, "text.format", "unsupported_parameter"},
+	{`{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`, "text.format", "unsupported_parameter"},
+	{`{"model":"m","input":"x","text":{"verbosity":"low"}}`, "text.verbosity", "unsupported_parameter"},
+	{`{"model":"m","input":"x","text":{"other":1}}`, "text.other", "unknown_parameter"},
+	{`{"model":"m","input":"x","reasoning":{"effort":"low"}}`, "reasoning", "unsupported_parameter"},
+	{`{"model":"m","input":"x","include":["reasoning.encrypted_content"]}`, "include", "unsupported_parameter"},
+	{`{"model":"m","input":"x","top_logprobs":2}`, "top_logprobs", "unsupported_parameter"},
+	{`{"model":"m","input":"x","conversation":"conv_1"}`, "conversation", "unsupported_parameter"},
+	{`{"model":"m","input":"x","prompt":{"id":"p"}}`, "prompt", "unsupported_parameter"},
+	{`{"model":"m","input":"x","truncation":"auto"}`, "truncation", "unsupported_parameter"},
+	{`{"model":"m","input":"x","background":true,"store":false}`, "background", "invalid_value"},
+	{`{"model":"m","input":"x","stream_options":{"include_obfuscation":true}}`, "stream_options", "invalid_value"},
+	{`{"model":"m","input":"x","max_output_tokens":0}`, "max_output_tokens", "invalid_value"},
+	{`{"model":"m","input":"x","temperature":"hot"}`, "temperature", "invalid_type"},
+	{`{"model":"m","input":"x","metadata":{"k":1}}`, "metadata.k", "invalid_type"},
+	{`{"model":"m","input":"x","bogus":1}`, "bogus", "unknown_parameter"},
+	{`{"model":"m"}`, "input", "missing_required_parameter"},
+	{`{"input":"x"}`, "model", "missing_required_parameter"},
+	{`{"model":"m","input":[]}`, "input", "invalid_value"},
+	{`{"model":"m","input":5}`, "input", "invalid_type"},
+	{`{"model":"m","input":[5]}`, "input[0]", "invalid_type"},
+	{`{"model":"m","input":[{"role":"tool","content":"x"}]}`, "input[0].role", "invalid_value"},
+	{`{"model":"m","input":[{"content":"x"}]}`, "input[0].role", "missing_required_parameter"},
+	{`{"model":"m","input":[{"role":"user"}]}`, "input[0].content", "missing_required_parameter"},
+	{`{"model":"m","input":[{"role":"user","content":"x","extra":1}]}`, "input[0].extra", "unknown_parameter"},
+	{`{"model":"m","input":[{"type":"item_reference","id":"msg-1"}]}`, "input[0].type", "unsupported_parameter"},
+	{`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, "input[0].content[0].type", "unsupported_parameter"},
+	{`{"model":"m","input":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "input[0].content[0].type", "unsupported_parameter"},
+	{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":5}]}]}`, "input[0].content[0].text", "invalid_type"},
+	{`{"model":"m","input":"x",}`, "", "invalid_json"},
+}
+
+func TestParseResponsesErrors(t *testing.T) {
+	for _, tc := range responsesErrors {
+		_, err := ParseResponses([]byte(tc.body))
+		var re *RequestError
+		if !errors.As(err, &re) || re.Param != tc.param || re.Code != tc.code || (tc.param != "" && !strings.Contains(re.Message, strings.SplitN(tc.param, ".", 2)[0])) {
+			t.Errorf("ParseResponses(%s) = %#v, want param %q code %q", tc.body, err, tc.param, tc.code)
+		}
+	}
+}
+
+// FuzzParseResponses: any body is a request or a RequestError naming what
+// is wrong, never a panic; a request always has a model and input.
+func FuzzParseResponses(f *testing.F) {
+	f.Add([]byte(`{"model":"m","input":"x"}`))
+	f.Add([]byte(`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"x"}]}],"stream":true,"metadata":{"a":"b"}}`))
+	for _, tc := range responsesErrors {
+		f.Add([]byte(tc.body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseResponses(body)
+		if err != nil {
+			var re *RequestError
+			if !errors.As(err, &re) || re.Message == "" || re.Code == "" {
+				t.Fatalf("error %#v", err)
+			}
+			return
+		}
+		if r.Model == "" || len(r.Input) == 0 || (r.Background && !r.Store) {
+			t.Fatalf("request %+v from %q", r, body)
+		}
+	})
+}
+
+// The Responses events are what encoding/json writes, the delta too.
+func TestResponseEvents(t *testing.T) {
+	resp := NewResponse("resp-1", 5, &ResponsesRequest{Model: "echo", Store: true})
+	r := &Responder{Resp: resp, ItemID: "msg-1"}
+	start := r.Start()
+	if len(start) != 4 || !strings.HasPrefix(string(start[0]), `{"type":"response.created","sequence_number":0,"response":{"id":"resp-1","object":"response","created_at":5,"status":"in_progress"`) ||
+		string(start[3]) != `{"type":"response.content_part.added","sequence_number":3,"item_id":"msg-1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}}` {
+		t.Fatalf("start %s", start)
+	}
+	d := r.AppendDelta(nil, []byte("h\"i"))
+	want := mustJSON(struct {
+		Type           string     `json:"type"`
+		SequenceNumber int        `json:"sequence_number"`
+		ItemID         string     `json:"item_id"`
+		OutputIndex    int        `json:"output_index"`
+		ContentIndex   int        `json:"content_index"`
+		Delta          string     `json:"delta"`
+		Logprobs       []struct{} `json:"logprobs"`
+	}{"response.output_text.delta", 4, "msg-1", 0, 0, "h\"i", []struct{}{}})
+	if string(d) != string(want) {
+		t.Fatalf("delta\n got %s\nwant %s", d, want)
+	}
+	resp.Finish("msg-1", "h\"i", "length", NewUsage(2, 1))
+	end := r.End()
+	if len(end) != 4 || r.Seq() != 9 || !strings.HasPrefix(string(end[3]), `{"type":"response.incomplete","sequence_number":8,`) ||
+		!strings.Contains(string(end[3]), `"incomplete_details":{"reason":"max_output_tokens"}`) ||
+		!strings.Contains(string(end[3]), `"usage":{"input_tokens":2,"input_tokens_details":{"cached_tokens":0},"output_tokens":1,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":3}`) {
+		t.Fatalf("end %s", end)
 	}
 }

@@ -7,7 +7,8 @@
 //
 // Supported: model, messages/prompt, stream, stream_options.include_usage,
 // max_tokens, max_completion_tokens, temperature, top_p, seed, stop (string
-// or list), n=1, user, and the no-op values of other fields. Anything the
+// or list), n=1, user, frequency_penalty, presence_penalty, vLLM's top_k,
+// min_p and repetition_penalty, and the no-op values of other fields. Anything the
 // gateway cannot honour (n>1, logit_bias, tools, logprobs, ...) is refused.
 package openai
 
@@ -36,9 +37,9 @@ func (e *RequestError) Error() string { return e.Message }
 // ChatMessage is one message of a chat request, its content flattened to
 // text.
 type ChatMessage struct {
-	Role    string
-	Content string
-	Name    string
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	Name    string `json:"name,omitempty"`
 }
 
 // ChatRequest is a validated chat completions request.
@@ -261,20 +262,52 @@ func (f *fields) common(maxTokensNames ...string) (model string, stream, include
 	if _, err = f.str("user", false); err != nil {
 		return
 	}
-	for _, name := range []string{"presence_penalty", "frequency_penalty"} {
-		var v *float64
-		if v, err = f.number(name, -2, 2); err != nil {
-			return
-		}
-		if v != nil && *v != 0 {
-			err = unsupported(name, "is not supported by this server; leave it unset or 0.")
-			return
-		}
+	if err = f.samplingExtras(&p); err != nil {
+		return
 	}
 	if raw, ok := f.m["logit_bias"]; ok && !isNull(raw) && string(bytes.TrimSpace(raw)) != "{}" {
 		err = unsupported("logit_bias", "is not supported by this server.")
 	}
 	return
+}
+
+// samplingExtras reads the sampling parameters vLLM-compatible clients
+// send beyond OpenAI's: top_k, min_p, repetition_penalty, and OpenAI's own
+// frequency and presence penalties. Their off values (top_k 0 or -1,
+// min_p 0, repetition_penalty 1, penalties 0) are left unset, so that a
+// model that cannot honour them is only refused when asked to.
+func (f *fields) samplingExtras(p *textmodel.Params) error {
+	k, err := f.integer("top_k", -1, math.MaxInt32)
+	if err != nil {
+		return err
+	}
+	if k != nil && *k > 0 {
+		p.TopK = k
+	}
+	for _, e := range []struct {
+		name    string
+		lo, hi  float64
+		off     float64
+		dst     **float64
+		openLow bool // lo itself is not allowed
+	}{
+		{"min_p", 0, 1, 0, &p.MinP, false},
+		{"repetition_penalty", 0, 10, 1, &p.RepetitionPenalty, true},
+		{"frequency_penalty", -2, 2, 0, &p.FrequencyPenalty, false},
+		{"presence_penalty", -2, 2, 0, &p.PresencePenalty, false},
+	} {
+		v, err := f.number(e.name, e.lo, e.hi)
+		if err != nil {
+			return err
+		}
+		if v != nil && e.openLow && *v == e.lo {
+			return valueError(e.name, fmt.Sprintf("%g is out of range; it must be greater than %g and at most %g.", *v, e.lo, e.hi))
+		}
+		if v != nil && *v != e.off {
+			*e.dst = v
+		}
+	}
+	return nil
 }
 
 func (f *fields) stop() ([]string, error) {
@@ -322,7 +355,8 @@ func (f *fields) refuse(names map[string]string) error {
 }
 
 var commonFields = []string{"model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "seed", "stop",
-	"n", "user", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "metadata", "store", "service_tier"}
+	"n", "user", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "metadata", "store", "service_tier",
+	"top_k", "min_p", "repetition_penalty"}
 
 func accepted(extra ...string) map[string]bool {
 	m := map[string]bool{}

@@ -11,6 +11,8 @@ import (
 type Event struct {
 	// ID is the event's "id:" field, "" if it had none.
 	ID string
+	// Name is the event's "event:" field, "" if it had none.
+	Name string
 	// Data is the event's data lines joined by "\n".
 	Data string
 	// Comment holds the text of a comment line (": keepalive" gives
@@ -62,6 +64,8 @@ func (r *Reader) Next() (Event, error) {
 		switch field {
 		case "id":
 			ev.ID = value
+		case "event":
+			ev.Name = value
 		case "data":
 			data = append(data, value)
 		}

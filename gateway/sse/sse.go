@@ -142,6 +142,16 @@ func (w *Writer) Append(payload []byte) {
 	w.nextID++
 }
 
+// AppendNamed is Append for an event with a name (one line): an "event:"
+// line before its id and data, for clients that dispatch on it.
+func (w *Writer) AppendNamed(name, payload []byte) {
+	if w.buf == nil {
+		w.buf = bufPool.Get().(*[]byte)
+	}
+	*w.buf = AppendNamedEvent(*w.buf, w.nextID, name, payload)
+	w.nextID++
+}
+
 // SetNextID sets the id of the next event Append adds (ids count from 0
 // unless set, and go up by one per event).
 func (w *Writer) SetNextID(id uint64) { w.nextID = id }
@@ -201,6 +211,15 @@ func (w *Writer) flush() error {
 		return nil
 	}
 	return err
+}
+
+// AppendNamedEvent is AppendEvent with an "event: name" line first; name
+// must be one line.
+func AppendNamedEvent(dst []byte, id uint64, name, data []byte) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	dst = append(dst, '\n')
+	return AppendEvent(dst, id, data)
 }
 
 // AppendEvent appends one event with the given id and data to dst. Each

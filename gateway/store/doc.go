@@ -1,5 +1,5 @@
 // Package store holds the state that gateway replicas share: resumable
-// stream logs, API keys and per-key limits.
+// stream logs, API keys and per-key limits, stored responses.
 //
 // A Store has two implementations that pass one test suite: Redis (Open
 // with a redis:// URL; one node, Sentinel or Cluster through go-redis's
@@ -9,6 +9,6 @@
 // between replicas.
 //
 // Keys are prefixed "sg:" and hash-tagged by what they belong to (a
-// stream's keys share the tag {sid}), so that one stream's keys live in
-// one Cluster slot.
+// stream's keys share the tag {sid}, a stored response's key is tagged
+// {id}), so that one stream's keys live in one Cluster slot.
 package store

@@ -12,11 +12,12 @@ import (
 
 // Store is the state shared by gateway replicas. Its parts are defined
 // beside their implementations: Streams (resumable stream logs), Keys
-// (API keys) and Limits (per-key limits).
+// (API keys), Limits (per-key limits) and Responses (stored responses).
 type Store interface {
 	Streams
 	Keys
 	Limits
+	Responses
 
 	// Ping reports whether the store answers; Memory always does.
 	Ping(ctx context.Context) error
@@ -126,6 +127,7 @@ type Redis struct {
 	redisStreams
 	redisKeys
 	redisLimits
+	redisResponses
 }
 
 // NewRedis returns a Store on c; Close closes c.
@@ -134,6 +136,7 @@ func NewRedis(c redis.UniversalClient) *Redis {
 	r.redisStreams.init(c)
 	r.redisKeys.init(c)
 	r.redisLimits.init(c)
+	r.redisResponses.init(c)
 	return r
 }
 
@@ -157,6 +160,7 @@ type Memory struct {
 	memStreams
 	memKeys
 	memLimits
+	memResponses
 }
 
 // NewMemory returns an empty in-process store.
@@ -165,6 +169,7 @@ func NewMemory() *Memory {
 	m.memStreams.init()
 	m.memKeys.init()
 	m.memLimits.init()
+	m.memResponses.init()
 	return m
 }
 

@@ -34,6 +34,49 @@ type Params struct {
 	TopP        *float64
 	Seed        *int64
 	Stop        []string
+
+	// The sampling extras of vLLM's sampling parameters; nil is off.
+	// The vLLM convention passes them in sampling_parameters; the
+	// TensorRT-LLM one as the inputs of the same names, and a model
+	// without such an input cannot honour them (UnsupportedError).
+	TopK              *int64
+	MinP              *float64
+	RepetitionPenalty *float64
+	FrequencyPenalty  *float64
+	PresencePenalty   *float64
+}
+
+// extras are Params' sampling extras, by their vLLM (and TensorRT-LLM)
+// names; nil values are unset.
+func (p *Params) extras() []extra {
+	var out []extra
+	if p.TopK != nil {
+		out = append(out, extra{"top_k", *p.TopK})
+	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"min_p", p.MinP}, {"repetition_penalty", p.RepetitionPenalty}, {"frequency_penalty", p.FrequencyPenalty}, {"presence_penalty", p.PresencePenalty}} {
+		if f.v != nil {
+			out = append(out, extra{f.name, *f.v})
+		}
+	}
+	return out
+}
+
+type extra struct {
+	name  string
+	value any
+}
+
+// UnsupportedError is a sampling parameter the model has no way to
+// honour: the client is told so (400) rather than have it ignored.
+type UnsupportedError struct {
+	Model, Param string
+}
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("The model '%s' does not support '%s': it has no input of that name.", e.Model, e.Param)
 }
 
 // Piece is the text-relevant content of one response.
@@ -133,6 +176,9 @@ func (a *vllm) Request(model, version, prompt string, p Params) (*pb.ModelInferR
 	if len(p.Stop) > 0 {
 		sp["stop"] = p.Stop
 	}
+	for _, e := range p.extras() {
+		sp[e.name] = e.value
+	}
 	spJSON, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
@@ -193,6 +239,12 @@ func (a *trtllm) Request(model, version, prompt string, p Params) (*pb.ModelInfe
 			stops[i] = s
 		}
 		add("stop_words", stops...)
+	}
+	for _, e := range p.extras() {
+		if a.in[e.name] == nil {
+			return nil, &UnsupportedError{Model: model, Param: e.name}
+		}
+		add(e.name, e.value)
 	}
 	if err != nil {
 		return nil, err

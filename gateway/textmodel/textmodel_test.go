@@ -14,7 +14,8 @@ import (
 func meta(name string, ins []string, outs ...string) *pb.ModelMetadataResponse {
 	md := &pb.ModelMetadataResponse{Name: name}
 	types := map[string]string{"stream": "BOOL", "exclude_input_in_output": "BOOL", "max_tokens": "INT32",
-		"temperature": "FP32", "top_p": "FP32", "random_seed": "UINT64"}
+		"temperature": "FP32", "top_p": "FP32", "random_seed": "UINT64",
+		"top_k": "INT32", "repetition_penalty": "FP32"}
 	for _, n := range ins {
 		dt := types[n]
 		if dt == "" {
@@ -101,6 +102,42 @@ func TestTRTLLM(t *testing.T) {
 	}
 	if s, _ := in["stop_words"].Strings(); len(s) != 2 {
 		t.Fatalf("stop_words %q", s)
+	}
+}
+
+// The sampling extras go in sampling_parameters (vLLM), as inputs of
+// their names (TensorRT-LLM), or are refused naming the parameter when the
+// model has no such input; unset, nothing is sent.
+func TestSamplingExtras(t *testing.T) {
+	k, minP, rep, freq, pres := int64(40), 0.05, 1.3, 0.5, -0.5
+	p := Params{TopK: &k, MinP: &minP, RepetitionPenalty: &rep, FrequencyPenalty: &freq, PresencePenalty: &pres}
+	v, _ := Select(meta("echo", []string{"text_input", "sampling_parameters"}, "text_output"))
+	req, err := v.Request("echo", "", "hi", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := inputsOf(t, req)["sampling_parameters"].Strings()
+	want := `{"frequency_penalty":0.5,"max_tokens":2147483647,"min_p":0.05,"presence_penalty":-0.5,"repetition_penalty":1.3,"top_k":40}`
+	if string(s[0]) != want {
+		t.Fatalf("sampling_parameters %s, want %s", s[0], want)
+	}
+
+	trt, _ := Select(meta("ensemble", []string{"text_input", "max_tokens", "top_k", "repetition_penalty"}, "text_output"))
+	req, err = trt.Request("ensemble", "", "hi", Params{TopK: &k, RepetitionPenalty: &rep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := inputsOf(t, req)
+	if in["top_k"] == nil || in["repetition_penalty"] == nil {
+		t.Fatalf("extras not sent as inputs: %v", in)
+	}
+	_, err = trt.Request("ensemble", "", "hi", Params{MinP: &minP})
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) || ue.Param != "min_p" || !strings.Contains(err.Error(), "'min_p'") {
+		t.Fatalf("min_p on a model without it: %v", err)
+	}
+	if _, err := trt.Request("ensemble", "", "hi", Params{}); err != nil {
+		t.Fatalf("no extras: %v", err)
 	}
 }
 

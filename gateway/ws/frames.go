@@ -2,8 +2,8 @@
 // concurrent requests on one socket, each named by a client-chosen id.
 //
 // Frames are text messages holding one JSON object each, discriminated by
-// "type". The client sends "generate", "chat.completions", "completions"
-// and "cancel"; the server answers "data" frames (with a per-id seq from
+// "type". The client sends "generate", "chat.completions", "completions",
+// "responses" and "cancel"; the server answers "data" frames (with a per-id seq from
 // 0) and exactly one terminal frame per id: "done" (reason "final" or
 // "cancelled") or "error". A frame the session refuses without it being a
 // request's end (a duplicate of a running id, a cancel of an id not
@@ -39,6 +39,7 @@ const (
 	TypeGenerate    = "generate"
 	TypeChat        = "chat.completions"
 	TypeCompletions = "completions"
+	TypeResponses   = "responses"
 	TypeCancel      = "cancel"
 	// TypeResume reads a resumable stream again: "stream" (its sid) and
 	// "after" (the last event the client has; seq after+1 comes next).
@@ -202,7 +203,7 @@ func ParseFrame(data []byte) (*Request, *FrameError) {
 		if r.Model != "" || r.Version != "" {
 			return bad("a %s frame takes the model of its sequence.start", r.Type)
 		}
-	case TypeChat, TypeCompletions:
+	case TypeChat, TypeCompletions, TypeResponses:
 		if r.Model != "" || r.Version != "" {
 			return bad("a %s frame names its model in 'body'", r.Type)
 		}

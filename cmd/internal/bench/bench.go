@@ -37,8 +37,11 @@ type Config struct {
 	Prompt      string
 	CancelAfter int
 
-	HTTP     string
-	GRPC     string
+	HTTP string
+	GRPC string
+	// APIKey is sent with every gateway request (a gateway with keys:
+	// `streamgate keys create`).
+	APIKey   string
 	Embedded bool
 	// Spawn starts a fresh `streamgate serve` for every run (SpawnArgs
 	// added to its flags) instead of using HTTP and GRPC.
@@ -214,6 +217,7 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	fs.Group("Servers")
 	fs.StringVar(&c.HTTP, "http", "127.0.0.1:8080", "gateway `address`")
 	fs.StringVar(&c.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC `address` (direct baseline)")
+	fs.StringVar(&c.APIKey, "api-key", "", "API `key` sent to the gateway with every request (Authorization: Bearer), for a gateway with keys")
 	fs.StringVar(&v.pids, "server-pid", "", "server process ids to measure (comma-separated); default: the local listeners of --http and --grpc")
 	fs.BoolVar(&c.Embedded, "embedded", false, "run an engine and gateway in this process on loopback ports instead of --http/--grpc")
 	fs.StringVar(&c.Redis, "embedded-redis", "", "with --embedded: the gateway's shared store (serve's --redis `URL`); empty: in-process")
@@ -350,7 +354,7 @@ type plannedRun struct {
 // chat transport needs a text model: repeat_int32 invocations run it on
 // echo, which gets a baseline of its own.
 func (c *Config) plan() (runs []plannedRun, notes []string) {
-	base := workload{Model: c.Model, Kind: c.Model, Responses: c.Responses, Delay: c.Delay, Prompt: c.Prompt}
+	base := workload{Model: c.Model, Kind: c.Model, Responses: c.Responses, Delay: c.Delay, Prompt: c.Prompt, APIKey: c.APIKey}
 	type group struct {
 		wl    workload
 		trans []string

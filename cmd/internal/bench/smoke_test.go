@@ -330,22 +330,40 @@ func TestSpawnSmoke(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/streamgate/streamgate/cmd/streamgate").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	var out, errOut bytes.Buffer
-	err := Main(context.Background(), []string{"--spawn", "--spawn-binary", bin, "--json", "--transport", "sse", "--compare",
-		"--c", "3", "--responses", "5", "--duration", "300ms", "--warmup", "50ms", "--pause", "0s"}, &out, &errOut)
-	if err != nil {
-		t.Fatalf("Main: %v\n%s", err, errOut.String())
-	}
-	var rep Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rep.Results {
-		if r.Responses == 0 || len(r.Errors) != 0 || r.ServerCPU == nil || r.GC == nil || r.GC.Source != "gctrace" {
-			t.Errorf("%s: %d responses, errors %v, server cpu %v, gc %+v", r.Transport, r.Responses, r.ErrorSamples, r.ServerCPU, r.GC)
+	run := func(t *testing.T, transports string, extra ...string) Report {
+		var out, errOut bytes.Buffer
+		args := append([]string{"--spawn", "--spawn-binary", bin, "--json", "--transport", transports, "--compare",
+			"--c", "3", "--responses", "5", "--duration", "300ms", "--warmup", "50ms", "--pause", "0s"}, extra...)
+		if err := Main(context.Background(), args, &out, &errOut); err != nil {
+			t.Fatalf("Main: %v\n%s", err, errOut.String())
 		}
+		var rep Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rep.Results {
+			if r.Responses == 0 || len(r.Errors) != 0 || r.ServerCPU == nil || r.GC == nil || r.GC.Source != "gctrace" {
+				t.Errorf("%s: %d responses, errors %v, server cpu %v, gc %+v", r.Transport, r.Responses, r.ErrorSamples, r.ServerCPU, r.GC)
+			}
+		}
+		return rep
 	}
-	if len(rep.Results) != 2 {
-		t.Fatalf("%d runs", len(rep.Results))
-	}
+	t.Run("open", func(t *testing.T) {
+		if rep := run(t, "sse"); len(rep.Results) != 2 {
+			t.Fatalf("%d runs", len(rep.Results))
+		}
+	})
+	// A gateway that asks for keys: --api-key goes with every request,
+	// the same-server check's included, on every transport.
+	t.Run("api key", func(t *testing.T) {
+		keys := filepath.Join(t.TempDir(), "keys.json")
+		out, err := exec.Command(bin, "keys", "create", "--name", "bench", "--keys-file", keys).Output()
+		if err != nil {
+			t.Fatalf("keys create: %v", err)
+		}
+		key := strings.TrimSpace(string(out))
+		if rep := run(t, "sse,ws,chat", "--spawn-args", "--keys-file "+keys, "--api-key", key); len(rep.Results) != 5 {
+			t.Fatalf("%d runs", len(rep.Results))
+		}
+	})
 }

@@ -178,14 +178,38 @@ func classifyChat(data []byte) (eventKind, string) {
 // newHTTPClient returns a client for many concurrent streams to one host:
 // it keeps up to conns idle connections (so closed-loop requests reuse
 // them) and never asks for compression.
-func newHTTPClient(conns int) *http.Client {
-	return &http.Client{Transport: &http.Transport{
+func newHTTPClient(conns int, apiKey string) *http.Client {
+	var rt http.RoundTripper = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        conns + 16,
 		MaxIdleConnsPerHost: conns + 16,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
-	}}
+	}
+	if apiKey != "" {
+		rt = keyed{key: apiKey, next: rt}
+	}
+	return &http.Client{Transport: rt}
+}
+
+// keyed sends an API key with every request.
+type keyed struct {
+	key  string
+	next http.RoundTripper
+}
+
+func (k keyed) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+k.key)
+	return k.next.RoundTrip(r)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// transport.
+func (k keyed) CloseIdleConnections() {
+	if c, ok := k.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // httpStream is a streaming HTTP transport: the gateway's generate_stream
@@ -210,7 +234,7 @@ type httpStream struct {
 
 func newSSETransport(base string, wl workload, conns int) *httpStream {
 	return &httpStream{
-		client:   newHTTPClient(conns),
+		client:   newHTTPClient(conns, wl.APIKey),
 		url:      base + "/v2/models/" + wl.Model + "/generate_stream",
 		body:     wl.generateBody,
 		classify: func(b []byte) (eventKind, string) { return classifyGenerate(b, wl.textModel()) },
@@ -220,7 +244,7 @@ func newSSETransport(base string, wl workload, conns int) *httpStream {
 func newChatTransport(base string, wl workload, conns int) *httpStream {
 	body := wl.chatBody()
 	return &httpStream{
-		client:   newHTTPClient(conns),
+		client:   newHTTPClient(conns, wl.APIKey),
 		url:      base + "/v1/chat/completions",
 		body:     func(int32) []byte { return body },
 		classify: classifyChat,

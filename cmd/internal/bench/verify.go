@@ -55,19 +55,6 @@ func verifySameServer(ctx context.Context, httpAddr, grpcAddr string, runs []pla
 	if err != nil {
 		return fmt.Errorf("verify: ServerMetadata from --grpc %s: %w", grpcAddr, err)
 	}
-	var relayed struct {
-		Name       string   `json:"name"`
-		Version    string   `json:"version"`
-		Extensions []string `json:"extensions"`
-	}
-	if err := getJSON(ctx, base+"/v2", &relayed); err != nil {
-		return fmt.Errorf("verify: GET /v2 from --http %s: %w", httpAddr, err)
-	}
-	if relayed.Name != md.GetName() || relayed.Version != md.GetVersion() || !slices.Equal(relayed.Extensions, md.GetExtensions()) {
-		return &errNotSame{fmt.Sprintf("the gateway relays %s %s %v, the engine is %s %s %v",
-			relayed.Name, relayed.Version, relayed.Extensions, md.GetName(), md.GetVersion(), md.GetExtensions()), httpAddr, grpcAddr}
-	}
-
 	var wl workload
 	for _, r := range runs {
 		if r.transport != "direct" {
@@ -75,6 +62,21 @@ func verifySameServer(ctx context.Context, httpAddr, grpcAddr string, runs []pla
 			break
 		}
 	}
+	client := newHTTPClient(1, wl.APIKey)
+	defer client.CloseIdleConnections()
+	var relayed struct {
+		Name       string   `json:"name"`
+		Version    string   `json:"version"`
+		Extensions []string `json:"extensions"`
+	}
+	if err := getJSON(ctx, client, base+"/v2", &relayed); err != nil {
+		return fmt.Errorf("verify: GET /v2 from --http %s: %w", httpAddr, err)
+	}
+	if relayed.Name != md.GetName() || relayed.Version != md.GetVersion() || !slices.Equal(relayed.Extensions, md.GetExtensions()) {
+		return &errNotSame{fmt.Sprintf("the gateway relays %s %s %v, the engine is %s %s %v",
+			relayed.Name, relayed.Version, relayed.Extensions, md.GetName(), md.GetVersion(), md.GetExtensions()), httpAddr, grpcAddr}
+	}
+
 	wl.Responses, wl.Delay = 1, 0
 	count := func() (uint64, error) {
 		st, err := engine.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: wl.Model})
@@ -93,7 +95,7 @@ func verifySameServer(ctx context.Context, httpAddr, grpcAddr string, runs []pla
 	}
 	nonce := 2 + rand.IntN(6)
 	for i := range nonce {
-		if err := post(ctx, base+"/v2/models/"+wl.Model+"/generate_stream", wl.generateBody(int32(i))); err != nil {
+		if err := post(ctx, client, base+"/v2/models/"+wl.Model+"/generate_stream", wl.generateBody(int32(i))); err != nil {
 			return fmt.Errorf("verify: a request through --http %s: %w", httpAddr, err)
 		}
 	}
@@ -119,12 +121,12 @@ func (e *errNotSame) Error() string {
 	return "verify: --http " + e.http + " and --grpc " + e.grpc + " are different servers: " + e.why
 }
 
-func getJSON(ctx context.Context, url string, v any) error {
+func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -136,13 +138,13 @@ func getJSON(ctx context.Context, url string, v any) error {
 }
 
 // post sends one request and reads its answer to the end.
-func post(ctx context.Context, url string, body []byte) error {
+func post(ctx context.Context, client *http.Client, url string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

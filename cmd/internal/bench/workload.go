@@ -41,6 +41,9 @@ type workload struct {
 	PacedByConfig bool
 	// Prompt is stories260k's prompt.
 	Prompt string
+	// APIKey, if set, is sent with every gateway request (Authorization:
+	// Bearer) and WebSocket handshake.
+	APIKey string
 }
 
 // textModel reports whether the model follows the vLLM text convention.

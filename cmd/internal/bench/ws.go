@@ -143,7 +143,7 @@ func (best *wsSocket) connect(t *wsTransport) (*wsSocket, error) {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 	defer cancel()
-	c, resp, err := websocket.Dial(ctx, t.url, &websocket.DialOptions{Subprotocols: []string{wsSubprotocol}, HTTPClient: newHTTPClient(1)})
+	c, resp, err := websocket.Dial(ctx, t.url, &websocket.DialOptions{Subprotocols: []string{wsSubprotocol}, HTTPClient: newHTTPClient(1, t.wl.APIKey)})
 	if err != nil {
 		if resp != nil {
 			return nil, errKindf(fmt.Sprintf("http_%d", resp.StatusCode), "websocket dial: %v", err)

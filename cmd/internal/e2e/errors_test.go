@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -176,6 +177,8 @@ func TestEngineErrorsOnEveryRoute(t *testing.T) {
 			{"/v1/completions", `{"model":"fail","prompt":"` + tc.prompt + `"}`, "application/json", oaiBody},
 			{"/v1/completions", `{"model":"fail","prompt":"` + tc.prompt + `","stream":true}`, "application/json", oaiBody},
 			{"/v1/chat/completions", `{"model":"fail","messages":[{"role":"user","content":"` + tc.prompt + `"}],"stream":true}`, "application/json", oaiBody},
+			{"/v1/responses", `{"model":"fail","input":"` + tc.prompt + `"}`, "application/json", oaiBody},
+			{"/v1/responses", `{"model":"fail","input":"` + tc.prompt + `","stream":true}`, "application/json", oaiBody},
 		} {
 			got := s.ask(t, q.path, q.body)
 			if got.status != tc.status || got.retryAfter != retry || got.ctype != q.ctype || got.body != q.want {
@@ -211,6 +214,21 @@ func TestEngineErrorsOnEveryRoute(t *testing.T) {
 	if got.status != 200 || len(evs) != 2 || !strings.Contains(evs[0], `"text":"x"`) ||
 		evs[1] != `{"error":{"message":"the model failed with UNAVAILABLE","type":"server_error","param":null,"code":"unavailable"}}` {
 		t.Errorf("error after data: %d %q", got.status, evs)
+	}
+	// A Responses stream ends with response.failed: the Response, failed,
+	// with the error and the text so far.
+	got = s.ask(t, "/v1/responses", `{"model":"fail","input":"data UNAVAILABLE","stream":true}`)
+	nevs := namedEvents(t, got.body)
+	if got.status != 200 || len(nevs) != 6 || nevs[4].Data["delta"] != "x" || nevs[5].Name != "response.failed" {
+		t.Fatalf("responses error after data: %d %s", got.status, got.body)
+	}
+	var failed struct{ Response responseObject }
+	if err := json.Unmarshal([]byte(nevs[5].Raw), &failed); err != nil {
+		t.Fatal(err)
+	}
+	if r := failed.Response; r.Status != "failed" || r.Error == nil || r.Error.Code != "unavailable" ||
+		r.Error.Message != "the model failed with UNAVAILABLE" || r.text() != "x" {
+		t.Errorf("response.failed: %s", nevs[5].Raw)
 	}
 	frames := wsAsk(t, c, `{"type":"completions","id":"d","body":{"model":"fail","prompt":"data RESOURCE_EXHAUSTED"}}`)
 	if len(frames) != 2 || !strings.HasPrefix(frames[0], `{"type":"data","id":"d","seq":0,`) ||

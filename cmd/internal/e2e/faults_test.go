@@ -154,29 +154,10 @@ type reply struct {
 }
 
 // request makes one request with a JSON body ("" for none) and reads
-// the reply.
+// the reply (keyRequest without a key).
 func request(t *testing.T, c *http.Client, method, url, body string) reply {
 	t.Helper()
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(t.Context(), method, url, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Errorf("%s %s: %v", method, url, err)
-		return reply{}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Errorf("%s %s: reading the body: %v", method, url, err)
-	}
-	return reply{resp.StatusCode, resp.Header, string(b)}
+	return keyRequest(t, c, "", method, url, body)
 }
 
 // progressing is a repeat_int32 body that answers every 100ms for 30s:

@@ -16,7 +16,8 @@ import (
 )
 
 // keyRequest makes one request with the API key secret ("" for none) and
-// reads the reply.
+// a JSON body ("" for none) and reads the reply. A failed request is an
+// error of t and a zero reply (it may run on any goroutine).
 func keyRequest(t *testing.T, c *http.Client, secret, method, url, body string) reply {
 	t.Helper()
 	var r io.Reader
@@ -33,12 +34,13 @@ func keyRequest(t *testing.T, c *http.Client, secret, method, url, body string) 
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		t.Errorf("%s %s: %v", method, url, err)
+		return reply{}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: reading the body: %v", method, url, err)
+		t.Errorf("%s %s: reading the body: %v", method, url, err)
 	}
 	return reply{resp.StatusCode, resp.Header, string(b)}
 }

@@ -165,8 +165,19 @@ func (s *testStack) get(t testing.TB, path string) (*http.Response, string) {
 // that is not an event or a keepalive comment.
 func events(t testing.TB, body string) []string {
 	t.Helper()
-	r := sse.NewReader(strings.NewReader(body))
 	var out []string
+	for _, ev := range sseEvents(t, body) {
+		out = append(out, ev.Data)
+	}
+	return out
+}
+
+// sseEvents parses a whole event-stream body into its events, comments
+// left out.
+func sseEvents(t testing.TB, body string) []sse.Event {
+	t.Helper()
+	r := sse.NewReader(strings.NewReader(body))
+	var out []sse.Event
 	for {
 		ev, err := r.Next()
 		if err == io.EOF {
@@ -176,7 +187,7 @@ func events(t testing.TB, body string) []string {
 			t.Fatalf("bad SSE body %q: %v", body, err)
 		}
 		if !ev.IsComment {
-			out = append(out, ev.Data)
+			out = append(out, ev)
 		}
 	}
 }

@@ -210,6 +210,33 @@ func TestTraceFromClientToEngine(t *testing.T) {
 		}
 	})
 
+	// The Responses API's x-request-id is on its server span and its log
+	// line too.
+	t.Run("responses", func(t *testing.T) {
+		ct := newClientTrace()
+		resp := ct.post(t, t.Context(), s.url+"/v1/responses", `{"model":"echo","input":"a b"}`)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		id := resp.Header.Get("X-Request-Id")
+		if resp.StatusCode != http.StatusOK || id == "" {
+			t.Fatalf("POST /v1/responses: %d, x-request-id %q", resp.StatusCode, id)
+		}
+		chain := spanChain(t, rcv, tel, ct, "POST /v1/responses", "chat echo", "infer echo")
+		if got := chain[0].Attrs["http.response.header.x-request-id"]; !strings.Contains(got, `"`+id+`"`) {
+			t.Errorf("server span's http.response.header.x-request-id %s, want %s", got, id)
+		}
+		var found bool
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "request" && rec["route"] == "/v1/responses" && rec["request_id"] == id {
+				found = rec["trace_id"] == ct.traceID
+			}
+		}
+		if !found {
+			t.Errorf("no request log line with request_id %s and trace_id %s in:\n%s", id, ct.traceID, tail(logs.String(), 4<<10))
+		}
+	})
+
 	t.Run("websocket", func(t *testing.T) {
 		ct := newClientTrace()
 		c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws", &websocket.DialOptions{

@@ -170,7 +170,8 @@ func TestNoRoute(t *testing.T) {
 		{"GET", "/v2/nothing", "", `{"error":"no route for GET /v2/nothing"}`},
 		{"GET", "/v1/chat/completions", "POST", `{"error":{"message":"method GET is not allowed on /v1/chat/completions (allowed: POST)","type":"invalid_request_error","param":null,"code":"method_not_allowed"}}`},
 		{"POST", "/v1/models", "GET", `{"error":{"message":"method POST is not allowed on /v1/models (allowed: GET)","type":"invalid_request_error","param":null,"code":"method_not_allowed"}}`},
-		{"POST", "/v1/responses", "", `{"error":{"message":"no route for POST /v1/responses","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+		{"POST", "/v1/assistants", "", `{"error":{"message":"no route for POST /v1/assistants","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+		{"PUT", "/v1/responses", "POST", `{"error":{"message":"method PUT is not allowed on /v1/responses (allowed: POST)","type":"invalid_request_error","param":null,"code":"method_not_allowed"}}`},
 		{"GET", "/v1", "", `{"error":{"message":"no route for GET /v1","type":"invalid_request_error","param":null,"code":"not_found"}}`},
 	} {
 		req, _ := http.NewRequest(tc.method, s.url+tc.path, nil)

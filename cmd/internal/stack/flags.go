@@ -121,6 +121,9 @@ type GatewayFlags struct {
 
 	// Browsers on other origins.
 	CORSOrigins string
+
+	// Responses API.
+	ResponseTTL time.Duration
 }
 
 func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
@@ -199,6 +202,8 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.StringVar(&f.Resumable, "resumable", gateway.ResumableOptIn, "which event streams and WebSocket requests are resumable: never, opt-in (those that ask with Streamgate-Resumable: true or \"resumable\": true) or always")
 	fs.DurationVar(&f.ResumeGrace, "resume-grace", 30*time.Second, "how long a resumable stream's request runs on once its client has left, waiting for it to resume, before it is cancelled")
 	fs.DurationVar(&f.ResumeTTL, "resume-ttl", 10*time.Minute, "how long a resumable stream can be read again after its end")
+	fs.Group("Responses API")
+	fs.DurationVar(&f.ResponseTTL, "response-ttl", gateway.DefaultResponseTTL, "how long a stored response (POST /v1/responses with store, the default) can be read, continued, cancelled and deleted after its last write")
 	fs.Group("Browsers on other origins (CORS)")
 	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated `patterns` of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 }
@@ -367,6 +372,7 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		CORSOrigins:              splitList(g.CORSOrigins),
 		ChatTemplates:            ChatTemplates(),
 		UnloadedModels:           UnloadedModels(),
+		ResponseTTL:              g.ResponseTTL,
 	}
 	return cfg, nil
 }

@@ -1,0 +1,300 @@
+package openai
+
+import (
+	"strconv"
+
+	"github.com/streamgate/streamgate/gateway/internal/jsonstr"
+)
+
+// Response statuses.
+const (
+	StatusQueued     = "queued"
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusIncomplete = "incomplete"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+)
+
+// Response is OpenAI's Response object, for text output.
+type Response struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"`
+	CreatedAt          int64              `json:"created_at"`
+	Status             string             `json:"status"`
+	Background         bool               `json:"background"`
+	Error              *ResponseError     `json:"error"`
+	IncompleteDetails  *IncompleteDetails `json:"incomplete_details"`
+	Instructions       *string            `json:"instructions"`
+	MaxOutputTokens    *int               `json:"max_output_tokens"`
+	Model              string             `json:"model"`
+	Output             []OutputMessage    `json:"output"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	Reasoning          reasoning          `json:"reasoning"`
+	Store              bool               `json:"store"`
+	Temperature        float64            `json:"temperature"`
+	Text               textConfig         `json:"text"`
+	ToolChoice         string             `json:"tool_choice"`
+	Tools              []struct{}         `json:"tools"`
+	TopP               float64            `json:"top_p"`
+	Truncation         string             `json:"truncation"`
+	Usage              *ResponseUsage     `json:"usage"`
+	User               *string            `json:"user"`
+	Metadata           map[string]string  `json:"metadata"`
+}
+
+type reasoning struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+type textConfig struct {
+	Format struct {
+		Type string `json:"type"`
+	} `json:"format"`
+}
+
+// ResponseError is a failed response's error.
+type ResponseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// IncompleteDetails says why a response is incomplete.
+type IncompleteDetails struct {
+	Reason string `json:"reason"`
+}
+
+// OutputMessage is the one output item of a text response.
+type OutputMessage struct {
+	Type    string       `json:"type"`
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []OutputText `json:"content"`
+}
+
+// OutputText is an output_text content part.
+type OutputText struct {
+	Type        string     `json:"type"`
+	Text        string     `json:"text"`
+	Annotations []struct{} `json:"annotations"`
+	Logprobs    []struct{} `json:"logprobs"`
+}
+
+// ResponseUsage is a response's token accounting.
+type ResponseUsage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+// NewUsage is the usage of in input and out output tokens.
+func NewUsage(in, out int) *ResponseUsage {
+	return &ResponseUsage{InputTokens: in, OutputTokens: out, TotalTokens: in + out}
+}
+
+// NewResponse is the object of a response to r, not yet started
+// (status queued with background, else in_progress, no output).
+func NewResponse(id string, createdAt int64, r *ResponsesRequest) *Response {
+	resp := &Response{
+		ID: id, Object: "response", CreatedAt: createdAt, Status: StatusInProgress, Background: r.Background,
+		Instructions: r.Instructions, MaxOutputTokens: r.Params.MaxTokens, Model: r.Model,
+		Output: []OutputMessage{}, ParallelToolCalls: true, Store: r.Store, Temperature: 1, ToolChoice: "auto",
+		Tools: []struct{}{}, TopP: 1, Truncation: "disabled", User: r.User, Metadata: r.Metadata,
+	}
+	if r.Background {
+		resp.Status = StatusQueued
+	}
+	if resp.Metadata == nil {
+		resp.Metadata = map[string]string{}
+	}
+	resp.Text.Format.Type = "text"
+	if r.PreviousResponseID != "" {
+		p := r.PreviousResponseID
+		resp.PreviousResponseID = &p
+	}
+	if t := r.Params.Temperature; t != nil {
+		resp.Temperature = *t
+	}
+	if p := r.Params.TopP; p != nil {
+		resp.TopP = *p
+	}
+	return resp
+}
+
+// Finish sets resp's end: its one message with text, its usage, and a
+// status from the model's finish reason ("length" makes it incomplete).
+func (resp *Response) Finish(itemID, text, finishReason string, u *ResponseUsage) {
+	resp.Status = StatusCompleted
+	item := OutputMessage{Type: "message", ID: itemID, Status: StatusCompleted, Role: "assistant",
+		Content: []OutputText{newOutputText(text)}}
+	if finishReason == "length" {
+		resp.Status = StatusIncomplete
+		resp.IncompleteDetails = &IncompleteDetails{Reason: "max_output_tokens"}
+		item.Status = StatusIncomplete
+	}
+	resp.Output = []OutputMessage{item}
+	resp.Usage = u
+}
+
+// Fail sets resp's end as failed with code and message.
+func (resp *Response) Fail(code, message string) {
+	resp.Status = StatusFailed
+	resp.Error = &ResponseError{Code: code, Message: message}
+}
+
+// OutputText is the text of resp's output.
+func (resp *Response) OutputText() string {
+	var s string
+	for _, m := range resp.Output {
+		for _, c := range m.Content {
+			s += c.Text
+		}
+	}
+	return s
+}
+
+// JSON is resp's JSON.
+func (resp *Response) JSON() []byte { return mustJSON(resp) }
+
+func newOutputText(text string) OutputText {
+	return OutputText{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
+}
+
+// Responder builds the semantic events of one streamed response, each
+// with the next sequence_number from 0. Every event's JSON starts with its
+// "type", the event's name.
+type Responder struct {
+	Resp   *Response
+	ItemID string
+
+	seq         int
+	deltaPrefix []byte // a delta's JSON after its sequence_number up to its text
+}
+
+// Seq is the sequence_number the next event will have.
+func (r *Responder) Seq() int { return r.seq }
+
+type responseEvent struct {
+	Type           string    `json:"type"`
+	SequenceNumber int       `json:"sequence_number"`
+	Response       *Response `json:"response"`
+}
+
+type itemEvent struct {
+	Type           string        `json:"type"`
+	SequenceNumber int           `json:"sequence_number"`
+	OutputIndex    int           `json:"output_index"`
+	Item           OutputMessage `json:"item"`
+}
+
+type partEvent struct {
+	Type           string     `json:"type"`
+	SequenceNumber int        `json:"sequence_number"`
+	ItemID         string     `json:"item_id"`
+	OutputIndex    int        `json:"output_index"`
+	ContentIndex   int        `json:"content_index"`
+	Part           OutputText `json:"part"`
+}
+
+type textDoneEvent struct {
+	Type           string     `json:"type"`
+	SequenceNumber int        `json:"sequence_number"`
+	ItemID         string     `json:"item_id"`
+	OutputIndex    int        `json:"output_index"`
+	ContentIndex   int        `json:"content_index"`
+	Text           string     `json:"text"`
+	Logprobs       []struct{} `json:"logprobs"`
+}
+
+func (r *Responder) next() int {
+	n := r.seq
+	r.seq++
+	return n
+}
+
+func (r *Responder) responseEvent(typ string) []byte {
+	return mustJSON(responseEvent{Type: typ, SequenceNumber: r.next(), Response: r.Resp})
+}
+
+func (r *Responder) item(status string, content []OutputText) OutputMessage {
+	return OutputMessage{Type: "message", ID: r.ItemID, Status: status, Role: "assistant", Content: content}
+}
+
+// Start is the events that open the stream: response.created (status
+// queued for a background response), response.in_progress, the message's
+// response.output_item.added and its text part's
+// response.content_part.added.
+func (r *Responder) Start() [][]byte {
+	created := r.responseEvent("response.created")
+	r.Resp.Status = StatusInProgress
+	return [][]byte{
+		created,
+		r.responseEvent("response.in_progress"),
+		mustJSON(itemEvent{Type: "response.output_item.added", SequenceNumber: r.next(), Item: r.item(StatusInProgress, []OutputText{})}),
+		mustJSON(partEvent{Type: "response.content_part.added", SequenceNumber: r.next(), ItemID: r.ItemID, Part: newOutputText("")}),
+	}
+}
+
+// AppendDelta appends the response.output_text.delta event of text to
+// dst. It is the hot path of a streamed response, so it appends the JSON
+// directly (the bytes encoding/json writes, see TestResponseEvents).
+func (r *Responder) AppendDelta(dst, text []byte) []byte {
+	if r.deltaPrefix == nil {
+		p := append([]byte(`,"item_id":`), jsonstr.Append(nil, r.ItemID)...)
+		r.deltaPrefix = append(p, `,"output_index":0,"content_index":0,"delta":`...)
+	}
+	b := append(dst, `{"type":"response.output_text.delta","sequence_number":`...)
+	b = strconv.AppendInt(b, int64(r.next()), 10)
+	b = append(b, r.deltaPrefix...)
+	b = jsonstr.AppendBytes(b, text)
+	return append(b, `,"logprobs":[]}`...)
+}
+
+// End is the events that close a stream whose response Finish has ended:
+// the text's done events, then response.completed or
+// response.incomplete.
+func (r *Responder) End() [][]byte {
+	item := r.Resp.Output[0]
+	text := item.Content[0]
+	final := "response.completed"
+	if r.Resp.Status == StatusIncomplete {
+		final = "response.incomplete"
+	}
+	return [][]byte{
+		mustJSON(textDoneEvent{Type: "response.output_text.done", SequenceNumber: r.next(), ItemID: r.ItemID, Text: text.Text, Logprobs: []struct{}{}}),
+		mustJSON(partEvent{Type: "response.content_part.done", SequenceNumber: r.next(), ItemID: r.ItemID, Part: text}),
+		mustJSON(itemEvent{Type: "response.output_item.done", SequenceNumber: r.next(), Item: item}),
+		r.responseEvent(final),
+	}
+}
+
+// Failed is the response.failed event of a response Fail has ended.
+func (r *Responder) Failed() []byte { return r.responseEvent("response.failed") }
+
+type errorEvent struct {
+	Type           string  `json:"type"`
+	SequenceNumber int     `json:"sequence_number"`
+	Code           string  `json:"code"`
+	Message        string  `json:"message"`
+	Param          *string `json:"param"`
+}
+
+// ErrorEvent is the Responses stream's "error" event with sequence
+// number seq: an error that is no part of the response (a stream read
+// again whose producer was lost), so no Response goes with it.
+func ErrorEvent(seq int, code, message, param string) []byte {
+	e := errorEvent{Type: "error", SequenceNumber: seq, Code: code, Message: message}
+	if param != "" {
+		e.Param = &param
+	}
+	return mustJSON(e)
+}

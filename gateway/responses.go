@@ -1,0 +1,637 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/resume"
+	"github.com/streamgate/streamgate/gateway/store"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// OpenAI's Responses API over text models: POST /v1/responses runs on the
+// one request lifecycle (serve) like chat completions, its translator
+// (responseEvents) giving the Response object or its semantic events.
+// A stored response (store, OpenAI's default) is written to the Store
+// when it starts and when it ends, before its client hears of the end, so
+// that it can be read (GET /v1/responses/{id}), continued
+// (previous_response_id), cancelled and deleted, by its owner only, from
+// any replica, for Options.ResponseTTL. A background response runs on
+// when its client leaves.
+
+// DefaultResponseTTL is Options.ResponseTTL's default.
+const DefaultResponseTTL = 24 * time.Hour
+
+// responseData is what the gateway stores of a response beside its
+// object (store.StoredResponse.Data).
+type responseData struct {
+	// Input is the response's own input items, as messages.
+	Input []openai.ChatMessage `json:"input"`
+	// History is the conversation it continues (previous_response_id),
+	// without instructions, which are not carried over.
+	History []openai.ChatMessage `json:"history,omitempty"`
+	// Stream is the id of a background response's resumable stream.
+	Stream string `json:"stream,omitempty"`
+}
+
+// conversation is the conversation a response continuing this one
+// starts from: the history, the input, the answer.
+func (d *responseData) conversation(answer string) []openai.ChatMessage {
+	out := append(append([]openai.ChatMessage{}, d.History...), d.Input...)
+	return append(out, openai.ChatMessage{Role: "assistant", Content: answer})
+}
+
+func responseNotFound(id, param string) *httpError {
+	e := &httpError{Status: http.StatusNotFound, Code: "response_not_found", Param: param,
+		Msg: "Response with id '" + id + "' not found."}
+	if param == "previous_response_id" {
+		e.Msg = "Previous response with id '" + id + "' not found."
+	}
+	return e
+}
+
+// responseStoreError is err, a failure of the Store's Responses, as the
+// client is told (503 when the store is down), counted and logged.
+func (s *Server) responseStoreError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	s.storeError(ctx, "responses", err)
+	if errors.Is(err, store.ErrUnavailable) {
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: true,
+			Msg: "the response store is unavailable", Err: err}
+	}
+	return err
+}
+
+// loadResponse reads stored response id for the caller: 404 (naming
+// param) when there is none or it is another API key's.
+func (s *Server) loadResponse(ctx context.Context, id, param string) (*openai.Response, *responseData, error) {
+	rec, err := s.opts.Store.GetResponse(ctx, id)
+	if errors.Is(err, store.ErrNoResponse) || err == nil && rec.Owner != callerKey(ctx) {
+		return nil, nil, responseNotFound(id, param)
+	}
+	if err != nil {
+		return nil, nil, s.responseStoreError(ctx, err)
+	}
+	resp := &openai.Response{}
+	data := &responseData{}
+	if err := json.Unmarshal(rec.Object, resp); err != nil {
+		return nil, nil, err
+	}
+	if len(rec.Data) > 0 {
+		if err := json.Unmarshal(rec.Data, data); err != nil {
+			return nil, nil, err
+		}
+	}
+	return resp, data, nil
+}
+
+// saveResponse writes resp, created by the caller of ctx, to the store:
+// its first record, or (update) a later one, which is not written when
+// the record has been deleted meanwhile.
+func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *responseData, update bool) error {
+	d, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	rec := store.StoredResponse{Owner: callerKey(ctx), Object: resp.JSON(), Data: d}
+	if update {
+		err = s.opts.Store.UpdateResponse(ctx, resp.ID, rec, s.opts.ResponseTTL)
+		if errors.Is(err, store.ErrNoResponse) {
+			return nil // deleted: it stays so
+		}
+		return s.responseStoreError(ctx, err)
+	}
+	return s.responseStoreError(ctx, s.opts.Store.PutResponse(ctx, resp.ID, rec, s.opts.ResponseTTL))
+}
+
+// responseJob turns a Responses API request into a job whose payloads
+// take form f, and the translator that keeps its Response. history is the
+// conversation it continues.
+func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f form) (*job, *responseEvents, error) {
+	ad, err := s.textModel(ctx, rr.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	prompt, err := s.templateFor(rr.Model).Render(rr.Messages(history))
+	if err != nil {
+		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "input", Msg: err.Error()}
+	}
+	req, err := ad.Request(rr.Model, "", prompt, rr.Params)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp := openai.NewResponse(s.ids.next("resp"), s.opts.Now().Unix(), rr)
+	tr := &responseEvents{textReader: textReader{ad: ad}, stream: f != formBody,
+		r: &openai.Responder{Resp: resp, ItemID: s.ids.next("msg")}}
+	return &job{req: req, tr: tr, op: opChat,
+		tokens: estimateTokens(prompt, rr.Params.MaxTokens), prompt: promptTokens(prompt)}, tr, nil
+}
+
+// history is the conversation a request continues: that of its
+// previous_response_id, if any.
+func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
+	if rr.PreviousResponseID == "" {
+		return nil, nil
+	}
+	prev, data, err := s.loadResponse(ctx, rr.PreviousResponseID, "previous_response_id")
+	if err != nil {
+		return nil, err
+	}
+	return data.conversation(prev.OutputText()), nil
+}
+
+// createResponse serves POST /v1/responses.
+func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	rr, err := openai.ParseResponses(body)
+	if err != nil {
+		return err
+	}
+	history, err := s.history(r.Context(), rr)
+	if err != nil {
+		return err
+	}
+	// A background response's log holds its events, whatever its client
+	// asked for.
+	j, tr, err := s.responseJob(r.Context(), rr, history, streamForm(rr.Stream || rr.Background))
+	if err != nil {
+		return err
+	}
+	var sse *sseSink
+	var out sink = &bodySink{w: w}
+	if rr.Stream {
+		sse = s.newSSESink(w, r, tr.failedEvent, false)
+		sse.named = true
+		out = sse
+	}
+	if !rr.Store {
+		return s.serve(r.Context(), r.RemoteAddr, j, out)
+	}
+
+	// Stored: written now (queued or in_progress) and at its end, by the
+	// translator before the client hears of it.
+	ctx := r.Context()
+	if rr.Background { // it ends on its own, on a cancel, or by Drain
+		ctx = context.WithoutCancel(ctx)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	handedOff := false // to the goroutine of a background response answered at once
+	defer func() {
+		if !handedOff {
+			cancel(nil)
+		}
+	}()
+	data := &responseData{Input: rr.Input, History: history}
+	saveCtx := context.WithoutCancel(ctx) // the end is stored however the request ended
+	tr.save = func(resp *openai.Response) {
+		_ = s.saveResponse(saveCtx, resp, data, true) // a failure is counted and logged
+	}
+	if !rr.Background {
+		if err := s.saveResponse(ctx, tr.r.Resp, data, false); err != nil {
+			return err
+		}
+		done := s.running.add(tr.r.Resp.ID, cancel)
+		defer done()
+		err = s.serve(ctx, r.RemoteAddr, j, out)
+		tr.finish(ctx, err)
+		return err
+	}
+
+	// Background: its events go to a resumable stream's log (package
+	// resume), which GET /v1/responses/{id}?stream=true reads from any
+	// replica and POST .../cancel cancels from any replica. Nobody
+	// reading it is no reason to stop: it runs to its end.
+	p := s.resume.Start(store.StreamMeta{Owner: callerKey(ctx), Format: formatResponses}, func(cause error) {
+		if !errors.Is(cause, resume.ErrAbandoned) {
+			cancel(cause)
+		}
+	})
+	data.Stream = p.ID()
+	if err := s.saveResponse(ctx, tr.r.Resp, data, false); err != nil {
+		p.Close(resume.EndError, endDetail(classify(err)))
+		return err
+	}
+	<-p.Created() // a read or cancel of the id we answer finds its stream
+	done := s.running.add(tr.r.Resp.ID, cancel)
+	run := func(out sink, failed func() *httpError) error {
+		defer done()
+		err := s.serve(ctx, r.RemoteAddr, j, out)
+		tr.finish(ctx, err) // stored before the log's end tells readers
+		s.endLog(p, ctx, err, failed(), tr.failedEvent)
+		return err
+	}
+	if rr.Stream {
+		sse.log = p
+		sse.sw.SetNextID(p.NextID())
+		err := run(sse, func() *httpError { return sse.failed })
+		if errors.Is(err, errClientGone) && sse.gone {
+			return nil
+		}
+		return err
+	}
+	// The answer is the queued response; the run goes on without a
+	// client, registered for Drain until its end is stored.
+	remove, ok := s.streams.add(&liveStream{hard: func() { cancel(errDraining) }})
+	if !ok {
+		done()
+		p.Close(resume.EndError, endDetail(classify(errDraining)))
+		return errDraining
+	}
+	writeJSON(w, http.StatusOK, tr.r.Resp.JSON())
+	handedOff = true
+	go func() {
+		defer remove()
+		defer cancel(nil)
+		_ = run(&logSink{p: p}, func() *httpError { return nil })
+	}()
+	return nil
+}
+
+// getResponse serves GET /v1/responses/{id}: the stored object, or with
+// ?stream=true a background response's events after starting_after (a
+// sequence number; or after the SSE id in Last-Event-ID), then the live
+// ones until its end, read from its log on any replica.
+func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "id")
+	resp, data, err := s.loadResponse(r.Context(), id, "")
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	stream, err := queryBool(q.Get("stream"), "stream")
+	if err != nil {
+		return err
+	}
+	if !stream {
+		if q.Has("starting_after") {
+			return &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "starting_after",
+				Msg: "starting_after is only allowed with stream=true."}
+		}
+		writeJSON(w, http.StatusOK, resp.JSON())
+		return nil
+	}
+	if data.Stream == "" {
+		return &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "stream",
+			Msg: "Only background responses can be streamed again: this one was created without background."}
+	}
+	after, err := parseLastEventID(r.Header.Get(headerLastEvent), "")
+	if err != nil {
+		return err
+	}
+	if v := q.Get("starting_after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 63)
+		if err != nil {
+			return &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "starting_after",
+				Msg: "starting_after must be the sequence_number of an event (a whole number), not '" + truncate(v, 64) + "'"}
+		}
+		after = n + 1 // the event with sequence_number n is the log's n+1st
+	}
+	return s.followStream(w, r, data.Stream, after)
+}
+
+// queryBool reads a boolean query parameter: "true", "false" or absent.
+func queryBool(v, name string) (bool, error) {
+	switch v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: name,
+		Msg: name + " must be true or false, not '" + truncate(v, 64) + "'"}
+}
+
+// stop stops response id, which has not ended as resp says, wherever it
+// runs: here at once, on another replica through its stream's cancel;
+// then it waits (until ctx is done) for its end to be stored and returns
+// the Response as stored.
+func (s *Server) stop(ctx context.Context, id string, resp *openai.Response, data *responseData) (*openai.Response, error) {
+	if s.running.cancel(ctx, id) {
+		resp, _, err := s.loadResponse(ctx, id, "")
+		return resp, err
+	}
+	if data.Stream == "" || ended(resp.Status) {
+		return resp, nil
+	}
+	if err := s.resume.Cancel(ctx, data.Stream, callerKey(ctx)); err != nil && !errors.Is(err, resume.ErrNotFound) {
+		return nil, err
+	}
+	// Bounded: a replica that died with the response leaves it as it was.
+	wait, cancel := context.WithTimeout(ctx, stopWait)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		resp, _, err := s.loadResponse(ctx, id, "")
+		if err != nil || ended(resp.Status) {
+			return resp, err
+		}
+		select {
+		case <-wait.Done():
+			return resp, nil // still running as far as the store knows
+		case <-t.C:
+		}
+	}
+}
+
+// stopWait bounds how long a cancel or delete waits for a response that
+// runs on another replica to store its end.
+const stopWait = 10 * time.Second
+
+// ended reports whether a response with status has ended.
+func ended(status string) bool {
+	switch status {
+	case openai.StatusQueued, openai.StatusInProgress:
+		return false
+	}
+	return true
+}
+
+// deleteResponse serves DELETE /v1/responses/{id}. A response still
+// running is cancelled first.
+func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "id")
+	resp, data, err := s.loadResponse(r.Context(), id, "")
+	if err != nil {
+		return err
+	}
+	if _, err := s.stop(r.Context(), id, resp, data); err != nil {
+		return err
+	}
+	err = s.opts.Store.DeleteResponse(r.Context(), id)
+	if errors.Is(err, store.ErrNoResponse) {
+		return responseNotFound(id, "")
+	}
+	if err != nil {
+		return s.responseStoreError(r.Context(), err)
+	}
+	writeJSON(w, http.StatusOK, jsonOf(struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Deleted bool   `json:"deleted"`
+	}{id, "response", true}))
+	return nil
+}
+
+// cancelResponse serves POST /v1/responses/{id}/cancel: a background
+// response still running, on any replica, is stopped upstream and stored
+// as cancelled; the answer is the Response as stored then. Cancelling one
+// that has ended answers it as it is.
+func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "id")
+	resp, data, err := s.loadResponse(r.Context(), id, "")
+	if err != nil {
+		return err
+	}
+	if !resp.Background {
+		return &httpError{Status: http.StatusBadRequest, Code: "invalid_request", Param: "response_id",
+			Msg: "Only responses created with background set to true can be cancelled."}
+	}
+	if resp, err = s.stop(r.Context(), id, resp, data); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resp.JSON())
+	return nil
+}
+
+// inputItem is an item of GET /v1/responses/{id}/input_items.
+type inputItem struct {
+	ID      string              `json:"id"`
+	Type    string              `json:"type"`
+	Role    string              `json:"role"`
+	Status  string              `json:"status"`
+	Content []inputItemTextPart `json:"content"`
+}
+
+type inputItemTextPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// responseInputItems serves GET /v1/responses/{id}/input_items: the
+// response's own input, as message items, in order.
+func (s *Server) responseInputItems(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "id")
+	_, data, err := s.loadResponse(r.Context(), id, "")
+	if err != nil {
+		return err
+	}
+	items := make([]inputItem, len(data.Input))
+	for i, m := range data.Input {
+		typ := "input_text"
+		if m.Role == "assistant" {
+			typ = "output_text"
+		}
+		items[i] = inputItem{ID: "msg-" + strings.TrimPrefix(id, "resp-") + "-" + strconv.Itoa(i), Type: "message", Role: m.Role,
+			Status: "completed", Content: []inputItemTextPart{{Type: typ, Text: m.Content}}}
+	}
+	list := struct {
+		Object  string      `json:"object"`
+		Data    []inputItem `json:"data"`
+		FirstID *string     `json:"first_id"`
+		LastID  *string     `json:"last_id"`
+		HasMore bool        `json:"has_more"`
+	}{Object: "list", Data: items}
+	if len(items) > 0 {
+		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
+	}
+	writeJSON(w, http.StatusOK, jsonOf(list))
+	return nil
+}
+
+// jsonOf is v's JSON; v is one of the gateway's own types, which always
+// marshal.
+func jsonOf(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("gateway: marshal: " + err.Error())
+	}
+	return b
+}
+
+// runningResponses are the stored responses running on this replica, for
+// cancel.
+type runningResponses struct {
+	mu sync.Mutex
+	m  map[string]*runningResponse
+}
+
+type runningResponse struct {
+	cancel context.CancelCauseFunc
+	ended  chan struct{} // closed once the end is stored
+}
+
+// add registers response id running with cancel; done unregisters it once
+// its end is stored.
+func (rr *runningResponses) add(id string, cancel context.CancelCauseFunc) (done func()) {
+	e := &runningResponse{cancel: cancel, ended: make(chan struct{})}
+	rr.mu.Lock()
+	rr.m[id] = e
+	rr.mu.Unlock()
+	return func() {
+		rr.mu.Lock()
+		delete(rr.m, id)
+		rr.mu.Unlock()
+		close(e.ended)
+	}
+}
+
+// cancel stops response id if it runs here and waits until its end is
+// stored (or ctx is done); it reports whether it ran here.
+func (rr *runningResponses) cancel(ctx context.Context, id string) bool {
+	rr.mu.Lock()
+	e := rr.m[id]
+	rr.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.cancel(resume.ErrCancelled)
+	select {
+	case <-e.ended:
+	case <-ctx.Done():
+	}
+	return true
+}
+
+// logSink sends a background response's events to its stream's log
+// only: the response was answered at once, queued, and runs with no
+// client.
+type logSink struct{ p *resume.Producer }
+
+func (o *logSink) protocol() string         { return "http" }
+func (o *logSink) keepAlive() time.Duration { return 0 }
+func (o *logSink) idle() error              { return nil }
+func (o *logSink) fail(error) bool          { return false }
+func (o *logSink) cut()                     {}
+
+func (o *logSink) send(p []byte) error {
+	o.p.Append(p)
+	return nil
+}
+
+func (o *logSink) flush() error {
+	o.p.Flush()
+	return nil
+}
+
+// responseEvents turns a text model's responses into a Response: its
+// semantic events (streams) or the object itself (one body).
+type responseEvents struct {
+	r      *openai.Responder
+	stream bool
+	// save, if set, stores the Response at its end, before the payloads
+	// that tell the client.
+	save func(*openai.Response)
+
+	text    strings.Builder
+	event   []byte    // the last delta event, reused
+	nextOut [1][]byte // what next returns: event
+	ended   bool      // the Response has its end
+	failed  []byte    // the response.failed event, once made
+	textReader
+}
+
+func (t *responseEvents) begin() [][]byte {
+	t.textReader.begin()
+	if !t.stream {
+		return nil
+	}
+	ps := t.r.Start()
+	if t.r.Resp.Background && t.save != nil {
+		t.save(t.r.Resp) // queued no more: in_progress
+	}
+	return ps
+}
+
+func (t *responseEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+	delta, err := t.read(resp)
+	if err != nil || len(delta) == 0 {
+		return nil, err
+	}
+	t.text.Write(delta)
+	if !t.stream {
+		return nil, nil
+	}
+	t.event = t.r.AppendDelta(t.event[:0], delta)
+	t.nextOut[0] = t.event
+	return t.nextOut[:], nil
+}
+
+func (t *responseEvents) end() ([][]byte, error) {
+	tail := t.tail()
+	t.text.WriteString(tail)
+	in, out := t.tokens()
+	t.r.Resp.Finish(t.r.ItemID, t.text.String(), t.reason, openai.NewUsage(in, out))
+	t.stored()
+	if !t.stream {
+		return [][]byte{t.r.Resp.JSON()}, nil
+	}
+	var ps [][]byte
+	if tail != "" {
+		ps = append(ps, t.r.AppendDelta(nil, []byte(tail)))
+	}
+	return append(ps, t.r.End()...), nil
+}
+
+// stored marks the Response ended and saves it.
+func (t *responseEvents) stored() {
+	t.ended = true
+	if t.save != nil {
+		t.save(t.r.Resp)
+	}
+}
+
+// fail ends the Response with status (failed or cancelled) and, when it
+// failed, e; the text so far is kept.
+func (t *responseEvents) fail(status string, e *httpError) {
+	resp := t.r.Resp
+	if t.text.Len() > 0 {
+		resp.Finish(t.r.ItemID, t.text.String(), "length", nil)
+		resp.IncompleteDetails = nil
+	}
+	if status == openai.StatusCancelled {
+		resp.Status = status
+	} else {
+		resp.Fail(e.Code, e.Msg)
+	}
+	t.stored()
+}
+
+// failedEvent is the stream's in-band error (an errorFormat): the
+// response.failed event, never a cut connection.
+func (t *responseEvents) failedEvent(e *httpError) []byte {
+	if t.failed == nil { // once: a resumable stream's log and its live client get the same event
+		t.fail(openai.StatusFailed, e)
+		t.failed = t.r.Failed()
+	}
+	return t.failed
+}
+
+// finish stores the end of a stored response whose request ended with
+// err (serve's) under ctx, if the translator has not: cancelled when its
+// cancel ended it, failed otherwise.
+func (t *responseEvents) finish(ctx context.Context, err error) {
+	if t.ended {
+		return
+	}
+	if err == nil {
+		err = errClientGone
+	}
+	if errors.Is(context.Cause(ctx), resume.ErrCancelled) || errors.Is(err, errClientGone) {
+		t.fail(openai.StatusCancelled, nil)
+		return
+	}
+	t.failedEvent(classify(err))
+}

@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/store"
+)
+
+// A stored response belongs to the API key that created it: any other
+// key, or none, gets 404 from every route that reads, continues, cancels
+// or deletes it, as for an id that does not exist.
+func TestStoredResponseOwner(t *testing.T) {
+	srv := fakeServer()
+	h := srv.Handler()
+	do := func(method, path, key, body string) (int, string) {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		if key != "" {
+			req = req.WithContext(withLimitKey(req.Context(), key))
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	code, body := do(http.MethodPost, "/v1/responses", "k1", `{"model":"echo","input":"x"}`)
+	var created struct{ ID string }
+	if code != 200 || json.Unmarshal([]byte(body), &created) != nil {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	rec, err := srv.opts.Store.GetResponse(t.Context(), created.ID)
+	if err != nil || rec.Owner != "k1" {
+		t.Fatalf("stored %+v %v", rec, err)
+	}
+
+	bg := openai.NewResponse("resp-bg", 1, &openai.ResponsesRequest{Model: "echo", Background: true, Store: true})
+	bg.Status = openai.StatusCompleted
+	if err := srv.opts.Store.PutResponse(t.Context(), "resp-bg", store.StoredResponse{Owner: "k1", Object: bg.JSON(), Data: []byte(`{"input":[]}`)}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{created.ID, "resp-bg"} {
+		routes := []struct{ method, path, body string }{
+			{http.MethodGet, "/v1/responses/" + id, ""},
+			{http.MethodGet, "/v1/responses/" + id + "/input_items", ""},
+			{http.MethodPost, "/v1/responses", `{"model":"echo","input":"y","previous_response_id":"` + id + `"}`},
+		}
+		if id == "resp-bg" {
+			routes = append(routes, struct{ method, path, body string }{http.MethodPost, "/v1/responses/" + id + "/cancel", ""})
+		}
+		routes = append(routes, struct{ method, path, body string }{http.MethodDelete, "/v1/responses/" + id, ""})
+		for _, rt := range routes {
+			for _, key := range []string{"", "k2"} {
+				if code, body := do(rt.method, rt.path, key, rt.body); code != 404 || !strings.Contains(body, "not found") {
+					t.Errorf("%s %s with key %q: %d %s, want 404", rt.method, rt.path, key, code, body)
+				}
+			}
+			if code, body := do(rt.method, rt.path, "k1", rt.body); code != 200 {
+				t.Errorf("%s %s with its key: %d %s", rt.method, rt.path, code, body)
+			}
+		}
+	}
+}

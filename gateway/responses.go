@@ -290,6 +290,7 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	param := headerLastEvent
 	if v := q.Get("starting_after"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 63)
 		if err != nil {
@@ -297,8 +298,9 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 				Msg: "starting_after must be the sequence_number of an event (a whole number), not '" + truncate(v, 64) + "'"}
 		}
 		after = n + 1 // the event with sequence_number n is the log's n+1st
+		param = "starting_after"
 	}
-	return s.followStream(w, r, data.Stream, after)
+	return s.followStream(w, r, data.Stream, after, param)
 }
 
 // queryBool reads a boolean query parameter: "true", "false" or absent.

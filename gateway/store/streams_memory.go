@@ -120,13 +120,19 @@ func (s *memStreams) ReadStream(ctx context.Context, sid string, after uint64, m
 			return Read{}, ErrNotFound
 		}
 		var r Read
-		if len(st.events) > 0 && after+1 < st.events[0].ID {
+		if len(st.events) > 0 && after < st.events[0].ID-1 { // not after+1: it may overflow
 			s.mu.Unlock()
 			return Read{}, ErrTrimmed
 		}
 		for _, e := range st.events {
 			if e.ID > after && (max <= 0 || len(r.Events) < max) {
 				r.Events = append(r.Events, e)
+			}
+		}
+		if len(r.Events) == 0 && len(st.events) > 0 {
+			if err := pastEnd(st.events[len(st.events)-1], after); err != nil {
+				s.mu.Unlock()
+				return Read{}, err
 			}
 		}
 		r.Live = len(r.Events) > 0 || now.Before(st.lease) || ended(st.events)

@@ -124,7 +124,26 @@ func (s *redisStreams) ReadStream(ctx context.Context, sid string, after uint64,
 	// The lease is gone: what the producer wrote before it went is all
 	// there will be.
 	events, err = s.read(ctx, sid, after, count, -1)
+	if err == nil && len(events) == 0 {
+		err = s.pastEnd(ctx, sid, after)
+	}
 	return Read{Events: events, Live: ended(events)}, err
+}
+
+// pastEnd is ErrPastEnd when sid's log, which has nothing after id
+// after, has ended (pastEnd).
+func (s *redisStreams) pastEnd(ctx context.Context, sid string, after uint64) error {
+	msgs, err := s.c.XRevRangeN(ctx, streamKey(sid, "log"), "+", "-", 1).Result()
+	if err != nil || len(msgs) == 0 {
+		return unavailable(err)
+	}
+	id, _, _ := strings.Cut(msgs[0].ID, "-")
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return errors.New("store: bad event id " + msgs[0].ID)
+	}
+	end, _ := msgs[0].Values["e"].(string)
+	return pastEnd(Event{ID: n, End: end}, after)
 }
 
 func (s *redisStreams) read(ctx context.Context, sid string, after uint64, count int, block time.Duration) ([]Event, error) {

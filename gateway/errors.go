@@ -116,12 +116,13 @@ func classify(err error) *httpError {
 		be  *bodyError
 		ue  *textmodel.UnsupportedError
 	)
+	if errors.As(err, &he) { // an answer already made
+		return he
+	}
 	if e := classifyResume(err); e != nil {
 		return e
 	}
 	switch {
-	case errors.As(err, &he):
-		return he
 	case errors.As(err, &oe):
 		return &httpError{Status: http.StatusBadRequest, Code: oe.Code, Msg: oe.Message, Param: oe.Param}
 	case errors.As(err, &se):

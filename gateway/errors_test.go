@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/upstream"
 	"google.golang.org/grpc/codes"
 )
@@ -54,6 +55,16 @@ func TestClassifyIdleTimeout(t *testing.T) {
 	if e.Status != http.StatusGatewayTimeout || e.Code != "upstream_timeout" || e.RetryAfter ||
 		e.Msg != "upstream timeout: the target sent nothing for 1m0s" {
 		t.Errorf("idle timeout: %+v", e)
+	}
+}
+
+// An answer already made (an *httpError) is kept as it is, even when it
+// wraps a store error classifyResume knows: a key lookup with the store
+// down says so, not that the stream store is down.
+func TestClassifyKeepsHTTPError(t *testing.T) {
+	want := errStore(fmt.Errorf("%w: i/o timeout", store.ErrUnavailable))
+	if e := classify(fmt.Errorf("keys: %w", want)); e != want {
+		t.Errorf("classify(errStore) = %+v, want %+v", e, want)
 	}
 }
 

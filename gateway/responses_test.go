@@ -64,3 +64,57 @@ func TestStoredResponseOwner(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1/responses/{id}/input_items pages as asked (order, after,
+// limit), and a bad value of any of them is a 400 that names it, never
+// ignored.
+func TestResponseInputItemsPages(t *testing.T) {
+	srv := fakeServer()
+	h := srv.Handler()
+	get := func(query string) (int, string) {
+		req := httptest.NewRequest(http.MethodGet, "/v1/responses/resp-x/input_items"+query, nil)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	obj := openai.NewResponse("resp-x", 1, &openai.ResponsesRequest{Model: "echo", Store: true})
+	obj.Status = openai.StatusCompleted
+	data := `{"input":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`
+	if err := srv.opts.Store.PutResponse(t.Context(), "resp-x", store.StoredResponse{Object: obj.JSON(), Data: []byte(data)}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(body string) string {
+		var l struct {
+			Data    []struct{ ID string }
+			HasMore bool `json:"has_more"`
+		}
+		if err := json.Unmarshal([]byte(body), &l); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		var out []string
+		for _, d := range l.Data {
+			out = append(out, strings.TrimPrefix(d.ID, "msg-x-"))
+		}
+		return strings.Join(out, ",") + map[bool]string{true: " more"}[l.HasMore]
+	}
+	for query, want := range map[string]string{
+		"":                                  "0,1,2",
+		"?order=asc":                        "0,1,2",
+		"?order=desc":                       "2,1,0",
+		"?limit=2":                          "0,1 more",
+		"?limit=2&after=msg-x-1":            "2",
+		"?order=desc&limit=1&after=msg-x-2": "1 more",
+	} {
+		if code, body := get(query); code != 200 || ids(body) != want {
+			t.Errorf("%q: %d %s, want %s", query, code, body, want)
+		}
+	}
+	for query, param := range map[string]string{
+		"?limit=0": "limit", "?limit=101": "limit", "?limit=-1": "limit", "?limit=abc": "limit",
+		"?order=sideways": "order", "?after=nope": "after",
+	} {
+		if code, body := get(query); code != 400 || !strings.Contains(body, `"param":"`+param+`"`) {
+			t.Errorf("%q: %d %s, want 400 naming %s", query, code, body, param)
+		}
+	}
+}

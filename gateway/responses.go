@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -139,7 +140,9 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 }
 
 // history is the conversation a request continues: that of its
-// previous_response_id, if any.
+// previous_response_id, if any. The conversation with the request's
+// input must fit in Options.MaxBodyBytes, as a request that sent it all
+// would: a chain of responses cannot grow without bound.
 func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
 	if rr.PreviousResponseID == "" {
 		return nil, nil
@@ -148,7 +151,17 @@ func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]op
 	if err != nil {
 		return nil, err
 	}
-	return data.conversation(prev.OutputText()), nil
+	conv := data.conversation(prev.OutputText())
+	size := int64(0)
+	for _, m := range slices.Concat(conv, rr.Input) {
+		size += int64(len(m.Content))
+	}
+	if size > s.opts.MaxBodyBytes {
+		return nil, &httpError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
+			Msg: fmt.Sprintf("The conversation of previous_response_id '%s' with this input holds %d bytes of text, more than the %d bytes a request may send (--max-body): start a new conversation.",
+				truncate(rr.PreviousResponseID, 64), size, s.opts.MaxBodyBytes)}
+	}
+	return conv, nil
 }
 
 // createResponse serves POST /v1/responses.

@@ -118,3 +118,25 @@ func TestResponseInputItemsPages(t *testing.T) {
 		}
 	}
 }
+
+// A chain of responses cannot grow without bound: a previous_response_id
+// whose conversation, with the new input, holds more text than a request
+// body may is a 400 naming previous_response_id, not a conversation
+// that doubles at each turn of a model that repeats it.
+func TestResponseChainBounded(t *testing.T) {
+	srv := newServer(fakeStart, fakeUpstream{}, &Options{MaxBodyBytes: 4096, Store: store.NewMemory()})
+	h := srv.Handler()
+	obj := openai.NewResponse("resp-big", 1, &openai.ResponsesRequest{Model: "echo", Store: true})
+	obj.Status = openai.StatusCompleted
+	data, _ := json.Marshal(responseData{Input: []openai.ChatMessage{{Role: "user", Content: strings.Repeat("a", 4000)}},
+		History: []openai.ChatMessage{{Role: "user", Content: strings.Repeat("b", 1000)}}})
+	if err := srv.opts.Store.PutResponse(t.Context(), "resp-big", store.StoredResponse{Object: obj.JSON(), Data: data}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(`{"model":"echo","input":"more text","previous_response_id":"resp-big"}`))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), `"param":"previous_response_id"`) || !strings.Contains(rec.Body.String(), `"code":"context_length_exceeded"`) {
+		t.Errorf("continuing a conversation beyond the body limit: %d %s", rec.Code, rec.Body.String())
+	}
+}

@@ -212,8 +212,11 @@ func testResumableStreamResumes(t *testing.T, st store.Store) {
 	if len(all) != 6 || all[5] != wantEvent(6, 5) {
 		t.Fatalf("whole stream: %q", all)
 	}
-	if got := rig.do("GET", "/v1/streams/"+sid, "k1", map[string]string{headerLastEvent: "6"}, ""); got.StatusCode != 204 {
-		t.Errorf("GET after the end: %d", got.StatusCode)
+	// After the last event, at the end event (7) or past it: 204, at once.
+	for _, after := range []string{"6", "7", "100"} {
+		if got := rig.do("GET", "/v1/streams/"+sid, "k1", map[string]string{headerLastEvent: after}, ""); got.StatusCode != 204 {
+			t.Errorf("GET after %s, after the end: %d", after, got.StatusCode)
+		}
 	}
 	if got := rig.do("GET", "/v1/streams/"+sid, "k1", map[string]string{headerLastEvent: "x"}, ""); got.StatusCode != 400 {
 		t.Errorf("GET with a bad Last-Event-ID: %d", got.StatusCode)

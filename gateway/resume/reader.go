@@ -83,7 +83,7 @@ func (r *Reader) Next(ctx context.Context, wait time.Duration) ([]store.Event, e
 		return nil, ErrLost
 	}
 	if n := len(rd.Events); n > 0 {
-		r.after = rd.Events[n-1].ID
+		r.after = max(r.after, rd.Events[n-1].ID) // an end read past the end has an id before
 		r.done = rd.Events[n-1].End != ""
 	}
 	return rd.Events, nil

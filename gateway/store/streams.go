@@ -35,7 +35,9 @@ type Streams interface {
 	// there is none yet. Live is false only when there was no event to
 	// return at first and the producer's lease is gone: then Events holds
 	// everything that was written after after, and no more will come
-	// unless it ends with an end event.
+	// unless it ends with an end event. When sid has ended and after is
+	// its end event's id or later (a reader resuming past the end),
+	// Events is the end event alone: the stream ended there.
 	ReadStream(ctx context.Context, sid string, after uint64, max int, wait time.Duration) (Read, error)
 
 	// AttendStream notes that a reader follows sid, for d: the producer

@@ -124,7 +124,37 @@ func (s *redisStreams) ReadStream(ctx context.Context, sid string, after uint64,
 	// The lease is gone: what the producer wrote before it went is all
 	// there will be.
 	events, err = s.read(ctx, sid, after, count, -1)
-	return Read{Events: events, Live: ended(events)}, err
+	if err != nil || len(events) > 0 {
+		return Read{Events: events, Live: ended(events)}, err
+	}
+	// Nothing after after: a stream that has ended ended there.
+	end, err := s.end(ctx, sid)
+	if err != nil || end == nil || end.ID > after {
+		return Read{}, err
+	}
+	return Read{Events: []Event{*end}, Live: true}, nil
+}
+
+// end is sid's end event, nil when its log has none (yet).
+func (s *redisStreams) end(ctx context.Context, sid string) (*Event, error) {
+	msgs, err := s.c.XRevRangeN(ctx, streamKey(sid, "log"), "+", "-", 1).Result()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	e, _ := msgs[0].Values["e"].(string)
+	if e == "" {
+		return nil, nil
+	}
+	id, _, _ := strings.Cut(msgs[0].ID, "-")
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return nil, errors.New("store: bad event id " + msgs[0].ID)
+	}
+	d, _ := msgs[0].Values["d"].(string)
+	return &Event{ID: n, Data: []byte(d), End: e}, nil
 }
 
 func (s *redisStreams) read(ctx context.Context, sid string, after uint64, count int, block time.Duration) ([]Event, error) {

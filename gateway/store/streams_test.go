@@ -75,8 +75,11 @@ func TestStreamLog(t *testing.T) {
 		if got := ids(r.Events); got != "4:[DONE] 5:final " || !r.Live {
 			t.Fatalf("read the end: %q live %v", got, r.Live)
 		}
-		if r := readAll(t, s, "s1", 5); len(r.Events) != 0 {
-			t.Fatalf("read after the end: %q", ids(r.Events))
+		// At or past the end: the end alone, where the stream ended.
+		for _, after := range []uint64{5, 9} {
+			if r := readAll(t, s, "s1", after); ids(r.Events) != "5:final " || !r.Live {
+				t.Fatalf("read after %d, past the end: %q live %v", after, ids(r.Events), r.Live)
+			}
 		}
 	})
 }

@@ -57,16 +57,11 @@ func responseNotFound(id, param string) *httpError {
 	return e
 }
 
-// responseStoreError is err, a failure of the Store's Responses, as the
-// client is told (503 when the store is down), counted and logged.
+// responseStoreError is err, a failure of the Store's Responses, counted
+// and logged; classify answers it (503 when the store is down).
 func (s *Server) responseStoreError(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	s.storeError(ctx, "responses", err)
-	if errors.Is(err, store.ErrUnavailable) {
-		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: true,
-			Msg: "the response store is unavailable", Err: err}
+	if err != nil {
+		s.storeError(ctx, "responses", err)
 	}
 	return err
 }

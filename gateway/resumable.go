@@ -57,11 +57,11 @@ func formatErrors(format string) errorFormat {
 var (
 	errStreamNotFound = &httpError{Status: http.StatusNotFound, Code: "stream_not_found", Msg: "no such stream: it never existed, has expired, or belongs to another API key"}
 	errStreamLost     = &httpError{Status: http.StatusBadGateway, Code: "stream_lost", Msg: "the stream was lost: the replica producing it is gone, and the events above are all that were stored"}
-	errStoreDown      = &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "the stream store is unavailable", RetryAfter: true}
 	errStreamTrimmed  = &httpError{Status: http.StatusGone, Code: "stream_truncated", Msg: "the events asked for are no longer stored"}
 )
 
-// classifyResume maps the errors of resumable streams (classify calls it).
+// classifyResume maps the errors of resumable streams, and the shared
+// store's unavailability whatever found it (classify calls it).
 func classifyResume(err error) *httpError {
 	switch {
 	case errors.Is(err, resume.ErrNotFound):
@@ -71,9 +71,7 @@ func classifyResume(err error) *httpError {
 	case errors.Is(err, store.ErrTrimmed):
 		return errStreamTrimmed
 	case errors.Is(err, store.ErrUnavailable):
-		e := *errStoreDown
-		e.Err = err
-		return &e
+		return errStore(err)
 	}
 	return nil
 }

@@ -144,17 +144,11 @@ func (s *redisStreams) end(ctx context.Context, sid string) (*Event, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	e, _ := msgs[0].Values["e"].(string)
-	if e == "" {
-		return nil, nil
+	e, err := logEvent(msgs[0])
+	if err != nil || e.End == "" {
+		return nil, err
 	}
-	id, _, _ := strings.Cut(msgs[0].ID, "-")
-	n, err := strconv.ParseUint(id, 10, 64)
-	if err != nil {
-		return nil, errors.New("store: bad event id " + msgs[0].ID)
-	}
-	d, _ := msgs[0].Values["d"].(string)
-	return &Event{ID: n, Data: []byte(d), End: e}, nil
+	return &e, nil
 }
 
 func (s *redisStreams) read(ctx context.Context, sid string, after uint64, count int, block time.Duration) ([]Event, error) {
@@ -171,20 +165,29 @@ func (s *redisStreams) read(ctx context.Context, sid string, after uint64, count
 	var events []Event
 	for _, st := range res {
 		for _, m := range st.Messages {
-			id, _, _ := strings.Cut(m.ID, "-")
-			n, err := strconv.ParseUint(id, 10, 64)
+			e, err := logEvent(m)
 			if err != nil {
-				return nil, errors.New("store: bad event id " + m.ID)
+				return nil, err
 			}
-			if len(events) == 0 && n > after+1 {
+			if len(events) == 0 && e.ID > after+1 {
 				return nil, ErrTrimmed
 			}
-			d, _ := m.Values["d"].(string)
-			e, _ := m.Values["e"].(string)
-			events = append(events, Event{ID: n, Data: []byte(d), End: e})
+			events = append(events, e)
 		}
 	}
 	return events, nil
+}
+
+// logEvent is the event of log entry m.
+func logEvent(m redis.XMessage) (Event, error) {
+	id, _, _ := strings.Cut(m.ID, "-")
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return Event{}, errors.New("store: bad event id " + m.ID)
+	}
+	d, _ := m.Values["d"].(string)
+	e, _ := m.Values["e"].(string)
+	return Event{ID: n, Data: []byte(d), End: e}, nil
 }
 
 func (s *redisStreams) AttendStream(ctx context.Context, sid string, d time.Duration) error {

@@ -65,7 +65,9 @@ var (
 		Msg: "The API key has expired"}
 )
 
-// errStore answers a request the store could not serve.
+// errStore answers a request the shared store could not serve: the one
+// answer for the store down, whatever found it (classify gives it to
+// every store.ErrUnavailable).
 func errStore(err error) *httpError {
 	return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable",
 		Msg: "the gateway's shared store is unavailable; try again shortly", RetryAfter: true, Err: err}

@@ -95,3 +95,25 @@ func TestClassifyClientFaults(t *testing.T) {
 		}
 	}
 }
+
+// The shared store unreachable is one answer, whichever feature found it
+// (keys and limits, resumable streams, stored responses): 503 with
+// Retry-After, code unavailable, one message that names no one feature.
+func TestClassifyStoreUnavailable(t *testing.T) {
+	s := newServer(nil, nil, nil)
+	down := fmt.Errorf("%w: dial tcp: connection refused", store.ErrUnavailable)
+	want := classify(down)
+	if want.Status != http.StatusServiceUnavailable || want.Code != "unavailable" || !want.RetryAfter || !errors.Is(want.Err, store.ErrUnavailable) ||
+		want.Msg != "the gateway's shared store is unavailable; try again shortly" {
+		t.Fatalf("classify: %+v", want)
+	}
+	for name, err := range map[string]error{
+		"keys":      errStore(down),
+		"responses": s.responseStoreError(t.Context(), down),
+		"resume":    fmt.Errorf("open stream: %w", down),
+	} {
+		if e := classify(err); e.Status != want.Status || e.Code != want.Code || e.Msg != want.Msg || e.RetryAfter != want.RetryAfter {
+			t.Errorf("%s: %+v, want %+v", name, e, want)
+		}
+	}
+}

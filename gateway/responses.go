@@ -60,16 +60,11 @@ func responseNotFound(id, param string) *httpError {
 	return e
 }
 
-// responseStoreError is err, a failure of the Store's Responses, as the
-// client is told (503 when the store is down), counted and logged.
+// responseStoreError is err, a failure of the Store's Responses, counted
+// and logged; classify answers it (503 when the store is down).
 func (s *Server) responseStoreError(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	s.storeError(ctx, "responses", err)
-	if errors.Is(err, store.ErrUnavailable) {
-		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: true,
-			Msg: "the response store is unavailable", Err: err}
+	if err != nil {
+		s.storeError(ctx, "responses", err)
 	}
 	return err
 }
@@ -305,7 +300,6 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	param := headerLastEvent
 	if v := q.Get("starting_after"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 63)
 		if err != nil {
@@ -313,9 +307,8 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 				Msg: "starting_after must be the sequence_number of an event (a whole number), not '" + truncate(v, 64) + "'"}
 		}
 		after = n + 1 // the event with sequence_number n is the log's n+1st
-		param = "starting_after"
 	}
-	return s.followStream(w, r, data.Stream, after, param)
+	return s.followStream(w, r, data.Stream, after)
 }
 
 // queryBool reads a boolean query parameter: "true", "false" or absent.

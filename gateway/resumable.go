@@ -57,12 +57,11 @@ func formatErrors(format string) errorFormat {
 var (
 	errStreamNotFound = &httpError{Status: http.StatusNotFound, Code: "stream_not_found", Msg: "no such stream: it never existed, has expired, or belongs to another API key"}
 	errStreamLost     = &httpError{Status: http.StatusBadGateway, Code: "stream_lost", Msg: "the stream was lost: the replica producing it is gone, and the events above are all that were stored"}
-	errStoreDown      = &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "the stream store is unavailable", RetryAfter: true}
-	errPastEnd        = &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Msg: "the stream ended before the event id asked for: it never sent that event"}
 	errStreamTrimmed  = &httpError{Status: http.StatusGone, Code: "stream_truncated", Msg: "the events asked for are no longer stored"}
 )
 
-// classifyResume maps the errors of resumable streams (classify calls it).
+// classifyResume maps the errors of resumable streams, and the shared
+// store's unavailability whatever found it (classify calls it).
 func classifyResume(err error) *httpError {
 	switch {
 	case errors.Is(err, resume.ErrNotFound):
@@ -71,12 +70,8 @@ func classifyResume(err error) *httpError {
 		return errStreamLost
 	case errors.Is(err, store.ErrTrimmed):
 		return errStreamTrimmed
-	case errors.Is(err, store.ErrPastEnd):
-		return errPastEnd
 	case errors.Is(err, store.ErrUnavailable):
-		e := *errStoreDown
-		e.Err = err
-		return &e
+		return errStore(err)
 	}
 	return nil
 }
@@ -301,19 +296,14 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	param := headerLastEvent
-	if r.Header.Get(headerLastEvent) == "" {
-		param = "last_event_id"
-	}
-	return s.followStream(w, r, urlParam(r, "sid"), after, param)
+	return s.followStream(w, r, urlParam(r, "sid"), after)
 }
 
 // followStream answers r with the events of stream sid after id after,
 // then the live ones until its end, as an event stream in the stream's
 // format (GET /v1/streams/{sid}, and GET /v1/responses/{id}?stream=true
-// for a background response's stream). param names the request's
-// cursor (after), for the error of one beyond the stream's end.
-func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string, after uint64, param string) error {
+// for a background response's stream).
+func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string, after uint64) error {
 	if s.draining.Load() {
 		return errDraining
 	}
@@ -324,11 +314,6 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string
 		return err
 	}
 	events, err := rd.Next(ctx, 0)
-	if errors.Is(err, store.ErrPastEnd) {
-		e := *errPastEnd
-		e.Param = param
-		return &e
-	}
 	if err != nil && !errors.Is(err, resume.ErrLost) {
 		return err
 	}

@@ -34,8 +34,10 @@ type Producer struct {
 
 // Start begins a resumable stream described by meta and returns its
 // producer, whose log is being written from now on. cancel is called
-// (from another goroutine, at most once per cause, possibly after the
-// stream ended) when the stream must stop: ErrCancelled or ErrAbandoned.
+// (from another goroutine, possibly after the stream ended, and again on
+// each later renewal or tick while the cause holds: it must be
+// idempotent, as a context.CancelCauseFunc is) when the stream must
+// stop: ErrCancelled or ErrAbandoned.
 func (m *Manager) Start(meta store.StreamMeta, cancel func(cause error)) *Producer {
 	p := &Producer{
 		m: m, sid: newID(), meta: meta, cancel: cancel, next: 1,

@@ -49,7 +49,6 @@ func (r *Reader) After() uint64 { return r.after }
 // Next returns io.EOF-like nil events forever. ErrLost: the producer is
 // gone without an end, and every stored event has been returned.
 // store.ErrTrimmed: the events after Open's id are no longer stored.
-// store.ErrPastEnd: the stream ended before Open's id.
 // store.ErrUnavailable: the store cannot be reached.
 func (r *Reader) Next(ctx context.Context, wait time.Duration) ([]store.Event, error) {
 	if r.done {
@@ -75,7 +74,7 @@ func (r *Reader) Next(ctx context.Context, wait time.Duration) ([]store.Event, e
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if !errors.Is(err, store.ErrTrimmed) && !errors.Is(err, store.ErrPastEnd) {
+		if !errors.Is(err, store.ErrTrimmed) {
 			r.m.failed("read", r.sid, err)
 		}
 		return nil, err
@@ -84,7 +83,7 @@ func (r *Reader) Next(ctx context.Context, wait time.Duration) ([]store.Event, e
 		return nil, ErrLost
 	}
 	if n := len(rd.Events); n > 0 {
-		r.after = rd.Events[n-1].ID
+		r.after = max(r.after, rd.Events[n-1].ID) // an end read past the end has an id before
 		r.done = rd.Events[n-1].End != ""
 	}
 	return rd.Events, nil

@@ -143,3 +143,28 @@ func TestGrace(t *testing.T) {
 		p.Close(resume.EndCancelled, nil)
 	})
 }
+
+// A reader that resumes after the last event of a stream that has ended
+// (a Last-Event-ID past the end) gets the end at once: it neither waits
+// for events that will never come nor hears that the stream was lost.
+func TestOpenPastTheEnd(t *testing.T) {
+	twoReplicas(t, nil, func(t *testing.T, a, b *resume.Manager) {
+		p := a.Start(store.StreamMeta{Owner: "k1"}, causes(make(chan error, 1)).cancel)
+		p.Append([]byte("a"))
+		p.Close(resume.EndFinal, nil) // the end is event 2
+		for _, after := range []uint64{2, 3, 100} {
+			r, err := b.Open(t.Context(), p.ID(), "k1", after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Not "no events yet": the stream has ended.
+			events, err := r.Next(t.Context(), 10*time.Millisecond)
+			if err != nil || len(events) != 1 || events[0].End != resume.EndFinal {
+				t.Fatalf("after %d: %+v, %v", after, events, err)
+			}
+			if events, err := r.Next(t.Context(), 0); err != nil || events != nil {
+				t.Fatalf("after %d, after the end: %+v, %v", after, events, err)
+			}
+		}
+	})
+}

@@ -100,8 +100,9 @@ func (s *redisResponses) DeleteResponse(ctx context.Context, id string) error {
 }
 
 type memResponses struct {
-	mu sync.Mutex
-	m  map[string]memResponse
+	mu    sync.Mutex
+	m     map[string]memResponse
+	swept time.Time // the last sweep of expired records
 }
 
 type memResponse struct {
@@ -131,9 +132,12 @@ func (s *memResponses) UpdateResponse(_ context.Context, id string, r StoredResp
 // put writes a record; s.mu is held.
 func (s *memResponses) put(id string, r StoredResponse, ttl time.Duration) {
 	now := time.Now()
-	for k, v := range s.m { // expired records go as new ones come
-		if !now.Before(v.expires) {
-			delete(s.m, k)
+	if now.Sub(s.swept) >= time.Second { // expired records go as new ones come, a sweep a second at most
+		s.swept = now
+		for k, v := range s.m {
+			if !now.Before(v.expires) {
+				delete(s.m, k)
+			}
 		}
 	}
 	r.Object = append(json.RawMessage(nil), r.Object...)

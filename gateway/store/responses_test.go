@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -55,4 +56,24 @@ func TestResponses(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	})
+}
+
+// BenchmarkMemoryPutResponse is one stored response written while 100,000
+// others are kept (a day's worth on a busy single replica): expired
+// records are swept at most once a second, not on every write.
+func BenchmarkMemoryPutResponse(b *testing.B) {
+	s := store.NewMemory()
+	ctx := b.Context()
+	r := store.StoredResponse{Owner: "k1", Object: []byte(`{"status":"completed"}`)}
+	for i := range 100_000 {
+		if err := s.PutResponse(ctx, "old-"+strconv.Itoa(i), r, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if err := s.PutResponse(ctx, "new-"+strconv.Itoa(i), r, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -43,7 +43,8 @@ var ErrUnavailable = errors.New("store unavailable")
 // max_retries, pool_size, ...). Unless the URL sets them, timeouts
 // and retries are short (1s to dial, read or write; one retry of a
 // command, one dial per attempt) so that a Redis that is down fails
-// requests at once instead of holding them.
+// requests at once instead of holding them, and a command also ends
+// with its context's deadline.
 func Open(url string) (Store, error) {
 	if url == "" {
 		return NewMemory(), nil
@@ -75,26 +76,28 @@ func newClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries)
+		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
 		return redis.NewFailoverClient(o), nil
 	case q.Has("addr"):
 		o, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
 			return nil, err
 		}
-		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries)
+		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
 		return redis.NewClusterClient(o), nil
 	}
 	o, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries)
+	defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
 	return redis.NewClient(o), nil
 }
 
-// defaults sets the client options the URL's query q does not.
-func defaults(q url.Values, dial, read, write *time.Duration, retries, dialRetries *int) {
+// defaults sets the client options the URL's query q does not. Context
+// deadlines always bound commands (go-redis ignores them by default):
+// the store's callers bound each operation with one.
+func defaults(q url.Values, dial, read, write *time.Duration, retries, dialRetries *int, ctxTimeouts *bool) {
 	for _, d := range []struct {
 		name string
 		p    *time.Duration
@@ -109,6 +112,9 @@ func defaults(q url.Values, dial, read, write *time.Duration, retries, dialRetri
 	}
 	if !q.Has("dialer_retries") {
 		*dialRetries = dialerRetries
+	}
+	if !q.Has("context_timeout_enabled") {
+		*ctxTimeouts = true
 	}
 }
 

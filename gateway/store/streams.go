@@ -35,9 +35,9 @@ type Streams interface {
 	// there is none yet. Live is false only when there was no event to
 	// return at first and the producer's lease is gone: then Events holds
 	// everything that was written after after, and no more will come
-	// unless it ends with an end event. On a stream that has ended, after
-	// at or beyond its end event is ErrPastEnd: no such event was ever
-	// written.
+	// unless it ends with an end event. When sid has ended and after is
+	// its end event's id or later (a reader resuming past the end),
+	// Events is the end event alone: the stream ended there.
 	ReadStream(ctx context.Context, sid string, after uint64, max int, wait time.Duration) (Read, error)
 
 	// AttendStream notes that a reader follows sid, for d: the producer
@@ -120,18 +120,6 @@ type Read struct {
 
 // ErrTrimmed: the events asked for are no longer in the log.
 var ErrTrimmed = errors.New("stream events trimmed from the log")
-
-// ErrPastEnd: the stream has ended before the event id asked for.
-var ErrPastEnd = errors.New("stream ended before that event id")
-
-// pastEnd is ErrPastEnd when last, the last entry of a log with no
-// event after id after, is an end event (whose id is no event's).
-func pastEnd(last Event, after uint64) error {
-	if last.End != "" && last.ID <= after {
-		return ErrPastEnd
-	}
-	return nil
-}
 
 // ended reports whether events end with an end event.
 func ended(events []Event) bool {

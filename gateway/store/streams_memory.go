@@ -129,13 +129,10 @@ func (s *memStreams) ReadStream(ctx context.Context, sid string, after uint64, m
 				r.Events = append(r.Events, e)
 			}
 		}
-		if len(r.Events) == 0 && len(st.events) > 0 {
-			if err := pastEnd(st.events[len(st.events)-1], after); err != nil {
-				s.mu.Unlock()
-				return Read{}, err
-			}
+		if len(r.Events) == 0 && ended(st.events) { // after is at or past the end
+			r.Events = append(r.Events, st.events[len(st.events)-1])
 		}
-		r.Live = len(r.Events) > 0 || now.Before(st.lease) || ended(st.events)
+		r.Live = len(r.Events) > 0 || now.Before(st.lease)
 		changed := st.changed
 		s.mu.Unlock()
 		if len(r.Events) > 0 || !r.Live || timer == nil {

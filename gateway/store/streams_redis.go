@@ -124,26 +124,31 @@ func (s *redisStreams) ReadStream(ctx context.Context, sid string, after uint64,
 	// The lease is gone: what the producer wrote before it went is all
 	// there will be.
 	events, err = s.read(ctx, sid, after, count, -1)
-	if err == nil && len(events) == 0 {
-		err = s.pastEnd(ctx, sid, after)
+	if err != nil || len(events) > 0 {
+		return Read{Events: events, Live: ended(events)}, err
 	}
-	return Read{Events: events, Live: ended(events)}, err
+	// Nothing after after: a stream that has ended ended there.
+	end, err := s.end(ctx, sid)
+	if err != nil || end == nil || end.ID > after {
+		return Read{}, err
+	}
+	return Read{Events: []Event{*end}, Live: true}, nil
 }
 
-// pastEnd is ErrPastEnd when sid's log, which has nothing after id
-// after, has ended (pastEnd).
-func (s *redisStreams) pastEnd(ctx context.Context, sid string, after uint64) error {
+// end is sid's end event, nil when its log has none (yet).
+func (s *redisStreams) end(ctx context.Context, sid string) (*Event, error) {
 	msgs, err := s.c.XRevRangeN(ctx, streamKey(sid, "log"), "+", "-", 1).Result()
-	if err != nil || len(msgs) == 0 {
-		return unavailable(err)
-	}
-	id, _, _ := strings.Cut(msgs[0].ID, "-")
-	n, err := strconv.ParseUint(id, 10, 64)
 	if err != nil {
-		return errors.New("store: bad event id " + msgs[0].ID)
+		return nil, unavailable(err)
 	}
-	end, _ := msgs[0].Values["e"].(string)
-	return pastEnd(Event{ID: n, End: end}, after)
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	e, err := logEvent(msgs[0])
+	if err != nil || e.End == "" {
+		return nil, err
+	}
+	return &e, nil
 }
 
 func (s *redisStreams) read(ctx context.Context, sid string, after uint64, count int, block time.Duration) ([]Event, error) {
@@ -160,20 +165,29 @@ func (s *redisStreams) read(ctx context.Context, sid string, after uint64, count
 	var events []Event
 	for _, st := range res {
 		for _, m := range st.Messages {
-			id, _, _ := strings.Cut(m.ID, "-")
-			n, err := strconv.ParseUint(id, 10, 64)
+			e, err := logEvent(m)
 			if err != nil {
-				return nil, errors.New("store: bad event id " + m.ID)
+				return nil, err
 			}
-			if len(events) == 0 && n > after+1 {
+			if len(events) == 0 && e.ID-1 > after { // not after+1: it may overflow
 				return nil, ErrTrimmed
 			}
-			d, _ := m.Values["d"].(string)
-			e, _ := m.Values["e"].(string)
-			events = append(events, Event{ID: n, Data: []byte(d), End: e})
+			events = append(events, e)
 		}
 	}
 	return events, nil
+}
+
+// logEvent is the event of log entry m.
+func logEvent(m redis.XMessage) (Event, error) {
+	id, _, _ := strings.Cut(m.ID, "-")
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return Event{}, errors.New("store: bad event id " + m.ID)
+	}
+	d, _ := m.Values["d"].(string)
+	e, _ := m.Values["e"].(string)
+	return Event{ID: n, Data: []byte(d), End: e}, nil
 }
 
 func (s *redisStreams) AttendStream(ctx context.Context, sid string, d time.Duration) error {

@@ -57,11 +57,6 @@ var (
 // write it).
 func (l servingLine) find(line string) (string, bool) {
 	attrs := map[string]string{}
-	// The runtime's GC trace (GODEBUG=gctrace=1) writes a line in pieces,
-	// on the same stderr: a JSON record may follow its first piece, "gc ".
-	if i := strings.Index(line, `{"time":`); i > 0 {
-		line = line[i:]
-	}
 	if strings.HasPrefix(line, "{") {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != l.msg {
@@ -169,8 +164,11 @@ func (p *serverProc) read(r io.Reader, lines []servingLine) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	found := make([]bool, len(lines))
 	for sc.Scan() {
-		line := sc.Text()
-		if p.gc.add(line, time.Now()) {
+		trace, line := splitRecord(sc.Text())
+		if trace != "" {
+			p.gc.add(trace, time.Now())
+		}
+		if line == "" {
 			continue
 		}
 		p.tail.add(line)
@@ -181,6 +179,29 @@ func (p *serverProc) read(r io.Reader, lines []servingLine) {
 			}
 		}
 	}
+}
+
+// splitRecord splits a line of a spawned server's stderr into the GC
+// trace's part and the log record's. The runtime writes a gctrace line
+// in pieces (GODEBUG=gctrace=1), on the stderr a log record is written to
+// in one piece, so a record may land inside a trace line: "gc 3 @0.02s
+// 1%: ... ms cpu, " then the record, and the trace line's rest ("4->4->2
+// MB, ..., 2 P") on a line of its own. A line that is all trace has no
+// record; one that is all record has no trace.
+func splitRecord(line string) (trace, record string) {
+	i := strings.Index(line, `{"time":`)
+	if i < 0 {
+		i = strings.Index(line, "time=")
+	}
+	switch {
+	case i == 0:
+		return "", line
+	case i > 0:
+		return line[:i], line[i:]
+	case gcLineRE.MatchString(line):
+		return line, ""
+	}
+	return "", line
 }
 
 type indexedAddr struct {

@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -56,20 +53,9 @@ func TestDeployFilesShareRedis(t *testing.T) {
 		}
 	})
 	t.Run("kubernetes", func(t *testing.T) {
-		data, err := os.ReadFile(filepath.Join(root, "deploy", "k8s", "streamgate.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
 		kinds := map[string]string{} // name -> kind
 		var gatewayArgs []string
-		for {
-			var o k8sObject
-			if err := dec.Decode(&o); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
+		for _, o := range k8sObjects(t) {
 			kinds[o.Metadata.Name+"/"+o.Kind] = o.Kind
 			for _, c := range o.Spec.Template.Spec.Containers {
 				if len(c.Args) > 0 && c.Args[0] == "gateway" {

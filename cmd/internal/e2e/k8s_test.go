@@ -53,11 +53,9 @@ type k8sObject struct {
 	} `yaml:"spec"`
 }
 
-// The Kubernetes manifests run valid commands: every container's args
-// parse as streamgate's flags; the gateways serve TLS from a mounted
-// secret (mounted whole, so renewals reach the files), probed over HTTPS;
-// every file a TLS flag names lies in a mounted secret.
-func TestKubernetesManifestTLS(t *testing.T) {
+// k8sObjects reads the objects of deploy/k8s/streamgate.yaml.
+func k8sObjects(t *testing.T) []k8sObject {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "deploy", "k8s", "streamgate.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,14 +65,21 @@ func TestKubernetesManifestTLS(t *testing.T) {
 	for {
 		var o k8sObject
 		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
-			break
+			return objs
 		} else if err != nil {
 			t.Fatal(err)
 		}
 		objs = append(objs, o)
 	}
+}
+
+// The Kubernetes manifests run valid commands: every container's args
+// parse as streamgate's flags; the gateways serve TLS from a mounted
+// secret (mounted whole, so renewals reach the files), probed over HTTPS;
+// every file a TLS flag names lies in a mounted secret.
+func TestKubernetesManifestTLS(t *testing.T) {
 	gatewayTLS := false
-	for _, o := range objs {
+	for _, o := range k8sObjects(t) {
 		if o.Kind != "Deployment" {
 			continue
 		}

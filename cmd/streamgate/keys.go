@@ -59,7 +59,7 @@ printed once, by create, alone on stdout.`,
 					if err != nil {
 						return err
 					}
-					k.Limit, k.Models = l, store.ParseModels(models)
+					k.Limit, k.Models = l, stack.SplitList(models)
 					if expires != "" {
 						d, err := parseDays(expires)
 						if err != nil || d <= 0 {

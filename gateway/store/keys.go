@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -250,15 +249,4 @@ func (s *memKeys) RevokeKey(_ context.Context, name string) error {
 		}
 	}
 	return fmt.Errorf("key %q: %w", name, ErrNotFound)
-}
-
-// ParseModels splits a comma-separated list of model names.
-func ParseModels(list string) []string {
-	var out []string
-	for _, m := range strings.Split(list, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			out = append(out, m)
-		}
-	}
-	return out
 }

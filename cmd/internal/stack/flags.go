@@ -301,7 +301,7 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Upstream = splitList(g.Upstream)
+	cfg.Upstream = SplitList(g.Upstream)
 	if f.Command == "gateway" && len(cfg.Upstream) == 0 {
 		return cfg, fmt.Errorf("--upstream: no targets")
 	}
@@ -367,9 +367,9 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 			SequenceQueue: g.WSSequenceQueue,
 			SequenceIdle:  g.WSSequenceIdle,
 		},
-		WebSocketOriginPatterns:  splitList(g.WSOrigins),
+		WebSocketOriginPatterns:  SplitList(g.WSOrigins),
 		WebSocketSkipOriginCheck: g.WSSkipOriginCheck,
-		CORSOrigins:              splitList(g.CORSOrigins),
+		CORSOrigins:              SplitList(g.CORSOrigins),
 		ChatTemplates:            ChatTemplates(),
 		UnloadedModels:           UnloadedModels(),
 		ResponseTTL:              g.ResponseTTL,
@@ -431,7 +431,7 @@ func Backends() map[string]backend.Factory {
 // parseDurations reads NAME=DURATION[,NAME=DURATION...].
 func parseDurations(s string) (map[string]time.Duration, error) {
 	var m map[string]time.Duration
-	for _, kv := range splitList(s) {
+	for _, kv := range SplitList(s) {
 		name, v, ok := strings.Cut(kv, "=")
 		name = strings.TrimSpace(name)
 		if !ok || name == "" {
@@ -449,7 +449,8 @@ func parseDurations(s string) (map[string]time.Duration, error) {
 	return m, nil
 }
 
-func splitList(s string) []string {
+// SplitList splits a comma-separated flag value, dropping blanks.
+func SplitList(s string) []string {
 	var out []string
 	for _, v := range strings.Split(s, ",") {
 		if v = strings.TrimSpace(v); v != "" {

@@ -270,3 +270,27 @@ func BenchmarkRequest(b *testing.B) {
 		h.ServeHTTP(w, r)
 	}
 }
+
+// BenchmarkChatRequest is BenchmarkRequest for a streamed chat completion
+// (one op: one request of 100 responses, as the relay preset's chat run
+// sends): the OpenAI body's parsing, the chat template, the text model's
+// request, the chunks and the event stream's headers.
+func BenchmarkChatRequest(b *testing.B) {
+	resp := cannedResponse(tensor.NewString("text_output", " word"))
+	start := func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
+		return &cannedCall{resp: resp, n: 100}, nil
+	}
+	srv := newServer(start, fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	h := srv.Handler()
+	body := `{"max_tokens":100,"messages":[{"content":"` + strings.Repeat("word ", 97) + `word","role":"user"}],"model":"echo","stream":true}`
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+		clear(w.h)
+		h.ServeHTTP(w, r)
+		if w.h.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+			b.Fatalf("not an event stream: %v", w.h)
+		}
+	}
+}

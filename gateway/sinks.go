@@ -32,6 +32,10 @@ type sseSink struct {
 	sw     *sse.Writer
 	errs   errorFormat
 	events *metrics.CounterValue
+	// unflushed is the events appended since they were last counted:
+	// events are counted once per flush, not one by one (the counter's
+	// Add is dearer than the rest of an event's framing).
+	unflushed int64
 
 	// firstErrorAsEvent answers an error that comes first with its status
 	// and a body of one error event (Triton's generate_stream); without it
@@ -109,7 +113,7 @@ func (o *sseSink) send(p []byte) error {
 		}
 	}
 	o.append(p)
-	o.events.Inc()
+	o.unflushed++
 	if o.sw.Buffered() >= maxBatch {
 		return o.flush()
 	}
@@ -127,7 +131,17 @@ func (o *sseSink) start() error {
 	return nil
 }
 
+// countEvents counts the events appended since the last count, as they
+// go to the client.
+func (o *sseSink) countEvents() {
+	if o.unflushed > 0 {
+		o.events.Add(o.unflushed)
+		o.unflushed = 0
+	}
+}
+
 func (o *sseSink) flush() error {
+	o.countEvents()
 	if o.log != nil {
 		defer o.log.Flush() // behind the live client
 	}
@@ -146,6 +160,7 @@ func (o *sseSink) flush() error {
 }
 
 func (o *sseSink) idle() error {
+	o.countEvents()
 	if o.gone {
 		return nil
 	}
@@ -162,6 +177,7 @@ func (o *sseSink) idle() error {
 }
 
 func (o *sseSink) fail(err error) bool {
+	o.countEvents()
 	if o.log != nil {
 		o.failed = classify(err)
 		o.log.Append(o.errs(o.failed))

@@ -80,13 +80,24 @@ func NewWriter(w http.ResponseWriter, opts *Options) *Writer {
 	return &Writer{w: w, rc: http.NewResponseController(w), opts: opts.withDefaults()}
 }
 
+// The SSE response headers' values, shared by every response (net/http
+// only reads them; Header.Add on one of them copies, the slices being
+// full).
+var (
+	contentType = []string{"text/event-stream; charset=utf-8"}
+	noCache     = []string{"no-cache"}
+	noBuffering = []string{"no"}
+)
+
 // SetHeaders sets the SSE response headers on h.
 func SetHeaders(h http.Header) {
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Del("Content-Length")
-	h.Del("Content-Encoding")
+	// The keys are canonical already: no Set (which canonicalizes and
+	// allocates a value slice per header, on every response).
+	h["Content-Type"] = contentType
+	h["Cache-Control"] = noCache
+	h["X-Accel-Buffering"] = noBuffering
+	delete(h, "Content-Length")
+	delete(h, "Content-Encoding")
 }
 
 // KeepAliveInterval is the quiet time after which KeepAlive is due; 0
@@ -95,10 +106,15 @@ func (w *Writer) KeepAliveInterval() time.Duration {
 	return max(w.opts.KeepAlive, 0)
 }
 
-// Start sends the status and SSE headers at once.
+// Start sends the status and SSE headers at once, with the events
+// already appended if there are any (one write: a stream's first batch
+// does not cost a write of its own for the headers).
 func (w *Writer) Start() error {
 	SetHeaders(w.w.Header())
 	w.w.WriteHeader(http.StatusOK)
+	if w.buf != nil {
+		return w.Flush()
+	}
 	if err := w.setDeadline(); err != nil {
 		return err
 	}
@@ -229,6 +245,12 @@ func AppendEvent(dst []byte, id uint64, data []byte) []byte {
 	dst = append(dst, "id: "...)
 	dst = strconv.AppendUint(dst, id, 10)
 	dst = append(dst, '\n')
+	// JSON payloads are one line: two vectorized scans find that, where
+	// IndexAny would look at every byte.
+	if bytes.IndexByte(data, '\n') < 0 && bytes.IndexByte(data, '\r') < 0 {
+		dst = append(append(dst, "data: "...), data...)
+		return append(dst, "\n\n"...)
+	}
 	for {
 		i := bytes.IndexAny(data, "\r\n")
 		if i < 0 {

@@ -29,6 +29,8 @@ var eventCases = []struct {
 	{"crlf", 1, "a\r\nb", "id: 1\ndata: a\ndata: b\n\n"},
 	{"cr", 1, "a\rb\n", "id: 1\ndata: a\ndata: b\ndata: \n\n"},
 	{"colon", 2, ": not a comment", "id: 2\ndata: : not a comment\n\n"},
+	{"lf last", 3, "ab\n", "id: 3\ndata: ab\ndata: \n\n"},
+	{"cr only", 4, "\r", "id: 4\ndata: \ndata: \n\n"},
 }
 
 func TestAppendEvent(t *testing.T) {
@@ -160,6 +162,44 @@ func TestWriterBatchesAppendedEvents(t *testing.T) {
 	want := []string{"", "id: 0\ndata: a\n\nid: 1\ndata: b\n\nid: 2\ndata: c\n\nid: 3\ndata: d\n\nid: 4\ndata: e\n\n"}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("flushes %q, want %q", got, want)
+	}
+}
+
+// Events appended before Start go out with the headers, in one write
+// and one flush.
+func TestWriterStartSendsAppendedEvents(t *testing.T) {
+	rec := newRecorder()
+	w := NewWriter(rec, &Options{KeepAlive: -1})
+	w.Append([]byte("a"))
+	w.Append([]byte("b"))
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.snapshot(); len(got) != 1 || got[0] != "id: 0\ndata: a\n\nid: 1\ndata: b\n\n" || rec.status != http.StatusOK {
+		t.Fatalf("flushes %q status %d, want the two events in one", got, rec.status)
+	}
+	if rec.header.Get("Content-Type") != "text/event-stream; charset=utf-8" || w.Buffered() != 0 {
+		t.Fatalf("headers %v, %d bytes still buffered", rec.header, w.Buffered())
+	}
+	if err := w.Flush(); err != nil || len(rec.snapshot()) != 1 {
+		t.Fatalf("Flush after Start wrote again: %v %q", err, rec.snapshot())
+	}
+}
+
+// The headers' values are shared between responses: adding to one
+// response's does not change another's.
+func TestSetHeadersShared(t *testing.T) {
+	a, b := http.Header{}, http.Header{}
+	SetHeaders(a)
+	SetHeaders(b)
+	a.Add("Cache-Control", "no-store")
+	if got := b.Values("Cache-Control"); len(got) != 1 || got[0] != "no-cache" {
+		t.Fatalf("the other response's Cache-Control: %q", got)
+	}
+	c := http.Header{"Content-Length": {"3"}, "Content-Encoding": {"gzip"}}
+	SetHeaders(c)
+	if c.Get("Content-Length") != "" || c.Get("Content-Encoding") != "" {
+		t.Fatalf("headers %v", c)
 	}
 }
 

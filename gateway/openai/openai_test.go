@@ -158,6 +158,29 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
+// The default and raw templates, rendered without text/template, render
+// what text/template renders.
+func TestTemplateDirectMatchesExecute(t *testing.T) {
+	for _, msgs := range [][]ChatMessage{
+		nil,
+		{{Role: "user", Content: ""}},
+		{{Role: "system", Content: "<b>&\"{{.x}}\"</b>\n", Name: "n"}, {Role: "user", Content: "é \xff"}, {Role: "assistant"}},
+	} {
+		for _, src := range []string{DefaultTemplate, RawTemplate} {
+			direct := MustParseTemplate("t", src)
+			if direct.direct == nil {
+				t.Fatalf("%q is rendered through text/template", src)
+			}
+			slow := &Template{t: direct.t}
+			got, err := direct.Render(msgs)
+			want, werr := slow.Render(msgs)
+			if got != want || err != nil || werr != nil {
+				t.Errorf("%q over %q:\n got %q (%v)\nwant %q (%v)", src, msgs, got, err, want, werr)
+			}
+		}
+	}
+}
+
 func FuzzParseChat(f *testing.F) {
 	for _, tc := range chatErrors {
 		f.Add([]byte(tc.body))
@@ -193,6 +216,36 @@ func checkParsed(t *testing.T, ok bool, err error) {
 	}
 	if !json.Valid(ErrorBody(re.Message, "invalid_request_error", re.Param, re.Code)) {
 		t.Fatal("error body is not JSON")
+	}
+}
+
+// TestChunksMatchMarshal: the hand-written Role and Finish are byte for
+// byte the chunks encoding/json makes.
+func TestChunksMatchMarshal(t *testing.T) {
+	for _, c := range []Chunker{
+		{ID: "chatcmpl-1", Created: 1700000000, Model: "echo", Chat: true},
+		{ID: "chatcmpl-<&>", Created: -5, Model: "m\u2028\"x\"", Chat: true, IncludeUsage: true},
+		{ID: "cmpl-1", Created: 0, Model: "\xff", IncludeUsage: true},
+		{ID: "", Created: 1, Model: ""},
+	} {
+		if c.Chat {
+			empty := ""
+			want := mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{Role: "assistant", Content: &empty}}}))
+			if got := c.Role(); string(got) != string(want) {
+				t.Errorf("Role\n got %s\nwant %s", got, want)
+			}
+		}
+		for _, reason := range []string{"stop", "length", "<\"x\">"} {
+			want := mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{}, FinishReason: &reason}}))
+			if !c.Chat {
+				empty := ""
+				want = mustJSON(c.chunk([]chunkChoice{{Text: &empty, FinishReason: &reason}}))
+			}
+			if got := c.Finish(reason); string(got) != string(want) {
+				t.Errorf("Finish(%q)\n got %s\nwant %s", reason, got, want)
+			}
+			c.Delta("x") // Finish after a delta (the prefixes built in the other order)
+		}
 	}
 }
 

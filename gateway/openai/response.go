@@ -24,6 +24,7 @@ type Chunker struct {
 	Chat         bool
 	IncludeUsage bool
 
+	head        []byte // every chunk's JSON up to its choice's "index":0, built once
 	deltaPrefix []byte // Delta's JSON up to its content, built once
 }
 
@@ -72,8 +73,35 @@ func mustJSON(v any) []byte {
 // Role is the first chunk of a chat stream: the assistant role with empty
 // content. Completions streams have no role chunk.
 func (c *Chunker) Role() []byte {
-	empty := ""
-	return mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{Role: "assistant", Content: &empty}}}))
+	b := append(c.appendHead(make([]byte, 0, 256)), `"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
+	return c.appendEnd(b)
+}
+
+// appendHead appends the JSON every chunk of one choice starts with, up
+// to the choice's index: the bytes encoding/json writes for chunk
+// (TestChunksMatchMarshal).
+func (c *Chunker) appendHead(dst []byte) []byte {
+	if c.head == nil {
+		obj := "text_completion"
+		if c.Chat {
+			obj = "chat.completion.chunk"
+		}
+		p := append([]byte(`{"id":`), jsonstr.Append(nil, c.ID)...)
+		p = append(p, `,"object":"`+obj+`","created":`...)
+		p = strconv.AppendInt(p, c.Created, 10)
+		p = append(p, `,"model":`...)
+		p = jsonstr.Append(p, c.Model)
+		c.head = append(p, `,"choices":[{"index":0,`...)
+	}
+	return append(dst, c.head...)
+}
+
+// appendEnd appends what ends a chunk of one choice after its choices.
+func (c *Chunker) appendEnd(b []byte) []byte {
+	if c.IncludeUsage {
+		b = append(b, `,"usage":null`...)
+	}
+	return append(b, '}')
 }
 
 // Delta is one content chunk. It is the hot path of every streamed text
@@ -87,16 +115,7 @@ func (c *Chunker) Delta(text string) []byte {
 // buffer per stream.
 func (c *Chunker) AppendDelta(dst, text []byte) []byte {
 	if c.deltaPrefix == nil {
-		obj := "text_completion"
-		if c.Chat {
-			obj = "chat.completion.chunk"
-		}
-		p := append([]byte(`{"id":`), jsonstr.Append(nil, c.ID)...)
-		p = append(p, `,"object":"`+obj+`","created":`...)
-		p = strconv.AppendInt(p, c.Created, 10)
-		p = append(p, `,"model":`...)
-		p = jsonstr.Append(p, c.Model)
-		p = append(p, `,"choices":[{"index":0,`...)
+		p := c.appendHead(nil)
 		if c.Chat {
 			p = append(p, `"delta":{"content":`...)
 		} else {
@@ -110,20 +129,21 @@ func (c *Chunker) AppendDelta(dst, text []byte) []byte {
 		b = append(b, '}')
 	}
 	b = append(b, `,"logprobs":null,"finish_reason":null}]`...)
-	if c.IncludeUsage {
-		b = append(b, `,"usage":null`...)
-	}
-	return append(b, '}')
+	return c.appendEnd(b)
 }
 
 // Finish is the chunk carrying finish_reason ("stop" or "length") and an
 // empty delta.
 func (c *Chunker) Finish(reason string) []byte {
+	b := c.appendHead(make([]byte, 0, 256))
 	if c.Chat {
-		return mustJSON(c.chunk([]chunkChoice{{Delta: &chatDelta{}, FinishReason: &reason}}))
+		b = append(b, `"delta":{}`...)
+	} else {
+		b = append(b, `"text":""`...)
 	}
-	empty := ""
-	return mustJSON(c.chunk([]chunkChoice{{Text: &empty, FinishReason: &reason}}))
+	b = append(b, `,"logprobs":null,"finish_reason":`...)
+	b = jsonstr.Append(b, reason)
+	return c.appendEnd(append(b, `}]`...))
 }
 
 // UsageChunk is the last chunk when stream_options.include_usage is set:

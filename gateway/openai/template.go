@@ -24,6 +24,10 @@ const RawTemplate = `{{range .Messages}}{{.Content}}{{end}}`
 // .Role, .Content and .Name. A Template is safe for concurrent use.
 type Template struct {
 	t *template.Template
+	// direct, set for DefaultTemplate and RawTemplate, renders what t
+	// renders without text/template's reflection: the template of every
+	// chat request that has no template of its own.
+	direct func(b *strings.Builder, messages []ChatMessage)
 }
 
 // ParseTemplate compiles src; name is used in error messages.
@@ -32,7 +36,26 @@ func ParseTemplate(name, src string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat template %s: %w", name, err)
 	}
-	return &Template{t: t}, nil
+	tp := &Template{t: t}
+	switch src {
+	case DefaultTemplate:
+		tp.direct = func(b *strings.Builder, messages []ChatMessage) {
+			for _, m := range messages {
+				b.WriteString(m.Role)
+				b.WriteString(": ")
+				b.WriteString(m.Content)
+				b.WriteByte('\n')
+			}
+			b.WriteString("assistant:")
+		}
+	case RawTemplate:
+		tp.direct = func(b *strings.Builder, messages []ChatMessage) {
+			for _, m := range messages {
+				b.WriteString(m.Content)
+			}
+		}
+	}
+	return tp, nil
 }
 
 // MustParseTemplate is ParseTemplate that panics, for wiring at startup.
@@ -47,6 +70,15 @@ func MustParseTemplate(name, src string) *Template {
 // Render returns the prompt for messages.
 func (t *Template) Render(messages []ChatMessage) (string, error) {
 	var b strings.Builder
+	if t.direct != nil {
+		n := len("assistant:")
+		for _, m := range messages {
+			n += len(m.Role) + len(": \n") + len(m.Content)
+		}
+		b.Grow(n)
+		t.direct(&b, messages)
+		return b.String(), nil
+	}
 	if err := t.t.Execute(&b, struct{ Messages []ChatMessage }{messages}); err != nil {
 		return "", fmt.Errorf("chat template %s: %w", t.t.Name(), err)
 	}

@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/gateway/generate"
+	"github.com/streamgate/streamgate/gateway/internal/jsonstr"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
@@ -135,11 +137,59 @@ func (in inputs) add(ts []*tensor.Tensor, name string, values ...any) ([]*tensor
 	if md == nil {
 		return ts, nil
 	}
-	t, err := generate.NewTensor(md, values...)
-	if err != nil {
-		return nil, fmt.Errorf("input '%s': %w", name, err)
+	t := directTensor(md, values)
+	if t == nil {
+		var err error
+		if t, err = generate.NewTensor(md, values...); err != nil {
+			return nil, fmt.Errorf("input '%s': %w", name, err)
+		}
 	}
 	return append(ts, t), nil
+}
+
+// directTensor is generate.NewTensor for the inputs every text request
+// sends, strings into BYTES (the prompt, vLLM's sampling_parameters) and
+// booleans into BOOL, encoded without NewTensor's round trip through JSON
+// (which, for valid UTF-8, gives the same bytes). Anything else is nil:
+// NewTensor's to build, or to refuse with its error.
+func directTensor(md *pb.ModelMetadataResponse_TensorMetadata, values []any) *tensor.Tensor {
+	dt := md.GetDatatype()
+	size := 0
+	for _, v := range values {
+		switch x := v.(type) {
+		case string:
+			if dt != "BYTES" || !utf8.ValidString(x) {
+				return nil
+			}
+			size += 4 + len(x)
+		case bool:
+			if dt != "BOOL" {
+				return nil
+			}
+			size++
+		default:
+			return nil
+		}
+	}
+	shape, ok := tensor.FitShape(md.GetShape(), int64(len(values)))
+	if !ok {
+		return nil
+	}
+	raw := make([]byte, 0, size)
+	for _, v := range values {
+		switch x := v.(type) {
+		case string:
+			raw = binary.LittleEndian.AppendUint32(raw, uint32(len(x)))
+			raw = append(raw, x...)
+		case bool:
+			b := byte(0)
+			if x {
+				b = 1
+			}
+			raw = append(raw, b)
+		}
+	}
+	return &tensor.Tensor{Name: md.GetName(), Datatype: dt, Shape: shape, Raw: raw}
 }
 
 // newRequest is the inference request for model with inputs ts.
@@ -160,6 +210,104 @@ func (a *vllm) Convention() string { return "vllm" }
 const VLLMNoLimit = math.MaxInt32
 
 func (a *vllm) Request(model, version, prompt string, p Params) (*pb.ModelInferRequest, error) {
+	spJSON, err := samplingJSON(p)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := a.in.add(nil, "text_input", prompt)
+	if err == nil {
+		ts, err = a.in.add(ts, "stream", true)
+	}
+	if err == nil {
+		ts, err = a.in.add(ts, "sampling_parameters", string(spJSON))
+	}
+	if err == nil {
+		ts, err = a.in.add(ts, "exclude_input_in_output", true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newRequest(model, version, ts), nil
+}
+
+// samplingJSON is vLLM's sampling_parameters for p: the bytes
+// encoding/json gives for samplingMap(p) (keys sorted, numbers as it
+// writes them), appended directly. A value JSON cannot carry (NaN,
+// infinity) is left to encoding/json, for its error.
+func samplingJSON(p Params) ([]byte, error) {
+	floats := []*float64{p.FrequencyPenalty, p.MinP, p.PresencePenalty, p.RepetitionPenalty, p.Temperature, p.TopP}
+	for _, f := range floats {
+		if f != nil && (math.IsNaN(*f) || math.IsInf(*f, 0)) {
+			return json.Marshal(samplingMap(p))
+		}
+	}
+	b := make([]byte, 0, 64)
+	sep := byte('{')
+	key := func(k string) {
+		b = append(b, sep, '"')
+		b = append(b, k...)
+		b = append(b, '"', ':')
+		sep = ','
+	}
+	float := func(k string, f *float64) {
+		if f != nil {
+			key(k)
+			b = appendFloat(b, *f)
+		}
+	}
+	float("frequency_penalty", p.FrequencyPenalty)
+	key("max_tokens")
+	if p.MaxTokens != nil {
+		b = strconv.AppendInt(b, int64(*p.MaxTokens), 10)
+	} else {
+		b = strconv.AppendInt(b, VLLMNoLimit, 10)
+	}
+	float("min_p", p.MinP)
+	float("presence_penalty", p.PresencePenalty)
+	float("repetition_penalty", p.RepetitionPenalty)
+	if p.Seed != nil {
+		key("seed")
+		b = strconv.AppendInt(b, *p.Seed, 10)
+	}
+	if len(p.Stop) > 0 {
+		key("stop")
+		for i, s := range p.Stop {
+			if i == 0 {
+				b = append(b, '[')
+			} else {
+				b = append(b, ',')
+			}
+			b = jsonstr.Append(b, s)
+		}
+		b = append(b, ']')
+	}
+	float("temperature", p.Temperature)
+	if p.TopK != nil {
+		key("top_k")
+		b = strconv.AppendInt(b, *p.TopK, 10)
+	}
+	float("top_p", p.TopP)
+	return append(b, '}'), nil
+}
+
+// appendFloat appends f as encoding/json writes a float64.
+func appendFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' { // e-09 is written e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// samplingMap is sampling_parameters as a map, for encoding/json.
+func samplingMap(p Params) map[string]any {
 	sp := map[string]any{"max_tokens": VLLMNoLimit}
 	if p.MaxTokens != nil {
 		sp["max_tokens"] = *p.MaxTokens
@@ -179,24 +327,7 @@ func (a *vllm) Request(model, version, prompt string, p Params) (*pb.ModelInferR
 	for _, e := range p.extras() {
 		sp[e.name] = e.value
 	}
-	spJSON, err := json.Marshal(sp)
-	if err != nil {
-		return nil, err
-	}
-	ts, err := a.in.add(nil, "text_input", prompt)
-	if err == nil {
-		ts, err = a.in.add(ts, "stream", true)
-	}
-	if err == nil {
-		ts, err = a.in.add(ts, "sampling_parameters", string(spJSON))
-	}
-	if err == nil {
-		ts, err = a.in.add(ts, "exclude_input_in_output", true)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return newRequest(model, version, ts), nil
+	return sp
 }
 
 func (a *vllm) Decode(resp *pb.ModelInferResponse) (Piece, error) { return decode(resp) }

@@ -3,10 +3,13 @@ package textmodel
 import (
 	"encoding/json"
 	"errors"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/streamgate/streamgate/gateway/generate"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
@@ -213,4 +216,71 @@ func FuzzJoiner(f *testing.F) {
 			t.Fatalf("split a character: %q | %q | %q", a, b, c)
 		}
 	})
+}
+
+// samplingJSON writes what encoding/json writes for the same map.
+func TestSamplingJSONMatchesMarshal(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	i := func(v int64) *int64 { return &v }
+	n := func(v int) *int { return &v }
+	floats := []float64{0, -0.0, 0.1, 1, 2, -2, 1e-7, 1.5e-7, 1e-6, 123456789, 1e20, 1e21, 1.2345e25, 0.30000000000000004, 5e-324}
+	cases := []Params{
+		{},
+		{MaxTokens: n(100)},
+		{MaxTokens: n(1), Seed: i(-3), Stop: []string{"a", "<\"\\\u2028\n>"}, TopK: i(40)},
+		{Stop: []string{"\xff"}},
+	}
+	for _, v := range floats {
+		cases = append(cases, Params{Temperature: f(v), TopP: f(-v), MinP: f(v), RepetitionPenalty: f(v),
+			FrequencyPenalty: f(v), PresencePenalty: f(-v), Seed: i(int64(v))})
+	}
+	for _, p := range cases {
+		got, err := samplingJSON(p)
+		want, werr := json.Marshal(samplingMap(p))
+		if err != nil || werr != nil || string(got) != string(want) {
+			t.Errorf("%+v:\n got %s (%v)\nwant %s (%v)", p, got, err, want, werr)
+		}
+	}
+	nan := math.NaN()
+	if _, err := samplingJSON(Params{Temperature: &nan}); err == nil {
+		t.Error("NaN temperature encoded")
+	}
+}
+
+// directTensor builds what generate.NewTensor builds, and leaves to it
+// what it does not build.
+func TestDirectTensorMatchesNewTensor(t *testing.T) {
+	md := func(dt string, shape ...int64) *pb.ModelMetadataResponse_TensorMetadata {
+		return &pb.ModelMetadataResponse_TensorMetadata{Name: "x", Datatype: dt, Shape: shape}
+	}
+	for _, tc := range []struct {
+		md     *pb.ModelMetadataResponse_TensorMetadata
+		values []any
+		direct bool
+	}{
+		{md("BYTES", 1), []any{"héllo <&> \u2028"}, true},
+		{md("BYTES", -1), []any{"a", ""}, true},
+		{md("BYTES", 1, -1), []any{"a", "b", "c"}, true},
+		{md("BOOL", 1), []any{true}, true},
+		{md("BOOL", -1), []any{false, true}, true},
+		{md("BYTES", 1), []any{"bad \xff utf-8"}, false},
+		{md("BYTES", 2), []any{"one"}, false},
+		{md("INT32", 1), []any{"text"}, false},
+		{md("BOOL", 1), []any{"text"}, false},
+		{md("BYTES", 1), []any{true}, false},
+		{md("INT32", 1), []any{5}, false},
+	} {
+		got := directTensor(tc.md, tc.values)
+		if (got != nil) != tc.direct {
+			t.Errorf("%v %q: direct %v, want %v", tc.md, tc.values, got != nil, tc.direct)
+			continue
+		}
+		if got == nil {
+			continue
+		}
+		want, err := generate.NewTensor(tc.md, tc.values...)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%v %q:\n got %+v\nwant %+v (%v)", tc.md, tc.values, got, want, err)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -391,5 +392,65 @@ func TestResponseEvents(t *testing.T) {
 		!strings.Contains(string(end[3]), `"incomplete_details":{"reason":"max_output_tokens"}`) ||
 		!strings.Contains(string(end[3]), `"usage":{"input_tokens":2,"input_tokens_details":{"cached_tokens":0},"output_tokens":1,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":3}`) {
 		t.Fatalf("end %s", end)
+	}
+}
+
+var valueCorpus = []string{
+	`"plain"`, `""`, `"é"`, `"esc\"aped"`, `"\u00e9\n"`, "\"bad \xff\"", "\"ctl \x01\"", `"a"b"`, `"`, ` "a" `,
+	`true`, `false`, `null`, ` true`, `tru`, `0`, `-0`, `12`, `-12`, `007`, `-`, `1.0`, `1e3`, `123456789012345678`,
+	`1234567890123456789`, `-9223372036854775808`, `9223372036854775808`, `{}`, `{"a":1,"a":"2"}`, ` {"b" : [1, {"c":null}] } `,
+	`[]`, `[{"x":1}]`, `{"a":}`, `{`, "",
+}
+
+// The direct readers of values read what encoding/json reads.
+func TestValueReadersMatchUnmarshal(t *testing.T) {
+	for _, v := range valueCorpus {
+		checkValueReaders(t, []byte(v))
+	}
+}
+
+func FuzzValueReaders(f *testing.F) {
+	for _, v := range valueCorpus {
+		f.Add([]byte(v))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { checkValueReaders(t, raw) })
+}
+
+func checkValueReaders(t *testing.T, raw []byte) {
+	t.Helper()
+	var ws string
+	werr := json.Unmarshal(raw, &ws)
+	if s, ok := unquote(raw); ok != (werr == nil) || (ok && s != ws) {
+		t.Fatalf("unquote(%q) = %q %v, json: %q %v", raw, s, ok, ws, werr)
+	}
+	var wb bool
+	werr = json.Unmarshal(raw, &wb)
+	if b, ok := unmarshalBool(raw); ok != (werr == nil) || b != wb {
+		t.Fatalf("unmarshalBool(%q) = %v %v, json: %v %v", raw, b, ok, wb, werr)
+	}
+	if v, ok := smallInt(raw); ok {
+		var n json.Number
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&n); err != nil || dec.More() {
+			t.Fatalf("smallInt(%q) = %d, not one JSON number: %v", raw, v, err)
+		}
+		if wv, err := n.Int64(); err != nil || wv != v {
+			t.Fatalf("smallInt(%q) = %d, json: %d %v", raw, v, wv, err)
+		}
+	}
+	if !json.Valid(raw) { // objectMap reads values from valid bodies
+		return
+	}
+	var wm map[string]json.RawMessage
+	werr = json.Unmarshal(raw, &wm)
+	m, ok := objectMap(raw)
+	if ok != (werr == nil) || (m == nil) != (wm == nil) || len(m) != len(wm) {
+		t.Fatalf("objectMap(%q) = %q %v, json: %q %v", raw, m, ok, wm, werr)
+	}
+	for k, v := range wm {
+		if !bytes.Equal(m[k], v) {
+			t.Fatalf("objectMap(%q)[%q] = %q, json: %q", raw, k, m[k], v)
+		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 	"github.com/streamgate/streamgate/gateway/textmodel"
@@ -131,6 +133,65 @@ func unsupported(param, why string) error {
 	return &RequestError{Message: fmt.Sprintf("Unsupported parameter: '%s' %s", param, why), Param: param, Code: "unsupported_parameter"}
 }
 
+// The values of a request are read as encoding/json reads them, with
+// direct paths for their common forms: every request has a model, most
+// a max_tokens, a stream flag and plain-text messages.
+
+// unquote is json.Unmarshal of raw into a string; ok is false where that
+// fails. A string without escapes, control characters or invalid UTF-8 is
+// taken as it is.
+func unquote(raw []byte) (s string, ok bool) {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && plain(raw[1:n-1]) {
+		return string(raw[1 : n-1]), true
+	}
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
+// plain reports whether b is the inside of a JSON string that means
+// itself: no quote, backslash or control character, valid UTF-8.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
+}
+
+// unmarshalBool is json.Unmarshal of raw into a bool; ok is false where
+// that fails.
+func unmarshalBool(raw []byte) (b, ok bool) {
+	switch string(raw) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return b, json.Unmarshal(raw, &b) == nil
+}
+
+// smallInt is raw as an integer when it is a plain JSON integer of at most
+// 18 digits (which no int64 overflows); ok is false for anything else.
+func smallInt(raw []byte) (v int64, ok bool) {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if len(digits) < len(raw) {
+		v = -v
+	}
+	return v, true
+}
+
 func (f *fields) str(name string, required bool) (string, error) {
 	raw, ok := f.m[name]
 	if !ok || isNull(raw) {
@@ -139,8 +200,8 @@ func (f *fields) str(name string, required bool) (string, error) {
 		}
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, ok := unquote(raw)
+	if !ok {
 		return "", typeError(name, "a string", raw)
 	}
 	return s, nil
@@ -151,8 +212,8 @@ func (f *fields) boolean(name string) (bool, error) {
 	if !ok || isNull(raw) {
 		return false, nil
 	}
-	var b bool
-	if err := json.Unmarshal(raw, &b); err != nil {
+	b, ok := unmarshalBool(raw)
+	if !ok {
 		return false, typeError(name, "a boolean", raw)
 	}
 	return b, nil
@@ -177,6 +238,12 @@ func (f *fields) integer(name string, lo, hi int64) (*int64, error) {
 	raw, ok := f.m[name]
 	if !ok || isNull(raw) {
 		return nil, nil
+	}
+	if v, ok := smallInt(raw); ok {
+		if v < lo || v > hi {
+			return nil, valueError(name, fmt.Sprintf("%d is out of range; it must be between %d and %d.", v, lo, hi))
+		}
+		return &v, nil
 	}
 	var n json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -332,24 +399,24 @@ func (f *fields) stop() ([]string, error) {
 	return list, nil
 }
 
-// refuse answers an unsupported error for each named field that is set to
-// something other than null or an allowed no-op value.
+// refuse answers an unsupported error for the first named field, in
+// sorted order, that is set to something other than null or an allowed
+// no-op value.
 func (f *fields) refuse(names map[string]string) error {
-	keys := make([]string, 0, len(names))
+	first := ""
 	for k := range names {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
 		raw, ok := f.m[k]
-		if !ok || isNull(raw) {
+		if !ok || isNull(raw) || (first != "" && k > first) {
 			continue
 		}
 		v := string(bytes.TrimSpace(raw))
 		if v == "false" || v == "[]" || v == "{}" || v == `"none"` || v == `"auto"` && k != "tools" {
 			continue
 		}
-		return unsupported(k, names[k])
+		first = k
+	}
+	if first != "" {
+		return unsupported(first, names[first])
 	}
 	return nil
 }
@@ -430,9 +497,9 @@ func (f *fields) messages() ([]ChatMessage, error) {
 	}
 	out := make([]ChatMessage, 0, len(list))
 	for i, m := range list {
-		param := fmt.Sprintf("messages[%d]", i)
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(m, &obj); err != nil {
+		param := "messages[" + strconv.Itoa(i) + "]"
+		obj, ok := objectMap(m)
+		if !ok {
 			return nil, typeError(param, "an object", m)
 		}
 		mf := &fields{m: obj}
@@ -471,6 +538,24 @@ func (f *fields) messages() ([]ChatMessage, error) {
 	return out, nil
 }
 
+// objectMap is json.Unmarshal of raw, a valid JSON value, into a
+// map[string]json.RawMessage: nil for null, ok false for what is not an
+// object.
+func objectMap(raw json.RawMessage) (m map[string]json.RawMessage, ok bool) {
+	if isNull(raw) {
+		return nil, true
+	}
+	members, err := jsonobj.Members(raw)
+	if err != nil || len(bytes.TrimSpace(raw)) == 0 {
+		return nil, false
+	}
+	m = make(map[string]json.RawMessage, len(members))
+	for _, mb := range members {
+		m[mb.Key] = mb.Value
+	}
+	return m, true
+}
+
 func messageContent(param string, raw json.RawMessage, role string) (string, error) {
 	if isNull(raw) {
 		if role == "assistant" {
@@ -478,8 +563,7 @@ func messageContent(param string, raw json.RawMessage, role string) (string, err
 		}
 		return "", &RequestError{Message: fmt.Sprintf("Missing required parameter: '%s'.", param), Param: param, Code: "missing_required_parameter"}
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	if s, ok := unquote(raw); ok {
 		return s, nil
 	}
 	var parts []map[string]json.RawMessage

@@ -1,7 +1,9 @@
 package jsonobj
 
 import (
+	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -33,6 +35,45 @@ func TestMembers(t *testing.T) {
 		var se *SyntaxError
 		if !errors.As(err, &se) || se.Line != tc.line || se.Column != tc.col || se.Offset != tc.offset {
 			t.Errorf("%q: %+v (%v), want line %d column %d offset %d", tc.body, se, err, tc.line, tc.col, tc.offset)
+		}
+	}
+}
+
+var membersCorpus = []string{
+	`{}`, ` { } `, "\t{\"a\" :\n1 ,\"b\":\"x\"}\r\n", `{"a":{"b":[1,{"c":"]}\\"{"}],"d":null},"e":[]}`,
+	`{"k\u00e9y":"v\"al\\","":true,"a":false,"a":-1.5e+3}`, "{\"\xff\":\"\xfe\"}", `{"x":"\\\\"}`,
+	`[]`, `"x"`, `1`, `null`, `{"a":1}{`, `{"a":}`, `{"a":1,}`, `{"a" 1}`, `{"a":[1,2}`, `{"a":"\x"}`,
+	`{"a":0123}`, `{"a":tru}`, " ", `{"a":{"b":{"c":[[[]]]}},"z":"{[\"]}"}`,
+}
+
+// validMembers finds what the decoder finds, in every body json.Valid
+// accepts.
+func TestValidMembersMatchDecoder(t *testing.T) {
+	for _, body := range membersCorpus {
+		checkMembers(t, []byte(body))
+	}
+}
+
+func FuzzMembers(f *testing.F) {
+	for _, body := range membersCorpus {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkMembers(t, body) })
+}
+
+func checkMembers(t *testing.T, body []byte) {
+	t.Helper()
+	got, err := Members(body)
+	if len(bytes.TrimSpace(body)) == 0 {
+		return
+	}
+	want, werr := decoderMembers(body)
+	if !reflect.DeepEqual(err, werr) || len(got) != len(want) || (got == nil) != (want == nil) {
+		t.Fatalf("%q: %q %v, decoder %q %v", body, got, err, want, werr)
+	}
+	for i := range got {
+		if got[i].Key != want[i].Key || !bytes.Equal(got[i].Value, want[i].Value) || cap(got[i].Value) != len(got[i].Value) {
+			t.Fatalf("%q: member %d %q=%q (cap %d), decoder %q=%q", body, i, got[i].Key, got[i].Value, cap(got[i].Value), want[i].Key, want[i].Value)
 		}
 	}
 }

@@ -296,7 +296,7 @@ func relay(ctx context.Context, c call, tr translator, out sink) error {
 				if err := send(ps); err != nil {
 					return err
 				}
-				return out.flush()
+				return finish(out)
 			}
 			if err != nil {
 				return err

@@ -62,9 +62,10 @@ type Writer struct {
 	rc   *http.ResponseController
 	opts Options
 
-	nextID uint64
-	buf    *[]byte // pending events; from bufPool, nil when none
-	failed bool
+	nextID  uint64
+	buf     *[]byte // pending events; from bufPool, nil when none
+	started bool    // the headers are written
+	failed  bool
 
 	mu      sync.Mutex // orders Abort against the deadline of each write
 	aborted bool
@@ -110,6 +111,7 @@ func (w *Writer) KeepAliveInterval() time.Duration {
 // already appended if there are any (one write: a stream's first batch
 // does not cost a write of its own for the headers).
 func (w *Writer) Start() error {
+	w.started = true
 	SetHeaders(w.w.Header())
 	w.w.WriteHeader(http.StatusOK)
 	if w.buf != nil {
@@ -195,6 +197,30 @@ func (w *Writer) Flush() error {
 	return err
 }
 
+// End ends the stream: the headers, unless Start sent them, and the
+// buffered events are written but not flushed, and net/http sends them
+// with the end of the response body when the handler returns, in one
+// write (where Flush and the end of the body are two). Nothing may be
+// written after it.
+func (w *Writer) End() error {
+	if !w.started {
+		w.started = true
+		SetHeaders(w.w.Header())
+		w.w.WriteHeader(http.StatusOK)
+	}
+	if w.buf == nil {
+		return nil
+	}
+	b := w.buf
+	w.buf = nil
+	err := w.writeOnly(*b)
+	if cap(*b) <= 64<<10 {
+		*b = (*b)[:0]
+		bufPool.Put(b)
+	}
+	return err
+}
+
 // KeepAlive flushes what is buffered, then writes a keepalive comment.
 func (w *Writer) KeepAlive() error {
 	if err := w.Flush(); err != nil {
@@ -204,6 +230,18 @@ func (w *Writer) KeepAlive() error {
 }
 
 func (w *Writer) write(b []byte) error {
+	if err := w.writeOnly(b); err != nil {
+		return err
+	}
+	if err := w.flush(); err != nil {
+		w.failed = true
+		return err
+	}
+	return nil
+}
+
+// writeOnly writes b under the write deadline, without flushing it.
+func (w *Writer) writeOnly(b []byte) error {
 	if w.failed {
 		return ErrClosed
 	}
@@ -211,10 +249,6 @@ func (w *Writer) write(b []byte) error {
 		return err
 	}
 	if _, err := w.w.Write(b); err != nil {
-		w.failed = true
-		return err
-	}
-	if err := w.flush(); err != nil {
 		w.failed = true
 		return err
 	}

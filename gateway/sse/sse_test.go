@@ -186,6 +186,37 @@ func TestWriterStartSendsAppendedEvents(t *testing.T) {
 	}
 }
 
+// End writes the headers (unless Start did) and the buffered events
+// without flushing them: net/http sends them with the end of the body.
+func TestWriterEnd(t *testing.T) {
+	rec := newRecorder()
+	w := NewWriter(rec, &Options{KeepAlive: -1})
+	w.Append([]byte("a"))
+	if err := w.End(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.snapshot(); len(got) != 0 || rec.pending.String() != "id: 0\ndata: a\n\n" || rec.status != http.StatusOK {
+		t.Fatalf("flushes %q, written %q, status %d", got, rec.pending.String(), rec.status)
+	}
+	if rec.header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+		t.Fatalf("headers %v", rec.header)
+	}
+
+	rec = newRecorder()
+	w = NewWriter(rec, &Options{KeepAlive: -1})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rec.status = 0
+	w.Append([]byte("b"))
+	if err := w.End(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.snapshot(); len(got) != 1 || rec.pending.String() != "id: 0\ndata: b\n\n" || rec.status != 0 {
+		t.Fatalf("after Start: flushes %q, written %q, status written again: %d", got, rec.pending.String(), rec.status)
+	}
+}
+
 // The headers' values are shared between responses: adding to one
 // response's does not change another's.
 func TestSetHeadersShared(t *testing.T) {

@@ -145,7 +145,7 @@ type Session struct {
 	q        sendQueue
 	requests sync.WaitGroup // the requests not ended yet
 	wake     chan struct{}  // capacity 1: frames were queued
-	closed chan struct{} // closed when the session is shutting down
+	closed   chan struct{}  // closed when the session is shutting down
 
 	chunks chunkBucket // only the reader uses it
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -140,4 +141,56 @@ func TestRelayLater(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRelayLaterHoldsNoGoroutine: requests waiting for their calls hold
+// no goroutine, and each still gets its responses in order.
+func TestRelayLaterHoldsNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []*notifyCall
+		start := func(context.Context, *pb.ModelInferRequest) (call, error) {
+			c := &notifyCall{}
+			calls = append(calls, c)
+			return c, nil
+		}
+		srv := newServer(start, fakeUpstream{}, &Options{MaxStreams: 1000})
+		const n = 200
+		var mu sync.Mutex
+		sent := make([][]string, n)
+		ended := make(chan error, n)
+		before := runtime.NumGoroutine()
+		for i := range n {
+			out := &wsSink{events: srv.metrics.events.With("ws"), emit: func(p []byte) error {
+				mu.Lock()
+				sent[i] = append(sent[i], string(p))
+				mu.Unlock()
+				return nil
+			}}
+			f, err := srv.begin(t.Context(), nil, "", &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: nameEvents{}, op: opGenerate}, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.relayLater(func(err error) { ended <- err })
+		}
+		for _, c := range calls {
+			c.push(&pb.ModelInferResponse{ModelName: "a"}, nil)
+		}
+		synctest.Wait()
+		if g := runtime.NumGoroutine(); g > before+n/2 {
+			t.Fatalf("%d goroutines with %d requests waiting, %d before", g, n, before)
+		}
+		for _, c := range calls {
+			c.push(&pb.ModelInferResponse{ModelName: "b"}, io.EOF)
+		}
+		for range n {
+			if err := <-ended; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, s := range sent {
+			if want := []string{"begin", "a", "b", "end", "[DONE]"}; !slices.Equal(s, want) {
+				t.Fatalf("request %d sent %q, want %q", i, s, want)
+			}
+		}
+	})
 }

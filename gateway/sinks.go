@@ -131,21 +131,21 @@ func (o *sseSink) start() error {
 	return nil
 }
 
-// finish is out's last flush, after its request's last payload: the
-// sink's finish where it has one, else its flush.
-func finish(out sink) error {
-	if f, ok := out.(interface{ finish() error }); ok {
-		return f.finish()
+// lastFlush is out's last flush, after its request's last payload: the
+// sink's flushLast where it has one, else its flush.
+func lastFlush(out sink) error {
+	if f, ok := out.(interface{ flushLast() error }); ok {
+		return f.flushLast()
 	}
 	return out.flush()
 }
 
-// finish is the last flush of a plain (not resumable) stream: its last
+// flushLast is the last flush of a plain (not resumable) stream: its last
 // events, and its headers if they are not out yet, are left to net/http,
 // which sends them with the end of the body when the handler returns
 // (sse.Writer.End: one write, where a flush and the end of the body are
 // two).
-func (o *sseSink) finish() error {
+func (o *sseSink) flushLast() error {
 	if o.log != nil {
 		return o.flush()
 	}

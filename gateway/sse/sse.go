@@ -4,11 +4,13 @@
 // response and is the only goroutine that touches the http.ResponseWriter
 // (it runs no goroutine of its own). Start sends the headers; Append
 // buffers events and Flush writes every buffered event in one write
-// followed by a single flush, under a write deadline; KeepAlive writes a
-// ": keepalive" comment. The caller keeps the cadence: it appends what is
-// ready, flushes once, and writes a keepalive whenever the stream has
-// been quiet for Options.KeepAlive (Writer.KeepAliveInterval), from the
-// moment the headers were sent.
+// followed by a single flush, under a write deadline (Start sends events
+// already appended with the headers; End leaves the last ones to go out
+// with the end of the body); KeepAlive writes a ": keepalive" comment.
+// The caller keeps the cadence: it appends what is ready, flushes once,
+// and writes a keepalive whenever the stream has been quiet for
+// Options.KeepAlive (Writer.KeepAliveInterval), from the moment the
+// headers were sent.
 //
 // Framing, per event: "id: <n>\n" then one "data: " line per line of the
 // payload, then a blank line. Ids count from 0 on each stream.

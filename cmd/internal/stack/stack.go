@@ -14,6 +14,7 @@ import (
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/detach"
 	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/ws"
 	"github.com/streamgate/streamgate/upstream"
@@ -254,14 +255,23 @@ func (s *Stack) startGateway(cfg Config) error {
 	}
 	fill(&wsOpts.Memory, uopts.Memory)
 	gopts.WebSocket = &wsOpts
+	var lis net.Listener
+	lis, err = net.Listen("tcp", orLoopback(cfg.HTTPAddr))
+	if err != nil {
+		return fmt.Errorf("gateway listen: %w", err)
+	}
+	// Plaintext event streams over HTTP/1.1 leave net/http once validated
+	// and come back through dl when they end (gateway.Options.Detach).
+	// With TLS they stay.
+	var dl *detach.Listener
+	if cfg.TLS == nil && gopts.Detach == nil {
+		dl = detach.NewListener(lis)
+		gopts.Detach, lis = dl, dl
+	}
 	s.Gateway = gateway.New(up, &gopts)
 	var h http.Handler = s.Gateway.Handler()
 	if cfg.Handler != nil {
 		h = cfg.Handler(h)
-	}
-	lis, err := net.Listen("tcp", orLoopback(cfg.HTTPAddr))
-	if err != nil {
-		return fmt.Errorf("gateway listen: %w", err)
 	}
 	// No WriteTimeout: streams set their own deadlines.
 	s.HTTP = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
@@ -275,6 +285,9 @@ func (s *Stack) startGateway(cfg Config) error {
 	}
 	if cfg.Server != nil {
 		cfg.Server(s.HTTP)
+	}
+	if dl != nil {
+		dl.IdleTimeout = s.HTTP.IdleTimeout
 	}
 	s.HTTPAddr = lis.Addr().String()
 	s.scheme = "http"

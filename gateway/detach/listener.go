@@ -6,93 +6,68 @@ import (
 	"time"
 )
 
-// Listener is what an http.Server whose handlers detach responses
-// serves: it accepts the connections of the listener it wraps and those
-// detached responses hand back (Response.Finish). A connection handed
-// back waits here for its next request, up to IdleTimeout, in one small
-// goroutine (an idle keep-alive connection then holds none of net/http's
-// buffers), and goes to the server with that request's first bytes in
-// front. Close closes the wrapped listener and the connections waiting
-// here; later hand-backs are closed.
+// Listener hands the connections of detached responses back to the
+// http.Server: serve it with the same server, beside the listener the
+// server accepts new connections on (http.Server.Serve may run on several
+// listeners). A connection handed back waits here for its next request,
+// up to IdleTimeout, in one small goroutine (an idle keep-alive
+// connection then holds none of net/http's buffers), and comes out of
+// Accept with that request's first bytes in front. Close (the server's
+// Shutdown or Close calls it) closes the connections waiting here; later
+// hand-backs are closed.
 type Listener struct {
-	net.Listener
 	// IdleTimeout is how long a connection handed back may wait for its
 	// next request (as http.Server.IdleTimeout). Zero: no limit. Set it
 	// before serving.
 	IdleTimeout time.Duration
 
-	start    sync.Once
-	accepted chan accepted
-	back     chan net.Conn
-	done     chan struct{}
-	stop     sync.Once
+	addr net.Addr
+	back chan net.Conn
+	done chan struct{}
+	stop sync.Once
 
 	mu      sync.Mutex
 	closed  bool
 	waiting map[net.Conn]struct{}
 }
 
-type accepted struct {
-	c   net.Conn
-	err error
-}
-
-// NewListener wraps l.
-func NewListener(l net.Listener) *Listener {
+// NewListener returns a Listener whose Addr is addr (the server's).
+func NewListener(addr net.Addr) *Listener {
 	return &Listener{
-		Listener: l,
-		accepted: make(chan accepted),
-		back:     make(chan net.Conn),
-		done:     make(chan struct{}),
-		waiting:  map[net.Conn]struct{}{},
+		addr:    addr,
+		back:    make(chan net.Conn),
+		done:    make(chan struct{}),
+		waiting: map[net.Conn]struct{}{},
 	}
 }
 
-// Accept returns the next connection: a new one, or one handed back
-// whose next request has begun.
+// Addr is the address the server accepts new connections on.
+func (l *Listener) Addr() net.Addr { return l.addr }
+
+// Accept returns the next connection handed back whose next request has
+// begun.
 func (l *Listener) Accept() (net.Conn, error) {
-	l.start.Do(func() { go l.acceptLoop() })
 	select {
 	case c := <-l.back:
 		return c, nil
-	case a := <-l.accepted:
-		return a.c, a.err
 	case <-l.done:
 		return nil, net.ErrClosed
 	}
 }
 
-// acceptLoop accepts from the wrapped listener until it fails for good.
-func (l *Listener) acceptLoop() {
-	for {
-		c, err := l.Listener.Accept()
-		select {
-		case l.accepted <- accepted{c, err}:
-		case <-l.done:
-			if c != nil {
-				c.Close()
-			}
-			return
-		}
-		if ne, ok := err.(net.Error); err != nil && !(ok && ne.Temporary()) {
-			return
-		}
-	}
-}
-
-// Close closes the wrapped listener and every connection waiting for its
-// next request.
+// Close closes the connections waiting for their next request and
+// refuses later ones.
 func (l *Listener) Close() error {
 	err := net.ErrClosed
 	l.stop.Do(func() {
+		err = nil
 		close(l.done)
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		l.closed = true
 		for c := range l.waiting {
 			c.Close()
 		}
-		l.mu.Unlock()
-		err = l.Listener.Close()
 	})
 	return err
 }

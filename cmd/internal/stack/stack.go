@@ -133,7 +133,7 @@ func Start(cfg Config) (_ *Stack, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = slog.New(telemetry.LogHandler(log.Handler()))
-	s := &Stack{log: log, errc: make(chan error, 3), Telemetry: cfg.Telemetry}
+	s := &Stack{log: log, errc: make(chan error, 4), Telemetry: cfg.Telemetry}
 	defer func() {
 		if err != nil {
 			s.Stop(canceled())
@@ -261,12 +261,12 @@ func (s *Stack) startGateway(cfg Config) error {
 		return fmt.Errorf("gateway listen: %w", err)
 	}
 	// Plaintext event streams over HTTP/1.1 leave net/http once validated
-	// and come back through dl when they end (gateway.Options.Detach).
-	// With TLS they stay.
-	var dl *detach.Listener
+	// and their connections come back through back, which the server
+	// serves beside lis (gateway.Options.Detach). With TLS they stay.
+	var back *detach.Listener
 	if cfg.TLS == nil && gopts.Detach == nil {
-		dl = detach.NewListener(lis)
-		gopts.Detach, lis = dl, dl
+		back = detach.NewListener(lis.Addr())
+		gopts.Detach = back
 	}
 	s.Gateway = gateway.New(up, &gopts)
 	var h http.Handler = s.Gateway.Handler()
@@ -286,9 +286,6 @@ func (s *Stack) startGateway(cfg Config) error {
 	if cfg.Server != nil {
 		cfg.Server(s.HTTP)
 	}
-	if dl != nil {
-		dl.IdleTimeout = s.HTTP.IdleTimeout
-	}
 	s.HTTPAddr = lis.Addr().String()
 	s.scheme = "http"
 	serve := func() error { return s.HTTP.Serve(lis) }
@@ -302,6 +299,10 @@ func (s *Stack) startGateway(cfg Config) error {
 	s.log.Info("gateway serving", "url", s.URL(), "protocols", s.HTTP.Protocols.String(), "mtls", s.HTTP.TLSConfig != nil && s.HTTP.TLSConfig.ClientCAs != nil,
 		"upstream", targets, "upstream_tls", uopts.TLS != nil, "cancel", uopts.Cancel)
 	s.serve(serve)
+	if back != nil {
+		back.IdleTimeout = s.HTTP.IdleTimeout
+		s.serve(func() error { return s.HTTP.Serve(back) })
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -72,6 +73,14 @@ type detachedEnd struct {
 // runDetached is a detached request's goroutine.
 func (s *Server) runDetached(d *detach.Response, r *http.Request, cancel context.CancelFunc, f errorFormat, run handlerFunc, end detachedEnd, remove func()) {
 	defer remove()
+	defer func() {
+		if v := recover(); v != nil { // as net/http answers a handler's panic
+			buf := make([]byte, 64<<10)
+			s.log.Error("panic serving a detached stream", "method", r.Method, "path", r.URL.Path,
+				"panic", v, "stack", string(buf[:runtime.Stack(buf, false)]))
+			d.Close()
+		}
+	}()
 	d.Watch(cancel) // the client leaving ends the request, as in net/http
 	w := &statusWriter{ResponseWriter: d, since: end.since}
 	if err := run(w, r); err != nil {

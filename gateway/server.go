@@ -246,9 +246,11 @@ func (o *Options) withDefaults() Options {
 
 // Server is the HTTP edge. Its Handler may serve any number of requests
 // concurrently; Drain may be called once, from any goroutine. Each request
-// runs in its handler goroutine plus, for streams, one writer goroutine
-// that ends before the handler returns; WebSocket sessions end with their
-// socket. Nothing outlives the requests that started it.
+// runs in its handler goroutine, except the event streams Options.Detach
+// takes from net/http, which run on a goroutine of their own (and one that
+// reads their connection) from their handler's return to their end;
+// WebSocket sessions end with their socket. Nothing outlives the requests
+// that started it.
 type Server struct {
 	start   startFunc
 	inspect Inspector

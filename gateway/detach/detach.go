@@ -85,8 +85,14 @@ func Hijack(w http.ResponseWriter, r *http.Request) (*Response, error) {
 }
 
 // Header is the response's header map: changes after the headers went
-// out have no effect.
-func (d *Response) Header() http.Header { return d.header }
+// out have no effect (the map sent is not kept: a held stream does not
+// hold it).
+func (d *Response) Header() http.Header {
+	if d.header == nil {
+		d.header = http.Header{}
+	}
+	return d.header
+}
 
 // WriteHeader sets the status; the headers go out with the first flush,
 // or at Finish.
@@ -142,7 +148,7 @@ func (d *Response) FlushError() error {
 	if d.status == 0 {
 		d.WriteHeader(http.StatusOK)
 	}
-	d.chunked = d.header.Get("Content-Length") == ""
+	d.chunked = d.Header().Get("Content-Length") == ""
 	return d.sendHead()
 }
 
@@ -187,7 +193,7 @@ func (d *Response) read(gone func()) {
 func (d *Response) Finish(l *Listener) {
 	if d.status != 0 && d.err == nil {
 		if !d.sent {
-			if d.header.Get("Content-Length") == "" {
+			if d.Header().Get("Content-Length") == "" {
 				d.header.Set("Content-Length", strconv.Itoa(len(d.pending)))
 			}
 			_ = d.sendHead()
@@ -213,10 +219,10 @@ func (d *Response) Finish(l *Listener) {
 }
 
 // reusable is whether the connection may carry another request: the
-// request did not say close, the response did not either, and it went
-// out whole.
+// request did not say close, the response did not either (sendHead), and
+// it went out whole.
 func (d *Response) reusable() bool {
-	return d.reuse && d.status != 0 && d.err == nil && d.header.Get("Connection") != "close"
+	return d.reuse && d.status != 0 && d.err == nil
 }
 
 // sendHead writes the status line, the headers and what was written
@@ -235,7 +241,11 @@ func (d *Response) sendHead() error {
 		*b = strconv.AppendInt(*b, int64(d.status), 10)
 	}
 	*b = append(*b, "\r\n"...)
-	h := d.header
+	h := d.Header()
+	d.header = nil // Header gives a new map from now on
+	if h.Get("Connection") == "close" {
+		d.reuse = false
+	}
 	if h.Get("Content-Type") == "" && len(d.pending) > 0 {
 		h.Set("Content-Type", http.DetectContentType(d.pending))
 	}

@@ -25,7 +25,11 @@
 //     the request (drain state, global and per-connection limits, the
 //     registry Drain ends), starts it upstream, relays its responses
 //     batch by batch into the sink (relay, with keepalives), and accounts
-//     how it ended (metrics, client gone, drained).
+//     how it ended (metrics, client gone, drained). serve is begin, relay
+//     and finish on the handler's goroutine; a WebSocket request runs
+//     begin, then flight.relayLater: it waits without a goroutine, and
+//     each time its call has responses (upstream.Call.Notify) a short-lived
+//     goroutine relays them, until finish ends it (ws.Request.Later).
 //  3. An error is answered once, in the route's format (errors.go):
 //     classify turns any error into an httpError (status, code, message,
 //     Retry-After); serve lets the sink deliver it in band when the

@@ -42,6 +42,14 @@
 // WebSocket request), so a client that goes away, a cancel frame or a
 // failed write cancels the call upstream at once.
 //
+// Detached streams (detached.go, Options.Detach): serveSSE hands an event
+// stream over plaintext HTTP/1.1, once validated, to a goroutine of its
+// own on the connection taken from net/http (package detach), which runs
+// the rest of its life above, answers its error, ends its server span and
+// access log line as instrument would, and gives the connection back to
+// the http.Server for keep-alive. A held stream then costs neither
+// net/http's handler goroutine nor its buffers.
+//
 // # Where new behaviour hooks in
 //
 // Each of these has exactly one place:

@@ -141,10 +141,10 @@ func lastFlush(out sink) error {
 }
 
 // flushLast is the last flush of a plain (not resumable) stream: its last
-// events, and its headers if they are not out yet, are left to net/http,
-// which sends them with the end of the body when the handler returns
-// (sse.Writer.End: one write, where a flush and the end of the body are
-// two).
+// events, and its headers if they are not out yet, are left to the
+// ResponseWriter to send with the end of the body (sse.Writer.End;
+// net/http's does it in one write, where a flush and the end of the body
+// are two).
 func (o *sseSink) flushLast() error {
 	if o.log != nil {
 		return o.flush()

@@ -200,9 +200,9 @@ func (w *Writer) Flush() error {
 }
 
 // End ends the stream: the headers, unless Start sent them, and the
-// buffered events are written but not flushed, and net/http sends them
-// with the end of the response body when the handler returns, in one
-// write (where Flush and the end of the body are two). Nothing may be
+// buffered events are written but not flushed, for the ResponseWriter to
+// send with the end of the body (net/http's, when the handler returns:
+// one write, where Flush and the end of the body are two). Nothing may be
 // written after it.
 func (w *Writer) End() error {
 	if !w.started {

@@ -140,17 +140,17 @@ func lastFlush(out sink) error {
 	return out.flush()
 }
 
-// flushLast is the last flush of a plain (not resumable) stream: its last
-// events, and its headers if they are not out yet, are left to the
-// ResponseWriter to send with the end of the body (sse.Writer.End;
-// net/http's does it in one write, where a flush and the end of the body
-// are two).
+// flushLast is the last flush of a plain (not resumable) stream whose
+// headers are out: its last events are left to the ResponseWriter to send
+// with the end of the body (sse.Writer.End; net/http's does it in one
+// write, where a flush and the end of the body are two). A stream whose
+// headers are not out flushes as usual, so that it is chunked as every
+// stream (a ResponseWriter may give a whole body a Content-Length).
 func (o *sseSink) flushLast() error {
-	if o.log != nil {
+	if o.log != nil || !o.started {
 		return o.flush()
 	}
 	o.countEvents()
-	o.started = true
 	if o.sw.End() != nil {
 		return o.leave()
 	}

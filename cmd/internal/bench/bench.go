@@ -235,7 +235,7 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
 	fs.IntVar(&c.WSPerSocket, "ws-per-socket", 64, "ws: concurrent requests per socket")
 	fs.BoolVar(&c.HTTP2, "http2", false, "sse and chat: HTTP/2 without TLS (h2c, prior knowledge) to the gateway, --h2-per-conn streams per connection, instead of one HTTP/1.1 connection per stream; a spawned or embedded gateway gets --h2c and room for them (--max-streams-per-conn)")
-	fs.IntVar(&c.H2PerConn, "h2-per-conn", 64, "with --http2: concurrent requests per HTTP/2 connection (connections = ⌈c / this⌉); above the gateway's --max-streams-per-conn they are refused (429), above twice it they wait")
+	fs.IntVar(&c.H2PerConn, "h2-per-conn", 64, "with --http2: concurrent requests per HTTP/2 connection (connections = ⌈c / this⌉; a spawned or embedded gateway allows twice this per connection); above the gateway's --max-streams-per-conn they are refused (429), above twice it they wait")
 	fs.Group("Report and profiles")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of this process (with --embedded: server and load generator)")
@@ -519,7 +519,11 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			streams := max(2*c.Concurrency, 4096)
 			args := []string{"--max-streams", strconv.Itoa(streams), "--upstream-streams", strconv.Itoa(max((streams+255)/256, 64))}
 			if c.HTTP2 {
-				args = append(args, "--h2c", "--max-streams-per-conn", strconv.Itoa(max(c.H2PerConn, 64)))
+				// Twice the streams the bench puts on a connection: a
+				// stream the client left (or whose error it read) is
+				// counted by the gateway until its handler returns, while
+				// the client already sends the next one.
+				args = append(args, "--h2c", "--max-streams-per-conn", strconv.Itoa(max(2*c.H2PerConn, 64)))
 			}
 			args = append(args, c.SpawnArgs...)
 			if sp, err = spawnServer(ctx, c.SpawnBinary, c.SpawnSplit, args); err != nil {

@@ -83,7 +83,7 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 		UpstreamOptions: &upstream.Options{MaxStreamsPerTarget: max((streams+255)/256, 64), QueueBytes: o.queueBytes},
 		Gateway: &gateway.Options{
 			MaxStreams:        streams,
-			MaxStreamsPerConn: max(o.h2PerConn, 64),
+			MaxStreamsPerConn: max(2*o.h2PerConn, 64), // room for streams the client left and the handler still counts
 			// The bench measures the gateway, not its per-socket abuse
 			// limits: chunk rate and queued chunks are unbounded here.
 			WebSocket: &ws.Options{MaxInFlight: max(o.perSocket, 64), MaxSequences: max(o.perSocket, 32),

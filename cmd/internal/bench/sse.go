@@ -28,7 +28,10 @@ type sseReader struct {
 	lastID string // the last "id:" field read
 }
 
-func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 16<<10)} }
+// newSSEReader reads r through a 4 KB buffer: dozens of events per read,
+// and little memory for each of 100,000 held streams (longer lines are
+// put together in line).
+func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 4<<10)} }
 
 // next returns the data of the next event. The slice is valid until the
 // next call. At the end of the stream it returns io.EOF; an event cut off

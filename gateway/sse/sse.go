@@ -202,7 +202,24 @@ func (w *Writer) write(b []byte) error {
 		w.failed = true
 		return err
 	}
+	w.clearDeadline()
 	return nil
+}
+
+// clearDeadline takes the deadline off once a write is done, unless Abort
+// came first: it bounds the write, not the quiet after it. Over HTTP/2 a
+// stream's deadline is a timer that resets the stream (INTERNAL_ERROR)
+// when it fires, write or no write, so a stream quiet for the write
+// timeout (keepalives off or rarer) would be cut.
+func (w *Writer) clearDeadline() {
+	if w.opts.WriteTimeout <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.aborted {
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 func (w *Writer) flush() error {

@@ -211,6 +211,45 @@ func TestReaderComments(t *testing.T) {
 }
 
 // After Abort every write fails, whatever the write timeout.
+// TestQuietStreamOverHTTP2: a stream quiet for longer than the write
+// timeout, keepalives off, is not cut over HTTP/2, where a stream's write
+// deadline is a timer that resets the stream when it fires.
+func TestQuietStreamOverHTTP2(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := NewWriter(rw, &Options{KeepAlive: -1, WriteTimeout: timeout})
+		if w.Start() != nil {
+			return
+		}
+		for i := range 2 {
+			if i > 0 {
+				time.Sleep(4 * timeout) // quiet, as between two slow tokens
+			}
+			w.Append([]byte(`{}`))
+			if w.Flush() != nil {
+				return
+			}
+		}
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.ProtoMajor != 2 || err != nil || string(body) != "id: 0\ndata: {}\n\nid: 1\ndata: {}\n\n" {
+		t.Fatalf("%s: body %q, %v", resp.Proto, body, err)
+	}
+}
+
 func TestAbort(t *testing.T) {
 	w := NewWriter(httptest.NewRecorder(), &Options{WriteTimeout: -1})
 	if err := w.Start(); err != nil {

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
+	"github.com/streamgate/streamgate/cmd/internal/gctune"
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 )
@@ -69,6 +70,8 @@ func serve(ctx context.Context, f *stack.Flags, stderr io.Writer) error {
 	otel.SetMeterProvider(tel.Meter)
 	otel.SetTextMapPropagator(tel.Propagator)
 	cfg.Telemetry = tel
+	gc := gctune.Start(f.GCMinHeap)
+	defer gc.Stop()
 	s, err := stack.Start(cfg)
 	if err != nil {
 		return err

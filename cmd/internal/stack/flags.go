@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
+	"github.com/streamgate/streamgate/cmd/internal/gctune"
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 	"github.com/streamgate/streamgate/cmd/internal/tlsfiles"
 	"github.com/streamgate/streamgate/engine"
@@ -33,7 +34,10 @@ type Flags struct {
 	// ShutdownGrace is how long running streams may take to finish on
 	// SIGTERM.
 	ShutdownGrace time.Duration
-	Log           LogFlags
+	// GCMinHeap is the heap the garbage collector may grow to before a
+	// cycle while the live heap is small (gctune); 0 leaves GOGC alone.
+	GCMinHeap uint64
+	Log       LogFlags
 }
 
 // EngineFlags are the engine's flags.
@@ -231,6 +235,8 @@ func Register(fs *cli.FlagSet, command string) *Flags {
 	f.Log.register(fs)
 	fs.Group("Shutdown")
 	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running streams may take to finish")
+	fs.Group("Garbage collector")
+	fs.Uint64Var(&f.GCMinHeap, "gc-min-heap", gctune.DefaultMinHeap, "`bytes` the heap may grow to before a collection while little of it is live (GOGC still applies above it; the GOGC and GOMEMLIMIT variables are honoured); 0 leaves GOGC alone")
 	telemetry.RegisterEnv(fs)
 	return f
 }

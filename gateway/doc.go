@@ -25,7 +25,11 @@
 //     the request (drain state, global and per-connection limits, the
 //     registry Drain ends), starts it upstream, relays its responses
 //     batch by batch into the sink (relay, with keepalives), and accounts
-//     how it ended (metrics, client gone, drained).
+//     how it ended (metrics, client gone, drained). serve is begin, relay
+//     and finish on the handler's goroutine; a WebSocket request runs
+//     begin, then flight.relayLater: it waits without a goroutine, and
+//     each time its call has responses (upstream.Call.Notify) a short-lived
+//     goroutine relays them, until finish ends it (ws.Request.Later).
 //  3. An error is answered once, in the route's format (errors.go):
 //     classify turns any error into an httpError (status, code, message,
 //     Retry-After); serve lets the sink deliver it in band when the
@@ -37,6 +41,14 @@
 // Cancellation: serve's context comes from the HTTP request (or the
 // WebSocket request), so a client that goes away, a cancel frame or a
 // failed write cancels the call upstream at once.
+//
+// Detached streams (detached.go, Options.Detach): serveSSE hands an event
+// stream over plaintext HTTP/1.1, once validated, to a goroutine of its
+// own on the connection taken from net/http (package detach), which runs
+// the rest of its life above, answers its error, ends its server span and
+// access log line as instrument would, and gives the connection back to
+// the http.Server for keep-alive. A held stream then costs neither
+// net/http's handler goroutine nor its buffers.
 //
 // # Where new behaviour hooks in
 //

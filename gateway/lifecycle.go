@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamgate/streamgate/gateway/metrics"
@@ -101,6 +102,9 @@ type sink interface {
 // serve returns nil when the request succeeded or out delivered its
 // error, and otherwise the error the caller must answer (errClientGone
 // when there is nobody to answer).
+//
+// serve is begin (1, 2), relay (3) and finish (4) on the caller's
+// goroutine; relayLater runs 3 and 4 without one.
 func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error {
 	// serve's frame (and relay's, below it) stays on the stack of a
 	// streaming request for its whole life, under net/http's and the
@@ -108,29 +112,136 @@ func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error
 	// own so that the frames stay small. A handler goroutine that waits
 	// using under 4 KB of stack keeps an 8 KB stack; one that waits deeper
 	// keeps 16 KB, which is most of what a held stream costs.
-	parent := ctx
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	done, err := s.admitJob(ctx, conn, j, &liveStream{hard: func() { cancel(errDraining) }, cut: out.cut})
-	if err != nil {
+	f, err := s.begin(ctx, nil, conn, j, out)
+	if f == nil {
 		return err
 	}
-	defer done()
-	ob := s.observe(ctx, j) // the upstream span, in ob.ctx
-	c, err := s.start(ob.ctx, j.req)
-	if err != nil {
-		return s.failed(ctx, parent, ob, nil, j, out, err)
-	}
-	defer c.Cancel()
-	active := s.active(out.protocol())
-	defer active.Dec()
+	return f.finish(relay(f.ctx, f.c, j.tr, out))
+}
 
-	err = relay(ctx, ob.call(c), j.tr, out)
-	if err == nil {
-		ob.end(nil, false, j.tr)
-		return nil
+// flight is a request between begin and finish: admitted, its call
+// started upstream.
+type flight struct {
+	s      *Server
+	parent context.Context // the ctx given to begin
+	ctx    context.Context // the request's: parent, or its child
+	cancel context.CancelCauseFunc
+	own    bool   // ctx is parent's child, cancelled by finish
+	done   func() // gives back what admission took
+	ob     *observation
+	raw    call // the call as started
+	c      call // raw, observed by ob
+	j      *job
+	out    sink
+	active *metrics.GaugeValue
+
+	// relayLater's state
+	r     relayer
+	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
+	ended func(error)
+}
+
+// begin admits j and starts its call: serve's steps 1 and 2. A nil flight
+// comes with the error serve returns. cancel, if not nil, cancels ctx
+// (a WebSocket request's: ws.Request.Cancel), whose owner cancels it once
+// the request has ended; otherwise the request runs in a child of ctx
+// that finish cancels.
+func (s *Server) begin(ctx context.Context, cancel context.CancelCauseFunc, conn string, j *job, out sink) (*flight, error) {
+	f := &flight{s: s, parent: ctx, ctx: ctx, cancel: cancel, j: j, out: out}
+	if cancel == nil {
+		f.ctx, f.cancel = context.WithCancelCause(ctx)
+		f.own = true
 	}
-	return s.failed(ctx, parent, ob, c, j, out, err)
+	var err error
+	f.done, err = s.admitJob(f.ctx, conn, j, &liveStream{hard: func() { f.cancel(errDraining) }, cut: out.cut})
+	if err != nil {
+		f.release()
+		return nil, err
+	}
+	f.ob = s.observe(f.ctx, j) // the upstream span, in ob.ctx
+	f.raw, err = s.start(f.ob.ctx, j.req)
+	if err != nil {
+		err = s.failed(f.ctx, ctx, f.ob, nil, j, out, err)
+		f.done()
+		f.release()
+		return nil, err
+	}
+	f.c = f.ob.call(f.raw)
+	f.active = s.active(out.protocol())
+	return f, nil
+}
+
+// finish ends a flight whose relay returned err: serve's step 4. It
+// returns what serve returns.
+func (f *flight) finish(err error) error {
+	if err == nil {
+		f.ob.end(nil, false, f.j.tr)
+	} else {
+		err = f.s.failed(f.ctx, f.parent, f.ob, f.c, f.j, f.out, err)
+	}
+	f.active.Dec()
+	f.c.Cancel()
+	f.done()
+	f.release()
+	return err
+}
+
+// release cancels the request's context if begin made it.
+func (f *flight) release() {
+	if f.own {
+		f.cancel(nil)
+	}
+}
+
+// notifier is a call that says when it may have a response ready or has
+// ended (upstream.Call.Notify).
+type notifier interface {
+	Notify(func())
+}
+
+// canRelayLater says whether relayLater can run f: its call says when it
+// has responses (notifier) and its sink needs no keepalives (a timer to
+// wait for). Otherwise the caller relays and finishes f itself.
+func (f *flight) canRelayLater() bool {
+	_, ok := f.raw.(notifier)
+	return ok && f.out.keepAlive() <= 0
+}
+
+// relayLater relays f's call and finishes f like serve, but without a
+// goroutine that waits: each time the call says it may have a response
+// ready (or has ended), a goroutine relays what is ready, flushes and
+// leaves; once the call has ended it finishes f and gives ended what
+// serve would have returned. f must canRelayLater, and its sink's writes
+// must not block.
+func (f *flight) relayLater(ended func(error)) {
+	f.r = relayer{c: f.c, tr: f.j.tr, out: f.out, pending: f.j.tr.begin()}
+	f.ended = ended
+	f.raw.(notifier).Notify(f.wake)
+	f.wake()
+}
+
+// wake runs step on a goroutine of its own unless one runs already (which
+// then steps again).
+func (f *flight) wake() {
+	if f.wakes.Add(1) == 1 {
+		go f.step()
+	}
+}
+
+// step relays whatever is ready, again while wake was called meanwhile,
+// and finishes f once its call has ended.
+func (f *flight) step() {
+	for {
+		n := f.wakes.Load()
+		if ended, err := f.r.step(); ended {
+			f.raw.(notifier).Notify(nil)
+			f.ended(f.finish(err)) // wakes stays > 0: no step runs again
+			return
+		}
+		if f.wakes.Add(-n) == 0 {
+			return
+		}
+	}
 }
 
 // active counts one more request relaying on protocol and returns its
@@ -248,20 +359,7 @@ func (s *Server) noteEnd(protocol string, err error) {
 // errClientGone when out could not write; the payloads before them may
 // still be buffered in out, for its in-band error to follow.
 func relay(ctx context.Context, c call, tr translator, out sink) error {
-	send := func(ps [][]byte) error {
-		for _, p := range ps {
-			if err := out.send(p); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	pending := tr.begin()
-	sendPending := func() error {
-		err := send(pending)
-		pending = nil
-		return err
-	}
+	r := relayer{c: c, tr: tr, out: out, pending: tr.begin()}
 	var tick <-chan time.Time
 	ka := out.keepAlive()
 	var timer *time.Timer
@@ -273,7 +371,7 @@ func relay(ctx context.Context, c call, tr translator, out sink) error {
 	for {
 		resp, err := c.RecvTick(ctx, tick)
 		if resp == nil && err == nil { // quiet for ka
-			if err := sendPending(); err != nil {
+			if err := r.sendPending(); err != nil {
 				return err
 			}
 			if err := out.idle(); err != nil {
@@ -282,42 +380,82 @@ func relay(ctx context.Context, c call, tr translator, out sink) error {
 			timer.Reset(ka)
 			continue
 		}
-		if err == nil || err == io.EOF {
-			if err := sendPending(); err != nil {
-				return err
-			}
-		}
-		for {
-			if err == io.EOF {
-				ps, terr := tr.end()
-				if terr != nil {
-					return terr
-				}
-				if err := send(ps); err != nil {
-					return err
-				}
-				return out.flush()
-			}
-			if err != nil {
-				return err
-			}
-			ps, terr := tr.next(resp)
-			if terr != nil {
-				return terr
-			}
-			if err := send(ps); err != nil {
-				return err
-			}
-			var ok bool
-			if resp, ok, err = c.TryRecv(); !ok {
-				break
-			}
-		}
-		if err := out.flush(); err != nil {
+		if ended, err := r.batch(resp, err); ended {
 			return err
 		}
 		if timer != nil {
 			timer.Reset(ka)
 		}
 	}
+}
+
+// relayer is relay's state between batches.
+type relayer struct {
+	c       call
+	tr      translator
+	out     sink
+	pending [][]byte // tr.begin's payloads, until the first response
+}
+
+func (r *relayer) send(ps [][]byte) error {
+	for _, p := range ps {
+		if err := r.out.send(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *relayer) sendPending() error {
+	err := r.send(r.pending)
+	r.pending = nil
+	return err
+}
+
+// step relays the responses ready now, if any, without waiting (batch).
+func (r *relayer) step() (ended bool, err error) {
+	resp, ok, err := r.c.TryRecv()
+	if !ok {
+		return false, nil
+	}
+	return r.batch(resp, err)
+}
+
+// batch relays one result of the call (resp, or its end: err) and every
+// response already queued after it, then flushes. ended says that relay
+// is over, with err (nil: the call completed and its payloads are out).
+func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ error) {
+	if err == nil || err == io.EOF {
+		if err := r.sendPending(); err != nil {
+			return true, err
+		}
+	}
+	for {
+		if err == io.EOF {
+			ps, terr := r.tr.end()
+			if terr != nil {
+				return true, terr
+			}
+			if err := r.send(ps); err != nil {
+				return true, err
+			}
+			return true, r.out.flush()
+		}
+		if err != nil {
+			return true, err
+		}
+		ps, terr := r.tr.next(resp)
+		if terr != nil {
+			return true, terr
+		}
+		if err := r.send(ps); err != nil {
+			return true, err
+		}
+		var ok bool
+		if resp, ok, err = r.c.TryRecv(); !ok {
+			break
+		}
+	}
+	err = r.out.flush()
+	return err != nil, err
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // statusWriter records the status of a response. It passes Flush, Hijack
@@ -19,6 +21,13 @@ type statusWriter struct {
 	// since, when set, is when an OpenAI request arrived: a response
 	// that is not an event stream gets openai-processing-ms.
 	since time.Time
+
+	// The request's server span and start (instrument's), for a request
+	// that detaches (detachStream): its goroutine ends them, and
+	// instrument does not.
+	span     trace.Span
+	start    time.Time
+	detached bool
 }
 
 // commit notes that the headers go out now, with status code.

@@ -134,15 +134,22 @@ func (s *Server) resumableAsked(asked bool) bool {
 // format: format), resumable when the request asks and Options.Resumable
 // allows it.
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, errs errorFormat, format string, firstErrorAsEvent bool) error {
-	out := s.newSSESink(w, r, errs, firstErrorAsEvent)
 	asked, err := parseResumable(r.Header.Get(headerResumable))
 	if err != nil {
 		return err
 	}
-	if !s.resumableAsked(asked) {
-		return s.serve(r.Context(), r.RemoteAddr, j, out)
+	resumable := s.resumableAsked(asked)
+	run := func(w http.ResponseWriter, r *http.Request) error {
+		out := s.newSSESink(w, r, errs, firstErrorAsEvent)
+		if !resumable {
+			return s.serve(r.Context(), r.RemoteAddr, j, out)
+		}
+		return s.serveResumable(r, j, out, errs, format)
 	}
-	return s.serveResumable(r, j, out, errs, format)
+	if s.detachStream(w, r, errs, run) {
+		return nil
+	}
+	return run(w, r)
 }
 
 // serveResumable is serveSSE for a resumable stream (apart, so that the

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/streamgate/streamgate/gateway/detach"
 	"github.com/streamgate/streamgate/gateway/metrics"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/playground"
@@ -174,6 +175,14 @@ type Options struct {
 	// are kept in Store. Default nil: the gateway is open and requests
 	// need no key.
 	Keys store.Keys
+
+	// Detach, when set, is the listener the gateway's http.Server serves
+	// (a detach.Listener around its own): event streams over plaintext
+	// HTTP/1.1 then leave net/http once validated, run on a goroutine of
+	// their own over the raw connection (package detach), and hand the
+	// connection back through Detach when they end, for keep-alive.
+	// Default nil: streams stay in net/http's handler goroutine.
+	Detach *detach.Listener
 }
 
 func (o *Options) withDefaults() Options {
@@ -237,9 +246,11 @@ func (o *Options) withDefaults() Options {
 
 // Server is the HTTP edge. Its Handler may serve any number of requests
 // concurrently; Drain may be called once, from any goroutine. Each request
-// runs in its handler goroutine plus, for streams, one writer goroutine
-// that ends before the handler returns; WebSocket sessions end with their
-// socket. Nothing outlives the requests that started it.
+// runs in its handler goroutine, except the event streams Options.Detach
+// takes from net/http, which run on a goroutine of their own (and one that
+// reads their connection) from their handler's return to their end;
+// WebSocket sessions end with their socket. Nothing outlives the requests
+// that started it.
 type Server struct {
 	start   startFunc
 	inspect Inspector

@@ -107,13 +107,25 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx, span := s.startServerSpan(r)
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, span: span, start: start}
 		if isOpenAIPath(r.URL.Path) {
 			ctx = s.nameRequest(ctx, sw, span, start)
 		}
 		next.ServeHTTP(sw, r.WithContext(ctx))
-		s.endServerSpan(ctx, r, span, sw.status, start)
+		if !sw.detached { // else the detached goroutine ends it
+			s.endServerSpan(ctx, r, span, sw.status, start, routePattern(r))
+		}
 	})
+}
+
+// routePattern is the route r matched, "unmatched" if none. It reads
+// chi's routing context, which chi reuses once the request's handler has
+// returned.
+func routePattern(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+		return rc.RoutePattern()
+	}
+	return "unmatched"
 }
 
 // startServerSpan and endServerSpan are instrument's work before and after
@@ -135,11 +147,7 @@ func (s *Server) startServerSpan(r *http.Request) (context.Context, trace.Span) 
 	return ctx, span
 }
 
-func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.Span, code int, start time.Time) {
-	route := "unmatched"
-	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-		route = rc.RoutePattern()
-	}
+func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.Span, code int, start time.Time, route string) {
 	if code == 0 {
 		code = StatusClientClosed // nothing was written: the client left
 	}

@@ -70,33 +70,70 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 
 // wsRequest runs one request frame on the socket upgraded by r (the
 // session's ws.Handler) in its own server span, a child of the socket's.
-func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request, emit func([]byte) error) (err error) {
+// A plain streaming request waits for its responses without a goroutine
+// (flight.relayLater: req.Later); the others end before it returns.
+func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request, emit func([]byte) error) error {
 	ctx, span := s.tracer.Start(ctx, wsSpanName(req.Type), trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("streamgate.ws.request_id", req.ID))
 	}
-	defer func() {
-		if err != nil {
-			s.logError(ctx, r, err, http.StatusSwitchingProtocols)
+	var err error
+	switch req.Type {
+	case ws.TypeSequenceStart:
+		err = s.wsSequence(ctx, req, emit)
+	case ws.TypeResume:
+		err = s.wsResume(ctx, req, emit)
+	default:
+		var later bool
+		if later, err = s.wsInfer(ctx, r, span, req, emit); later {
+			return nil
 		}
-		endSpan(span, err)
-	}()
-	if req.Type == ws.TypeSequenceStart {
-		return s.wsSequence(ctx, req, emit)
 	}
-	if req.Type == ws.TypeResume {
-		return s.wsResume(ctx, req, emit)
-	}
-	var j *job
-	onOwnStack(func() { j, err = s.wsJob(ctx, req) })
+	s.wsEnd(ctx, r, span, err)
+	return err
+}
+
+// wsEnd logs the error that ended a WebSocket request (nil: none) and
+// ends its span.
+func (s *Server) wsEnd(ctx context.Context, r *http.Request, span trace.Span, err error) {
 	if err != nil {
-		return err
+		s.logError(ctx, r, err, http.StatusSwitchingProtocols)
 	}
+	endSpan(span, err)
+}
+
+// wsInfer runs an inference request frame (generate, chat.completions,
+// completions, responses). later says it goes on after wsInfer returns,
+// and will end itself (wsEnd, then the function req.Later gave).
+func (s *Server) wsInfer(ctx context.Context, r *http.Request, span trace.Span, req *ws.Request, emit func([]byte) error) (later bool, err error) {
 	out := &wsSink{emit: emit, events: s.metrics.events.With("ws")}
-	if !s.resumableAsked(req.Resumable) {
-		return s.serve(ctx, "", j, out)
+	var j *job
+	if s.resumableAsked(req.Resumable) {
+		// A resumable request waits on this goroutine: parse on another
+		// (onOwnStack) so that this one keeps a small stack.
+		onOwnStack(func() { j, err = s.wsJob(ctx, req) })
+		if err != nil {
+			return false, err
+		}
+		return false, s.wsResumable(ctx, req, j, out)
 	}
-	return s.wsResumable(ctx, req, j, out)
+	if j, err = s.wsJob(ctx, req); err != nil {
+		return false, err
+	}
+	req.Body = nil // parsed: not kept while the request runs
+	f, err := s.begin(ctx, req.Cancel, "", j, out)
+	if f == nil {
+		return false, err
+	}
+	if !f.canRelayLater() {
+		return false, f.finish(relay(f.ctx, f.c, j.tr, out))
+	}
+	end := req.Later()
+	f.relayLater(func(err error) {
+		s.wsEnd(ctx, r, span, err)
+		end(err)
+	})
+	return true, nil
 }
 
 // onOwnStack runs f on a goroutine of its own and waits for it. A

@@ -86,12 +86,16 @@ func (cl *Call) Recv(ctx context.Context) (*pb.ModelInferResponse, error) {
 // wait for responses and its own timer (a keepalive) at once without a
 // context per wait.
 func (cl *Call) RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error) {
+	ready := cl.q.ready // only consumers set it
+	if ready == nil {
+		ready = cl.q.readyChan() // before TryRecv: a push after it leaves a token
+	}
 	for {
 		if r, ok, err := cl.TryRecv(); ok {
 			return r, err
 		}
 		select {
-		case <-cl.q.ready:
+		case <-ready:
 		case <-cl.done:
 			r, _, err := cl.TryRecv()
 			return r, err
@@ -183,6 +187,7 @@ func (cl *Call) finish(err error, abort bool) bool {
 	if stop != nil {
 		stop()
 	}
+	cl.notifyEnd()
 	return true
 }
 
@@ -226,6 +231,24 @@ func (cl *Call) end(err *Error, skip bool) {
 	}
 	if st != nil {
 		st.removeAndCancel(cl)
+	}
+	cl.notifyEnd()
+}
+
+// Notify has f called whenever a response may have become ready for
+// TryRecv and once the call has ended, so that a consumer can wait for
+// the call without a goroutine of its own. f is called on the goroutine
+// that queued the response or ended the call (the stream's reader, a
+// timer's, Cancel's caller): it must return at once and must not call
+// the Call's methods itself. A consumer sets f, then calls TryRecv until
+// it is not ok: what was ready before f was set is seen there. Notify(nil)
+// stops the calls.
+func (cl *Call) Notify(f func()) { cl.q.setNotify(f) }
+
+// notifyEnd calls the Notify function of a call that has just ended.
+func (cl *Call) notifyEnd() {
+	if f := cl.q.notifier(); f != nil {
+		f()
 	}
 }
 

@@ -106,7 +106,11 @@
 // them. A call's idle watch is a timer (time.AfterFunc), not a goroutine:
 // it runs briefly every quarter of the idle timeout and is stopped when
 // the call ends. Client and Call methods are safe for concurrent use, except that
-// one Call's Recv must not be called from two goroutines at once.
+// one Call's Recv must not be called from two goroutines at once. A
+// consumer need not wait in a goroutine either: Call.Notify has the
+// stream's reader (or whatever ended the call) tell it, without blocking,
+// when a response may be ready or the call has ended, and it takes them
+// with TryRecv (the gateway's WebSocket requests wait this way).
 //
 // # Locks
 //

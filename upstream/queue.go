@@ -17,9 +17,10 @@ import (
 //
 // Memory: the messages sit back to back in one buffer, each after a
 // 4-byte length. The buffer starts at 256 bytes, doubles when a push
-// needs room the consumer has not freed, and is dropped when the consumer
-// empties it after it grew past keepQueueBuf, so an idle or keeping-up
-// call holds a few hundred bytes. A call may hold Options.QueueBytes of
+// needs room the consumer has not freed, and goes back to its pool
+// (queueBufs) when the consumer empties it, so an idle call holds none
+// (a WebSocket may hold thousands of idle calls) and a keeping-up one
+// takes a buffer from the pool and gives it back for each batch. A call may hold Options.QueueBytes of
 // buffer of its own; beyond that it borrows from the budget shared by
 // every queue (Options.Memory), and a push the budget cannot cover fails
 // the call with KindBudget. A consumer that has responses waiting and has
@@ -43,12 +44,13 @@ type respQueue struct {
 	borrowed bool
 
 	// ready has a token whenever a push may have made the queue non-empty
-	// since the consumer last looked.
+	// since the consumer last looked; made by the first consumer that
+	// waits (readyChan), nil before: a consumer that waits without a
+	// goroutine (Notify) needs none.
 	ready chan struct{}
+	// notify, when set (Call.Notify), is called after every push.
+	notify func()
 }
-
-// keepQueueBuf is the largest queue buffer kept once empty.
-const keepQueueBuf = 4 << 10
 
 // queueBufs recycles queue buffers by size class (bufClass: 256 bytes to
 // 1 MiB), so that a call whose queue grows in a burst and is drained again
@@ -82,7 +84,17 @@ func putQueueBuf(p *[]byte) {
 }
 
 func newRespQueue() respQueue {
-	return respQueue{ready: make(chan struct{}, 1)}
+	return respQueue{}
+}
+
+// readyChan returns q.ready, made on first use.
+func (q *respQueue) readyChan() chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ready == nil {
+		q.ready = make(chan struct{}, 1)
+	}
+	return q.ready
 }
 
 // queueLimits are a Client's queue bounds (see Options).
@@ -138,12 +150,30 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 	copy(q.buf[q.w+4:], msg)
 	q.w += need
 	q.n++
+	notify, ready := q.notify, q.ready
 	q.mu.Unlock()
 	select {
-	case q.ready <- struct{}{}:
+	case ready <- struct{}{}: // nil: nobody waits (a nil channel is never ready)
 	default:
 	}
+	if notify != nil {
+		notify()
+	}
 	return res
+}
+
+// setNotify makes f the function push calls (nil: none).
+func (q *respQueue) setNotify(f func()) {
+	q.mu.Lock()
+	q.notify = f
+	q.mu.Unlock()
+}
+
+// notifier is the function push calls, nil for none.
+func (q *respQueue) notifier() func() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.notify
 }
 
 // makeRoom makes need bytes free after q.w: it moves the queued messages
@@ -185,9 +215,7 @@ func (q *respQueue) pop(dst []byte, lim *queueLimits) ([]byte, bool) {
 	q.pops++
 	if q.n == 0 {
 		q.r, q.w = 0, 0
-		if len(q.buf) > keepQueueBuf {
-			q.dropLocked(lim)
-		}
+		q.dropLocked(lim)
 	}
 	return dst, true
 }

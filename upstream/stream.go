@@ -426,13 +426,14 @@ func (s *stream) route(msg []byte) error {
 	return nil
 }
 
-// dropInputs frees the inputs of req, a request that has delivered a
-// response: it will not be sent again (failover re-sends only requests
-// that delivered nothing), and its in-band cancel needs only its id and
-// model. The sender is done with it: the target answered it. A held
-// stream then keeps no prompt.
+// dropInputs frees the inputs, parameters and outputs of req, a request
+// that has delivered a response: it will not be sent again (failover
+// re-sends only requests that delivered nothing), and its in-band cancel
+// needs only its id and model. The sender is done with it: the target
+// answered it. A held stream then keeps no prompt, and no parameter map.
 func dropInputs(req *pb.ModelInferRequest) {
 	req.Inputs, req.RawInputContents = nil, nil
+	req.Parameters, req.Outputs = nil, nil
 }
 
 // errorParams decodes the response parameters of an in-band error (its

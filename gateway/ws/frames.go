@@ -22,6 +22,7 @@
 package ws
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,6 +99,28 @@ type Request struct {
 
 	seq      uint64 // the seq of the next data frame
 	announce string // the stream id the next data frame carries
+	// end ends the request (set by the session); later: the Handler
+	// called Later, and end waits for the function Later gave.
+	end   func(error)
+	later bool
+	// cancel cancels the context the Handler is given.
+	cancel context.CancelCauseFunc
+}
+
+// Cancel cancels the context the request's Handler was given, with
+// cause, as a cancel frame does with ErrCancelled.
+func (r *Request) Cancel(cause error) { r.cancel(cause) }
+
+// Later lets the request go on after its Handler returns: the session
+// ends it (its terminal frame, its id free again) when the returned
+// function is called, with the error the Handler would have returned,
+// instead of when the Handler returns (the Handler then returns nil).
+// Until then emit may be called from any goroutine, one call at a time.
+// The function must be called exactly once, soon after the request's
+// context is done. Only the Handler calls Later, at most once.
+func (r *Request) Later() (end func(error)) {
+	r.later = true
+	return r.end
 }
 
 // Announce makes the request's next data frame carry "stream": sid, as

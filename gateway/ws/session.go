@@ -18,6 +18,8 @@ import (
 // blocks while the socket's send queue is full and fails once the request
 // or the socket ends. Handler returns nil when the request completed, or
 // the error that ended it. It must return soon after ctx is done.
+// A Handler that calls req.Later may return before the request ends
+// (Request.Later).
 type Handler func(ctx context.Context, req *Request, emit func(data []byte) error) error
 
 // Options configures a Session. Nil or zero fields take the defaults.
@@ -128,8 +130,9 @@ var ErrCancelled = errors.New("cancelled by the client")
 // from any goroutine, at any time, any number of times.
 //
 // Goroutines: Run reads frames in the caller's goroutine and owns one
-// writer, one pinger and one goroutine per running request; all of them
-// have exited when Run returns.
+// writer, one pinger and one goroutine per request while its Handler
+// runs; all of them have exited, and every request has ended (Later
+// included), when Run returns.
 //
 // Frames wait for the writer in one queue (sendQueue), built in place:
 // queuing a frame allocates nothing, and the writer sends everything
@@ -139,9 +142,10 @@ type Session struct {
 	h    Handler
 	opts Options
 
-	q      sendQueue
-	wake   chan struct{} // capacity 1: frames were queued
-	closed chan struct{} // closed when the session is shutting down
+	q        sendQueue
+	requests sync.WaitGroup // the requests not ended yet
+	wake     chan struct{}  // capacity 1: frames were queued
+	closed   chan struct{}  // closed when the session is shutting down
 
 	chunks chunkBucket // only the reader uses it
 
@@ -215,6 +219,7 @@ func (s *Session) Run(ctx context.Context) error {
 	defer func() {
 		cancel()
 		s.close(websocket.StatusGoingAway, "server shutting down", false)
+		s.requests.Wait()
 		wg.Wait()
 		s.conn.CloseNow()
 		s.q.drop(s.opts.Memory)
@@ -234,11 +239,11 @@ func (s *Session) Run(ctx context.Context) error {
 			s.handleBinary(ctx, data)
 			continue
 		}
-		s.handleFrame(ctx, &wg, data)
+		s.handleFrame(ctx, data)
 	}
 }
 
-func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []byte) {
+func (s *Session) handleFrame(ctx context.Context, data []byte) {
 	req, fe := ParseFrame(data)
 	if fe != nil {
 		s.refuseFrame(ctx, fe)
@@ -283,6 +288,7 @@ func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []by
 		return
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
+	req.cancel = cancel
 	r := &running{cancel: cancel}
 	if seq {
 		r.seq = &Sequence{chunks: make(chan Chunk, s.opts.SequenceQueue), idle: max(s.opts.SequenceIdle, 0)}
@@ -291,7 +297,8 @@ func (s *Session) handleFrame(ctx context.Context, wg *sync.WaitGroup, data []by
 	}
 	s.active[req.ID] = r
 	s.mu.Unlock()
-	wg.Go(func() { s.serve(ctx, rctx, cancel, req) })
+	s.requests.Add(1) // done when the request ends
+	go s.serve(ctx, rctx, cancel, req)
 }
 
 func (s *Session) chunkTooLarge() string {
@@ -368,7 +375,8 @@ func (s *Session) addChunk(ctx context.Context, id string, c Chunk) {
 	s.mu.Unlock()
 }
 
-// serve runs one request and sends its terminal frame.
+// serve runs one request and sends its terminal frame (end), or leaves
+// that to the function Later gave its Handler.
 func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFunc, req *Request) {
 	emit := func(data []byte) error {
 		if err := context.Cause(ctx); err != nil {
@@ -385,7 +393,15 @@ func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFun
 		req.seq++
 		return err
 	}
+	req.end = func(err error) { s.end(sctx, ctx, cancel, req, err) }
 	err := s.h(ctx, req, emit)
+	if !req.later {
+		s.end(sctx, ctx, cancel, req, err)
+	}
+}
+
+// end ends a request whose Handler returned err: its terminal frame.
+func (s *Session) end(sctx, ctx context.Context, cancel context.CancelCauseFunc, req *Request, err error) {
 	cause := context.Cause(ctx)
 	cancel(nil)
 
@@ -421,6 +437,7 @@ func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFun
 	if idle {
 		s.close(websocket.StatusGoingAway, "server shutting down", true)
 	}
+	s.requests.Done()
 }
 
 var (

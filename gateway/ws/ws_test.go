@@ -198,8 +198,33 @@ func countHandler(ctx context.Context, req *Request, emit func([]byte) error) er
 	return nil
 }
 
+// later is h as a Handler that returns at once: each request goes on
+// after it (Request.Later) on a goroutine of its own, as the gateway's
+// requests that wait without one go on in whatever goroutine their
+// responses arrive on.
+func later(h Handler) Handler {
+	return func(ctx context.Context, req *Request, emit func([]byte) error) error {
+		end := req.Later()
+		go func() { end(h(ctx, req, emit)) }()
+		return nil
+	}
+}
+
+// handlers are countHandler ending its requests as it returns and after
+// it returned (later).
+var handlers = []struct {
+	name string
+	h    Handler
+}{{"returns", countHandler}, {"later", later(countHandler)}}
+
 func TestSessionManyRequestsSomeCancelled(t *testing.T) {
-	srv := newServer(t, countHandler, &Options{ErrorInfo: func(err error) (string, string) { return "model_error", err.Error() }})
+	for _, h := range handlers {
+		t.Run(h.name, func(t *testing.T) { testManyRequestsSomeCancelled(t, h.h) })
+	}
+}
+
+func testManyRequestsSomeCancelled(t *testing.T, h Handler) {
+	srv := newServer(t, h, &Options{ErrorInfo: func(err error) (string, string) { return "model_error", err.Error() }})
 	c := dial(t, srv.url)
 	const n = 50
 	for i := range n {
@@ -308,7 +333,13 @@ func TestSessionLimitsAndBadFrames(t *testing.T) {
 }
 
 func TestSessionDrain(t *testing.T) {
-	srv := newServer(t, countHandler, nil)
+	for _, h := range handlers {
+		t.Run(h.name, func(t *testing.T) { testDrain(t, h.h) })
+	}
+}
+
+func testDrain(t *testing.T, h Handler) {
+	srv := newServer(t, h, nil)
 	idle := dial(t, srv.url)
 	busy := dial(t, srv.url)
 	s1, s2 := <-srv.sessions, <-srv.sessions
@@ -336,6 +367,11 @@ func TestSessionDrain(t *testing.T) {
 }
 
 func TestSessionStopCancelsRequests(t *testing.T) {
+	t.Run("returns", func(t *testing.T) { testStopCancels(t, false) })
+	t.Run("later", func(t *testing.T) { testStopCancels(t, true) })
+}
+
+func testStopCancels(t *testing.T, useLater bool) {
 	started := make(chan struct{})
 	ended := make(chan error, 1)
 	h := func(ctx context.Context, req *Request, emit func([]byte) error) error {
@@ -343,6 +379,9 @@ func TestSessionStopCancelsRequests(t *testing.T) {
 		<-ctx.Done()
 		ended <- ctx.Err()
 		return ctx.Err()
+	}
+	if useLater {
+		h = later(h)
 	}
 	srv := newServer(t, h, nil)
 	c := dial(t, srv.url)

@@ -220,3 +220,55 @@ func TestWebSocketRefusesOtherSubprotocols(t *testing.T) {
 		t.Fatalf("read: %v, want close 1008 naming the subprotocol", err)
 	}
 }
+
+// Requests that wait for their responses on a socket (without a goroutine
+// of their own in the gateway) finish in order when the server drains
+// gracefully: every one completes, then the socket closes with 1001 and
+// Drain returns.
+func TestWebSocketDrainWithWaitingRequests(t *testing.T) {
+	s := newStack(t, nil)
+	c := s.dialWS(t)
+	const n = 40
+	for i := range n {
+		wsSend(t, c, fmt.Sprintf(`{"type":"generate","id":"w%02d","model":"repeat_int32","body":{"IN":[%d,%d,%d],"DELAY":[0,200,200],"WAIT":0}}`, i, 10*i, 10*i+1, 10*i+2))
+	}
+	counts := map[string]int{}
+	done := 0
+	drained := make(chan error, 1)
+	for draining := false; ; {
+		if !draining && len(counts) == n { // every request has started and waits for more
+			draining = true
+			go func() { drained <- s.gw.Drain(t.Context()) }()
+		}
+		f, raw, err := wsRead(t, c)
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusGoingAway {
+				t.Fatalf("socket closed with %v, want 1001", err)
+			}
+			break
+		}
+		switch f.Type {
+		case "data":
+			var i int
+			fmt.Sscanf(f.ID, "w%d", &i)
+			want := fmt.Sprintf(`{"model_name":"repeat_int32","model_version":"1","OUT":%d,"IDX":%d}`, 10*i+counts[f.ID], counts[f.ID])
+			if f.Seq != uint64(counts[f.ID]) || string(f.Data) != want {
+				t.Fatalf("%s: frame %s after %d, want data %s", f.ID, raw, counts[f.ID], want)
+			}
+			counts[f.ID]++
+		case "done":
+			if f.Reason != "final" || counts[f.ID] != 3 {
+				t.Fatalf("%s ended %s after %d frames", f.ID, raw, counts[f.ID])
+			}
+			done++
+		default:
+			t.Fatalf("frame %s", raw)
+		}
+	}
+	if done != n {
+		t.Fatalf("%d of %d requests completed before the socket closed", done, n)
+	}
+	if err := <-drained; err != nil {
+		t.Fatalf("Drain = %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/detach"
 	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/ws"
 	"github.com/streamgate/streamgate/upstream"
@@ -132,7 +133,7 @@ func Start(cfg Config) (_ *Stack, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = slog.New(telemetry.LogHandler(log.Handler()))
-	s := &Stack{log: log, errc: make(chan error, 3), Telemetry: cfg.Telemetry}
+	s := &Stack{log: log, errc: make(chan error, 4), Telemetry: cfg.Telemetry}
 	defer func() {
 		if err != nil {
 			s.Stop(canceled())
@@ -254,14 +255,23 @@ func (s *Stack) startGateway(cfg Config) error {
 	}
 	fill(&wsOpts.Memory, uopts.Memory)
 	gopts.WebSocket = &wsOpts
+	var lis net.Listener
+	lis, err = net.Listen("tcp", orLoopback(cfg.HTTPAddr))
+	if err != nil {
+		return fmt.Errorf("gateway listen: %w", err)
+	}
+	// Plaintext event streams over HTTP/1.1 leave net/http once validated
+	// and their connections come back through back, which the server
+	// serves beside lis (gateway.Options.Detach). With TLS they stay.
+	var back *detach.Listener
+	if cfg.TLS == nil && gopts.Detach == nil {
+		back = detach.NewListener(lis.Addr())
+		gopts.Detach = back
+	}
 	s.Gateway = gateway.New(up, &gopts)
 	var h http.Handler = s.Gateway.Handler()
 	if cfg.Handler != nil {
 		h = cfg.Handler(h)
-	}
-	lis, err := net.Listen("tcp", orLoopback(cfg.HTTPAddr))
-	if err != nil {
-		return fmt.Errorf("gateway listen: %w", err)
 	}
 	// No WriteTimeout: streams set their own deadlines.
 	s.HTTP = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
@@ -289,6 +299,10 @@ func (s *Stack) startGateway(cfg Config) error {
 	s.log.Info("gateway serving", "url", s.URL(), "protocols", s.HTTP.Protocols.String(), "mtls", s.HTTP.TLSConfig != nil && s.HTTP.TLSConfig.ClientCAs != nil,
 		"upstream", targets, "upstream_tls", uopts.TLS != nil, "cancel", uopts.Cancel)
 	s.serve(serve)
+	if back != nil {
+		back.IdleTimeout = s.HTTP.IdleTimeout
+		s.serve(func() error { return s.HTTP.Serve(back) })
+	}
 	return nil
 }
 

@@ -1,0 +1,197 @@
+package detach
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// server serves h on a loopback port with a Listener for hand-backs
+// beside it; h detaches every request and writes it with write, on a
+// goroutine of its own.
+type server struct {
+	url  string
+	back *Listener
+	wg   sync.WaitGroup
+}
+
+func newServer(t *testing.T, write func(d *Response, r *http.Request)) *server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{url: "http://" + ln.Addr().String(), back: NewListener(ln.Addr())}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Before", "kept")
+		d, err := Hijack(w, r)
+		if err != nil {
+			t.Errorf("Hijack: %v", err)
+			return
+		}
+		s.wg.Go(func() {
+			write(d, r)
+			d.Finish(s.back)
+		})
+	})}
+	var serving sync.WaitGroup
+	serving.Go(func() { srv.Serve(ln) })
+	serving.Go(func() { srv.Serve(s.back) })
+	t.Cleanup(func() {
+		srv.Shutdown(context.Background())
+		s.wg.Wait()
+		serving.Wait()
+	})
+	return s
+}
+
+// countingClient dials at most one connection and counts its dials.
+func countingClient(t *testing.T, dials *int) *http.Client {
+	tr := &http.Transport{MaxConnsPerHost: 1, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		*dials++
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// A response flushed before its end is chunked; one written whole gets
+// Content-Length. Either way the connection carries the next request.
+func TestResponseForms(t *testing.T) {
+	s := newServer(t, func(d *Response, r *http.Request) {
+		if r.URL.Path == "/whole" {
+			d.Header().Set("Content-Type", "text/plain")
+			d.WriteHeader(http.StatusTeapot)
+			io.WriteString(d, "short")
+			return
+		}
+		io.WriteString(d, "one,")
+		if err := http.NewResponseController(d).Flush(); err != nil {
+			t.Error(err)
+		}
+		io.WriteString(d, "two")
+	})
+	dials := 0
+	c := countingClient(t, &dials)
+	for range 2 {
+		for _, tc := range []struct {
+			path, body string
+			status     int
+			length     int64
+		}{{"/chunked", "one,two", 200, -1}, {"/whole", "short", http.StatusTeapot, 5}} {
+			resp, err := c.Get(s.url + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(body) != tc.body || resp.StatusCode != tc.status || resp.ContentLength != tc.length {
+				t.Errorf("%s: %d %q %v, length %d", tc.path, resp.StatusCode, body, err, resp.ContentLength)
+			}
+			if resp.Header.Get("X-Before") != "kept" || resp.Header.Get("Date") == "" {
+				t.Errorf("%s: headers %v", tc.path, resp.Header)
+			}
+		}
+	}
+	if dials != 1 {
+		t.Errorf("%d dials, want 1: the connection was not handed back", dials)
+	}
+}
+
+// A request that says close gets "Connection: close", and its connection
+// is closed after the response.
+func TestResponseConnectionClose(t *testing.T) {
+	s := newServer(t, func(d *Response, r *http.Request) { io.WriteString(d, "bye") })
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "bye" || !resp.Close {
+		t.Errorf("%q, close %v", body, resp.Close)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the response: %v, want EOF", err)
+	}
+}
+
+// The reader notices a client that leaves; the response's writes then
+// fail, and the connection is not handed back.
+func TestWatchClientLeaves(t *testing.T) {
+	gone := make(chan struct{})
+	s := newServer(t, func(d *Response, r *http.Request) {
+		d.Watch(func() { close(gone) })
+		io.WriteString(d, "started")
+		http.NewResponseController(d).Flush()
+		<-gone
+	})
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	<-gone
+}
+
+// Closing the Listener (the server's Shutdown) closes the connections
+// waiting there for their next request.
+func TestListenerCloseEndsIdle(t *testing.T) {
+	done := make(chan struct{})
+	s := newServer(t, func(d *Response, r *http.Request) {
+		io.WriteString(d, "ok")
+		close(done)
+	})
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	<-done
+	s.wg.Wait() // handed back: waiting for the next request
+	s.back.Close()
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("idle connection after Close: %v, want EOF", err)
+	}
+}
+
+// Only plaintext HTTP/1.1 requests are taken.
+func TestHijackRefusesOthers(t *testing.T) {
+	for _, proto := range [][2]int{{1, 0}, {2, 0}} {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		r.ProtoMajor, r.ProtoMinor = proto[0], proto[1]
+		if _, err := Hijack(nil, r); !errors.Is(err, ErrNotHTTP11) {
+			t.Errorf("HTTP/%d.%d: %v", proto[0], proto[1], err)
+		}
+	}
+}

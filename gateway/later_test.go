@@ -1,0 +1,196 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// notifyCall is a call fed by a test that tells when it has responses
+// (Notify), as upstream.Call does; it ends when its start's context does.
+type notifyCall struct {
+	mu        sync.Mutex
+	q         []*pb.ModelInferResponse
+	end       error // io.EOF or the error that ended it; nil while it runs
+	notify    func()
+	cancelled bool
+}
+
+func (c *notifyCall) push(r *pb.ModelInferResponse, end error) {
+	c.mu.Lock()
+	if r != nil {
+		c.q = append(c.q, r)
+	}
+	if c.end == nil {
+		c.end = end
+	}
+	f := c.notify
+	c.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+func (c *notifyCall) Notify(f func()) {
+	c.mu.Lock()
+	c.notify = f
+	c.mu.Unlock()
+}
+
+func (c *notifyCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.q) > 0 {
+		r := c.q[0]
+		c.q = c.q[1:]
+		return r, true, nil
+	}
+	return nil, c.end != nil, c.end
+}
+
+func (c *notifyCall) RecvTick(context.Context, <-chan time.Time) (*pb.ModelInferResponse, error) {
+	panic("a request relayed later never waits in RecvTick")
+}
+
+func (c *notifyCall) Cancel() {
+	c.mu.Lock()
+	c.cancelled = true
+	c.mu.Unlock()
+	c.push(nil, errors.New("cancelled"))
+}
+
+// TestRelayLater: a request relayed without a goroutine of its own sends
+// each batch of ready responses as it arrives, in order, and finishes
+// once its call ends: completed, or cancelled by its client (its context)
+// while it waits. While it waits no goroutine of its runs.
+func TestRelayLater(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		end     func(c *notifyCall, cancel context.CancelFunc)
+		want    []string
+		wantErr error
+	}{
+		{"completes", func(c *notifyCall, _ context.CancelFunc) { c.push(nil, io.EOF) }, []string{"begin", "a", "b", "c", "end", "[DONE]"}, nil},
+		{"client leaves", func(_ *notifyCall, cancel context.CancelFunc) { cancel() }, []string{"begin", "a", "b", "c"}, errClientGone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var c *notifyCall
+				start := func(ctx context.Context, _ *pb.ModelInferRequest) (call, error) {
+					c = &notifyCall{}
+					context.AfterFunc(ctx, func() { c.push(nil, ctx.Err()) }) // as upstream.Call.watch
+					return c, nil
+				}
+				srv := newServer(start, fakeUpstream{}, nil)
+				var mu sync.Mutex
+				var sent []string
+				out := &wsSink{events: srv.metrics.events.With("ws"), emit: func(p []byte) error {
+					mu.Lock()
+					sent = append(sent, string(p))
+					mu.Unlock()
+					return nil
+				}}
+				got := func() []string {
+					mu.Lock()
+					defer mu.Unlock()
+					return append([]string(nil), sent...)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				f, err := srv.begin(ctx, nil, "", &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: nameEvents{}, op: opGenerate}, out)
+				if err != nil || !f.canRelayLater() {
+					t.Fatalf("begin: %v, can relay later: %v", err, f != nil && f.canRelayLater())
+				}
+				ended := make(chan error, 1)
+				f.relayLater(func(err error) { ended <- err })
+				synctest.Wait() // no goroutine waits for the call
+				if s := got(); len(s) != 0 {
+					t.Fatalf("sent %q before any response", s)
+				}
+				c.push(&pb.ModelInferResponse{ModelName: "a"}, nil)
+				synctest.Wait()
+				c.push(&pb.ModelInferResponse{ModelName: "b"}, nil)
+				c.push(&pb.ModelInferResponse{ModelName: "c"}, nil)
+				synctest.Wait()
+				if s := got(); !slices.Equal(s, []string{"begin", "a", "b", "c"}) {
+					t.Fatalf("sent %q", s)
+				}
+				select {
+				case err := <-ended:
+					t.Fatalf("ended (%v) while its call runs", err)
+				default:
+				}
+				tc.end(c, cancel)
+				if err := <-ended; !errors.Is(err, tc.wantErr) {
+					t.Fatalf("ended with %v, want %v", err, tc.wantErr)
+				}
+				if s := got(); !slices.Equal(s, tc.want) {
+					t.Fatalf("sent %q, want %q", s, tc.want)
+				}
+				if !c.cancelled {
+					t.Fatal("the call was not cancelled at the end")
+				}
+			})
+		})
+	}
+}
+
+// TestRelayLaterHoldsNoGoroutine: requests waiting for their calls hold
+// no goroutine, and each still gets its responses in order.
+func TestRelayLaterHoldsNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []*notifyCall
+		start := func(context.Context, *pb.ModelInferRequest) (call, error) {
+			c := &notifyCall{}
+			calls = append(calls, c)
+			return c, nil
+		}
+		srv := newServer(start, fakeUpstream{}, &Options{MaxStreams: 1000})
+		const n = 200
+		var mu sync.Mutex
+		sent := make([][]string, n)
+		ended := make(chan error, n)
+		before := runtime.NumGoroutine()
+		for i := range n {
+			out := &wsSink{events: srv.metrics.events.With("ws"), emit: func(p []byte) error {
+				mu.Lock()
+				sent[i] = append(sent[i], string(p))
+				mu.Unlock()
+				return nil
+			}}
+			f, err := srv.begin(t.Context(), nil, "", &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: nameEvents{}, op: opGenerate}, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.relayLater(func(err error) { ended <- err })
+		}
+		for _, c := range calls {
+			c.push(&pb.ModelInferResponse{ModelName: "a"}, nil)
+		}
+		synctest.Wait()
+		if g := runtime.NumGoroutine(); g > before+n/2 {
+			t.Fatalf("%d goroutines with %d requests waiting, %d before", g, n, before)
+		}
+		for _, c := range calls {
+			c.push(&pb.ModelInferResponse{ModelName: "b"}, io.EOF)
+		}
+		for range n {
+			if err := <-ended; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, s := range sent {
+			if want := []string{"begin", "a", "b", "end", "[DONE]"}; !slices.Equal(s, want) {
+				t.Fatalf("request %d sent %q, want %q", i, s, want)
+			}
+		}
+	})
+}

@@ -439,7 +439,7 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 			if err := r.send(ps); err != nil {
 				return true, err
 			}
-			return true, lastFlush(r.out)
+			return true, r.out.flush()
 		}
 		if err != nil {
 			return true, err

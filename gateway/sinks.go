@@ -131,32 +131,6 @@ func (o *sseSink) start() error {
 	return nil
 }
 
-// lastFlush is out's last flush, after its request's last payload: the
-// sink's flushLast where it has one, else its flush.
-func lastFlush(out sink) error {
-	if f, ok := out.(interface{ flushLast() error }); ok {
-		return f.flushLast()
-	}
-	return out.flush()
-}
-
-// flushLast is the last flush of a plain (not resumable) stream whose
-// headers are out: its last events are left to the ResponseWriter to send
-// with the end of the body (sse.Writer.End; net/http's does it in one
-// write, where a flush and the end of the body are two). A stream whose
-// headers are not out flushes as usual, so that it is chunked as every
-// stream (a ResponseWriter may give a whole body a Content-Length).
-func (o *sseSink) flushLast() error {
-	if o.log != nil || !o.started {
-		return o.flush()
-	}
-	o.countEvents()
-	if o.sw.End() != nil {
-		return o.leave()
-	}
-	return nil
-}
-
 // countEvents counts the events appended since the last count, as they
 // go to the client.
 func (o *sseSink) countEvents() {

@@ -336,3 +336,91 @@ func TestSilentPeer(t *testing.T) {
 		t.Error("the silent target is not down")
 	}
 }
+
+// busyEngine answers every streamed request with responses every 2 ms
+// until quiet is closed, and ServerReady at once until hang is set, then
+// never in time: a server too busy to answer its health checks while its
+// streams deliver.
+type busyEngine struct {
+	silentEngine
+	hang  atomic.Bool
+	quiet chan struct{}
+}
+
+func (b *busyEngine) ServerReady(ctx context.Context, _ *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
+	if b.hang.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &pb.ServerReadyResponse{Ready: true}, nil
+}
+
+func (b *busyEngine) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
+	r, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	tk := time.NewTicker(2 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-b.quiet:
+			<-stream.Context().Done()
+			return nil
+		case <-tk.C:
+		}
+		resp := &pb.ModelInferResponse{Id: r.GetId(), ModelName: r.GetModelName(),
+			Parameters: map[string]*pb.InferParameter{"triton_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: false}}}}
+		if err := stream.Send(&pb.ModelStreamInferResponse{InferResponse: resp}); err != nil {
+			return err
+		}
+	}
+}
+
+// TestBusyTargetNotDown: health checks that time out while the target's
+// streams deliver responses leave it up (new requests are placed); once
+// its streams fall silent too, the same checks take it down.
+func TestBusyTargetNotDown(t *testing.T) {
+	b := &busyEngine{quiet: make(chan struct{})}
+	addr := serveFake(t, b)
+	c := newTestClient(t, []string{addr}, &Options{HealthInterval: 100 * time.Millisecond, HealthTimeout: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := c.Start(ctx, repeatN(0, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := cl.Recv(ctx); err != nil {
+				read <- err
+				return
+			}
+		}
+	}()
+	tg := c.targetList()[0]
+	b.hang.Store(true)
+	// More checks in a row than down needs, and longer than its silence.
+	e0, t0 := tg.epoch.Load(), time.Now()
+	waitFor(t, 10*time.Second, "checks past down's threshold", func() bool {
+		if tg.down.Load() {
+			t.Fatal("a target whose streams deliver was taken down for slow health checks")
+		}
+		return tg.epoch.Load() >= e0+downAfter+2 && time.Since(t0) > 2*downSilence
+	})
+	cl2, err := c.Start(ctx, repeatN(0, 1, 0))
+	if err != nil {
+		t.Fatalf("Start on a busy target: %v", err)
+	}
+	cl2.Cancel()
+
+	close(b.quiet)
+	waitFor(t, 10*time.Second, "down once its streams are silent too", tg.down.Load)
+	cl.Cancel()
+	if err := <-read; err == nil {
+		t.Fatal("the call ended without an error")
+	}
+}

@@ -328,9 +328,11 @@ func cancelRequest(req *pb.ModelInferRequest) *pb.ModelInferRequest {
 // stream when Recv fails.
 func (s *stream) readLoop(rpc streamRPC) {
 	first := true
+	var heard uint64 // the last health check epoch noted (target.hear)
 	for {
 		err := rpc.RecvMsg(&s.msg)
 		if err == nil {
+			s.t.hear(&heard)
 			err = s.route(s.msg.b)
 		}
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
@@ -37,9 +38,13 @@ type target struct {
 	silent      atomic.Int32 // consecutive health checks that got no answer
 	lastAnswer  atomic.Int64 // when it last answered a ServerReady (unix ns)
 	down        atomic.Bool  // silent long enough (unanswered): no new requests
-	removed     atomic.Bool  // gone from dns: no new calls, closed when drained
-	breaks      atomic.Int32 // consecutive stream failures, for backoff
-	breakGen    atomic.Int64 // bumped by each counted failure; see noteBreak
+	// epoch counts health checks begun; heard is the latest epoch in which
+	// one of its streams received a response (stream.heard): a check that
+	// times out while responses flow finds a busy target, not a dead one.
+	epoch, heard atomic.Uint64
+	removed      atomic.Bool  // gone from dns: no new calls, closed when drained
+	breaks       atomic.Int32 // consecutive stream failures, for backoff
+	breakGen     atomic.Int64 // bumped by each counted failure; see noteBreak
 
 	info infoCache
 
@@ -340,14 +345,40 @@ func (t *target) noteBreak(gen int64) {
 	}
 }
 
+// hear notes that a stream of t received a response: the reader keeps
+// seen, the last epoch it noted, so that it writes t.heard once per
+// health check at most.
+func (t *target) hear(seen *uint64) {
+	e := t.epoch.Load()
+	if *seen == e {
+		return
+	}
+	*seen = e
+	for {
+		h := t.heard.Load()
+		if h >= e || t.heard.CompareAndSwap(h, e) {
+			return
+		}
+	}
+}
+
 // check runs one health check.
 func (t *target) check(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, t.c.opts.HealthTimeout)
 	defer cancel()
+	epoch := t.epoch.Add(1)
 	r, err := t.rpc.ServerReady(ctx, &pb.ServerReadyRequest{})
 	switch {
 	case err == nil && r.GetReady():
 		t.ready()
+		return
+	case status.Code(err) == codes.DeadlineExceeded && t.heard.Load() >= epoch:
+		// No answer in time, but its streams delivered responses
+		// meanwhile: a server too busy to answer promptly (on a saturated
+		// machine, its collector and ours compete for the CPU) is not
+		// refused, ejected nor drained for it.
+		t.answered()
+		t.c.opts.Logger.Debug("upstream health check timed out while the target's streams delivered", "target", t.addr)
 		return
 	case err == nil:
 		// It answers: it refuses what it cannot serve itself (a Triton

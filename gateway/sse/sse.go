@@ -5,12 +5,11 @@
 // (it runs no goroutine of its own). Start sends the headers; Append
 // buffers events and Flush writes every buffered event in one write
 // followed by a single flush, under a write deadline (Start sends events
-// already appended with the headers; End leaves the last ones to go out
-// with the end of the body); KeepAlive writes a ": keepalive" comment.
-// The caller keeps the cadence: it appends what is ready, flushes once,
-// and writes a keepalive whenever the stream has been quiet for
-// Options.KeepAlive (Writer.KeepAliveInterval), from the moment the
-// headers were sent.
+// already appended with the headers, in one write); KeepAlive writes a
+// ": keepalive" comment. The caller keeps the cadence: it appends what is
+// ready, flushes once, and writes a keepalive whenever the stream has
+// been quiet for Options.KeepAlive (Writer.KeepAliveInterval), from the
+// moment the headers were sent.
 //
 // Framing, per event: "id: <n>\n" then one "data: " line per line of the
 // payload, then a blank line. Ids count from 0 on each stream.
@@ -64,10 +63,9 @@ type Writer struct {
 	rc   *http.ResponseController
 	opts Options
 
-	nextID  uint64
-	buf     *[]byte // pending events; from bufPool, nil when none
-	started bool    // the headers are written
-	failed  bool
+	nextID uint64
+	buf    *[]byte // pending events; from bufPool, nil when none
+	failed bool
 
 	mu      sync.Mutex // orders Abort against the deadline of each write
 	aborted bool
@@ -113,7 +111,6 @@ func (w *Writer) KeepAliveInterval() time.Duration {
 // already appended if there are any (one write: a stream's first batch
 // does not cost a write of its own for the headers).
 func (w *Writer) Start() error {
-	w.started = true
 	SetHeaders(w.w.Header())
 	w.w.WriteHeader(http.StatusOK)
 	if w.buf != nil {
@@ -199,30 +196,6 @@ func (w *Writer) Flush() error {
 	return err
 }
 
-// End ends the stream: the headers, unless Start sent them, and the
-// buffered events are written but not flushed, for the ResponseWriter to
-// send with the end of the body (net/http's, when the handler returns:
-// one write, where Flush and the end of the body are two). Nothing may be
-// written after it.
-func (w *Writer) End() error {
-	if !w.started {
-		w.started = true
-		SetHeaders(w.w.Header())
-		w.w.WriteHeader(http.StatusOK)
-	}
-	if w.buf == nil {
-		return nil
-	}
-	b := w.buf
-	w.buf = nil
-	err := w.writeOnly(*b)
-	if cap(*b) <= 64<<10 {
-		*b = (*b)[:0]
-		bufPool.Put(b)
-	}
-	return err
-}
-
 // KeepAlive flushes what is buffered, then writes a keepalive comment.
 func (w *Writer) KeepAlive() error {
 	if err := w.Flush(); err != nil {
@@ -232,18 +205,6 @@ func (w *Writer) KeepAlive() error {
 }
 
 func (w *Writer) write(b []byte) error {
-	if err := w.writeOnly(b); err != nil {
-		return err
-	}
-	if err := w.flush(); err != nil {
-		w.failed = true
-		return err
-	}
-	return nil
-}
-
-// writeOnly writes b under the write deadline, without flushing it.
-func (w *Writer) writeOnly(b []byte) error {
 	if w.failed {
 		return ErrClosed
 	}
@@ -254,7 +215,28 @@ func (w *Writer) writeOnly(b []byte) error {
 		w.failed = true
 		return err
 	}
+	if err := w.flush(); err != nil {
+		w.failed = true
+		return err
+	}
+	w.clearDeadline()
 	return nil
+}
+
+// clearDeadline takes the deadline off once a write is done, unless Abort
+// came first: it bounds the write, not the quiet after it. Over HTTP/2 a
+// stream's deadline is a timer that resets the stream (INTERNAL_ERROR)
+// when it fires, write or no write, so a stream quiet for the write
+// timeout (keepalives off or rarer) would be cut.
+func (w *Writer) clearDeadline() {
+	if w.opts.WriteTimeout <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.aborted {
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 func (w *Writer) flush() error {

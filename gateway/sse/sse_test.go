@@ -186,37 +186,6 @@ func TestWriterStartSendsAppendedEvents(t *testing.T) {
 	}
 }
 
-// End writes the headers (unless Start did) and the buffered events
-// without flushing them: net/http sends them with the end of the body.
-func TestWriterEnd(t *testing.T) {
-	rec := newRecorder()
-	w := NewWriter(rec, &Options{KeepAlive: -1})
-	w.Append([]byte("a"))
-	if err := w.End(); err != nil {
-		t.Fatal(err)
-	}
-	if got := rec.snapshot(); len(got) != 0 || rec.pending.String() != "id: 0\ndata: a\n\n" || rec.status != http.StatusOK {
-		t.Fatalf("flushes %q, written %q, status %d", got, rec.pending.String(), rec.status)
-	}
-	if rec.header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
-		t.Fatalf("headers %v", rec.header)
-	}
-
-	rec = newRecorder()
-	w = NewWriter(rec, &Options{KeepAlive: -1})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	rec.status = 0
-	w.Append([]byte("b"))
-	if err := w.End(); err != nil {
-		t.Fatal(err)
-	}
-	if got := rec.snapshot(); len(got) != 1 || rec.pending.String() != "id: 0\ndata: b\n\n" || rec.status != 0 {
-		t.Fatalf("after Start: flushes %q, written %q, status written again: %d", got, rec.pending.String(), rec.status)
-	}
-}
-
 // The headers' values are shared between responses: adding to one
 // response's does not change another's.
 func TestSetHeadersShared(t *testing.T) {
@@ -282,6 +251,45 @@ func TestReaderComments(t *testing.T) {
 }
 
 // After Abort every write fails, whatever the write timeout.
+// TestQuietStreamOverHTTP2: a stream quiet for longer than the write
+// timeout, keepalives off, is not cut over HTTP/2, where a stream's write
+// deadline is a timer that resets the stream when it fires.
+func TestQuietStreamOverHTTP2(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := NewWriter(rw, &Options{KeepAlive: -1, WriteTimeout: timeout})
+		if w.Start() != nil {
+			return
+		}
+		for i := range 2 {
+			if i > 0 {
+				time.Sleep(4 * timeout) // quiet, as between two slow tokens
+			}
+			w.Append([]byte(`{}`))
+			if w.Flush() != nil {
+				return
+			}
+		}
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.ProtoMajor != 2 || err != nil || string(body) != "id: 0\ndata: {}\n\nid: 1\ndata: {}\n\n" {
+		t.Fatalf("%s: body %q, %v", resp.Proto, body, err)
+	}
+}
+
 func TestAbort(t *testing.T) {
 	w := NewWriter(httptest.NewRecorder(), &Options{WriteTimeout: -1})
 	if err := w.Start(); err != nil {

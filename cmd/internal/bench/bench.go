@@ -52,8 +52,13 @@ type Config struct {
 	ServerPIDs    []int
 	DirectStreams int
 	WSPerSocket   int
-	BaselineLast  bool
-	Pause         time.Duration
+	// HTTP2 sends sse and chat requests over HTTP/2 without TLS (h2c),
+	// H2PerConn on each connection; spawned and embedded gateways then
+	// serve h2c and allow H2PerConn requests per connection.
+	HTTP2        bool
+	H2PerConn    int
+	BaselineLast bool
+	Pause        time.Duration
 	// QueueBytes sets the embedded gateway's upstream.Options.QueueBytes
 	// (0: upstream's default), to try the relay preset with other queues.
 	QueueBytes int
@@ -229,6 +234,8 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	fs.Group("Clients")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
 	fs.IntVar(&c.WSPerSocket, "ws-per-socket", 64, "ws: concurrent requests per socket")
+	fs.BoolVar(&c.HTTP2, "http2", false, "sse and chat: HTTP/2 without TLS (h2c, prior knowledge) to the gateway, --h2-per-conn streams per connection, instead of one HTTP/1.1 connection per stream; a spawned or embedded gateway gets --h2c and room for them (--max-streams-per-conn)")
+	fs.IntVar(&c.H2PerConn, "h2-per-conn", 64, "with --http2: concurrent requests per HTTP/2 connection (connections = ⌈c / this⌉; a spawned or embedded gateway allows twice this per connection); above the gateway's --max-streams-per-conn they are refused (429), above twice it they wait")
 	fs.Group("Report and profiles")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of this process (with --embedded: server and load generator)")
@@ -322,6 +329,8 @@ func (c *Config) validate() error {
 		return errors.New("--delay must be a non-negative whole number of milliseconds")
 	case c.WSPerSocket < 1:
 		return errors.New("--ws-per-socket must be at least 1")
+	case c.H2PerConn < 1:
+		return errors.New("--h2-per-conn must be at least 1")
 	case c.DirectStreams < 0:
 		return errors.New("--direct-streams must not be negative")
 	case c.CancelAfter < 0 || c.CancelAfter > 0 && c.CancelAfter >= c.Responses:
@@ -422,7 +431,11 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "bench: raising RLIMIT_NOFILE:", err)
 	}
 	rep.NoFile = nofile
-	need := uint64(c.Concurrency)*2 + 256 // embedded: both ends of every connection
+	conns := c.Concurrency
+	if c.HTTP2 {
+		conns = (c.Concurrency + c.H2PerConn - 1) / c.H2PerConn
+	}
+	need := uint64(conns)*2 + 256 // embedded: both ends of every connection
 	if nofile > 0 && nofile < need {
 		fmt.Fprintf(stderr, "bench: warning: open-file limit %d may be too low for %d streams\n", nofile, c.Concurrency)
 	}
@@ -433,6 +446,9 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	var pids []int
 	if c.Embedded {
 		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, stories: c.Model == modelStories, queueBytes: c.QueueBytes, redis: c.Redis}
+		if c.HTTP2 {
+			o.h2PerConn = c.H2PerConn
+		}
 		for _, r := range runs {
 			if r.wl.PacedByConfig {
 				o.echoDelay = r.wl.Delay
@@ -501,7 +517,15 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			// Room for every stream: the gateway's limit, and upstream
 			// streams at 256 requests each.
 			streams := max(2*c.Concurrency, 4096)
-			args := append([]string{"--max-streams", strconv.Itoa(streams), "--upstream-streams", strconv.Itoa(max((streams+255)/256, 64))}, c.SpawnArgs...)
+			args := []string{"--max-streams", strconv.Itoa(streams), "--upstream-streams", strconv.Itoa(max((streams+255)/256, 64))}
+			if c.HTTP2 {
+				// Twice the streams the bench puts on a connection: a
+				// stream the client left (or whose error it read) is
+				// counted by the gateway until its handler returns, while
+				// the client already sends the next one.
+				args = append(args, "--h2c", "--max-streams-per-conn", strconv.Itoa(max(2*c.H2PerConn, 64)))
+			}
+			args = append(args, c.SpawnArgs...)
 			if sp, err = spawnServer(ctx, c.SpawnBinary, c.SpawnSplit, args); err != nil {
 				return err
 			}
@@ -536,6 +560,9 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "bench: %s %s, %d streams, %v + %v warmup...\n", pr.transport, pr.wl, c.Concurrency, c.Duration, c.Warmup)
 		res := run(ctx, spec)
+		if h, ok := tr.(*httpStream); ok && h.h2 != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s over HTTP/2 (h2c): %d connections, up to %d streams each", pr.transport, h.h2.connections(), c.H2PerConn))
+		}
 		tr.close()
 		if sp != nil {
 			sp.stop()
@@ -618,21 +645,29 @@ func (c *Config) newTransport(pr plannedRun) (transport, error) {
 	case "direct":
 		return newDirect(c.GRPC, pr.wl, c.DirectStreams)
 	case "sse":
-		return newSSETransport(base, pr.wl, c.Concurrency), nil
+		return c.http2(newSSETransport(base, pr.wl, c.Concurrency)), nil
 	case "chat":
-		return newChatTransport(base, pr.wl, c.Concurrency), nil
+		return c.http2(newChatTransport(base, pr.wl, c.Concurrency)), nil
 	case "sse-resumable", "sse-resume", "sse-delete":
 		h := newSSETransport(base, pr.wl, c.Concurrency)
 		h.resumable, h.base = strings.TrimPrefix(pr.transport, "sse-"), base
-		return h, nil
+		return c.http2(h), nil
 	case "chat-resumable":
 		h := newChatTransport(base, pr.wl, c.Concurrency)
 		h.resumable, h.base = "resumable", base
-		return h, nil
+		return c.http2(h), nil
 	case "ws":
 		return newWSTransport(base, pr.wl, c.Concurrency, c.WSPerSocket), nil
 	}
 	return nil, fmt.Errorf("unknown transport %q", pr.transport)
+}
+
+// http2 puts h over HTTP/2 (h2c) with --http2.
+func (c *Config) http2(h *httpStream) *httpStream {
+	if !c.HTTP2 {
+		return h
+	}
+	return h.overHTTP2(c.HTTP, c.H2PerConn, c.APIKey)
 }
 
 // discoverServer finds the local processes listening on the gateway and

@@ -12,7 +12,7 @@
 //
 // Transports (type transport): direct (direct.go, gRPC ModelStreamInfer,
 // one RPC per request or a few shared ones), sse and chat (sse.go, HTTP/1.1
-// event streams), ws (ws.go, streamgate.v1, many requests per socket).
+// event streams, or with --http2 streams of shared h2c connections, h2.go), ws (ws.go, streamgate.v1, many requests per socket).
 // With --embedded (embedded.go) the bench starts an engine and a gateway in
 // its own process; its repeat backend reports when each request stops
 // executing, the engine-side signal of the cancel preset.

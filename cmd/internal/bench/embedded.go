@@ -38,6 +38,7 @@ type embeddedOptions struct {
 	echoDelay  time.Duration // > 0: add pacedEcho with this delay
 	queueBytes int           // upstream.Options.QueueBytes; 0 default
 	redis      string        // the gateway's store (stack.Config.Redis)
+	h2PerConn  int           // > 0: serve h2c, this many requests per connection
 }
 
 func startEmbedded(o embeddedOptions) (*embedded, error) {
@@ -81,7 +82,8 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 		Engine:          &engine.Options{Repository: builtin.FS, Backends: backends, Extra: extra},
 		UpstreamOptions: &upstream.Options{MaxStreamsPerTarget: max((streams+255)/256, 64), QueueBytes: o.queueBytes},
 		Gateway: &gateway.Options{
-			MaxStreams: streams,
+			MaxStreams:        streams,
+			MaxStreamsPerConn: max(2*o.h2PerConn, 64), // room for streams the client left and the handler still counts
 			// The bench measures the gateway, not its per-socket abuse
 			// limits: chunk rate and queued chunks are unbounded here.
 			WebSocket: &ws.Options{MaxInFlight: max(o.perSocket, 64), MaxSequences: max(o.perSocket, 32),
@@ -89,6 +91,7 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 			ChatTemplates: stack.ChatTemplates(),
 		},
 		Redis:  o.redis,
+		H2C:    o.h2PerConn > 0,
 		Logger: quiet,
 	})
 	if err != nil {

@@ -214,6 +214,25 @@ func TestEmbeddedSmoke(t *testing.T) {
 			}
 		}
 	})
+	// sse and chat over HTTP/2 (h2c) to the embedded gateway, 2 streams
+	// per connection: 3 streams at most, so 2 connections at most.
+	t.Run("http2", func(t *testing.T) {
+		rep := runJSON(t, "--transport", "sse,chat", "--http2", "--h2-per-conn", "2", "--responses", "5", "--delay", "2ms")
+		for _, r := range rep.Results {
+			if r.Responses == 0 || r.Requests != 12 || len(r.Errors) != 0 {
+				t.Errorf("%s: %d responses, %d requests, errors %v", r.Transport, r.Responses, r.Requests, r.ErrorSamples)
+			}
+		}
+		notes := 0
+		for _, n := range rep.Notes {
+			if strings.Contains(n, "over HTTP/2 (h2c): 1 connections") || strings.Contains(n, "over HTTP/2 (h2c): 2 connections") {
+				notes++
+			}
+		}
+		if notes != 2 {
+			t.Errorf("want a note of 1 or 2 HTTP/2 connections for sse and chat: %q", rep.Notes)
+		}
+	})
 	t.Run("cancel", func(t *testing.T) {
 		rep := runJSON(t, "--transport", "sse,ws", "--compare", "--responses", "200", "--delay", "2ms", "--cancel-after", "3")
 		for _, r := range rep.Results {
@@ -350,6 +369,14 @@ func TestSpawnSmoke(t *testing.T) {
 	}
 	t.Run("open", func(t *testing.T) {
 		if rep := run(t, "sse"); len(rep.Results) != 2 {
+			t.Fatalf("%d runs", len(rep.Results))
+		}
+	})
+	// Over HTTP/2: the spawned gateway serves h2c (a gateway without it
+	// fails every request) and takes --max-streams-per-conn 100.
+	t.Run("http2", func(t *testing.T) {
+		rep := run(t, "sse,chat", "--http2", "--h2-per-conn", "100")
+		if len(rep.Results) != 4 {
 			t.Fatalf("%d runs", len(rep.Results))
 		}
 	})

@@ -28,7 +28,10 @@ type sseReader struct {
 	lastID string // the last "id:" field read
 }
 
-func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 16<<10)} }
+// newSSEReader reads r through a 4 KB buffer: dozens of events per read,
+// and little memory for each of 100,000 held streams (longer lines are
+// put together in line).
+func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 4<<10)} }
 
 // next returns the data of the next event. The slice is valid until the
 // next call. At the end of the stream it returns io.EOF; an event cut off
@@ -179,13 +182,18 @@ func classifyChat(data []byte) (eventKind, string) {
 // it keeps up to conns idle connections (so closed-loop requests reuse
 // them) and never asks for compression.
 func newHTTPClient(conns int, apiKey string) *http.Client {
-	var rt http.RoundTripper = &http.Transport{
+	return clientWithKey(&http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        conns + 16,
 		MaxIdleConnsPerHost: conns + 16,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
-	}
+	}, apiKey)
+}
+
+// clientWithKey is a client of rt that sends apiKey, when there is one,
+// with every request.
+func clientWithKey(rt http.RoundTripper, apiKey string) *http.Client {
 	if apiKey != "" {
 		rt = keyed{key: apiKey, next: rt}
 	}
@@ -214,9 +222,12 @@ func (k keyed) CloseIdleConnections() {
 
 // httpStream is a streaming HTTP transport: the gateway's generate_stream
 // (SSE) or OpenAI streaming chat. Every request is one POST on its own
-// HTTP/1.1 connection (reused by later requests); leaving drops it.
+// HTTP/1.1 connection (reused by later requests), or with overHTTP2 one
+// stream of a shared HTTP/2 connection; leaving drops the connection (the
+// stream: RST_STREAM).
 type httpStream struct {
 	client   *http.Client
+	h2       *h2Pool // set by overHTTP2
 	url      string
 	body     func(serial int32) []byte
 	classify func([]byte) (eventKind, string)
@@ -250,6 +261,14 @@ func newChatTransport(base string, wl workload, conns int) *httpStream {
 		classify: classifyChat,
 		needDone: true,
 	}
+}
+
+// overHTTP2 makes h send its requests over HTTP/2 without TLS (h2c) to
+// addr (host:port), perConn on each connection.
+func (h *httpStream) overHTTP2(addr string, perConn int, apiKey string) *httpStream {
+	h.h2 = newH2Pool(addr, perConn)
+	h.client = clientWithKey(h.h2, apiKey)
+	return h
 }
 
 func (h *httpStream) close() { h.client.CloseIdleConnections() }

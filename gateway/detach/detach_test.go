@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -193,5 +194,44 @@ func TestHijackRefusesOthers(t *testing.T) {
 		if _, err := Hijack(nil, r); !errors.Is(err, ErrNotHTTP11) {
 			t.Errorf("HTTP/%d.%d: %v", proto[0], proto[1], err)
 		}
+	}
+}
+
+// Requests pipelined behind detached responses, more of them than
+// net/http's read buffer holds, are each answered once, in order: the
+// bytes of later requests read with one (net/http's buffer, the reader's
+// byte) come back in front of the connection in the order they came.
+func TestPipelinedBeyondReadBuffer(t *testing.T) {
+	s := newServer(t, func(d *Response, r *http.Request) {
+		d.Watch(func() {})
+		io.WriteString(d, "a:"+r.URL.Path)
+		http.NewResponseController(d).Flush()
+		io.WriteString(d, ";b")
+	})
+	for _, pad := range []int{0, 1000, 3900, 4090, 5000} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all strings.Builder
+		const n = 12
+		for i := range n {
+			fmt.Fprintf(&all, "GET /%d HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", i, strings.Repeat("p", pad))
+		}
+		var wrote sync.WaitGroup
+		wrote.Go(func() { io.WriteString(c, all.String()) })
+		br := bufio.NewReader(c)
+		for i := range n {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("pad %d, response %d: %v", pad, i, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if want := fmt.Sprintf("a:/%d;b", i); string(b) != want {
+				t.Fatalf("pad %d, response %d: %d %q, want %q", pad, i, resp.StatusCode, b, want)
+			}
+		}
+		wrote.Wait()
+		c.Close()
 	}
 }

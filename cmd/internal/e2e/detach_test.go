@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/ws"
 )
 
 // Event streams over plaintext HTTP/1.1 leave net/http once validated
@@ -250,5 +254,69 @@ func TestDetachedStreamAccounting(t *testing.T) {
 	d, err := time.ParseDuration(line[2])
 	if line[1] != "200" || err != nil || d < 200*time.Millisecond {
 		t.Errorf("access log: status %s, duration %s (%v), want 200 and at least the model's 200ms", line[1], line[2], err)
+	}
+}
+
+// A connection a detached stream handed back carries a WebSocket upgrade
+// next: the socket serves requests over it.
+func TestDetachedStreamThenWebSocket(t *testing.T) {
+	s := newStack(t, nil)
+	c := dialRaw(t, s)
+	if _, err := io.WriteString(c, streamRequest("echo", words(3))); err != nil {
+		t.Fatal(err)
+	}
+	if evs := readStream(t, bufio.NewReader(c)); len(evs) != 4 {
+		t.Fatalf("stream: %d events", len(evs))
+	}
+	dials := 0
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+		dials++
+		if dials > 1 {
+			return nil, errors.New("dialled again")
+		}
+		return c, nil
+	}}}
+	sock, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws",
+		&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol}, HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.CloseNow()
+	wsSend(t, sock, `{"type":"generate","id":"a","model":"echo","body":{"text_input":"`+words(4)+`"}}`)
+	frames := wsReadToEnd(t, sock)
+	if len(frames) != 2 || !strings.Contains(frames[0], `"text_output":"w0 w1 w2 w3"`) || !strings.Contains(frames[1], `"reason":"final"`) {
+		t.Fatalf("frames %q", frames)
+	}
+}
+
+// Stopping the stack closes the connections detached streams handed
+// back: one waiting in the hand-back listener for its next request, and
+// one that came back with a pipelined request, answered and now idle in
+// net/http.
+func TestStopClosesHandedBack(t *testing.T) {
+	s := newStack(t, nil)
+	idle := dialRaw(t, s)
+	idleR := bufio.NewReader(idle)
+	if _, err := io.WriteString(idle, streamRequest("echo", words(3))); err != nil {
+		t.Fatal(err)
+	}
+	readStream(t, idleR)
+	piped := dialRaw(t, s)
+	pipedR := bufio.NewReader(piped)
+	if _, err := io.WriteString(piped, streamRequest("echo", words(3))+"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	readStream(t, pipedR)
+	resp, err := http.ReadResponse(pipedR, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	s.StopNow()
+	for name, br := range map[string]*bufio.Reader{"idle": idleR, "pipelined": pipedR} {
+		if _, err := br.ReadByte(); err == nil {
+			t.Errorf("%s connection: still open after Stop", name)
+		}
 	}
 }

@@ -286,6 +286,9 @@ func (s *Stack) startGateway(cfg Config) error {
 	if cfg.Server != nil {
 		cfg.Server(s.HTTP)
 	}
+	if back != nil {
+		back.IdleTimeout = s.HTTP.IdleTimeout // before any connection can come back
+	}
 	s.HTTPAddr = lis.Addr().String()
 	s.scheme = "http"
 	serve := func() error { return s.HTTP.Serve(lis) }
@@ -300,7 +303,6 @@ func (s *Stack) startGateway(cfg Config) error {
 		"upstream", targets, "upstream_tls", uopts.TLS != nil, "cancel", uopts.Cancel)
 	s.serve(serve)
 	if back != nil {
-		back.IdleTimeout = s.HTTP.IdleTimeout
 		s.serve(func() error { return s.HTTP.Serve(back) })
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -149,6 +150,15 @@ func typeErr(v any, want string) *Error {
 // bool for BOOL, and int, int64, uint32, float64 or json.Number for the
 // numeric types. The shape follows Shape. Errors are *Error.
 func NewTensor(md *pb.ModelMetadataResponse_TensorMetadata, values ...any) (*tensor.Tensor, error) {
+	if t := directTensor(md, values); t != nil {
+		return t, nil
+	}
+	return jsonTensor(md, values)
+}
+
+// jsonTensor is NewTensor through the request JSON's own path: values
+// as a JSON array, read as a request's input is.
+func jsonTensor(md *pb.ModelMetadataResponse_TensorMetadata, values []any) (*tensor.Tensor, error) {
 	elems := make([]any, len(values))
 	for i, v := range values {
 		switch x := v.(type) {
@@ -173,6 +183,51 @@ func NewTensor(md *pb.ModelMetadataResponse_TensorMetadata, values ...any) (*ten
 		return nil, e
 	}
 	return t, nil
+}
+
+// directTensor is NewTensor's fast path for the inputs every text request
+// sends, strings into BYTES (the prompt, vLLM's sampling_parameters) and
+// booleans into BOOL, encoded without the round trip through JSON (which,
+// for valid UTF-8, gives the same bytes). Anything else is nil: jsonTensor
+// builds it, or refuses it with its error.
+func directTensor(md *pb.ModelMetadataResponse_TensorMetadata, values []any) *tensor.Tensor {
+	dt := md.GetDatatype()
+	size := 0
+	for _, v := range values {
+		switch x := v.(type) {
+		case string:
+			if dt != "BYTES" || !utf8.ValidString(x) {
+				return nil
+			}
+			size += 4 + len(x)
+		case bool:
+			if dt != "BOOL" {
+				return nil
+			}
+			size++
+		default:
+			return nil
+		}
+	}
+	shape, ok := tensor.FitShape(md.GetShape(), int64(len(values)))
+	if !ok {
+		return nil
+	}
+	raw := make([]byte, 0, size)
+	for _, v := range values {
+		switch x := v.(type) {
+		case string:
+			raw = binary.LittleEndian.AppendUint32(raw, uint32(len(x)))
+			raw = append(raw, x...)
+		case bool:
+			b := byte(0)
+			if x {
+				b = 1
+			}
+			raw = append(raw, b)
+		}
+	}
+	return &tensor.Tensor{Name: md.GetName(), Datatype: dt, Shape: shape, Raw: raw}
 }
 
 // intTensor is toTensor's fast path for integer inputs (token ids, the

@@ -137,59 +137,11 @@ func (in inputs) add(ts []*tensor.Tensor, name string, values ...any) ([]*tensor
 	if md == nil {
 		return ts, nil
 	}
-	t := directTensor(md, values)
-	if t == nil {
-		var err error
-		if t, err = generate.NewTensor(md, values...); err != nil {
-			return nil, fmt.Errorf("input '%s': %w", name, err)
-		}
+	t, err := generate.NewTensor(md, values...)
+	if err != nil {
+		return nil, fmt.Errorf("input '%s': %w", name, err)
 	}
 	return append(ts, t), nil
-}
-
-// directTensor is generate.NewTensor for the inputs every text request
-// sends, strings into BYTES (the prompt, vLLM's sampling_parameters) and
-// booleans into BOOL, encoded without NewTensor's round trip through JSON
-// (which, for valid UTF-8, gives the same bytes). Anything else is nil:
-// NewTensor's to build, or to refuse with its error.
-func directTensor(md *pb.ModelMetadataResponse_TensorMetadata, values []any) *tensor.Tensor {
-	dt := md.GetDatatype()
-	size := 0
-	for _, v := range values {
-		switch x := v.(type) {
-		case string:
-			if dt != "BYTES" || !utf8.ValidString(x) {
-				return nil
-			}
-			size += 4 + len(x)
-		case bool:
-			if dt != "BOOL" {
-				return nil
-			}
-			size++
-		default:
-			return nil
-		}
-	}
-	shape, ok := tensor.FitShape(md.GetShape(), int64(len(values)))
-	if !ok {
-		return nil
-	}
-	raw := make([]byte, 0, size)
-	for _, v := range values {
-		switch x := v.(type) {
-		case string:
-			raw = binary.LittleEndian.AppendUint32(raw, uint32(len(x)))
-			raw = append(raw, x...)
-		case bool:
-			b := byte(0)
-			if x {
-				b = 1
-			}
-			raw = append(raw, b)
-		}
-	}
-	return &tensor.Tensor{Name: md.GetName(), Datatype: dt, Shape: shape, Raw: raw}
 }
 
 // newRequest is the inference request for model with inputs ts.

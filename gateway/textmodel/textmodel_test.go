@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
-	"github.com/streamgate/streamgate/gateway/generate"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
@@ -247,40 +245,3 @@ func TestSamplingJSONMatchesMarshal(t *testing.T) {
 	}
 }
 
-// directTensor builds what generate.NewTensor builds, and leaves to it
-// what it does not build.
-func TestDirectTensorMatchesNewTensor(t *testing.T) {
-	md := func(dt string, shape ...int64) *pb.ModelMetadataResponse_TensorMetadata {
-		return &pb.ModelMetadataResponse_TensorMetadata{Name: "x", Datatype: dt, Shape: shape}
-	}
-	for _, tc := range []struct {
-		md     *pb.ModelMetadataResponse_TensorMetadata
-		values []any
-		direct bool
-	}{
-		{md("BYTES", 1), []any{"héllo <&> \u2028"}, true},
-		{md("BYTES", -1), []any{"a", ""}, true},
-		{md("BYTES", 1, -1), []any{"a", "b", "c"}, true},
-		{md("BOOL", 1), []any{true}, true},
-		{md("BOOL", -1), []any{false, true}, true},
-		{md("BYTES", 1), []any{"bad \xff utf-8"}, false},
-		{md("BYTES", 2), []any{"one"}, false},
-		{md("INT32", 1), []any{"text"}, false},
-		{md("BOOL", 1), []any{"text"}, false},
-		{md("BYTES", 1), []any{true}, false},
-		{md("INT32", 1), []any{5}, false},
-	} {
-		got := directTensor(tc.md, tc.values)
-		if (got != nil) != tc.direct {
-			t.Errorf("%v %q: direct %v, want %v", tc.md, tc.values, got != nil, tc.direct)
-			continue
-		}
-		if got == nil {
-			continue
-		}
-		want, err := generate.NewTensor(tc.md, tc.values...)
-		if err != nil || !reflect.DeepEqual(got, want) {
-			t.Errorf("%v %q:\n got %+v\nwant %+v (%v)", tc.md, tc.values, got, want, err)
-		}
-	}
-}

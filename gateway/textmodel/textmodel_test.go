@@ -244,4 +244,3 @@ func TestSamplingJSONMatchesMarshal(t *testing.T) {
 		t.Error("NaN temperature encoded")
 	}
 }
-

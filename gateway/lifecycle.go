@@ -139,6 +139,11 @@ type flight struct {
 	r     relayer
 	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
 	ended func(error)
+	// With a keepalive (out.keepAlive() > 0, serveParked): quiet wakes
+	// step after ka without a batch, and idleDue says it has fired.
+	ka      time.Duration
+	quiet   *time.Timer
+	idleDue atomic.Bool
 }
 
 // begin admits j and starts its call: serve's steps 1 and 2. A nil flight
@@ -211,12 +216,24 @@ func (f *flight) canRelayLater() bool {
 // goroutine that waits: each time the call says it may have a response
 // ready (or has ended), a goroutine relays what is ready, flushes and
 // leaves; once the call has ended it finishes f and gives ended what
-// serve would have returned. f must canRelayLater, and its sink's writes
-// must not block.
+// serve would have returned. f's call must be a notifier. A sink with a
+// keepalive gets its idle calls as in relay, from a timer that wakes the
+// request when it has been quiet that long; a sink without one
+// (canRelayLater) must not block in its writes.
 func (f *flight) relayLater(ended func(error)) {
 	f.r = relayer{c: f.c, tr: f.j.tr, out: f.out, pending: f.j.tr.begin()}
 	f.ended = ended
+	if ka := f.out.keepAlive(); ka > 0 {
+		f.ka = ka
+		f.quiet = time.AfterFunc(ka, f.wakeIdle)
+	}
 	f.raw.(notifier).Notify(f.wake)
+	f.wake()
+}
+
+// wakeIdle is the keepalive timer's: the request has been quiet for ka.
+func (f *flight) wakeIdle() {
+	f.idleDue.Store(true)
 	f.wake()
 }
 
@@ -233,8 +250,15 @@ func (f *flight) wake() {
 func (f *flight) step() {
 	for {
 		n := f.wakes.Load()
-		if ended, err := f.r.step(); ended {
+		relayed, ended, err := f.r.step()
+		if !ended && f.quiet != nil {
+			ended, err = f.keepAlive(relayed)
+		}
+		if ended {
 			f.raw.(notifier).Notify(nil)
+			if f.quiet != nil {
+				f.quiet.Stop()
+			}
 			f.ended(f.finish(err)) // wakes stays > 0: no step runs again
 			return
 		}
@@ -242,6 +266,47 @@ func (f *flight) step() {
 			return
 		}
 	}
+}
+
+// keepAlive is relay's keepalive for relayLater: after a batch (relayed)
+// the request is quiet again for ka; when it has been quiet that long,
+// out.idle.
+func (f *flight) keepAlive(relayed bool) (ended bool, err error) {
+	if relayed {
+		f.quiet.Reset(f.ka)
+		f.idleDue.Store(false)
+		return false, nil
+	}
+	if !f.idleDue.Swap(false) {
+		return false, nil
+	}
+	if err := f.r.sendPending(); err != nil {
+		return true, err
+	}
+	if err := f.out.idle(); err != nil {
+		return true, err
+	}
+	f.quiet.Reset(f.ka)
+	return false, nil
+}
+
+// serveParked is serve for a request whose goroutine must stay until it
+// ends but need not relay (runShallow's: net/http's handler goroutine
+// over HTTP/2): the call is relayed with relayLater, and the goroutine
+// waits for it in this frame, a channel receive deep, rather than in
+// relay's wait. Waiting at that depth it uses under a quarter of an 8 KB
+// stack, so the runtime halves the stack its request's parsing grew.
+func (s *Server) serveParked(ctx context.Context, conn string, j *job, out sink) error {
+	f, err := s.begin(ctx, nil, conn, j, out)
+	if f == nil {
+		return err
+	}
+	if _, ok := f.raw.(notifier); !ok {
+		return f.finish(relay(f.ctx, f.c, j.tr, out))
+	}
+	done := make(chan error, 1)
+	f.relayLater(func(err error) { done <- err })
+	return <-done
 }
 
 // active counts one more request relaying on protocol and returns its
@@ -412,13 +477,15 @@ func (r *relayer) sendPending() error {
 	return err
 }
 
-// step relays the responses ready now, if any, without waiting (batch).
-func (r *relayer) step() (ended bool, err error) {
+// step relays the responses ready now, if any, without waiting (batch);
+// relayed says there were.
+func (r *relayer) step() (relayed, ended bool, err error) {
 	resp, ok, err := r.c.TryRecv()
 	if !ok {
-		return false, nil
+		return false, false, nil
 	}
-	return r.batch(resp, err)
+	ended, err = r.batch(resp, err)
+	return true, ended, err
 }
 
 // batch relays one result of the call (resp, or its end: err) and every

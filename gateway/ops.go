@@ -23,11 +23,16 @@ type statusWriter struct {
 	since time.Time
 
 	// The request's server span and start (instrument's), for a request
-	// that detaches (detachStream): its goroutine ends them, and
-	// instrument does not.
+	// that detaches (detachStream) or runs shallow (runShallow): that
+	// goroutine, or rest, ends them, and instrument does not.
 	span     trace.Span
 	start    time.Time
 	detached bool
+	// rest, when set, is the rest of the request, left by its handler to
+	// run at the top of the goroutine's stack once the router has
+	// returned (runShallow, topHandler), which top says runs it.
+	rest func()
+	top  bool
 }
 
 // commit notes that the headers go out now, with status code.

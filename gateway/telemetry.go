@@ -107,7 +107,11 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx, span := s.startServerSpan(r)
-		sw := &statusWriter{ResponseWriter: w, span: span, start: start}
+		sw, ok := w.(*statusWriter) // topHandler's
+		if !ok {
+			sw = &statusWriter{ResponseWriter: w}
+		}
+		sw.span, sw.start = span, start
 		if isOpenAIPath(r.URL.Path) {
 			ctx = s.nameRequest(ctx, sw, span, start)
 		}

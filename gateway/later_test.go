@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/streamgate/streamgate/gateway/sse"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -193,4 +196,109 @@ func TestRelayLaterHoldsNoGoroutine(t *testing.T) {
 			}
 		}
 	})
+}
+
+// tickCall is a notifyCall that relay can also wait on (RecvTick), for
+// comparing serve with serveParked.
+type tickCall struct {
+	notifyCall
+	sig chan struct{}
+}
+
+func newTickCall() *tickCall {
+	c := &tickCall{sig: make(chan struct{}, 1)}
+	c.notify = func() {
+		select {
+		case c.sig <- struct{}{}:
+		default:
+		}
+	}
+	return c
+}
+
+func (c *tickCall) RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error) {
+	for {
+		if r, ok, err := c.TryRecv(); ok {
+			return r, err
+		}
+		select {
+		case <-c.sig:
+		case <-tick:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// TestServeParkedAsServe: an event stream whose goroutine waits parked
+// (serveParked: relayed by relayLater, keepalives from a timer) sends
+// what serve sends, flush for flush: the headers with the first event
+// when the first response is late, keepalives while quiet, a batch per
+// group of ready responses with the quiet period restarting after it,
+// and the end; a client that leaves ends it.
+func TestServeParkedAsServe(t *testing.T) {
+	type run func(s *Server, ctx context.Context, j *job, out sink) error
+	serve := func(s *Server, ctx context.Context, j *job, out sink) error { return s.serve(ctx, "", j, out) }
+	parked := func(s *Server, ctx context.Context, j *job, out sink) error { return s.serveParked(ctx, "", j, out) }
+	script := func(t *testing.T, r run, leave bool) ([]string, error) {
+		var c *tickCall
+		start := func(ctx context.Context, _ *pb.ModelInferRequest) (call, error) {
+			c = newTickCall()
+			context.AfterFunc(ctx, func() { c.push(nil, ctx.Err()) }) // as upstream.Call.watch
+			return c, nil
+		}
+		srv := newServer(start, fakeUpstream{}, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second}})
+		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
+		out := srv.newSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), tritonErrors, false)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r(srv, ctx, &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: nameEvents{}, op: opGenerate}, out)
+		}()
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // the first response is late: headers and begin
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // quiet: a keepalive
+		synctest.Wait()
+		for _, m := range []string{"a", "b", "c"} {
+			c.push(&pb.ModelInferResponse{ModelName: m}, nil)
+		}
+		synctest.Wait()
+		time.Sleep(9 * time.Second) // quiet restarted at the batch: nothing yet
+		synctest.Wait()
+		c.push(&pb.ModelInferResponse{ModelName: "d"}, nil)
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // a keepalive
+		synctest.Wait()
+		if leave {
+			cancel()
+		} else {
+			c.push(nil, io.EOF)
+		}
+		err := <-errc
+		return rec.snapshot(), err
+	}
+	ev := func(id int, d string) string { return string(sse.AppendEvent(nil, uint64(id), []byte(d))) }
+	want := []string{ev(0, "begin"), sse.KeepAliveComment, ev(1, "a") + ev(2, "b") + ev(3, "c"), ev(4, "d"), sse.KeepAliveComment}
+	for _, leave := range []bool{false, true} {
+		var got [2][]string
+		for i, r := range []run{serve, parked} {
+			synctest.Test(t, func(t *testing.T) {
+				var err error
+				got[i], err = script(t, r, leave)
+				if leave && !errors.Is(err, errClientGone) || !leave && err != nil {
+					t.Fatalf("leave %v: ended with %v", leave, err)
+				}
+			})
+		}
+		w := want
+		if !leave {
+			w = append(slices.Clip(want), ev(5, "end")+ev(6, "[DONE]"))
+		}
+		if !slices.Equal(got[0], w) || !slices.Equal(got[1], w) {
+			t.Fatalf("leave %v: flushes\nserve  %q\nparked %q\nwant   %q", leave, got[0], got[1], w)
+		}
+	}
 }

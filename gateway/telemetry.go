@@ -115,7 +115,10 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		if isOpenAIPath(r.URL.Path) {
 			ctx = s.nameRequest(ctx, sw, span, start)
 		}
-		next.ServeHTTP(sw, r.WithContext(ctx))
+		if ctx != r.Context() {
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(sw, r)
 		if !sw.detached { // else the detached goroutine ends it
 			s.endServerSpan(ctx, r, span, sw.status, start, routePattern(r))
 		}
@@ -137,9 +140,18 @@ func routePattern(r *http.Request) string {
 // small: it stays on the stack of every streaming request for the
 // stream's whole life, and a frame that grows the handler goroutine's
 // stack past 8 KB costs 8 KB more per held stream (see serve).
+//
+// A span that is not recorded and has no valid context (no tracing, no
+// traceparent) leaves r's context as it is: a context holding it would
+// tell nothing, and the request copy that carries it would stay for a
+// held stream's whole life.
 func (s *Server) startServerSpan(r *http.Request) (context.Context, trace.Span) {
 	ctx := s.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	extracted := ctx != r.Context()
 	ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+	if !extracted && !span.IsRecording() && !span.SpanContext().IsValid() {
+		return r.Context(), span
+	}
 	if span.IsRecording() {
 		span.SetAttributes(
 			semconv.HTTPRequestMethodKey.String(r.Method),

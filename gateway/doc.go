@@ -50,6 +50,15 @@
 // the http.Server for keep-alive. A held stream then costs neither
 // net/http's handler goroutine nor its buffers.
 //
+// Shallow streams (runShallow in detached.go, serveParked in
+// lifecycle.go): an event stream that stays in net/http (HTTP/2, TLS)
+// runs the rest of its life after the router has returned, from the
+// gateway's top handler (topHandler), and its handler goroutine waits
+// there on a channel while relayLater relays it (keepalives from a
+// timer). Waiting a few frames deep, the goroutine's stack halves to
+// 4 KB at the next collections instead of staying at the 8 KB that
+// parsing the request grew.
+//
 // # Where new behaviour hooks in
 //
 // Each of these has exactly one place:

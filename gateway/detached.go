@@ -109,11 +109,16 @@ func (s *Server) runDetached(d *detach.Response, r *http.Request, cancel context
 // come through topHandler or is answered already: run it in place.
 func (s *Server) runShallow(w http.ResponseWriter, r *http.Request, f errorFormat, run handlerFunc) bool {
 	sw := instrumented(w)
-	if sw == nil || !sw.top || sw.rest != nil || sw.status != 0 {
+	if sw == nil || sw.top == nil || sw.rest != nil || sw.status != 0 {
 		return false
 	}
 	sw.detached = true
 	route := routePattern(r) // chi reuses its routing context once the router returns
+	// The rest runs with the request as net/http gave it, in the
+	// handler's context: the router's copy of it (and the copies made
+	// for contexts after it) would hold the route's path values, a map,
+	// for the stream's whole life, and the rest reads none.
+	r = sw.top.WithContext(r.Context())
 	sw.rest = func() {
 		if err := run(w, r); err != nil {
 			s.writeError(w, r, f, err)

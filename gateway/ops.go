@@ -30,9 +30,10 @@ type statusWriter struct {
 	detached bool
 	// rest, when set, is the rest of the request, left by its handler to
 	// run at the top of the goroutine's stack once the router has
-	// returned (runShallow, topHandler), which top says runs it.
+	// returned (runShallow, topHandler). top, when set, is the request
+	// as topHandler got it: topHandler runs rest.
 	rest func()
-	top  bool
+	top  *http.Request
 }
 
 // commit notes that the headers go out now, with status code.

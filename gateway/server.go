@@ -316,7 +316,7 @@ func (s *Server) Handler() http.Handler { return topHandler{s.router} }
 type topHandler struct{ chi.Router }
 
 func (h topHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sw := &statusWriter{ResponseWriter: w, top: true}
+	sw := &statusWriter{ResponseWriter: w, top: r}
 	h.Router.ServeHTTP(sw, r)
 	if sw.rest != nil {
 		sw.rest()

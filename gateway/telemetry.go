@@ -296,6 +296,9 @@ func (s *Server) observe(ctx context.Context, j *job) *observation {
 	model := j.req.GetModelName()
 	o := &observation{m: s.metrics, model: model, op: j.op, start: time.Now()}
 	o.ctx, o.span = s.tracer.Start(ctx, j.op, trace.WithSpanKind(trace.SpanKindClient))
+	if !o.span.IsRecording() && !o.span.SpanContext().IsValid() {
+		o.ctx = ctx // as startServerSpan: a context holding it tells nothing
+	}
 	if o.span.IsRecording() {
 		o.span.SetName(j.op + " " + model) // as the GenAI conventions name it
 		o.span.SetAttributes(

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
@@ -421,6 +422,66 @@ func TestH2C(t *testing.T) {
 	if resp, _, err := stream(prior(t), off.url); err == nil {
 		t.Fatalf("without --h2c a prior-knowledge client was served: %s %d", resp.Proto, resp.StatusCode)
 	}
+}
+
+// Two held streams on one h2c connection (they stay in net/http, relayed
+// while their handlers wait parked): the one whose client resets it is
+// cancelled in the engine and counted as gone, the other runs on, keeps
+// getting its events and ends with the drain's error event.
+func TestH2CStreamClientLeavesAndDrain(t *testing.T) {
+	s := newStack(t, nil, func(c *stack.Config) { c.H2C = true })
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: p}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	open := func(ctx context.Context) *sse.Reader {
+		body := `{"text_input":"` + words(50000) + `","stream":true}`
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v2/models/echo_slow/generate_stream", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil || resp.Proto != "HTTP/2.0" || resp.StatusCode != 200 {
+			t.Fatalf("stream: %v %v", resp, err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		r := sse.NewReader(resp.Body)
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	ctx, leave := context.WithCancel(t.Context())
+	open(ctx)
+	stay := open(t.Context())
+	waitFor(t, "both requests to run", func() bool { return s.eng.InFlight() == 2 })
+	leave()
+	waitFor(t, "the engine to stop the abandoned request", func() bool { return s.eng.InFlight() == 1 })
+	waitFor(t, "client_gone metric", func() bool {
+		return s.metricValue(t, `streamgate_gateway_client_gone_total{protocol="sse"}`) == 1
+	})
+	for range 3 {
+		if _, err := stay.Next(); err != nil {
+			t.Fatalf("the other stream: %v", err)
+		}
+	}
+	drainNow(t, s)
+	var last sse.Event
+	for {
+		ev, err := stay.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	if last.Data != `{"error":"server is shutting down"}` {
+		t.Errorf("last event %q, want the drain's error", last.Data)
+	}
+	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
 }
 
 // The gateway reaches an engine that requires mutual TLS, as the engine

@@ -117,8 +117,15 @@ func (s *Server) runShallow(w http.ResponseWriter, r *http.Request, f errorForma
 	// The rest runs with the request as net/http gave it, in the
 	// handler's context: the router's copy of it (and the copies made
 	// for contexts after it) would hold the route's path values, a map,
-	// for the stream's whole life, and the rest reads none.
-	r = sw.top.WithContext(r.Context())
+	// for the stream's whole life, and the rest reads none. When nothing
+	// was added to the context after the router (no trace, request id or
+	// API key), net/http's request itself will do: the router's context
+	// only adds its routing state, which it reuses once it returns.
+	if r.Context() == sw.routed {
+		r = sw.top
+	} else {
+		r = sw.top.WithContext(r.Context())
+	}
 	sw.rest = func() {
 		if err := run(w, r); err != nil {
 			s.writeError(w, r, f, err)

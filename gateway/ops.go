@@ -31,9 +31,11 @@ type statusWriter struct {
 	// rest, when set, is the rest of the request, left by its handler to
 	// run at the top of the goroutine's stack once the router has
 	// returned (runShallow, topHandler). top, when set, is the request
-	// as topHandler got it: topHandler runs rest.
-	rest func()
-	top  *http.Request
+	// as topHandler got it: topHandler runs rest. routed is the
+	// request's context as the router gave it to instrument.
+	rest   func()
+	top    *http.Request
+	routed context.Context
 }
 
 // commit notes that the headers go out now, with status code.

@@ -111,7 +111,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		if !ok {
 			sw = &statusWriter{ResponseWriter: w}
 		}
-		sw.span, sw.start = span, start
+		sw.span, sw.start, sw.routed = span, start, r.Context()
 		if isOpenAIPath(r.URL.Path) {
 			ctx = s.nameRequest(ctx, sw, span, start)
 		}

@@ -163,9 +163,14 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 	q.n++
 	notify, ready := q.notify, q.ready
 	q.mu.Unlock()
-	select {
-	case ready <- struct{}{}: // nil: nobody waits (a nil channel is never ready)
-	default:
+	// nil: nobody waits. A token already there (the consumer has not
+	// taken it yet, so it will look at the queue after this push) makes
+	// another needless: skip the channel's lock.
+	if ready != nil && len(ready) == 0 {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
 	}
 	if notify != nil {
 		notify()

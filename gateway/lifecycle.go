@@ -179,6 +179,9 @@ func (s *Server) begin(ctx context.Context, cancel context.CancelCauseFunc, conn
 // finish ends a flight whose relay returned err: serve's step 4. It
 // returns what serve returns.
 func (f *flight) finish(err error) error {
+	if ws, ok := f.out.(*wsSink); ok {
+		ws.countEvents() // what the last batch emitted, if it did not flush
+	}
 	if err == nil {
 		f.ob.end(nil, false, f.j.tr)
 	} else {

@@ -255,6 +255,10 @@ func (o *bodySink) flush() error {
 type wsSink struct {
 	emit   func(data []byte) error
 	events *metrics.CounterValue
+	// unflushed is the payloads emitted since they were last counted:
+	// counted once per batch (flush), at fail and when the request
+	// finishes, as sseSink counts its events.
+	unflushed int64
 
 	// log, when set, is the resumable request's log: every payload goes
 	// to it as well, and a socket that closes is no failure (gone).
@@ -271,7 +275,16 @@ func (o *wsSink) cut()                     {} // the socket is cut, with all its
 func (o *wsSink) keepAlive() time.Duration { return 0 }
 func (o *wsSink) idle() error              { return nil }
 
+// countEvents counts the payloads emitted since the last count.
+func (o *wsSink) countEvents() {
+	if o.unflushed > 0 {
+		o.events.Add(o.unflushed)
+		o.unflushed = 0
+	}
+}
+
 func (o *wsSink) flush() error {
+	o.countEvents()
 	if o.log != nil {
 		o.log.Flush()
 	}
@@ -279,6 +292,7 @@ func (o *wsSink) flush() error {
 }
 
 func (o *wsSink) fail(err error) bool {
+	o.countEvents()
 	if o.log != nil {
 		o.failed = classify(err)
 		return o.gone // nobody to tell
@@ -305,6 +319,6 @@ func (o *wsSink) send(p []byte) error {
 		}
 		return errClientGone
 	}
-	o.events.Inc()
+	o.unflushed++
 	return nil
 }

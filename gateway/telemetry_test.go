@@ -88,6 +88,9 @@ func TestTokenPathDoesNotAllocate(t *testing.T) {
 		if err := out.send(payload); err != nil {
 			t.Fatal(err)
 		}
+		if err := out.flush(); err != nil { // the batch's end: its events are counted
+			t.Fatal(err)
+		}
 		if r, ok, err := c.TryRecv(); r == nil || !ok || err != nil {
 			t.Fatalf("TryRecv: %v %v %v", r, ok, err)
 		}
@@ -107,5 +110,35 @@ func TestTokenPathDoesNotAllocate(t *testing.T) {
 	}
 	if n := counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "ws")); n < 1000 {
 		t.Errorf("%d events counted", n)
+	}
+}
+
+// A WebSocket request's events are counted once per batch, and those of a
+// batch cut short (an error before its flush) when it fails: every payload
+// handed to the socket counts once.
+func TestWSEventsCountedPerBatch(t *testing.T) {
+	rd := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
+	defer mp.Shutdown(context.Background())
+	srv := newServer(nil, nil, &Options{MeterProvider: mp})
+	out := &wsSink{emit: func([]byte) error { return nil }, events: srv.metrics.events.With("ws")}
+	count := func() int64 {
+		return counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "ws"))
+	}
+	for range 3 {
+		if err := out.send([]byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := out.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("%d events counted after a batch of 3, want 3", n)
+	}
+	_ = out.send([]byte(`{}`))
+	out.fail(errClientGone)
+	if n := count(); n != 4 {
+		t.Fatalf("%d events counted after a failed batch, want 4", n)
 	}
 }

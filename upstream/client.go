@@ -69,7 +69,7 @@ func New(targets []string, opts *Options) (*Client, error) {
 	}
 	o := opts.withDefaults()
 	c := &Client{opts: o, idPrefix: newIDPrefix(), resolved: make(chan struct{})}
-	c.lim = queueLimits{own: int64(o.QueueBytes), bud: o.Memory, stall: max(o.StallTimeout, 0), now: time.Now}
+	c.lim = queueLimits{own: int64(o.QueueBytes), bud: o.Memory, stall: max(o.StallTimeout, 0), now: monoClock()}
 	c.errStalled = stallError(c.lim.stall)
 	c.root, c.cancelRoot = context.WithCancel(context.Background())
 	var ts []*target

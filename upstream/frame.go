@@ -130,6 +130,15 @@ func bufClass(n int) int {
 // value's own bytes, to be read with protowire's Consume functions); rest
 // is what follows it.
 func nextField(b []byte) (num protowire.Number, typ protowire.Type, v, rest []byte, err error) {
+	// Fast path: a length-delimited field numbered 1 to 15 and shorter
+	// than 128 bytes has a one-byte tag and a one-byte length, which is
+	// nearly every field of a response (the general path costs two calls
+	// that do not inline).
+	if len(b) >= 2 && b[0] < 0x80 && b[0]&7 == byte(protowire.BytesType) && b[0] >= 1<<3 && b[1] < 0x80 {
+		if end := 2 + int(b[1]); end <= len(b) {
+			return protowire.Number(b[0] >> 3), protowire.BytesType, b[2:end], b[end:], nil
+		}
+	}
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 {
 		return 0, 0, nil, nil, errFrame

@@ -35,9 +35,11 @@ type respQueue struct {
 	charged int64 // bytes of cap(buf) borrowed from the shared budget
 	pops    uint64
 	// seen and since: the consumer had popped seen messages when a push
-	// first found it behind, at since (zero while it keeps up).
-	seen  uint64
-	since time.Time
+	// first found it behind, at since (queueLimits.now); behind is false
+	// while it keeps up.
+	seen   uint64
+	since  time.Duration
+	behind bool
 	// closed: the call ended and nobody will read; pushes are dropped.
 	closed bool
 	// borrowed: the queue has borrowed from the shared budget once.
@@ -102,7 +104,16 @@ type queueLimits struct {
 	own   int64          // Options.QueueBytes
 	bud   *budget.Budget // Options.Memory
 	stall time.Duration  // Options.StallTimeout
-	now   func() time.Time
+	// now is a monotonic clock of any origin (monoClock): a push reads
+	// it whenever its consumer is behind, so it is the cheap one.
+	now func() time.Duration
+}
+
+// monoClock returns the time since its creation from the monotonic clock
+// alone: time.Since reads one clock, time.Now two.
+func monoClock() func() time.Duration {
+	epoch := time.Now()
+	return func() time.Duration { return time.Since(epoch) }
 }
 
 type pushResult int
@@ -127,14 +138,14 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 	}
 	if q.n > 0 {
 		switch {
-		case q.since.IsZero() || q.pops != q.seen:
-			q.seen, q.since = q.pops, lim.now()
-		case lim.stall > 0 && lim.now().Sub(q.since) >= lim.stall:
+		case !q.behind || q.pops != q.seen:
+			q.seen, q.since, q.behind = q.pops, lim.now(), true
+		case lim.stall > 0 && lim.now()-q.since >= lim.stall:
 			q.mu.Unlock()
 			return stalled
 		}
 	} else {
-		q.since = time.Time{}
+		q.behind = false
 	}
 	res := pushed
 	if q.w+need > len(q.buf) {
@@ -152,9 +163,14 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 	q.n++
 	notify, ready := q.notify, q.ready
 	q.mu.Unlock()
-	select {
-	case ready <- struct{}{}: // nil: nobody waits (a nil channel is never ready)
-	default:
+	// nil: nobody waits. A token already there (the consumer has not
+	// taken it yet, so it will look at the queue after this push) makes
+	// another needless: skip the channel's lock.
+	if ready != nil && len(ready) == 0 {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
 	}
 	if notify != nil {
 		notify()

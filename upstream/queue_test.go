@@ -64,7 +64,7 @@ func newFakeClock() *fakeClock {
 	return c
 }
 
-func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) now() time.Duration      { return time.Duration(c.ns.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func wire(tb testing.TB, r *pb.ModelInferResponse) []byte {
@@ -291,7 +291,7 @@ func TestQueueBurstsReuseBuffers(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector drops sync.Pool items at random: allocation counts mean nothing")
 	}
-	lim := &queueLimits{own: 1 << 20, stall: time.Minute, now: time.Now}
+	lim := &queueLimits{own: 1 << 20, stall: time.Minute, now: monoClock()}
 	q := newRespQueue()
 	m := wire(t, intResp(1))
 	var dst []byte

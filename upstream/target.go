@@ -56,6 +56,12 @@ type target struct {
 	retired   bool          // reaped: its connection is closed for good
 }
 
+// HTTP/2 flow-control windows of every target connection (see newTarget).
+const (
+	streamWindow = 4 << 20
+	connWindow   = 16 << 20
+)
+
 func newTarget(c *Client, addr, name string) (*target, error) {
 	o := &c.opts
 	dial := []grpc.DialOption{
@@ -74,6 +80,15 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 			},
 			MinConnectTimeout: 20 * time.Second,
 		}),
+		// Static flow-control windows: grpc-go's default, a window that
+		// grows by BDP estimation, samples every data frame and pings
+		// the target to measure it, work per received response that a
+		// relay of small messages pays for nothing. The stream's reader
+		// never blocks (it queues every response for its call), so a
+		// window only bounds what grpc-go buffers between reads; these
+		// are as large as the estimate grows on a fast link.
+		grpc.WithStaticStreamWindowSize(streamWindow),
+		grpc.WithStaticConnWindowSize(connWindow),
 	}
 	if o.KeepaliveTime > 0 {
 		dial = append(dial, grpc.WithKeepaliveParams(keepalive.ClientParameters{

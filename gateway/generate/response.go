@@ -30,14 +30,14 @@ func Response(resp *pb.ModelInferResponse, id string) ([]byte, error) {
 func AppendResponse(dst []byte, resp *pb.ModelInferResponse, id string) ([]byte, error) {
 	b := append(dst, '{')
 	if id != "" {
-		b = appendKey(b, "id")
+		b = append(b, `"id":`...)
 		b = jsonstr.Append(b, id)
 		b = append(b, ',')
 	}
-	b = appendKey(b, "model_name")
+	b = append(b, `"model_name":`...)
 	b = jsonstr.Append(b, resp.GetModelName())
 	b = append(b, ',')
-	b = appendKey(b, "model_version")
+	b = append(b, `"model_version":`...)
 	b = jsonstr.Append(b, resp.GetModelVersion())
 	b = appendParams(b, resp.GetParameters())
 

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"net/http"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -76,9 +75,8 @@ func (s *Server) runDetached(d *detach.Response, r *http.Request, cancel context
 	defer remove()
 	defer func() {
 		if v := recover(); v != nil { // as net/http answers a handler's panic
-			buf := make([]byte, 64<<10)
 			s.log.Error("panic serving a detached stream", "method", r.Method, "path", r.URL.Path,
-				"panic", v, "stack", string(buf[:runtime.Stack(buf, false)]))
+				"panic", v, "stack", stack())
 			d.Close()
 		}
 	}()

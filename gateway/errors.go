@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -316,4 +317,11 @@ func (s *Server) logError(ctx context.Context, r *http.Request, err error, sent 
 			"error_status", e.Status, "code", e.Code, "err", e.Err)
 	}
 	return e
+}
+
+// stack is the calling goroutine's stack, for the log line of a panic
+// recovered where net/http would not (a goroutine of the gateway's own).
+func stack() string {
+	buf := make([]byte, 64<<10)
+	return string(buf[:runtime.Stack(buf, false)])
 }

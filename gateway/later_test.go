@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -301,4 +304,73 @@ func TestServeParkedAsServe(t *testing.T) {
 			t.Fatalf("leave %v: flushes\nserve  %q\nparked %q\nwant   %q", leave, got[0], got[1], w)
 		}
 	}
+}
+
+// panicEvents is nameEvents that panics at a response named "boom".
+type panicEvents struct{ nameEvents }
+
+func (p panicEvents) next(r *pb.ModelInferResponse) ([][]byte, error) {
+	if r.ModelName == "boom" {
+		panic("boom")
+	}
+	return p.nameEvents.next(r)
+}
+
+// TestRelayLaterPanicEndsOneRequest: a panic while a request is relayed
+// on relayLater's goroutines (a parked stream's) ends that request with
+// an internal error (in band: its stream had started), logged with its
+// stack, and cancels its call, as net/http ends a handler that panics,
+// instead of ending the process; another request on the same server
+// relays on.
+func TestRelayLaterPanicEndsOneRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []*tickCall
+		start := func(context.Context, *pb.ModelInferRequest) (call, error) {
+			c := newTickCall()
+			calls = append(calls, c)
+			return c, nil
+		}
+		var logged bytes.Buffer
+		srv := newServer(start, fakeUpstream{}, &Options{
+			SSE:    &sse.Options{KeepAlive: 10 * time.Second},
+			Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+		})
+		type result struct {
+			rec *flushRecorder
+			err error
+		}
+		run := func(tr translator) chan result {
+			res := make(chan result, 1)
+			rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
+			out := srv.newSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), tritonErrors, false)
+			go func() {
+				err := srv.serveParked(t.Context(), "", &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: tr, op: opGenerate}, out)
+				res <- result{rec, err}
+			}()
+			synctest.Wait()
+			return res
+		}
+		ev := func(id int, d string) string { return string(sse.AppendEvent(nil, uint64(id), []byte(d))) }
+		bad, good := run(panicEvents{}), run(nameEvents{})
+		calls[0].push(&pb.ModelInferResponse{ModelName: "a"}, nil)
+		calls[0].push(&pb.ModelInferResponse{ModelName: "boom"}, nil)
+		calls[1].push(&pb.ModelInferResponse{ModelName: "a"}, nil)
+		synctest.Wait()
+		r := <-bad
+		if got := strings.Join(r.rec.snapshot(), ""); r.err != nil || !strings.HasPrefix(got, ev(0, "begin")+ev(1, "a")) || !strings.Contains(got, errRelayPanic.Msg) {
+			t.Fatalf("the panicking request: %v, sent %q, want begin, a and an error event saying %q", r.err, got, errRelayPanic.Msg)
+		}
+		if !calls[0].cancelled {
+			t.Fatal("the panicking request's call was not cancelled")
+		}
+		if !strings.Contains(logged.String(), "panic relaying a request") || !strings.Contains(logged.String(), "panicEvents.next") {
+			t.Fatalf("log has no panic with its stack:\n%s", logged.String())
+		}
+		calls[1].push(&pb.ModelInferResponse{ModelName: "b"}, io.EOF)
+		synctest.Wait()
+		r = <-good
+		if got, want := strings.Join(r.rec.snapshot(), ""), ev(0, "begin")+ev(1, "a")+ev(2, "b")+ev(3, "end")+ev(4, "[DONE]"); r.err != nil || got != want {
+			t.Fatalf("the other request: %v, sent %q, want %q", r.err, got, want)
+		}
+	})
 }

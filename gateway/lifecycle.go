@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -251,6 +252,7 @@ func (f *flight) wake() {
 // step relays whatever is ready, again while wake was called meanwhile,
 // and finishes f once its call has ended.
 func (f *flight) step() {
+	defer f.recoverStep()
 	for {
 		n := f.wakes.Load()
 		relayed, ended, err := f.r.step()
@@ -269,6 +271,30 @@ func (f *flight) step() {
 			return
 		}
 	}
+}
+
+// errRelayPanic ends a request whose relay panicked.
+var errRelayPanic = &httpError{Status: http.StatusInternalServerError, Code: "internal", Msg: "internal error relaying the response"}
+
+// recoverStep ends f's request when its step panicked, as net/http ends a
+// handler that panics, rather than the whole process (which a panic on
+// a goroutine of step's own would end): the panic is logged with its
+// stack and f finished with errRelayPanic, which its client gets like any
+// other failure (in band once its stream has started). wakes stays > 0:
+// no step runs again. A second panic, in finish itself, still ends the
+// process.
+func (f *flight) recoverStep() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	f.s.log.ErrorContext(f.ctx, "panic relaying a request", "model", f.j.req.GetModelName(),
+		"panic", v, "stack", stack())
+	f.raw.(notifier).Notify(nil)
+	if f.quiet != nil {
+		f.quiet.Stop()
+	}
+	f.ended(f.finish(errRelayPanic))
 }
 
 // keepAlive is relay's keepalive for relayLater: after a batch (relayed)

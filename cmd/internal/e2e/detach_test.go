@@ -213,19 +213,8 @@ func TestDrainEndsDetachedStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	drainNow(t, s)
-	var last sse.Event
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev
-	}
-	if last.Data != `{"error":"server is shutting down"}` {
-		t.Errorf("last event %q, want the drain's error", last.Data)
+	if last := lastData(t, r); last != `{"error":"server is shutting down"}` {
+		t.Errorf("last event %q, want the drain's error", last)
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("after the stream: %v, want the connection closed", err)

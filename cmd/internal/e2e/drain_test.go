@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -15,6 +16,22 @@ import (
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/ws"
 )
+
+// lastData reads r to its end and returns its last event's data.
+func lastData(t *testing.T, r *sse.Reader) string {
+	t.Helper()
+	var last string
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return last
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev.Data
+	}
+}
 
 // smallServerBuffers gives the gateway's connections small socket send
 // buffers, so that a client that does not read stalls its writer soon.

@@ -75,18 +75,7 @@ func TestDrainForcedOpenAI(t *testing.T) {
 	if err := s.gw.Drain(ctx); err != context.Canceled {
 		t.Fatalf("Drain = %v", err)
 	}
-	var last string
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev.Data
-	}
-	if last != `{"error":{"message":"server is shutting down","type":"server_error","param":null,"code":"unavailable"}}` {
+	if last := lastData(t, r); last != `{"error":{"message":"server is shutting down","type":"server_error","param":null,"code":"unavailable"}}` {
 		t.Fatalf("stream ended with %s", last)
 	}
 	a := <-unary

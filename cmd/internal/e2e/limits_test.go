@@ -146,18 +146,7 @@ func TestDrainForced(t *testing.T) {
 	}
 
 	deadline() // time is up
-	var last string
-	for {
-		ev, err := ar.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev.Data
-	}
-	if last != `{"error":"server is shutting down"}` {
+	if last := lastData(t, ar); last != `{"error":"server is shutting down"}` {
 		t.Fatalf("SSE stream ended with %s", last)
 	}
 	for {

@@ -467,19 +467,8 @@ func TestH2CStreamClientLeavesAndDrain(t *testing.T) {
 		}
 	}
 	drainNow(t, s)
-	var last sse.Event
-	for {
-		ev, err := stay.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ev
-	}
-	if last.Data != `{"error":"server is shutting down"}` {
-		t.Errorf("last event %q, want the drain's error", last.Data)
+	if last := lastData(t, stay); last != `{"error":"server is shutting down"}` {
+		t.Errorf("last event %q, want the drain's error", last)
 	}
 	waitFor(t, "engine idle", func() bool { return s.eng.InFlight() == 0 })
 }

@@ -68,6 +68,9 @@ func New(targets []string, opts *Options) (*Client, error) {
 		return nil, errors.New("upstream: no targets")
 	}
 	o := opts.withDefaults()
+	if o.Transport != TransportGRPC && o.Transport != TransportH2 {
+		return nil, fmt.Errorf("upstream: unknown transport %q (want %s or %s)", o.Transport, TransportGRPC, TransportH2)
+	}
 	c := &Client{opts: o, idPrefix: newIDPrefix(), resolved: make(chan struct{})}
 	c.lim = queueLimits{own: int64(o.QueueBytes), bud: o.Memory, stall: max(o.StallTimeout, 0), now: monoClock()}
 	c.errStalled = stallError(c.lim.stall)

@@ -13,7 +13,7 @@ func TestClose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, mode := range []CancelMode{CancelInband, CancelStream} {
-		c, err := New([]string{e.addr}, &Options{Cancel: mode, HealthInterval: 10 * time.Millisecond})
+		c, err := New([]string{e.addr}, withTestTransport(&Options{Cancel: mode, HealthInterval: 10 * time.Millisecond}))
 		if err != nil {
 			t.Fatal(err)
 		}

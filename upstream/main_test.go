@@ -87,15 +87,32 @@ func (e *testEngine) stop() {
 	<-e.done
 }
 
-// newTestClient returns a client closed when the test ends.
+// newTestClient returns a client closed when the test ends. Its streams
+// use the transport STREAMGATE_UPSTREAM_TRANSPORT names, unless opts
+// names one: the suite runs with either.
 func newTestClient(tb testing.TB, targets []string, opts *Options) *Client {
 	tb.Helper()
-	c, err := New(targets, opts)
+	c, err := New(targets, withTestTransport(opts))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
 	return c
+}
+
+// withTestTransport is opts (nil allowed) with the transport of
+// STREAMGATE_UPSTREAM_TRANSPORT, when opts names none.
+func withTestTransport(opts *Options) *Options {
+	tr := os.Getenv("STREAMGATE_UPSTREAM_TRANSPORT")
+	if tr == "" || (opts != nil && opts.Transport != "") {
+		return opts
+	}
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Transport = tr
+	return &o
 }
 
 // repeatRequest asks repeat_int32 for one response per value, the i-th

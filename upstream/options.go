@@ -173,6 +173,14 @@ type Options struct {
 	// math.MaxInt32, as Triton.
 	MaxMessageBytes int
 
+	// Transport carries the ModelStreamInfer streams: TransportGRPC (the
+	// default, also "") on the target's grpc-go connection, or
+	// TransportH2 (experimental) on an HTTP/2 connection of each stream's
+	// own, read without grpc-go (see h2Stream). Health checks, metadata
+	// and every unary call stay on grpc-go either way. With TransportH2,
+	// DialOptions and keepalive apply to grpc-go's connection only.
+	Transport string
+
 	// TLS, if set, secures every target's connection with it (mutual TLS
 	// when it has a client certificate). With no ServerName, a target's
 	// certificate must name the host it was dialled by: for a
@@ -254,6 +262,9 @@ func (o *Options) withDefaults() Options {
 	def(&c.StreamBackoff, time.Second)
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = math.MaxInt32
+	}
+	if c.Transport == "" {
+		c.Transport = TransportGRPC
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -224,10 +224,13 @@ func (s *stream) run() {
 			return
 		}
 	}
-	rpc, err := s.t.rpc.ModelStreamInfer(s.ctx)
+	rpc, err := s.t.openStream(s.ctx, func() bool { return s.load.Load() > 0 })
 	if err != nil {
 		s.closeWith(err)
 		return
+	}
+	if c, ok := rpc.(io.Closer); ok { // an h2Stream's connection
+		defer c.Close()
 	}
 	s.mu.Lock()
 	s.opened = true

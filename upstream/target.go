@@ -31,6 +31,7 @@ type target struct {
 	name string // the dns name it was resolved from, "" if listed
 	conn *grpc.ClientConn
 	rpc  pb.GRPCInferenceServiceClient
+	h2   *h2Options // ModelStreamInfer's own connections (TransportH2); nil: on conn
 
 	outstanding atomic.Int64 // calls placed on this target's streams
 	sequences   atomic.Int64 // open sequences routed to this target (sequence.go)
@@ -110,6 +111,18 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 		rpc:       pb.NewGRPCInferenceServiceClient(conn),
 		dedicated: map[*stream]struct{}{},
 	}
+	if o.Transport == TransportH2 {
+		t.h2 = &h2Options{
+			addr:     addr,
+			tls:      h2TLS(o.TLS, name, addr),
+			maxRecv:  o.MaxMessageBytes,
+			maxSend:  o.MaxMessageBytes,
+			dialTime: 20 * time.Second, // grpc-go's MinConnectTimeout above
+		}
+		if o.KeepaliveTime > 0 { // at least 10s, as grpc-go (see Options)
+			t.h2.keepalive, t.h2.kaTimeout = max(o.KeepaliveTime, 10*time.Second), o.KeepaliveTimeout
+		}
+	}
 	t.info.init(o.MetadataTTL)
 	t.healthy.Store(true) // until a check or a stream says otherwise
 	t.lastAnswer.Store(time.Now().UnixNano())
@@ -131,6 +144,16 @@ func transportCredentials(cfg *tls.Config, name string) credentials.TransportCre
 }
 
 func (t *target) close() { t.conn.Close() }
+
+// openStream opens a ModelStreamInfer RPC that lives until ctx ends: on
+// the target's grpc-go connection, or on a connection of its own with
+// TransportH2.
+func (t *target) openStream(ctx context.Context, busy func() bool) (streamRPC, error) {
+	if t.h2 != nil {
+		return dialH2(ctx, *t.h2, busy)
+	}
+	return t.rpc.ModelStreamInfer(ctx)
+}
 
 // pin keeps reap from closing t until unpin: it is held from choosing t
 // until the request placed on it counts in outstanding (or the metadata

@@ -1,0 +1,721 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// Transports of ModelStreamInfer streams (Options.Transport).
+const (
+	// TransportGRPC carries every stream on the target's grpc-go
+	// connection, multiplexed with its health checks and metadata calls.
+	TransportGRPC = "grpc"
+	// TransportH2 (experimental) gives every stream an HTTP/2 connection
+	// of its own, spoken by h2Stream: the stream's reader reads the frames
+	// itself, with no demultiplexing goroutine and no allocation per
+	// message. Health checks and unary calls stay on grpc-go.
+	TransportH2 = "h2"
+)
+
+// modelStreamInferPath is the HTTP/2 :path of ModelStreamInfer.
+const modelStreamInferPath = "/inference.GRPCInferenceService/ModelStreamInfer"
+
+// h2StreamID is the id of the one stream on an h2Stream's connection.
+const h2StreamID = 1
+
+// h2Stream is one ModelStreamInfer RPC spoken over an HTTP/2 connection of
+// its own. It implements streamRPC: the stream's sender calls Send and
+// CloseSend, its reader RecvMsg, which reads every frame of the
+// connection and handles the control frames inline. Both write frames
+// through bw under wmu. The context's end closes the connection, which
+// unblocks both.
+type h2Stream struct {
+	conn    net.Conn
+	fr      *http2.Framer
+	stop    func() bool // stops the context.AfterFunc that fails h
+	maxRecv int
+	maxSend int
+
+	wmu sync.Mutex // guards bw and the framer's writes
+	bw  *bufio.Writer
+
+	// Send flow control and the end of the stream, under fmu.
+	fmu        sync.Mutex
+	cond       *sync.Cond // signalled when credit arrives or the stream fails
+	sendStream int64      // send window of the stream
+	sendConn   int64      // send window of the connection
+	peerWindow int64      // the peer's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame  int        // the peer's SETTINGS_MAX_FRAME_SIZE
+	err        error      // the stream's end; set once
+
+	// The reader's state.
+	rest       []byte // what is left of the last DATA frame read
+	gotHeaders bool   // response headers arrived
+	unackedStr int    // bytes received and not yet credited back
+	unackedCon int
+	sbuf       []byte // the sender's marshalling buffer
+}
+
+var _ streamRPC = (*h2Stream)(nil)
+
+// h2Options are what dialH2 needs of a target.
+type h2Options struct {
+	addr     string      // host:port to dial, also the :authority
+	tls      *tls.Config // nil: plaintext (h2c); NextProtos must hold "h2"
+	maxRecv  int         // Options.MaxMessageBytes
+	maxSend  int
+	dialTime time.Duration
+	// keepalive pings a connection that read nothing for keepalive while
+	// busy reports calls on its stream, and fails the stream when
+	// kaTimeout passes with no answer; zero: never.
+	keepalive, kaTimeout time.Duration
+}
+
+// h2TLS is cfg ready for dialH2 to target name, the dns name the target
+// was resolved from ("" if listed) or its address: the server name
+// transportCredentials would check, and ALPN "h2". Nil for plaintext.
+func h2TLS(cfg *tls.Config, name, addr string) *tls.Config {
+	if cfg == nil {
+		return nil
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		if name == "" {
+			name = addr
+		}
+		if host, _, err := net.SplitHostPort(name); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	if !strings.Contains(strings.Join(cfg.NextProtos, ","), "h2") {
+		cfg.NextProtos = append(cfg.NextProtos, "h2")
+	}
+	return cfg
+}
+
+// dialH2 connects to o.addr and opens ModelStreamInfer on a connection of
+// its own, sending the outgoing gRPC metadata of ctx. The stream lives
+// until ctx ends, an error ends it, or Close. busy (for keepalive) says
+// whether the stream carries calls.
+func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, error) {
+	d := net.Dialer{Timeout: o.dialTime}
+	conn, err := d.DialContext(ctx, "tcp", o.addr)
+	if err != nil {
+		return nil, h2DialError(ctx, err)
+	}
+	scheme := "http"
+	if o.tls != nil {
+		tc := tls.Client(conn, o.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, h2DialError(ctx, err)
+		}
+		if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+			conn.Close()
+			return nil, status.Errorf(codes.Unavailable, "connection error: %s negotiated ALPN %q, want \"h2\"", o.addr, p)
+		}
+		conn, scheme = tc, "https"
+	}
+	h := &h2Stream{
+		conn:       conn,
+		bw:         bufio.NewWriterSize(conn, 32<<10),
+		maxRecv:    o.maxRecv,
+		maxSend:    o.maxSend,
+		sendStream: 65535, // the protocol's initial windows, until SETTINGS
+		sendConn:   65535,
+		peerWindow: 65535,
+		peerFrame:  16384,
+	}
+	h.cond = sync.NewCond(&h.fmu)
+	var r io.Reader = conn
+	if o.keepalive > 0 {
+		r = &kaReader{h: h, time: o.keepalive, timeout: o.kaTimeout, busy: busy}
+		conn.SetReadDeadline(time.Now().Add(o.keepalive))
+	}
+	h.fr = http2.NewFramer(h.bw, bufio.NewReaderSize(r, 32<<10))
+	h.fr.SetReuseFrames()
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	h.stop = context.AfterFunc(ctx, func() { h.fail(status.FromContextError(ctx.Err()).Err()) })
+	if err := h.open(ctx, scheme, o.addr); err != nil {
+		return nil, h.fail(err)
+	}
+	return h, nil
+}
+
+func h2DialError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return status.Errorf(codes.Unavailable, "connection error: %v", err)
+}
+
+// open writes the client preface, our SETTINGS and connection window, and
+// the request's HEADERS.
+func (h *h2Stream) open(ctx context.Context, scheme, authority string) error {
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	field := func(k, v string) { enc.WriteField(hpack.HeaderField{Name: k, Value: v}) }
+	field(":method", "POST")
+	field(":scheme", scheme)
+	field(":path", modelStreamInferPath)
+	field(":authority", authority)
+	field("content-type", "application/grpc")
+	field("te", "trailers")
+	field("user-agent", "streamgate-h2")
+	md, _ := metadata.FromOutgoingContext(ctx)
+	for k, vs := range md {
+		if strings.HasPrefix(k, ":") || isReservedHeader(k) {
+			continue
+		}
+		for _, v := range vs {
+			if strings.HasSuffix(k, "-bin") {
+				v = base64.RawStdEncoding.EncodeToString([]byte(v))
+			}
+			field(k, v)
+		}
+	}
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	if _, err := h.bw.WriteString(http2.ClientPreface); err != nil {
+		return h.writeError(err)
+	}
+	err := h.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow},
+	)
+	if err == nil {
+		err = h.fr.WriteWindowUpdate(0, connWindow-65535)
+	}
+	if err == nil {
+		err = h.writeHeaderBlock(hb.Bytes())
+	}
+	if err == nil {
+		err = h.bw.Flush()
+	}
+	if err != nil {
+		return h.writeError(err)
+	}
+	return nil
+}
+
+// writeHeaderBlock writes the request's HEADERS, with CONTINUATION frames
+// when the block exceeds the peer's frame size (16 KiB until SETTINGS).
+func (h *h2Stream) writeHeaderBlock(b []byte) error {
+	const max = 16384
+	first := b[:min(len(b), max)]
+	b = b[len(first):]
+	err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h2StreamID, BlockFragment: first, EndHeaders: len(b) == 0})
+	for err == nil && len(b) > 0 {
+		n := min(len(b), max)
+		err = h.fr.WriteContinuation(h2StreamID, n == len(b), b[:n])
+		b = b[n:]
+	}
+	return err
+}
+
+// isReservedHeader reports the headers gRPC metadata may not set.
+func isReservedHeader(k string) bool {
+	switch k {
+	case "content-type", "user-agent", "te", "grpc-message-type", "grpc-encoding",
+		"grpc-message", "grpc-status", "grpc-timeout", "grpc-status-details-bin":
+		return true
+	}
+	return false
+}
+
+// Close ends the stream and its connection (the sender's last word, once
+// the reader is done).
+func (h *h2Stream) Close() error {
+	h.stop()
+	h.fail(status.Error(codes.Canceled, "upstream: stream closed"))
+	return nil
+}
+
+// fail ends the stream with err unless it ended already, closing the
+// connection; it returns the stream's end.
+func (h *h2Stream) fail(err error) error {
+	h.fmu.Lock()
+	first := h.err == nil
+	if first {
+		h.err = err
+		h.cond.Broadcast()
+	}
+	err = h.err
+	h.fmu.Unlock()
+	if first {
+		h.conn.Close()
+	}
+	return err
+}
+
+// ended returns the stream's end, nil while it lasts.
+func (h *h2Stream) ended() error {
+	h.fmu.Lock()
+	defer h.fmu.Unlock()
+	return h.err
+}
+
+// writeError ends the stream for a failed write.
+func (h *h2Stream) writeError(err error) error {
+	if e := h.ended(); e != nil {
+		return e
+	}
+	return h.fail(status.Errorf(codes.Unavailable, "connection error: write: %v", err))
+}
+
+// Send sends req as one gRPC message (sender only).
+func (h *h2Stream) Send(req *pb.ModelInferRequest) error {
+	// The 5-byte gRPC prefix (not compressed, length), then the message.
+	b, err := proto.MarshalOptions{}.MarshalAppend(append(h.sbuf[:0], 0, 0, 0, 0, 0), req)
+	if err != nil {
+		return h.fail(status.Errorf(codes.Internal, "upstream: marshal request: %v", err))
+	}
+	h.sbuf = b
+	if n := len(b) - 5; n > h.maxSend {
+		return h.fail(status.Errorf(codes.ResourceExhausted, "trying to send message larger than max (%d vs. %d)", n, h.maxSend))
+	}
+	binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5))
+	for len(b) > 0 {
+		n, err := h.reserve(len(b))
+		if err != nil {
+			return err
+		}
+		h.wmu.Lock()
+		err = h.fr.WriteData(h2StreamID, false, b[:n])
+		if err == nil && n == len(b) {
+			err = h.bw.Flush()
+		}
+		h.wmu.Unlock()
+		if err != nil {
+			return h.writeError(err)
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// reserve takes send credit for up to want bytes, one DATA frame's worth,
+// waiting for WINDOW_UPDATEs when there is none (having flushed what is
+// buffered, so that the peer can see it and give credit).
+func (h *h2Stream) reserve(want int) (int, error) {
+	h.fmu.Lock()
+	defer h.fmu.Unlock()
+	flushed := false
+	for {
+		if h.err != nil {
+			return 0, h.err
+		}
+		if w := min(h.sendStream, h.sendConn); w > 0 {
+			n := min(want, int(w), h.peerFrame)
+			h.sendStream -= int64(n)
+			h.sendConn -= int64(n)
+			return n, nil
+		}
+		if !flushed {
+			flushed = true
+			h.fmu.Unlock()
+			h.wmu.Lock()
+			err := h.bw.Flush()
+			h.wmu.Unlock()
+			h.fmu.Lock()
+			if err != nil {
+				h.fmu.Unlock()
+				err = h.writeError(err)
+				h.fmu.Lock()
+				return 0, err
+			}
+			continue
+		}
+		h.cond.Wait()
+	}
+}
+
+// CloseSend half-closes the stream (sender only).
+func (h *h2Stream) CloseSend() error {
+	h.wmu.Lock()
+	err := h.fr.WriteData(h2StreamID, true, nil)
+	if err == nil {
+		err = h.bw.Flush()
+	}
+	h.wmu.Unlock()
+	if err != nil {
+		return h.writeError(err)
+	}
+	return nil
+}
+
+// RecvMsg reads frames until one whole message is in m, a *wireMsg, whose
+// buffer it reuses (reader only). It returns io.EOF when the target ends
+// the stream with OK, and the stream's status otherwise.
+func (h *h2Stream) RecvMsg(m any) error {
+	w := m.(*wireMsg)
+	var hdr [5]byte
+	nh, size, have := 0, -1, 0
+	for {
+		for size < 0 && len(h.rest) > 0 {
+			n := copy(hdr[nh:], h.rest)
+			nh += n
+			h.rest = h.rest[n:]
+			if nh < len(hdr) {
+				continue
+			}
+			if hdr[0] != 0 {
+				return h.fail(status.Error(codes.Internal, "upstream: compressed message received, none was asked for"))
+			}
+			n32 := binary.BigEndian.Uint32(hdr[1:])
+			if int64(n32) > int64(h.maxRecv) {
+				return h.fail(status.Errorf(codes.ResourceExhausted, "received message larger than max (%d vs. %d)", n32, h.maxRecv))
+			}
+			size = int(n32)
+			if cap(w.b) < size {
+				w.b = make([]byte, size, bufClass(size))
+			}
+			w.b = w.b[:size]
+		}
+		if size >= 0 {
+			n := copy(w.b[have:], h.rest)
+			have += n
+			h.rest = h.rest[n:]
+			if have == size {
+				return nil
+			}
+		}
+		if err := h.readFrame(nh > 0); err != nil {
+			return err
+		}
+	}
+}
+
+// readFrame reads the next frame: DATA leaves its payload in h.rest, the
+// others are handled here. inMsg says a message is partly read. An error
+// ends the stream: io.EOF for an OK end.
+func (h *h2Stream) readFrame(inMsg bool) error {
+	f, err := h.fr.ReadFrame()
+	if err != nil {
+		return h.fail(h.readError(err))
+	}
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		if f.StreamID != h2StreamID {
+			return nil
+		}
+		if !h.gotHeaders {
+			return h.fail(status.Error(codes.Internal, "upstream: DATA before the response headers"))
+		}
+		if err := h.credit(int(f.Length)); err != nil {
+			return err
+		}
+		h.rest = f.Data()
+		if f.StreamEnded() {
+			return h.fail(status.Error(codes.Internal, "upstream: server closed the stream without sending trailers"))
+		}
+	case *http2.MetaHeadersFrame:
+		if f.StreamID != h2StreamID {
+			return nil
+		}
+		return h.headers(f, inMsg)
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		return h.settings(f)
+	case *http2.WindowUpdateFrame:
+		h.fmu.Lock()
+		switch f.StreamID {
+		case 0:
+			h.sendConn += int64(f.Increment)
+		case h2StreamID:
+			h.sendStream += int64(f.Increment)
+		}
+		h.cond.Broadcast()
+		h.fmu.Unlock()
+	case *http2.PingFrame:
+		if f.IsAck() {
+			return nil
+		}
+		return h.write(func() error { return h.fr.WritePing(true, f.Data) })
+	case *http2.RSTStreamFrame:
+		if f.StreamID != h2StreamID {
+			return nil
+		}
+		return h.fail(status.Errorf(h2Code(f.ErrCode), "stream terminated by RST_STREAM with error code: %v", f.ErrCode))
+	case *http2.GoAwayFrame:
+		// A graceful GOAWAY lets the streams it counts run to their end
+		// (the connection closes after); ours is refused only when it is
+		// not counted.
+		if f.LastStreamID < h2StreamID {
+			return h.fail(status.Errorf(codes.Unavailable, "upstream: the server sent GOAWAY (%v) before the stream started", f.ErrCode))
+		}
+	case *http2.PushPromiseFrame:
+		return h.fail(status.Error(codes.Internal, "upstream: PUSH_PROMISE, push is disabled"))
+	}
+	return nil
+}
+
+// readError maps a failed read to the stream's status: the context's when
+// it ended, connection loss otherwise.
+func (h *h2Stream) readError(err error) error {
+	if e := h.ended(); e != nil {
+		return e
+	}
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		msg := fmt.Sprintf("upstream: HTTP/2 protocol error: %v", err)
+		if d := h.fr.ErrorDetail(); d != nil {
+			msg += ": " + d.Error()
+		}
+		return status.Error(codes.Internal, msg)
+	}
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		return status.Errorf(codes.Internal, "upstream: HTTP/2 stream error: %v", se)
+	}
+	if errors.Is(err, errKeepalive) {
+		return status.Errorf(codes.Unavailable, "upstream: %v", err)
+	}
+	if errors.Is(err, http2.ErrFrameTooLarge) {
+		return status.Error(codes.Internal, "upstream: HTTP/2 frame larger than the advertised maximum")
+	}
+	return status.Errorf(codes.Unavailable, "error reading from server: %v", err)
+}
+
+var errKeepalive = errors.New("keepalive ping not acknowledged within timeout")
+
+// kaReader reads the connection for the framer, and keeps it alive: the
+// connection's read deadline is time after the last check; when it
+// passes with nothing read meanwhile while the stream is busy, kaReader
+// pings the peer and waits timeout more for anything to arrive. The
+// deadline moves only when it passes, so reading costs nothing more.
+// TLS connections survive a read timeout too.
+type kaReader struct {
+	h             *h2Stream
+	time, timeout time.Duration
+	busy          func() bool
+	read, pinged  bool
+}
+
+func (r *kaReader) Read(p []byte) (int, error) {
+	for {
+		n, err := r.h.conn.Read(p)
+		if n > 0 {
+			r.read = true
+		}
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil
+		}
+		switch {
+		case r.read || !r.busy():
+			r.read, r.pinged = false, false
+			r.h.conn.SetReadDeadline(time.Now().Add(r.time))
+		case !r.pinged:
+			r.pinged = true
+			if err := r.h.write(func() error { return r.h.fr.WritePing(false, [8]byte{'k', 'e', 'e', 'p'}) }); err != nil {
+				return 0, err
+			}
+			r.h.conn.SetReadDeadline(time.Now().Add(r.timeout))
+		default:
+			return 0, errKeepalive
+		}
+	}
+}
+
+// credit accounts n received bytes and gives them back to the peer in
+// batches of half a window.
+func (h *h2Stream) credit(n int) error {
+	if n == 0 {
+		return nil
+	}
+	h.unackedStr += n
+	h.unackedCon += n
+	if h.unackedStr < streamWindow/2 && h.unackedCon < connWindow/2 {
+		return nil
+	}
+	str, con := h.unackedStr, h.unackedCon
+	if str < streamWindow/2 {
+		str = 0
+	}
+	if con < connWindow/2 {
+		con = 0
+	}
+	err := h.write(func() error {
+		if str > 0 {
+			if err := h.fr.WriteWindowUpdate(h2StreamID, uint32(str)); err != nil {
+				return err
+			}
+		}
+		if con > 0 {
+			return h.fr.WriteWindowUpdate(0, uint32(con))
+		}
+		return nil
+	})
+	if str > 0 {
+		h.unackedStr = 0
+	}
+	if con > 0 {
+		h.unackedCon = 0
+	}
+	return err
+}
+
+// write runs fn, which writes frames, under wmu and flushes.
+func (h *h2Stream) write(fn func() error) error {
+	h.wmu.Lock()
+	err := fn()
+	if err == nil {
+		err = h.bw.Flush()
+	}
+	h.wmu.Unlock()
+	if err != nil {
+		return h.writeError(err)
+	}
+	return nil
+}
+
+// settings applies the peer's SETTINGS and acknowledges them.
+func (h *h2Stream) settings(f *http2.SettingsFrame) error {
+	h.fmu.Lock()
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			h.sendStream += int64(s.Val) - h.peerWindow
+			h.peerWindow = int64(s.Val)
+		case http2.SettingMaxFrameSize:
+			h.peerFrame = int(s.Val)
+		}
+		return nil
+	})
+	h.cond.Broadcast()
+	h.fmu.Unlock()
+	if err != nil {
+		return h.fail(status.Errorf(codes.Internal, "upstream: bad SETTINGS: %v", err))
+	}
+	return h.write(h.fr.WriteSettingsAck)
+}
+
+// headers handles response headers and trailers. Trailers (or headers
+// with END_STREAM: a trailers-only response) end the stream with their
+// grpc-status.
+func (h *h2Stream) headers(f *http2.MetaHeadersFrame, inMsg bool) error {
+	first := !h.gotHeaders
+	h.gotHeaders = true
+	var grpcStatus, grpcMessage, contentType string
+	hasStatus := false
+	for _, hf := range f.RegularFields() {
+		switch hf.Name {
+		case "grpc-status":
+			grpcStatus, hasStatus = hf.Value, true
+		case "grpc-message":
+			grpcMessage = decodeGRPCMessage(hf.Value)
+		case "content-type":
+			contentType = hf.Value
+		}
+	}
+	if first {
+		if st := f.PseudoValue("status"); st != "200" {
+			code, _ := strconv.Atoi(st)
+			if !hasStatus {
+				return h.fail(status.Errorf(httpCode(code), "unexpected HTTP status code received from server: %s", st))
+			}
+		}
+		if !hasStatus && !strings.HasPrefix(contentType, "application/grpc") {
+			return h.fail(status.Errorf(codes.Unknown, "unexpected content-type %q from server", contentType))
+		}
+	}
+	if !f.StreamEnded() {
+		if !first {
+			return h.fail(status.Error(codes.Internal, "upstream: trailers without END_STREAM"))
+		}
+		return nil
+	}
+	if !hasStatus {
+		return h.fail(status.Error(codes.Internal, "upstream: server closed the stream without grpc-status"))
+	}
+	n, err := strconv.ParseUint(grpcStatus, 10, 32)
+	if err != nil {
+		return h.fail(status.Errorf(codes.Internal, "upstream: malformed grpc-status %q", grpcStatus))
+	}
+	code := codes.Code(n)
+	if code == codes.OK {
+		if inMsg || len(h.rest) > 0 {
+			return h.fail(status.Error(codes.Internal, "upstream: stream ended inside a message"))
+		}
+		return h.fail(io.EOF)
+	}
+	return h.fail(status.Error(code, grpcMessage))
+}
+
+// h2Code maps an RST_STREAM error code to the gRPC code grpc-go gives it.
+func h2Code(c http2.ErrCode) codes.Code {
+	switch c {
+	case http2.ErrCodeRefusedStream:
+		return codes.Unavailable
+	case http2.ErrCodeCancel:
+		return codes.Canceled
+	case http2.ErrCodeFlowControl, http2.ErrCodeEnhanceYourCalm:
+		return codes.ResourceExhausted
+	case http2.ErrCodeInadequateSecurity:
+		return codes.PermissionDenied
+	}
+	return codes.Internal
+}
+
+// httpCode maps a non-200 HTTP status without grpc-status as gRPC does.
+func httpCode(s int) codes.Code {
+	switch s {
+	case 400:
+		return codes.Internal
+	case 401:
+		return codes.Unauthenticated
+	case 403:
+		return codes.PermissionDenied
+	case 404:
+		return codes.Unimplemented
+	case 429, 502, 503, 504:
+		return codes.Unavailable
+	}
+	return codes.Unknown
+}
+
+// decodeGRPCMessage undoes grpc-message's percent-encoding.
+func decodeGRPCMessage(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -85,6 +85,7 @@ type GatewayFlags struct {
 	// Upstream client.
 	Cancel         string
 	StreamsPer     int
+	Transport      string // upstream.Options.Transport
 	HealthInterval time.Duration
 	HealthTimeout  time.Duration
 	IdleTimeout    time.Duration
@@ -160,6 +161,7 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	}
 	fs.StringVar(&f.Cancel, "cancel", "auto", "upstream cancellation `mode`: auto, inband, stream or none")
 	fs.IntVar(&f.StreamsPer, "upstream-streams", 64, "pooled ModelStreamInfer streams per upstream target")
+	fs.StringVar(&f.Transport, "upstream-transport", upstream.TransportGRPC, "`transport` of the ModelStreamInfer streams: grpc (grpc-go, multiplexed on one connection per target) or h2 (experimental: an HTTP/2 connection per stream, read without grpc-go; health checks and metadata stay on grpc)")
 	fs.DurationVar(&f.HealthInterval, "health-interval", 2*time.Second, "how often each upstream target is checked with ServerReady; negative disables checks")
 	fs.DurationVar(&f.HealthTimeout, "health-timeout", time.Second, "bound of one upstream health check (at most --health-interval)")
 	fs.DurationVar(&f.IdleTimeout, "upstream-idle-timeout", time.Minute, "end a request when upstream sends nothing for it this long (first response included): 504 upstream_timeout before its response started, an error event or frame after; negative disables")
@@ -318,10 +320,14 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	if g.QueueBytes <= 0 || g.QueueMemory <= 0 || g.WSQueueBytes <= 0 {
 		return cfg, fmt.Errorf("--queue-bytes, --queue-memory and --ws-queue-bytes must be positive")
 	}
+	if g.Transport != upstream.TransportGRPC && g.Transport != upstream.TransportH2 {
+		return cfg, fmt.Errorf("--upstream-transport: %q is neither %s nor %s", g.Transport, upstream.TransportGRPC, upstream.TransportH2)
+	}
 	mem := budget.New(g.QueueMemory) // shared by upstream's queues and the sockets'
 	cfg.UpstreamOptions = &upstream.Options{
 		Cancel:              mode,
 		MaxStreamsPerTarget: g.StreamsPer,
+		Transport:           g.Transport,
 		QueueBytes:          int(g.QueueBytes),
 		Memory:              mem,
 		StallTimeout:        g.ClientStallTimeout,

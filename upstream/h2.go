@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +76,8 @@ type h2Stream struct {
 	gotHeaders bool   // response headers arrived
 	unackedStr int    // bytes received and not yet credited back
 	unackedCon int
-	sbuf       []byte // the sender's marshalling buffer
+
+	sbuf []byte // the sender's marshalling buffer
 }
 
 var _ streamRPC = (*h2Stream)(nil)
@@ -109,7 +111,7 @@ func h2TLS(cfg *tls.Config, name, addr string) *tls.Config {
 			cfg.ServerName = host
 		}
 	}
-	if !strings.Contains(strings.Join(cfg.NextProtos, ","), "h2") {
+	if !slices.Contains(cfg.NextProtos, "h2") {
 		cfg.NextProtos = append(cfg.NextProtos, "h2")
 	}
 	return cfg
@@ -159,6 +161,7 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.stop = context.AfterFunc(ctx, func() { h.fail(status.FromContextError(ctx.Err()).Err()) })
 	if err := h.open(ctx, scheme, o.addr); err != nil {
+		h.stop()
 		return nil, h.fail(err)
 	}
 	return h, nil

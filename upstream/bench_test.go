@@ -91,15 +91,17 @@ func BenchmarkRelay(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*relayResponses), "ns/resp")
 	}
 
-	b.Run("mux", func(b *testing.B) {
-		c := newTestClient(b, []string{e.addr}, &Options{HealthInterval: -1})
-		mux(b, c) // warm the caches and the stream
-		b.ResetTimer()
-		for b.Loop() {
-			mux(b, c)
-		}
-		perResp(b)
-	})
+	for name, tr := range map[string]string{"mux": TransportGRPC, "mux-h2": TransportH2} {
+		b.Run(name, func(b *testing.B) {
+			c := newTestClient(b, []string{e.addr}, &Options{HealthInterval: -1, Transport: tr})
+			mux(b, c) // warm the caches and the stream
+			b.ResetTimer()
+			for b.Loop() {
+				mux(b, c)
+			}
+			perResp(b)
+		})
+	}
 	b.Run("direct", func(b *testing.B) {
 		direct(b)
 		b.ResetTimer()

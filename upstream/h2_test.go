@@ -3,9 +3,17 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
+	"math/big"
 	"net"
 	"runtime"
 	"strings"
@@ -19,6 +27,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamgate/streamgate/engine"
+	"github.com/streamgate/streamgate/engine/builtin"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -470,4 +480,72 @@ func TestUnknownTransport(t *testing.T) {
 	if _, err := New([]string{"127.0.0.1:1"}, &Options{Transport: "h3"}); err == nil || !strings.Contains(err.Error(), "h3") {
 		t.Fatalf("err = %v, want unknown transport", err)
 	}
+}
+
+// TestH2TLS: over TLS, the h2 transport checks the target's certificate
+// against the client's TLS config (its name: the address's host) and
+// negotiates ALPN h2 with the engine.
+func TestH2TLS(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "engine"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: slog.New(slog.DiscardHandler),
+		TLS: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-served
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+
+	c := newTestClient(t, []string{lis.Addr().String()}, &Options{Transport: TransportH2, TLS: &tls.Config{RootCAs: roots}})
+	cl, err := c.Start(ctx, repeatN(3, 4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := readAll(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRepeat(t, rs, 3, 4)
+
+	// A client that does not trust the certificate gets no stream.
+	bad := newTestClient(t, []string{lis.Addr().String()}, &Options{Transport: TransportH2, TLS: &tls.Config{}, HealthInterval: -1})
+	cl, err = bad.Start(ctx, repeatN(3, 1, 0))
+	if err == nil {
+		_, err = readAll(ctx, cl)
+	}
+	wantKind(t, err, KindUnavailable)
 }

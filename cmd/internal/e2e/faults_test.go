@@ -78,7 +78,8 @@ func startStreamgate(t *testing.T, bin, name, modelDir string, args ...string) *
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = t.TempDir()
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "STREAMGATE_") {
+		// The upstream transport passes: the suite runs over either.
+		if !strings.HasPrefix(kv, "STREAMGATE_") || strings.HasPrefix(kv, "STREAMGATE_UPSTREAM_TRANSPORT=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}

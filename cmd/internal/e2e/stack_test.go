@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,6 +72,17 @@ func newStack(t testing.TB, opts *gateway.Options, change ...func(*stack.Config)
 	}
 	for _, c := range change {
 		c(&cfg)
+	}
+	// The suite runs over either stream transport of the upstream client.
+	if tr := os.Getenv("STREAMGATE_UPSTREAM_TRANSPORT"); tr != "" {
+		uo := upstream.Options{}
+		if cfg.UpstreamOptions != nil {
+			uo = *cfg.UpstreamOptions
+		}
+		if uo.Transport == "" {
+			uo.Transport = tr
+		}
+		cfg.UpstreamOptions = &uo
 	}
 	st, err := stack.Start(cfg)
 	if err != nil {

@@ -488,8 +488,8 @@ func (f *fields) messages() ([]ChatMessage, error) {
 	if !ok || isNull(raw) {
 		return nil, &RequestError{Message: "Missing required parameter: 'messages'.", Param: "messages", Code: "missing_required_parameter"}
 	}
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil {
+	list, ok := jsonobj.Array(raw)
+	if !ok {
 		return nil, typeError("messages", "an array", raw)
 	}
 	if len(list) == 0 {
@@ -545,8 +545,8 @@ func objectMap(raw json.RawMessage) (m map[string]json.RawMessage, ok bool) {
 	if isNull(raw) {
 		return nil, true
 	}
-	members, err := jsonobj.Members(raw)
-	if err != nil || len(bytes.TrimSpace(raw)) == 0 {
+	members, ok := jsonobj.Object(raw)
+	if !ok {
 		return nil, false
 	}
 	m = make(map[string]json.RawMessage, len(members))

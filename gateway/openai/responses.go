@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 )
 
@@ -286,8 +287,8 @@ func (f *fields) input() ([]ChatMessage, error) {
 	if json.Unmarshal(raw, &s) == nil {
 		return []ChatMessage{{Role: "user", Content: s}}, nil
 	}
-	var list []json.RawMessage
-	if json.Unmarshal(raw, &list) != nil {
+	list, ok := jsonobj.Array(raw)
+	if !ok {
 		return nil, typeError("input", "a string or an array of input items", raw)
 	}
 	if len(list) == 0 {
@@ -305,8 +306,8 @@ func (f *fields) input() ([]ChatMessage, error) {
 }
 
 func inputItem(param string, raw json.RawMessage) (ChatMessage, error) {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil || obj == nil {
+	obj, ok := objectMap(raw)
+	if !ok || obj == nil {
 		return ChatMessage{}, typeError(param, "an object", raw)
 	}
 	f := &fields{m: obj}

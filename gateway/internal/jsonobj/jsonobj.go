@@ -85,29 +85,59 @@ func decoderMembers(body []byte) ([]Member, error) {
 // validation). The values share one copy of body, each capped so that
 // appending to it copies.
 func validMembers(body []byte) ([]Member, error) {
-	i := skipSpace(body, 0)
-	if body[i] != '{' {
+	out, ok := Object(bytes.Clone(body))
+	if !ok {
 		return nil, ErrNotObject
 	}
-	body = bytes.Clone(body)
+	return out, nil
+}
+
+// Object is the members of obj, in order, found in one pass without
+// validating: obj must be valid JSON, such as a value Members returned.
+// The values are slices of obj (not copies), each capped so that
+// appending to it copies. ok is false when obj is not an object.
+func Object(obj []byte) (members []Member, ok bool) {
+	i := skipSpace(obj, 0)
+	if i == len(obj) || obj[i] != '{' {
+		return nil, false
+	}
 	var out []Member
-	for i = skipSpace(body, i+1); body[i] != '}'; {
-		end := stringEnd(body, i)
-		key := body[i+1 : end-1]
+	for i = skipSpace(obj, i+1); obj[i] != '}'; {
+		end := stringEnd(obj, i)
+		key := obj[i+1 : end-1]
 		var k string
 		if bytes.IndexByte(key, '\\') < 0 && utf8.Valid(key) {
 			k = string(key)
-		} else if err := json.Unmarshal(body[i:end], &k); err != nil {
-			return nil, err // not reached: body is valid
+		} else if json.Unmarshal(obj[i:end], &k) != nil {
+			return nil, false // not reached: obj is valid
 		}
-		i = skipSpace(body, skipSpace(body, end)+1) // past the colon
-		end = valueEnd(body, i)
-		out = append(out, Member{Key: k, Value: body[i:end:end]})
-		if i = skipSpace(body, end); body[i] == ',' {
-			i = skipSpace(body, i+1)
+		i = skipSpace(obj, skipSpace(obj, end)+1) // past the colon
+		end = valueEnd(obj, i)
+		out = append(out, Member{Key: k, Value: obj[i:end:end]})
+		if i = skipSpace(obj, end); obj[i] == ',' {
+			i = skipSpace(obj, i+1)
 		}
 	}
-	return out, nil
+	return out, true
+}
+
+// Array is the elements of arr, in order, found as Object finds members:
+// arr must be valid JSON, and the elements are capped slices of it. ok is
+// false when arr is not an array.
+func Array(arr []byte) (elems []json.RawMessage, ok bool) {
+	i := skipSpace(arr, 0)
+	if i == len(arr) || arr[i] != '[' {
+		return nil, false
+	}
+	out := []json.RawMessage{}
+	for i = skipSpace(arr, i+1); arr[i] != ']'; {
+		end := valueEnd(arr, i)
+		out = append(out, arr[i:end:end])
+		if i = skipSpace(arr, end); arr[i] == ',' {
+			i = skipSpace(arr, i+1)
+		}
+	}
+	return out, true
 }
 
 func skipSpace(b []byte, i int) int {

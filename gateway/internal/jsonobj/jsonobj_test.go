@@ -2,6 +2,7 @@ package jsonobj
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -44,6 +45,7 @@ var membersCorpus = []string{
 	`{"k\u00e9y":"v\"al\\","":true,"a":false,"a":-1.5e+3}`, "{\"\xff\":\"\xfe\"}", `{"x":"\\\\"}`,
 	`[]`, `"x"`, `1`, `null`, `{"a":1}{`, `{"a":}`, `{"a":1,}`, `{"a" 1}`, `{"a":[1,2}`, `{"a":"\x"}`,
 	`{"a":0123}`, `{"a":tru}`, " ", `{"a":{"b":{"c":[[[]]]}},"z":"{[\"]}"}`,
+	` [ 1 , "a]" ,{"b":[2]},[],null, -0.5e1 ] `, `[1]`, `["\"",{"}":"]"}]`, `[[],{}]`,
 }
 
 // validMembers finds what the decoder finds, in every body json.Valid
@@ -58,7 +60,36 @@ func FuzzMembers(f *testing.F) {
 	for _, body := range membersCorpus {
 		f.Add([]byte(body))
 	}
-	f.Fuzz(func(t *testing.T, body []byte) { checkMembers(t, body) })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkMembers(t, body)
+		checkArray(t, body)
+	})
+}
+
+// Array finds what json.Unmarshal finds in every valid array, and
+// refuses every other valid value.
+func TestArrayMatchesUnmarshal(t *testing.T) {
+	for _, body := range membersCorpus {
+		checkArray(t, []byte(body))
+	}
+}
+
+func checkArray(t *testing.T, body []byte) {
+	t.Helper()
+	if !json.Valid(body) {
+		return // Array's input must be valid JSON
+	}
+	got, ok := Array(body)
+	var want []json.RawMessage
+	werr := json.Unmarshal(body, &want)
+	if isArray := werr == nil && want != nil; ok != isArray || len(got) != len(want) {
+		t.Fatalf("%q: %q %v, json.Unmarshal %q %v", body, got, ok, want, werr)
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) || cap(got[i]) != len(got[i]) {
+			t.Fatalf("%q: element %d %q (cap %d), json.Unmarshal %q", body, i, got[i], cap(got[i]), want[i])
+		}
+	}
 }
 
 func checkMembers(t *testing.T, body []byte) {

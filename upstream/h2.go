@@ -357,16 +357,7 @@ func (h *h2Stream) reserve(want int) (int, error) {
 
 // CloseSend half-closes the stream (sender only).
 func (h *h2Stream) CloseSend() error {
-	h.wmu.Lock()
-	err := h.fr.WriteData(h2StreamID, true, nil)
-	if err == nil {
-		err = h.bw.Flush()
-	}
-	h.wmu.Unlock()
-	if err != nil {
-		return h.writeError(err)
-	}
-	return nil
+	return h.write(func() error { return h.fr.WriteData(h2StreamID, true, nil) })
 }
 
 // RecvMsg reads frames until one whole message is in m, a *wireMsg, whose

@@ -27,12 +27,13 @@
 // # Memory
 //
 // Relaying a response allocates nothing in this package (TestDeliverAllocs,
-// BenchmarkDeliver); grpc-go's transport still allocates a few small
-// objects per message below its 1 KiB pooling threshold. The experimental
-// TransportH2 (Options.Transport) reads the streams without grpc-go: each
-// stream has an HTTP/2 connection of its own, whose frames its reader
-// reads and assembles into the reused buffer itself, allocating nothing
-// per message either (h2.go, TestH2RecvAllocs).
+// BenchmarkDeliver). The default TransportH2 (Options.Transport) reads the
+// pooled streams without grpc-go: each stream has an HTTP/2 connection of
+// its own, whose frames its reader reads and assembles into the reused
+// buffer itself, allocating nothing per message either (h2.go,
+// TestH2RecvAllocs). grpc-go's transport (TransportGRPC, and dedicated
+// streams) still allocates a few small objects per message below its
+// 1 KiB pooling threshold.
 //
 //   - The reader does not decode: the Client's codec (codec.go) hands it
 //     each ModelStreamInferResponse's wire bytes in one buffer it reuses,

@@ -33,10 +33,11 @@ const (
 	// TransportGRPC carries every stream on the target's grpc-go
 	// connection, multiplexed with its health checks and metadata calls.
 	TransportGRPC = "grpc"
-	// TransportH2 (experimental) gives every stream an HTTP/2 connection
-	// of its own, spoken by h2Stream: the stream's reader reads the frames
-	// itself, with no demultiplexing goroutine and no allocation per
-	// message. Health checks and unary calls stay on grpc-go.
+	// TransportH2 (the default) gives every pooled stream an HTTP/2
+	// connection of its own, spoken by h2Stream: the stream's reader reads
+	// the frames itself, with no demultiplexing goroutine and no
+	// allocation per message. Health checks, unary calls and dedicated
+	// streams stay on grpc-go.
 	TransportH2 = "h2"
 )
 
@@ -74,6 +75,8 @@ type h2Stream struct {
 	// The reader's state.
 	rest       []byte // what is left of the last DATA frame read
 	gotHeaders bool   // response headers arrived
+	heard      bool   // DATA or HEADERS arrived since the last keepalive ping
+	goAway     string // the server's GOAWAY, its code and debug data
 	unackedStr int    // bytes received and not yet credited back
 	unackedCon int
 
@@ -91,9 +94,17 @@ type h2Options struct {
 	dialTime time.Duration
 	// keepalive pings a connection that read nothing for keepalive while
 	// busy reports calls on its stream, and fails the stream when
-	// kaTimeout passes with no answer; zero: never.
-	keepalive, kaTimeout time.Duration
+	// kaTimeout passes with no answer; zero: never. pingGap is the least
+	// time between two pings with no DATA or HEADERS from the peer in
+	// between (see kaReader).
+	keepalive, kaTimeout, pingGap time.Duration
 }
+
+// tritonPingGap is pingGap for any target: grpc core (Triton) counts a
+// strike for every ping that comes within 5 minutes of the last one while
+// it sent no data, and closes the connection with GOAWAY "too_many_pings"
+// after two; a few seconds more absorb the network's jitter.
+const tritonPingGap = 5*time.Minute + 5*time.Second
 
 // h2TLS is cfg ready for dialH2 to target name, the dns name the target
 // was resolved from ("" if listed) or its address: the server name
@@ -118,19 +129,23 @@ func h2TLS(cfg *tls.Config, name, addr string) *tls.Config {
 }
 
 // dialH2 connects to o.addr and opens ModelStreamInfer on a connection of
-// its own, sending the outgoing gRPC metadata of ctx. The stream lives
-// until ctx ends, an error ends it, or Close. busy (for keepalive) says
-// whether the stream carries calls.
+// its own, sending the outgoing gRPC metadata of ctx. The connection, its
+// TLS handshake and the server's SETTINGS must all come within
+// o.dialTime. The stream lives until ctx ends, an error ends it, or
+// Close. busy (for keepalive) says whether the stream carries calls.
 func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, error) {
-	d := net.Dialer{Timeout: o.dialTime}
-	conn, err := d.DialContext(ctx, "tcp", o.addr)
+	deadline := time.Now().Add(o.dialTime)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(dctx, "tcp", o.addr)
 	if err != nil {
 		return nil, h2DialError(ctx, err)
 	}
 	scheme := "http"
 	if o.tls != nil {
 		tc := tls.Client(conn, o.tls)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		if err := tc.HandshakeContext(dctx); err != nil {
 			conn.Close()
 			return nil, h2DialError(ctx, err)
 		}
@@ -152,19 +167,48 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 	}
 	h.cond = sync.NewCond(&h.fmu)
 	var r io.Reader = conn
+	var ka *kaReader
 	if o.keepalive > 0 {
-		r = &kaReader{h: h, time: o.keepalive, timeout: o.kaTimeout, busy: busy}
-		conn.SetReadDeadline(time.Now().Add(o.keepalive))
+		ka = &kaReader{h: h, time: o.keepalive, timeout: o.kaTimeout, gap: o.pingGap, busy: busy}
+		r = ka
 	}
 	h.fr = http2.NewFramer(h.bw, bufio.NewReaderSize(r, 32<<10))
 	h.fr.SetReuseFrames()
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.stop = context.AfterFunc(ctx, func() { h.fail(status.FromContextError(ctx.Err()).Err()) })
-	if err := h.open(ctx, scheme, o.addr); err != nil {
+	err = h.open(ctx, scheme, o.addr)
+	if err == nil {
+		err = h.serverPreface(deadline)
+	}
+	if err != nil {
 		h.stop()
 		return nil, h.fail(err)
 	}
+	if ka != nil {
+		ka.armed = true
+		conn.SetReadDeadline(time.Now().Add(o.keepalive))
+	} else {
+		conn.SetReadDeadline(time.Time{})
+	}
 	return h, nil
+}
+
+// serverPreface reads the server's connection preface, a SETTINGS frame,
+// by deadline: a server that takes the connection and says nothing fails
+// the dial, rather than every request later put on the stream.
+func (h *h2Stream) serverPreface(deadline time.Time) error {
+	h.conn.SetReadDeadline(deadline)
+	f, err := h.fr.ReadFrame()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return status.Error(codes.Unavailable, "connection error: the server sent no HTTP/2 SETTINGS within the connect timeout")
+	}
+	if err != nil {
+		return h.readError(err)
+	}
+	if sf, ok := f.(*http2.SettingsFrame); ok && !sf.IsAck() {
+		return h.settings(sf)
+	}
+	return status.Errorf(codes.Unavailable, "connection error: the server's first frame is %v, not SETTINGS", f.Header().Type)
 }
 
 func h2DialError(ctx context.Context, err error) error {
@@ -422,6 +466,7 @@ func (h *h2Stream) readFrame(inMsg bool) error {
 			return err
 		}
 		h.rest = f.Data()
+		h.heard = true
 		if f.StreamEnded() {
 			return h.fail(status.Error(codes.Internal, "upstream: server closed the stream without sending trailers"))
 		}
@@ -429,6 +474,7 @@ func (h *h2Stream) readFrame(inMsg bool) error {
 		if f.StreamID != h2StreamID {
 			return nil
 		}
+		h.heard = true
 		return h.headers(f, inMsg)
 	case *http2.SettingsFrame:
 		if f.IsAck() {
@@ -459,8 +505,9 @@ func (h *h2Stream) readFrame(inMsg bool) error {
 		// A graceful GOAWAY lets the streams it counts run to their end
 		// (the connection closes after); ours is refused only when it is
 		// not counted.
+		h.goAway = fmt.Sprintf("GOAWAY %v %q", f.ErrCode, f.DebugData())
 		if f.LastStreamID < h2StreamID {
-			return h.fail(status.Errorf(codes.Unavailable, "upstream: the server sent GOAWAY (%v) before the stream started", f.ErrCode))
+			return h.fail(status.Errorf(codes.Unavailable, "upstream: the server sent %s before the stream started", h.goAway))
 		}
 	case *http2.PushPromiseFrame:
 		return h.fail(status.Error(codes.Internal, "upstream: PUSH_PROMISE, push is disabled"))
@@ -474,13 +521,15 @@ func (h *h2Stream) readError(err error) error {
 	if e := h.ended(); e != nil {
 		return e
 	}
+	// A broken connection is Unavailable, as grpc-go has it, so that its
+	// target is ejected.
 	var ce http2.ConnectionError
 	if errors.As(err, &ce) {
-		msg := fmt.Sprintf("upstream: HTTP/2 protocol error: %v", err)
+		msg := fmt.Sprintf("error reading from server: HTTP/2 %v", err)
 		if d := h.fr.ErrorDetail(); d != nil {
 			msg += ": " + d.Error()
 		}
-		return status.Error(codes.Internal, msg)
+		return status.Error(codes.Unavailable, msg)
 	}
 	var se http2.StreamError
 	if errors.As(err, &se) {
@@ -490,7 +539,10 @@ func (h *h2Stream) readError(err error) error {
 		return status.Errorf(codes.Unavailable, "upstream: %v", err)
 	}
 	if errors.Is(err, http2.ErrFrameTooLarge) {
-		return status.Error(codes.Internal, "upstream: HTTP/2 frame larger than the advertised maximum")
+		return status.Error(codes.Unavailable, "error reading from server: HTTP/2 frame larger than the advertised maximum")
+	}
+	if h.goAway != "" {
+		return status.Errorf(codes.Unavailable, "error reading from server: %v, after %s", err, h.goAway)
 	}
 	return status.Errorf(codes.Unavailable, "error reading from server: %v", err)
 }
@@ -503,11 +555,19 @@ var errKeepalive = errors.New("keepalive ping not acknowledged within timeout")
 // pings the peer and waits timeout more for anything to arrive. The
 // deadline moves only when it passes, so reading costs nothing more.
 // TLS connections survive a read timeout too.
+//
+// A peer that sent no DATA or HEADERS since the last ping is pinged again
+// only gap after it: a busy stream on which a target stays silent (a long
+// time to first token) must not collect grpc core's ping strikes. Its
+// silence is the idle timeout's business; the first ping has shown the
+// connection alive.
 type kaReader struct {
-	h             *h2Stream
-	time, timeout time.Duration
-	busy          func() bool
-	read, pinged  bool
+	h                  *h2Stream
+	time, timeout, gap time.Duration
+	busy               func() bool
+	armed              bool // false while dialH2 reads the server's preface
+	read, pinged       bool
+	lastPing           time.Time
 }
 
 func (r *kaReader) Read(p []byte) (int, error) {
@@ -516,26 +576,41 @@ func (r *kaReader) Read(p []byte) (int, error) {
 		if n > 0 {
 			r.read = true
 		}
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err == nil || !r.armed || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return n, err
 		}
 		if n > 0 {
 			return n, nil
 		}
+		now := time.Now()
 		switch {
 		case r.read || !r.busy():
 			r.read, r.pinged = false, false
-			r.h.conn.SetReadDeadline(time.Now().Add(r.time))
+			r.h.conn.SetReadDeadline(now.Add(r.time))
 		case !r.pinged:
-			r.pinged = true
-			if err := r.h.write(func() error { return r.h.fr.WritePing(false, [8]byte{'k', 'e', 'e', 'p'}) }); err != nil {
+			if next := r.lastPing.Add(r.gap); !r.h.heard && now.Before(next) {
+				r.h.conn.SetReadDeadline(next)
+				continue
+			}
+			r.pinged, r.lastPing, r.h.heard = true, now, false
+			if err := r.ping(); err != nil {
 				return 0, err
 			}
-			r.h.conn.SetReadDeadline(time.Now().Add(r.timeout))
+			r.h.conn.SetReadDeadline(now.Add(r.timeout))
 		default:
 			return 0, errKeepalive
 		}
 	}
+}
+
+// ping writes a keepalive PING. Writing it waits for the sender, whose
+// write may be stuck because the peer stopped reading: the write deadline
+// fails such a write, and the connection, when timeout passes, so that a
+// dead peer is found whatever the sender is doing.
+func (r *kaReader) ping() error {
+	r.h.conn.SetWriteDeadline(time.Now().Add(r.timeout))
+	defer r.h.conn.SetWriteDeadline(time.Time{})
+	return r.h.write(func() error { return r.h.fr.WritePing(false, [8]byte{'k', 'e', 'e', 'p'}) })
 }
 
 // credit accounts n received bytes and gives them back to the peer in
@@ -594,6 +669,9 @@ func (h *h2Stream) write(fn func() error) error {
 func (h *h2Stream) settings(f *http2.SettingsFrame) error {
 	h.fmu.Lock()
 	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
 		switch s.ID {
 		case http2.SettingInitialWindowSize:
 			h.sendStream += int64(s.Val) - h.peerWindow
@@ -606,7 +684,7 @@ func (h *h2Stream) settings(f *http2.SettingsFrame) error {
 	h.cond.Broadcast()
 	h.fmu.Unlock()
 	if err != nil {
-		return h.fail(status.Errorf(codes.Internal, "upstream: bad SETTINGS: %v", err))
+		return h.fail(status.Errorf(codes.Unavailable, "connection error: bad SETTINGS: %v", err))
 	}
 	return h.write(h.fr.WriteSettingsAck)
 }
@@ -616,7 +694,6 @@ func (h *h2Stream) settings(f *http2.SettingsFrame) error {
 // grpc-status.
 func (h *h2Stream) headers(f *http2.MetaHeadersFrame, inMsg bool) error {
 	first := !h.gotHeaders
-	h.gotHeaders = true
 	var grpcStatus, grpcMessage, contentType string
 	hasStatus := false
 	for _, hf := range f.RegularFields() {
@@ -630,7 +707,12 @@ func (h *h2Stream) headers(f *http2.MetaHeadersFrame, inMsg bool) error {
 		}
 	}
 	if first {
-		if st := f.PseudoValue("status"); st != "200" {
+		st := f.PseudoValue("status")
+		if len(st) == 3 && st[0] == '1' && !f.StreamEnded() {
+			return nil // an interim response (100 Continue): the real one follows
+		}
+		h.gotHeaders = true
+		if st != "200" {
 			code, _ := strconv.Atoi(st)
 			if !hasStatus {
 				return h.fail(status.Errorf(httpCode(code), "unexpected HTTP status code received from server: %s", st))
@@ -647,7 +729,7 @@ func (h *h2Stream) headers(f *http2.MetaHeadersFrame, inMsg bool) error {
 		return nil
 	}
 	if !hasStatus {
-		return h.fail(status.Error(codes.Internal, "upstream: server closed the stream without grpc-status"))
+		return h.fail(status.Error(codes.Unknown, "upstream: server closed the stream without grpc-status"))
 	}
 	n, err := strconv.ParseUint(grpcStatus, 10, 32)
 	if err != nil {

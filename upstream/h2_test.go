@@ -15,7 +15,9 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,7 +166,20 @@ func grpcMsg(b []byte) []byte {
 // dialTest opens an h2Stream to addr, closed when the test ends.
 func dialTest(t *testing.T, ctx context.Context, addr string, maxRecv int) *h2Stream {
 	t.Helper()
-	h, err := dialH2(ctx, h2Options{addr: addr, maxRecv: maxRecv, maxSend: 1 << 30, dialTime: 10 * time.Second}, func() bool { return true })
+	return dialTestOpts(t, ctx, h2Options{addr: addr, maxRecv: maxRecv})
+}
+
+// dialTestOpts is dialTest with options; maxSend and dialTime have
+// defaults.
+func dialTestOpts(t *testing.T, ctx context.Context, o h2Options) *h2Stream {
+	t.Helper()
+	if o.maxSend == 0 {
+		o.maxSend = 1 << 30
+	}
+	if o.dialTime == 0 {
+		o.dialTime = 10 * time.Second
+	}
+	h, err := dialH2(ctx, o, func() bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +279,90 @@ func TestH2HTTPStatus(t *testing.T) {
 	})
 	h := dialTest(t, t.Context(), addr, 1<<20)
 	wantStatus(t, h.RecvMsg(&wireMsg{}), codes.Unavailable, "503")
+}
+
+// TestH2InterimHeaders: a 1xx response before the real one is skipped.
+func TestH2InterimHeaders(t *testing.T) {
+	addr := serveRawH2(t, nil, func(s *rawH2) {
+		s.headers(false, ":status", "100")
+		s.respond()
+		s.data(grpcMsg([]byte("after 100")))
+		s.trailers(codes.OK, "")
+	})
+	h := dialTest(t, t.Context(), addr, 1<<20)
+	var m wireMsg
+	if err := h.RecvMsg(&m); err != nil || string(m.b) != "after 100" {
+		t.Fatalf("message %q, %v", m.b, err)
+	}
+}
+
+// TestH2BrokenConnection: a connection the server breaks is Unavailable,
+// as with grpc-go, whatever broke it, and the error names the server's
+// GOAWAY when it sent one: the target is then ejected.
+func TestH2BrokenConnection(t *testing.T) {
+	t.Run("bad header block", func(t *testing.T) {
+		addr := serveRawH2(t, nil, func(s *rawH2) {
+			s.check(s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h2StreamID, BlockFragment: []byte{0xff, 0xff, 0xff, 0xff}, EndHeaders: true}))
+		})
+		h := dialTest(t, t.Context(), addr, 1<<20)
+		wantStatus(t, h.RecvMsg(&wireMsg{}), codes.Unavailable, "COMPRESSION_ERROR")
+	})
+	t.Run("too many pings", func(t *testing.T) {
+		addr := serveRawH2(t, nil, func(s *rawH2) {
+			s.respond()
+			s.check(s.fr.WriteGoAway(h2StreamID, http2.ErrCodeEnhanceYourCalm, []byte("too_many_pings")))
+			s.conn.Close()
+		})
+		h := dialTest(t, t.Context(), addr, 1<<20)
+		wantStatus(t, h.RecvMsg(&wireMsg{}), codes.Unavailable, `GOAWAY ENHANCE_YOUR_CALM "too_many_pings"`)
+	})
+}
+
+// TestH2DialDeadline: a server that takes the connection and then says
+// nothing, in TLS's handshake or instead of its HTTP/2 SETTINGS, or that
+// sends invalid SETTINGS, fails the dial within its time.
+func TestH2DialDeadline(t *testing.T) {
+	silent := func(t *testing.T) string {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, conn) // until the client hangs up
+			conn.Close()
+		}()
+		t.Cleanup(func() {
+			lis.Close()
+			<-done
+		})
+		return lis.Addr().String()
+	}
+	dial := func(o h2Options) error {
+		o.maxRecv, o.maxSend, o.dialTime = 1<<20, 1<<20, 200*time.Millisecond
+		h, err := dialH2(t.Context(), o, func() bool { return true })
+		if err == nil {
+			h.Close()
+		}
+		return err
+	}
+	t.Run("tls handshake", func(t *testing.T) {
+		err := dial(h2Options{addr: silent(t), tls: &tls.Config{NextProtos: []string{"h2"}, ServerName: "x"}})
+		wantStatus(t, err, codes.Unavailable, "")
+	})
+	t.Run("no settings", func(t *testing.T) {
+		err := dial(h2Options{addr: silent(t), keepalive: 50 * time.Millisecond, kaTimeout: time.Second, pingGap: time.Second})
+		wantStatus(t, err, codes.Unavailable, "no HTTP/2 SETTINGS")
+	})
+	t.Run("invalid settings", func(t *testing.T) {
+		addr := serveRawH2(t, []http2.Setting{{ID: http2.SettingMaxFrameSize, Val: 0}}, func(*rawH2) {})
+		wantStatus(t, dial(h2Options{addr: addr}), codes.Unavailable, "bad SETTINGS")
+	})
 }
 
 // TestH2RSTStream: RST_STREAM ends the stream with grpc-go's code for it.
@@ -424,6 +523,90 @@ func TestH2Ping(t *testing.T) {
 	if err := h.RecvMsg(&m); err != nil || string(m.b) != "pong seen" {
 		t.Fatalf("message %q, %v", m.b, err)
 	}
+}
+
+// TestH2KeepalivePingPolicy: on a busy stream whose server stays silent,
+// the client pings once, then only after the ping gap while the server
+// sends no DATA or HEADERS: a server enforcing grpc core's ping policy
+// (here strictly: no second ping within 2 s without data between) never
+// sees a strike. Pinging every keepalive period and ping timeout (50 ms
+// and 1 s) would.
+func TestH2KeepalivePingPolicy(t *testing.T) {
+	const minGap = 2 * time.Second
+	addr := serveRawH2(t, nil, func(s *rawH2) {
+		s.respond()
+		var last time.Time
+		for pings := 0; pings < 2; {
+			f, ok := s.read().(*http2.PingFrame)
+			if !ok {
+				s.failf("got %v, want a PING", f)
+			}
+			now := time.Now()
+			if !last.IsZero() && now.Sub(last) < minGap {
+				s.check(s.fr.WriteGoAway(h2StreamID, http2.ErrCodeEnhanceYourCalm, []byte("too_many_pings")))
+				s.conn.Close()
+				s.failf("ping %d came %v after the last, with no data between", pings+1, now.Sub(last))
+			}
+			last = now
+			pings++
+			s.check(s.fr.WritePing(true, f.Data))
+		}
+		s.data(grpcMsg([]byte("after two pings")))
+		s.trailers(codes.OK, "")
+	})
+	h := dialTestOpts(t, t.Context(), h2Options{addr: addr, maxRecv: 1 << 20,
+		keepalive: 50 * time.Millisecond, kaTimeout: time.Second, pingGap: 3 * time.Second})
+	var m wireMsg
+	if err := h.RecvMsg(&m); err != nil || string(m.b) != "after two pings" {
+		t.Fatalf("message %q, %v", m.b, err)
+	}
+}
+
+// TestH2KeepaliveStuckSender: the peer stops reading while the sender is
+// in the middle of a large message, blocked in its TCP write and holding
+// the write lock: the keepalive ping cannot be written either, and its
+// write deadline fails the stream, rather than leaving it stuck for
+// good.
+func TestH2KeepaliveStuckSender(t *testing.T) {
+	stop := make(chan struct{})
+	addr := serveRawH2(t, []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1}}, func(s *rawH2) {
+		s.check(s.fr.WriteWindowUpdate(0, 1<<31-1-65535))
+		s.respond()
+		<-stop // read nothing more
+	})
+	t.Cleanup(func() { close(stop) })
+	h := dialTestOpts(t, t.Context(), h2Options{addr: addr, maxRecv: 1 << 20,
+		keepalive: 50 * time.Millisecond, kaTimeout: 200 * time.Millisecond, pingGap: time.Second})
+	recv := make(chan error, 1)
+	go func() { recv <- h.RecvMsg(&wireMsg{}) }()
+	waitFor(t, 10*time.Second, "the peer's window", func() bool {
+		h.fmu.Lock()
+		defer h.fmu.Unlock()
+		return h.sendConn > 1<<30
+	})
+	// Far more than the socket buffers hold.
+	big := &pb.ModelInferRequest{ModelName: "m", RawInputContents: [][]byte{make([]byte, 2*socketBuffers(t))}}
+	sent := make(chan error, 1)
+	go func() { sent <- h.Send(big) }()
+	wantStatus(t, <-recv, codes.Unavailable, "")
+	wantStatus(t, <-sent, codes.Unavailable, "")
+}
+
+// socketBuffers is the most a TCP connection's two socket buffers may
+// hold between a writer and a reader that reads nothing (at least 32 MiB).
+func socketBuffers(t *testing.T) int {
+	n := 0
+	for _, f := range []string{"/proc/sys/net/ipv4/tcp_wmem", "/proc/sys/net/ipv4/tcp_rmem"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if v := strings.Fields(string(b)); len(v) == 3 {
+			m, _ := strconv.Atoi(v[2])
+			n += m
+		}
+	}
+	return max(n, 32<<20)
 }
 
 // TestH2ContextEnds: the stream's context ending unblocks a RecvMsg

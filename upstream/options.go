@@ -173,12 +173,17 @@ type Options struct {
 	// math.MaxInt32, as Triton.
 	MaxMessageBytes int
 
-	// Transport carries the ModelStreamInfer streams: TransportGRPC (the
-	// default, also "") on the target's grpc-go connection, or
-	// TransportH2 (experimental) on an HTTP/2 connection of each stream's
-	// own, read without grpc-go (see h2Stream). Health checks, metadata
-	// and every unary call stay on grpc-go either way. With TransportH2,
-	// DialOptions and keepalive apply to grpc-go's connection only.
+	// Transport carries the pooled ModelStreamInfer streams: TransportH2
+	// on an HTTP/2 connection of each stream's own, read without grpc-go
+	// (see h2Stream), or TransportGRPC on the target's grpc-go
+	// connection. Default ("") TransportH2, or TransportGRPC when
+	// DialOptions are given: only grpc-go's connection honours them.
+	//
+	// Health checks, metadata, every unary call and the dedicated streams
+	// of CancelStream stay on grpc-go either way. TransportH2 keeps the
+	// keepalive above on its own connections, with one difference: while
+	// a target sends nothing on a stream, its connection is pinged once
+	// and then at most every 5 minutes, within grpc core's ping policy.
 	Transport string
 
 	// TLS, if set, secures every target's connection with it (mutual TLS
@@ -264,7 +269,10 @@ func (o *Options) withDefaults() Options {
 		c.MaxMessageBytes = math.MaxInt32
 	}
 	if c.Transport == "" {
-		c.Transport = TransportGRPC
+		c.Transport = TransportH2
+		if len(c.DialOptions) > 0 {
+			c.Transport = TransportGRPC
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

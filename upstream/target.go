@@ -121,6 +121,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 		}
 		if o.KeepaliveTime > 0 { // at least 10s, as grpc-go (see Options)
 			t.h2.keepalive, t.h2.kaTimeout = max(o.KeepaliveTime, 10*time.Second), o.KeepaliveTimeout
+			t.h2.pingGap = tritonPingGap
 		}
 	}
 	t.info.init(o.MetadataTTL)
@@ -146,10 +147,12 @@ func transportCredentials(cfg *tls.Config, name string) credentials.TransportCre
 func (t *target) close() { t.conn.Close() }
 
 // openStream opens a ModelStreamInfer RPC that lives until ctx ends: on
-// the target's grpc-go connection, or on a connection of its own with
-// TransportH2.
-func (t *target) openStream(ctx context.Context, busy func() bool) (streamRPC, error) {
-	if t.h2 != nil {
+// a connection of its own with TransportH2, unless dedicated to one
+// request (CancelStream), otherwise on the target's grpc-go connection. A
+// dedicated stream lasts one request: a connection, or a TLS handshake,
+// per request would cost more than grpc-go's multiplexing.
+func (t *target) openStream(ctx context.Context, dedicated bool, busy func() bool) (streamRPC, error) {
+	if t.h2 != nil && !dedicated {
 		return dialH2(ctx, *t.h2, busy)
 	}
 	return t.rpc.ModelStreamInfer(ctx)

@@ -161,7 +161,7 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	}
 	fs.StringVar(&f.Cancel, "cancel", "auto", "upstream cancellation `mode`: auto, inband, stream or none")
 	fs.IntVar(&f.StreamsPer, "upstream-streams", 64, "pooled ModelStreamInfer streams per upstream target")
-	fs.StringVar(&f.Transport, "upstream-transport", upstream.TransportGRPC, "`transport` of the ModelStreamInfer streams: grpc (grpc-go, multiplexed on one connection per target) or h2 (experimental: an HTTP/2 connection per stream, read without grpc-go; health checks and metadata stay on grpc)")
+	fs.StringVar(&f.Transport, "upstream-transport", upstream.TransportH2, "`transport` of the pooled ModelStreamInfer streams: h2 (an HTTP/2 connection per stream, read without grpc-go) or grpc (grpc-go, multiplexed on one connection per target). Health checks, metadata and the per-request streams of --cancel stream stay on grpc-go either way")
 	fs.DurationVar(&f.HealthInterval, "health-interval", 2*time.Second, "how often each upstream target is checked with ServerReady; negative disables checks")
 	fs.DurationVar(&f.HealthTimeout, "health-timeout", time.Second, "bound of one upstream health check (at most --health-interval)")
 	fs.DurationVar(&f.IdleTimeout, "upstream-idle-timeout", time.Minute, "end a request when upstream sends nothing for it this long (first response included): 504 upstream_timeout before its response started, an error event or frame after; negative disables")

@@ -77,6 +77,7 @@ type h2Stream struct {
 	gotHeaders bool   // response headers arrived
 	heard      bool   // DATA or HEADERS arrived since the last keepalive ping
 	goAway     string // the server's GOAWAY, its code and debug data
+	onPings    func() // h2Options.tooManyPings
 	unackedStr int    // bytes received and not yet credited back
 	unackedCon int
 
@@ -98,6 +99,9 @@ type h2Options struct {
 	// time between two pings with no DATA or HEADERS from the peer in
 	// between (see kaReader).
 	keepalive, kaTimeout, pingGap time.Duration
+	// tooManyPings, if set, is called when the server closes the
+	// connection with GOAWAY "too_many_pings" (reader only).
+	tooManyPings func()
 }
 
 // tritonPingGap is pingGap for any target: grpc core (Triton) counts a
@@ -164,6 +168,7 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 		sendConn:   65535,
 		peerWindow: 65535,
 		peerFrame:  16384,
+		onPings:    o.tooManyPings,
 	}
 	h.cond = sync.NewCond(&h.fmu)
 	var r io.Reader = conn
@@ -457,12 +462,12 @@ func (h *h2Stream) readFrame(inMsg bool) error {
 	switch f := f.(type) {
 	case *http2.DataFrame:
 		if f.StreamID != h2StreamID {
-			return nil
+			return h.credit(0, int(f.Length)) // the connection's window still counts it
 		}
 		if !h.gotHeaders {
 			return h.fail(status.Error(codes.Internal, "upstream: DATA before the response headers"))
 		}
-		if err := h.credit(int(f.Length)); err != nil {
+		if err := h.credit(int(f.Length), int(f.Length)); err != nil {
 			return err
 		}
 		h.rest = f.Data()
@@ -506,6 +511,9 @@ func (h *h2Stream) readFrame(inMsg bool) error {
 		// (the connection closes after); ours is refused only when it is
 		// not counted.
 		h.goAway = fmt.Sprintf("GOAWAY %v %q", f.ErrCode, f.DebugData())
+		if f.ErrCode == http2.ErrCodeEnhanceYourCalm && string(f.DebugData()) == "too_many_pings" && h.onPings != nil {
+			h.onPings()
+		}
 		if f.LastStreamID < h2StreamID {
 			return h.fail(status.Errorf(codes.Unavailable, "upstream: the server sent %s before the stream started", h.goAway))
 		}
@@ -613,18 +621,18 @@ func (r *kaReader) ping() error {
 	return r.h.write(func() error { return r.h.fr.WritePing(false, [8]byte{'k', 'e', 'e', 'p'}) })
 }
 
-// credit accounts n received bytes and gives them back to the peer in
-// batches of half a window.
-func (h *h2Stream) credit(n int) error {
-	if n == 0 {
+// credit accounts received bytes, str of them on the stream and con on the
+// connection, and gives them back to the peer in batches of half a window.
+func (h *h2Stream) credit(str, con int) error {
+	if con == 0 {
 		return nil
 	}
-	h.unackedStr += n
-	h.unackedCon += n
+	h.unackedStr += str
+	h.unackedCon += con
 	if h.unackedStr < streamWindow/2 && h.unackedCon < connWindow/2 {
 		return nil
 	}
-	str, con := h.unackedStr, h.unackedCon
+	str, con = h.unackedStr, h.unackedCon
 	if str < streamWindow/2 {
 		str = 0
 	}

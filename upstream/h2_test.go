@@ -311,11 +311,74 @@ func TestH2BrokenConnection(t *testing.T) {
 		addr := serveRawH2(t, nil, func(s *rawH2) {
 			s.respond()
 			s.check(s.fr.WriteGoAway(h2StreamID, http2.ErrCodeEnhanceYourCalm, []byte("too_many_pings")))
-			s.conn.Close()
+			s.conn.(*net.TCPConn).CloseWrite()
 		})
 		h := dialTest(t, t.Context(), addr, 1<<20)
 		wantStatus(t, h.RecvMsg(&wireMsg{}), codes.Unavailable, `GOAWAY ENHANCE_YOUR_CALM "too_many_pings"`)
 	})
+}
+
+// TestH2OtherStreamData: DATA on a stream that is not ours (a broken
+// server's) still counts against the connection's window, and is credited
+// back: the server may send on.
+func TestH2OtherStreamData(t *testing.T) {
+	addr := serveRawH2(t, nil, func(s *rawH2) {
+		s.respond()
+		chunk := make([]byte, 16384)
+		for range connWindow/2/len(chunk) + 1 {
+			s.check(s.fr.WriteData(3, false, chunk))
+		}
+		s.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for {
+			f, err := s.fr.ReadFrame()
+			s.check(err)
+			if w, ok := f.(*http2.WindowUpdateFrame); ok && w.StreamID == 0 {
+				break
+			}
+		}
+		s.conn.SetReadDeadline(time.Time{})
+		s.data(grpcMsg([]byte("credited")))
+		s.trailers(codes.OK, "")
+	})
+	h := dialTest(t, t.Context(), addr, 1<<20)
+	var m wireMsg
+	if err := h.RecvMsg(&m); err != nil || string(m.b) != "credited" {
+		t.Fatalf("message %q, %v", m.b, err)
+	}
+}
+
+// TestH2TooManyPings: a target that closes a connection with GOAWAY
+// "too_many_pings" has the keepalive time and ping gap of its new
+// connections doubled (gRPC's rule).
+func TestH2TooManyPings(t *testing.T) {
+	addr := serveRawH2(t, nil, func(s *rawH2) {
+		s.respond()
+		s.check(s.fr.WriteGoAway(h2StreamID, http2.ErrCodeEnhanceYourCalm, []byte("too_many_pings")))
+		// Closed for writing only: the client's frames, unread, would
+		// turn a close into a reset that may discard the GOAWAY.
+		s.conn.(*net.TCPConn).CloseWrite()
+	})
+	// The target's own options, dialled to the raw server: its grpc-go
+	// connection (which New starts) must not take the server's one
+	// connection.
+	c := newTestClient(t, []string{"127.0.0.1:1"}, &Options{Transport: TransportH2, HealthInterval: -1, Cancel: CancelNone})
+	tgt := c.targetList()[0]
+	options := func() h2Options {
+		tgt.mu.Lock()
+		defer tgt.mu.Unlock()
+		return *tgt.h2
+	}
+	o := options()
+	o.addr = addr
+	h, err := dialH2(t.Context(), o, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	wantStatus(t, h.RecvMsg(&wireMsg{}), codes.Unavailable, "too_many_pings")
+	if o2 := options(); o2.keepalive != 2*o.keepalive || o2.pingGap != 2*o.pingGap {
+		t.Fatalf("keepalive %v, ping gap %v after too_many_pings; want %v, %v", o2.keepalive, o2.pingGap, 2*o.keepalive, 2*o.pingGap)
+	}
 }
 
 // TestH2DialDeadline: a server that takes the connection and then says

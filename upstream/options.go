@@ -183,7 +183,9 @@ type Options struct {
 	// of CancelStream stay on grpc-go either way. TransportH2 keeps the
 	// keepalive above on its own connections, with one difference: while
 	// a target sends nothing on a stream, its connection is pinged once
-	// and then at most every 5 minutes, within grpc core's ping policy.
+	// and then at most every 5 minutes, within grpc core's ping policy;
+	// a target that still closes one with GOAWAY "too_many_pings" has
+	// both periods doubled for its new connections, as gRPC clients do.
 	Transport string
 
 	// TLS, if set, secures every target's connection with it (mutual TLS

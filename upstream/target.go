@@ -31,7 +31,7 @@ type target struct {
 	name string // the dns name it was resolved from, "" if listed
 	conn *grpc.ClientConn
 	rpc  pb.GRPCInferenceServiceClient
-	h2   *h2Options // ModelStreamInfer's own connections (TransportH2); nil: on conn
+	h2   *h2Options // ModelStreamInfer's own connections (TransportH2; under mu); nil: on conn
 
 	outstanding atomic.Int64 // calls placed on this target's streams
 	sequences   atomic.Int64 // open sequences routed to this target (sequence.go)
@@ -122,6 +122,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 		if o.KeepaliveTime > 0 { // at least 10s, as grpc-go (see Options)
 			t.h2.keepalive, t.h2.kaTimeout = max(o.KeepaliveTime, 10*time.Second), o.KeepaliveTimeout
 			t.h2.pingGap = tritonPingGap
+			t.h2.tooManyPings = t.slowPings
 		}
 	}
 	t.info.init(o.MetadataTTL)
@@ -153,9 +154,26 @@ func (t *target) close() { t.conn.Close() }
 // per request would cost more than grpc-go's multiplexing.
 func (t *target) openStream(ctx context.Context, dedicated bool, busy func() bool) (streamRPC, error) {
 	if t.h2 != nil && !dedicated {
-		return dialH2(ctx, *t.h2, busy)
+		t.mu.Lock()
+		o := *t.h2
+		t.mu.Unlock()
+		return dialH2(ctx, o, busy)
 	}
 	return t.rpc.ModelStreamInfer(ctx)
+}
+
+// slowPings doubles the keepalive time and the ping gap of t's new h2
+// connections, gRPC's rule for a client whose server closed a connection
+// with GOAWAY "too_many_pings": its ping policy is stricter than grpc
+// core's default.
+func (t *target) slowPings() {
+	t.mu.Lock()
+	t.h2.keepalive *= 2
+	t.h2.pingGap *= 2
+	ka, gap := t.h2.keepalive, t.h2.pingGap
+	t.mu.Unlock()
+	t.c.opts.Logger.Warn("upstream: target refused our keepalive pings (GOAWAY too_many_pings): its new connections are pinged less often",
+		"target", t.addr, "keepalive", ka, "ping_gap", gap)
 }
 
 // pin keeps reap from closing t until unpin: it is held from choosing t

@@ -46,11 +46,9 @@ type rawH2 struct {
 	req  []hpack.HeaderField // the request's headers
 }
 
-// serveRawH2 accepts one connection on a loopback port, reads the client's
-// preface and request HEADERS, having sent settings, and plays script on
-// it, then reads until the client hangs up. The test waits for it at its
-// end.
-func serveRawH2(t *testing.T, settings []http2.Setting, script func(s *rawH2)) string {
+// serveOnce accepts one connection on a loopback port and runs handle on
+// it, closing it after. The test waits for it at its end.
+func serveOnce(t *testing.T, handle func(net.Conn)) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,10 +64,26 @@ func serveRawH2(t *testing.T, settings []http2.Setting, script func(s *rawH2)) s
 			return
 		}
 		defer conn.Close()
+		handle(conn)
+	}()
+	t.Cleanup(func() {
+		lis.Close()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// serveRawH2 accepts one connection on a loopback port, reads the client's
+// preface and request HEADERS, having sent settings, and plays script on
+// it, then reads until the client hangs up. The test waits for it at its
+// end.
+func serveRawH2(t *testing.T, settings []http2.Setting, script func(s *rawH2)) string {
+	t.Helper()
+	return serveOnce(t, func(conn net.Conn) {
 		s := &rawH2{t: t, conn: conn, fr: http2.NewFramer(conn, conn)}
 		s.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 		preface := make([]byte, len(http2.ClientPreface))
-		_, err = io.ReadFull(conn, preface)
+		_, err := io.ReadFull(conn, preface)
 		s.check(err)
 		if string(preface) != http2.ClientPreface {
 			s.failf("preface %q", preface)
@@ -89,12 +103,7 @@ func serveRawH2(t *testing.T, settings []http2.Setting, script func(s *rawH2)) s
 				return
 			}
 		}
-	}()
-	t.Cleanup(func() {
-		lis.Close()
-		<-done
 	})
-	return lis.Addr().String()
 }
 
 func (s *rawH2) failf(format string, args ...any) {
@@ -185,6 +194,15 @@ func dialTestOpts(t *testing.T, ctx context.Context, o h2Options) *h2Stream {
 	}
 	t.Cleanup(func() { h.Close() })
 	return h
+}
+
+// wantMessage reads the next message of h and fails unless it is want.
+func wantMessage(t *testing.T, h *h2Stream, want string) {
+	t.Helper()
+	var m wireMsg
+	if err := h.RecvMsg(&m); err != nil || string(m.b) != want {
+		t.Fatalf("message %q, %v; want %q", m.b, err, want)
+	}
 }
 
 // wantStatus fails unless err is a status error with code and, if not
@@ -290,10 +308,7 @@ func TestH2InterimHeaders(t *testing.T) {
 		s.trailers(codes.OK, "")
 	})
 	h := dialTest(t, t.Context(), addr, 1<<20)
-	var m wireMsg
-	if err := h.RecvMsg(&m); err != nil || string(m.b) != "after 100" {
-		t.Fatalf("message %q, %v", m.b, err)
-	}
+	wantMessage(t, h, "after 100")
 }
 
 // TestH2BrokenConnection: a connection the server breaks is Unavailable,
@@ -341,10 +356,7 @@ func TestH2OtherStreamData(t *testing.T) {
 		s.trailers(codes.OK, "")
 	})
 	h := dialTest(t, t.Context(), addr, 1<<20)
-	var m wireMsg
-	if err := h.RecvMsg(&m); err != nil || string(m.b) != "credited" {
-		t.Fatalf("message %q, %v", m.b, err)
-	}
+	wantMessage(t, h, "credited")
 }
 
 // TestH2TooManyPings: a target that closes a connection with GOAWAY
@@ -386,25 +398,9 @@ func TestH2TooManyPings(t *testing.T) {
 // sends invalid SETTINGS, fails the dial within its time.
 func TestH2DialDeadline(t *testing.T) {
 	silent := func(t *testing.T) string {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			conn, err := lis.Accept()
-			if err != nil {
-				return
-			}
+		return serveOnce(t, func(conn net.Conn) {
 			io.Copy(io.Discard, conn) // until the client hangs up
-			conn.Close()
-		}()
-		t.Cleanup(func() {
-			lis.Close()
-			<-done
 		})
-		return lis.Addr().String()
 	}
 	dial := func(o h2Options) error {
 		o.maxRecv, o.maxSend, o.dialTime = 1<<20, 1<<20, 200*time.Millisecond
@@ -442,11 +438,8 @@ func TestH2RSTStream(t *testing.T) {
 				s.check(s.fr.WriteRSTStream(h2StreamID, ec))
 			})
 			h := dialTest(t, t.Context(), addr, 1<<20)
-			var m wireMsg
-			if err := h.RecvMsg(&m); err != nil || string(m.b) != "one" {
-				t.Fatalf("first message %q, %v", m.b, err)
-			}
-			wantStatus(t, h.RecvMsg(&m), code, "RST_STREAM")
+			wantMessage(t, h, "one")
+			wantStatus(t, h.RecvMsg(&wireMsg{}), code, "RST_STREAM")
 		})
 	}
 }
@@ -462,11 +455,8 @@ func TestH2GoAway(t *testing.T) {
 			s.trailers(codes.OK, "")
 		})
 		h := dialTest(t, t.Context(), addr, 1<<20)
-		var m wireMsg
-		if err := h.RecvMsg(&m); err != nil || string(m.b) != "after goaway" {
-			t.Fatalf("message %q, %v", m.b, err)
-		}
-		if err := h.RecvMsg(&m); !errors.Is(err, io.EOF) {
+		wantMessage(t, h, "after goaway")
+		if err := h.RecvMsg(&wireMsg{}); !errors.Is(err, io.EOF) {
 			t.Fatalf("end: %v, want io.EOF", err)
 		}
 	})
@@ -582,10 +572,7 @@ func TestH2Ping(t *testing.T) {
 		s.trailers(codes.OK, "")
 	})
 	h := dialTest(t, t.Context(), addr, 1<<20)
-	var m wireMsg
-	if err := h.RecvMsg(&m); err != nil || string(m.b) != "pong seen" {
-		t.Fatalf("message %q, %v", m.b, err)
-	}
+	wantMessage(t, h, "pong seen")
 }
 
 // TestH2KeepalivePingPolicy: on a busy stream whose server stays silent,
@@ -619,10 +606,7 @@ func TestH2KeepalivePingPolicy(t *testing.T) {
 	})
 	h := dialTestOpts(t, t.Context(), h2Options{addr: addr, maxRecv: 1 << 20,
 		keepalive: 50 * time.Millisecond, kaTimeout: time.Second, pingGap: 3 * time.Second})
-	var m wireMsg
-	if err := h.RecvMsg(&m); err != nil || string(m.b) != "after two pings" {
-		t.Fatalf("message %q, %v", m.b, err)
-	}
+	wantMessage(t, h, "after two pings")
 }
 
 // TestH2KeepaliveStuckSender: the peer stops reading while the sender is

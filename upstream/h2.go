@@ -60,8 +60,11 @@ type h2Stream struct {
 	maxRecv int
 	maxSend int
 
-	wmu sync.Mutex // guards bw and the framer's writes
+	wmu sync.Mutex // guards bw and the framer's writes (lockWrite)
 	bw  *bufio.Writer
+	// writeTimeout bounds every write (keepalive plus its timeout; zero
+	// without keepalive).
+	writeTimeout time.Duration
 
 	// Send flow control and the end of the stream, under fmu.
 	fmu        sync.Mutex
@@ -170,6 +173,9 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 		peerFrame:  16384,
 		onPings:    o.tooManyPings,
 	}
+	if o.keepalive > 0 {
+		h.writeTimeout = o.keepalive + o.kaTimeout
+	}
 	h.cond = sync.NewCond(&h.fmu)
 	var r io.Reader = conn
 	var ka *kaReader
@@ -248,7 +254,7 @@ func (h *h2Stream) open(ctx context.Context, scheme, authority string) error {
 			field(k, v)
 		}
 	}
-	h.wmu.Lock()
+	h.lockWrite()
 	defer h.wmu.Unlock()
 	if _, err := h.bw.WriteString(http2.ClientPreface); err != nil {
 		return h.writeError(err)
@@ -354,7 +360,7 @@ func (h *h2Stream) Send(req *pb.ModelInferRequest) error {
 		if err != nil {
 			return err
 		}
-		h.wmu.Lock()
+		h.lockWrite()
 		err = h.fr.WriteData(h2StreamID, false, b[:n])
 		if err == nil && n == len(b) {
 			err = h.bw.Flush()
@@ -388,7 +394,7 @@ func (h *h2Stream) reserve(want int) (int, error) {
 		if !flushed {
 			flushed = true
 			h.fmu.Unlock()
-			h.wmu.Lock()
+			h.lockWrite()
 			err := h.bw.Flush()
 			h.wmu.Unlock()
 			h.fmu.Lock()
@@ -601,7 +607,7 @@ func (r *kaReader) Read(p []byte) (int, error) {
 				continue
 			}
 			r.pinged, r.lastPing, r.h.heard = true, now, false
-			if err := r.ping(); err != nil {
+			if err := r.h.write(func() error { return r.h.fr.WritePing(false, [8]byte{'k', 'e', 'e', 'p'}) }); err != nil {
 				return 0, err
 			}
 			r.h.conn.SetReadDeadline(now.Add(r.timeout))
@@ -609,16 +615,6 @@ func (r *kaReader) Read(p []byte) (int, error) {
 			return 0, errKeepalive
 		}
 	}
-}
-
-// ping writes a keepalive PING. Writing it waits for the sender, whose
-// write may be stuck because the peer stopped reading: the write deadline
-// fails such a write, and the connection, when timeout passes, so that a
-// dead peer is found whatever the sender is doing.
-func (r *kaReader) ping() error {
-	r.h.conn.SetWriteDeadline(time.Now().Add(r.timeout))
-	defer r.h.conn.SetWriteDeadline(time.Time{})
-	return r.h.write(func() error { return r.h.fr.WritePing(false, [8]byte{'k', 'e', 'e', 'p'}) })
 }
 
 // credit accounts received bytes, str of them on the stream and con on the
@@ -659,9 +655,21 @@ func (h *h2Stream) credit(str, con int) error {
 	return err
 }
 
+// lockWrite takes the write lock and gives the writes under it
+// writeTimeout: a write stuck that long, the peer having stopped reading,
+// fails the connection, so that nobody waits for the lock on a dead peer
+// (the reader's keepalive pings, window updates and acknowledgements
+// included).
+func (h *h2Stream) lockWrite() {
+	h.wmu.Lock()
+	if h.writeTimeout > 0 {
+		h.conn.SetWriteDeadline(time.Now().Add(h.writeTimeout))
+	}
+}
+
 // write runs fn, which writes frames, under wmu and flushes.
 func (h *h2Stream) write(fn func() error) error {
-	h.wmu.Lock()
+	h.lockWrite()
 	err := fn()
 	if err == nil {
 		err = h.bw.Flush()

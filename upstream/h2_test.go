@@ -611,9 +611,9 @@ func TestH2KeepalivePingPolicy(t *testing.T) {
 
 // TestH2KeepaliveStuckSender: the peer stops reading while the sender is
 // in the middle of a large message, blocked in its TCP write and holding
-// the write lock: the keepalive ping cannot be written either, and its
-// write deadline fails the stream, rather than leaving it stuck for
-// good.
+// the write lock, so that the reader cannot write its keepalive ping
+// either: the write's deadline (keepalive plus its timeout) fails the
+// stream, rather than leaving both stuck for good.
 func TestH2KeepaliveStuckSender(t *testing.T) {
 	stop := make(chan struct{})
 	addr := serveRawH2(t, []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1}}, func(s *rawH2) {

@@ -113,19 +113,16 @@ type h2Options struct {
 // after two; a few seconds more absorb the network's jitter.
 const tritonPingGap = 5*time.Minute + 5*time.Second
 
-// h2TLS is cfg ready for dialH2 to target name, the dns name the target
-// was resolved from ("" if listed) or its address: the server name
-// transportCredentials would check, and ALPN "h2". Nil for plaintext.
+// h2TLS is cfg ready for dialH2 to a target at addr resolved from the dns
+// name name ("" if listed): the server name grpc-go would check (namedTLS's,
+// else the address's host), and ALPN "h2". Nil for plaintext.
 func h2TLS(cfg *tls.Config, name, addr string) *tls.Config {
 	if cfg == nil {
 		return nil
 	}
-	cfg = cfg.Clone()
+	cfg = namedTLS(cfg, name).Clone()
 	if cfg.ServerName == "" {
-		if name == "" {
-			name = addr
-		}
-		if host, _, err := net.SplitHostPort(name); err == nil {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
 			cfg.ServerName = host
 		}
 	}
@@ -173,13 +170,11 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 		peerFrame:  16384,
 		onPings:    o.tooManyPings,
 	}
-	if o.keepalive > 0 {
-		h.writeTimeout = o.keepalive + o.kaTimeout
-	}
 	h.cond = sync.NewCond(&h.fmu)
 	var r io.Reader = conn
 	var ka *kaReader
 	if o.keepalive > 0 {
+		h.writeTimeout = o.keepalive + o.kaTimeout
 		ka = &kaReader{h: h, time: o.keepalive, timeout: o.kaTimeout, gap: o.pingGap, busy: busy}
 		r = ka
 	}

@@ -12,7 +12,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -30,7 +29,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamgate/streamgate/engine"
-	"github.com/streamgate/streamgate/engine/builtin"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -737,30 +735,14 @@ func TestH2TLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Logger: slog.New(slog.DiscardHandler),
+	e := serveEngine(t, "", engine.Options{
 		TLS: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-served
-	})
 	roots := x509.NewCertPool()
 	roots.AddCert(cert)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 
-	c := newTestClient(t, []string{lis.Addr().String()}, &Options{Transport: TransportH2, TLS: &tls.Config{RootCAs: roots}})
+	c := newTestClient(t, []string{e.addr}, &Options{Transport: TransportH2, TLS: &tls.Config{RootCAs: roots}})
 	cl, err := c.Start(ctx, repeatN(3, 4, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -772,7 +754,7 @@ func TestH2TLS(t *testing.T) {
 	checkRepeat(t, rs, 3, 4)
 
 	// A client that does not trust the certificate gets no stream.
-	bad := newTestClient(t, []string{lis.Addr().String()}, &Options{Transport: TransportH2, TLS: &tls.Config{}, HealthInterval: -1})
+	bad := newTestClient(t, []string{e.addr}, &Options{Transport: TransportH2, TLS: &tls.Config{}, HealthInterval: -1})
 	cl, err = bad.Start(ctx, repeatN(3, 1, 0))
 	if err == nil {
 		_, err = readAll(ctx, cl)

@@ -54,7 +54,15 @@ func startEngine(tb testing.TB, addr string) *testEngine {
 // ones.
 func startEngineWith(tb testing.TB, addr string, extra ...*pb.ModelConfig) *testEngine {
 	tb.Helper()
-	srv, err := engine.New(engine.Options{Repository: builtin.FS, Backends: builtin.Backends(), Extra: extra, Logger: slog.New(slog.DiscardHandler)})
+	return serveEngine(tb, addr, engine.Options{Extra: extra})
+}
+
+// serveEngine starts an engine with o, its built-in models and a discarding
+// logger, on addr or a free port; it is stopped when the test ends.
+func serveEngine(tb testing.TB, addr string, o engine.Options) *testEngine {
+	tb.Helper()
+	o.Repository, o.Backends, o.Logger = builtin.FS, builtin.Backends(), slog.New(slog.DiscardHandler)
+	srv, err := engine.New(o)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -229,9 +229,6 @@ func (s *stream) run() {
 		s.closeWith(err)
 		return
 	}
-	if c, ok := rpc.(io.Closer); ok { // an h2Stream's connection
-		defer c.Close()
-	}
 	s.mu.Lock()
 	s.opened = true
 	if s.state == stateNew {

@@ -132,17 +132,23 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 }
 
 // transportCredentials secures a target's connection with cfg, or leaves
-// it plaintext when cfg is nil. A target resolved from the dns name name
-// is checked against the name's host, unless cfg names the server.
+// it plaintext when cfg is nil (see namedTLS).
 func transportCredentials(cfg *tls.Config, name string) credentials.TransportCredentials {
 	if cfg == nil {
 		return insecure.NewCredentials()
 	}
+	return credentials.NewTLS(namedTLS(cfg, name))
+}
+
+// namedTLS is cfg for a target resolved from the dns name name ("" if
+// listed): such a target is checked against the name's host, unless cfg
+// names the server. cfg itself is never changed.
+func namedTLS(cfg *tls.Config, name string) *tls.Config {
 	if host, _, err := splitHostPort(name); err == nil && cfg.ServerName == "" {
 		cfg = cfg.Clone()
 		cfg.ServerName = host
 	}
-	return credentials.NewTLS(cfg)
+	return cfg
 }
 
 func (t *target) close() { t.conn.Close() }

@@ -58,7 +58,7 @@ func TestHelp(t *testing.T) {
 		{args: []string{"serve", "--upstream", "10.0.0.1:8001"}, code: 2, stderr: []string{"streamgate serve: unknown flag --upstream; it is a flag of streamgate gateway\n"}},
 		{args: []string{"bench", "--trnasport", "ws"}, code: 2, stderr: []string{"streamgate bench: unknown flag --trnasport; did you mean --transport?\n", "Run 'streamgate bench --help' for its flags.\n"}},
 		{args: []string{"models", "pull", "--hbu", "x", "stories15M"}, code: 2, stderr: []string{"streamgate models pull: unknown flag --hbu; did you mean --hub?\n"}},
-		{args: []string{"serve", "--log-format", "xml"}, code: 2, stderr: []string{"streamgate serve: invalid value \"xml\" for flag --log-format: want json or text\n", "Run 'streamgate serve --help' for its flags.\n"}},
+		{args: []string{"serve", "--log-format", "xml"}, code: 2, stderr: []string{"streamgate serve: invalid value \"xml\" for flag --log-format: want auto, json or text\n", "Run 'streamgate serve --help' for its flags.\n"}},
 		{args: []string{"gateway", "--max-body"}, code: 2, stderr: []string{"streamgate gateway: flag needs an argument: --max-body\n"}},
 		{args: []string{"engine", "extra"}, code: 2, stderr: []string{"streamgate engine: unexpected argument \"extra\": streamgate engine takes only flags\n"}},
 		{args: []string{"--http", ":1", "serve"}, code: 2, stderr: []string{"streamgate: --http before a command: flags go after it, as streamgate <command> --http\n"}},

@@ -233,3 +233,17 @@ func TestModelNamesAnyCase(t *testing.T) {
 	}
 	c.Close(websocket.StatusNormalClosure, "")
 }
+
+// delay_ms, streamgate's extension on /v1, paces a model that honours it
+// (echo) so that a stream can be watched token by token.
+func TestOpenAIDelayMs(t *testing.T) {
+	s := newStack(t, nil)
+	resp, body := s.post(t, "/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"a b c"}],"stream":true,"delay_ms":5}`)
+	if resp.StatusCode != 200 || strings.Count(body, `"content":"`) < 3 || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Errorf("delay_ms 5: %d %s", resp.StatusCode, body)
+	}
+	resp, body = s.post(t, "/v1/completions", `{"model":"echo","prompt":"a","delay_ms":-1}`)
+	if resp.StatusCode != 400 || !strings.Contains(body, `"param":"delay_ms"`) {
+		t.Errorf("delay_ms -1: %d %s", resp.StatusCode, body)
+	}
+}

@@ -301,10 +301,10 @@ func TestModelsPullThenServe(t *testing.T) {
 		"stories260K.bin: 100% (1.1 MB of 1.1 MB)\n",
 		"stories260K.bin: sha256 ok (pinned)\n",
 		"tok512.bin: sha256 ok (pinned)\n",
-		"stories260K is ready: serve it with '"+bin+" serve --model stories260K' (model \"stories260k\")\n",
+		"stories260K is ready: serve it with '" + bin + " serve --model stories260K' (model \"stories260k\")\n",
 		"stories15M.bin: sha256 ok (published by " + strings.TrimPrefix(hub.URL, "http://") + ")\n",
 		"tokenizer.bin: already in the cache, sha256 ok (pinned)\n",
-		"stories15M is ready: serve it with '"+bin+" serve --model stories15M' (model \"stories15m\")\n",
+		"stories15M is ready: serve it with '" + bin + " serve --model stories15M' (model \"stories15m\")\n",
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("models pull output lacks %q:\n%s", w, out)

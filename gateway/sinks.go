@@ -200,7 +200,7 @@ func (o *sseSink) fail(err error) bool {
 	e := o.s.logError(o.r.Context(), o.r, err, sent)
 	body := o.errs(e)
 	if !inBand {
-		id := uint64(0)
+		id := uint64(1) // the first event
 		if o.log != nil {
 			id = o.log.NextID() - 1 // the error event's id in the log
 		}

@@ -410,7 +410,7 @@ func scrapeServing(t *testing.T, redisServer, models string, uses []selectorUse)
 		t.Helper()
 		in, delay := make([]string, 60), make([]string, 60)
 		for i := range in {
-			in[i], delay[i] = fmt.Sprint(i), "1000"
+			in[i], delay[i] = fmt.Sprint(i), "500"
 		}
 		delay[0] = "0"
 		resp := post(key, "/v2/models/repeat_int32/generate_stream",

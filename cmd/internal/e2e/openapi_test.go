@@ -214,8 +214,8 @@ func (s *spec) checkResponse(t testing.TB, router chi.Routes, method, path strin
 			return
 		}
 		s.validate(t, s.schema(t, append(mtokens, "x-inference-header")...), what+" inference header", body[:n])
-	case media["x-event-data"] != nil:
-		sch := s.schema(t, append(mtokens, "x-event-data")...)
+	case mt == "text/event-stream":
+		sch := s.schema(t, append(mtokens, "schema")...)
 		r := sse.NewReader(bytes.NewReader(body))
 		for {
 			ev, err := r.Next()

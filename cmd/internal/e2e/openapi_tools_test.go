@@ -153,18 +153,7 @@ func startServe(t *testing.T, bin string, args ...string) *sgProcess {
 	addr := freeAddr(t)
 	p := &sgProcess{addr: addr, url: "http://" + addr}
 	p.process = startStreamgate(t, bin, "serve", "", append([]string{"serve", "--http", addr, "--grpc", freeAddr(t)}, args...)...)
-	c := httpClient(t)
-	waitFor(t, "streamgate serve to be ready", func() bool {
-		if p.exited() {
-			t.Fatalf("streamgate serve exited:\n%s", tail(p.out.String(), 4<<10))
-		}
-		resp, err := c.Get(p.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	p.waitReady(t)
 	return p
 }
 

@@ -9,6 +9,10 @@ import assert from "node:assert/strict";
 import createClient from "openapi-fetch";
 import type { paths } from "./api.js";
 
+// One event's data on the chat completion's event stream, as the document
+// types it.
+type ChatStreamEvent = paths["/v1/chat/completions"]["post"]["responses"][200]["content"]["text/event-stream"];
+
 const baseUrl = process.env.STREAMGATE_URL!;
 const key = process.env.STREAMGATE_API_KEY!;
 const model = process.env.STREAMGATE_TEXT_MODEL!;
@@ -28,6 +32,31 @@ const client = createClient<paths, "application/json">({ baseUrl, headers: { Aut
   assert.ok(choice.message.content, "chat: empty content");
   assert.ok(data!.usage.completion_tokens > 0);
   console.log(`chat completion: ${JSON.stringify(choice.message.content)} (${choice.finish_reason})`);
+}
+
+// A streaming chat completion: the request typed, each event's data read
+// into the generated event type.
+{
+  const { response } = await client.POST("/v1/chat/completions", {
+    body: { model, messages: [{ role: "user", content: "one two three" }], max_tokens: 3, stream: true },
+    parseAs: "stream",
+  });
+  assert.equal(response.status, 200);
+  const text = await response.text();
+  const events: ChatStreamEvent[] = text
+    .split("\n")
+    .filter((line) => line.startsWith("data: "))
+    .map((line) => line.slice("data: ".length))
+    .map((data) => (data === "[DONE]" ? data : (JSON.parse(data) as ChatStreamEvent)));
+  assert.equal(events.at(-1), "[DONE]");
+  let streamed = "";
+  for (const ev of events) {
+    if (typeof ev === "object" && "choices" in ev) {
+      streamed += ev.choices[0]?.delta.content ?? "";
+    }
+  }
+  assert.ok(streamed, "stream: no content");
+  console.log(`chat stream: ${events.length} events, ${JSON.stringify(streamed)}`);
 }
 
 // Triton's /v2/models/{model}/infer (KServe v2, JSON data).

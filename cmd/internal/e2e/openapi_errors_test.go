@@ -38,9 +38,11 @@ type errorOp struct {
 	method, pattern string
 	path, model     string
 	body            string
-	// slow is a body for echo_slow, whose first response comes later than
-	// the upstream idle timeout: 504 (the generation routes only).
-	slow string
+	// text is a body for a text model (MODEL, in the path or the body,
+	// and TEXT filled in), on the generation routes: echo_slow, whose
+	// first response comes later than the upstream idle timeout, 504; the
+	// fail model, a model error of the class TEXT names.
+	text string
 }
 
 func (o errorOp) key() string { return o.method + " " + o.pattern }
@@ -53,6 +55,10 @@ func (o errorOp) at(model, id, sid string) string {
 	}
 	r := strings.NewReplacer("MODEL", model, "SID", sid, "ID", id)
 	return r.Replace(o.path)
+}
+
+func (o errorOp) textBody(model, text string) []byte {
+	return []byte(strings.NewReplacer("MODEL", model, "TEXT", text).Replace(o.text))
 }
 
 func (o errorOp) bodyFor(model string) []byte {
@@ -81,16 +87,16 @@ var errorOps = []errorOp{
 	{method: "GET", pattern: "/v2/models/{model}/versions/{version}", path: "/v2/models/MODEL/versions/1", model: "echo"},
 	{method: "POST", pattern: "/v2/models/{model}/infer", path: "/v2/models/MODEL/infer", model: "identity_int32", body: errInferBody},
 	{method: "POST", pattern: "/v2/models/{model}/versions/{version}/infer", path: "/v2/models/MODEL/versions/1/infer", model: "identity_int32", body: errInferBody},
-	{method: "POST", pattern: "/v2/models/{model}/generate", path: "/v2/models/MODEL/generate", model: "square_int32", body: `{"IN":1}`, slow: `{"text_input":"w0 w1"}`},
-	{method: "POST", pattern: "/v2/models/{model}/versions/{version}/generate", path: "/v2/models/MODEL/versions/1/generate", model: "square_int32", body: `{"IN":1}`, slow: `{"text_input":"w0 w1"}`},
-	{method: "POST", pattern: "/v2/models/{model}/generate_stream", path: "/v2/models/MODEL/generate_stream", model: "square_int32", body: `{"IN":1}`, slow: `{"text_input":"w0 w1"}`},
-	{method: "POST", pattern: "/v2/models/{model}/versions/{version}/generate_stream", path: "/v2/models/MODEL/versions/1/generate_stream", model: "square_int32", body: `{"IN":1}`, slow: `{"text_input":"w0 w1"}`},
+	{method: "POST", pattern: "/v2/models/{model}/generate", path: "/v2/models/MODEL/generate", model: "square_int32", body: `{"IN":1}`, text: `{"text_input":"TEXT"}`},
+	{method: "POST", pattern: "/v2/models/{model}/versions/{version}/generate", path: "/v2/models/MODEL/versions/1/generate", model: "square_int32", body: `{"IN":1}`, text: `{"text_input":"TEXT"}`},
+	{method: "POST", pattern: "/v2/models/{model}/generate_stream", path: "/v2/models/MODEL/generate_stream", model: "square_int32", body: `{"IN":1}`, text: `{"text_input":"TEXT"}`},
+	{method: "POST", pattern: "/v2/models/{model}/versions/{version}/generate_stream", path: "/v2/models/MODEL/versions/1/generate_stream", model: "square_int32", body: `{"IN":1}`, text: `{"text_input":"TEXT"}`},
 	{method: "POST", pattern: "/v1/chat/completions", path: "/v1/chat/completions", model: "echo",
-		body: `{"model":"MODEL","messages":[{"role":"user","content":"w0 w1"}],"max_tokens":2}`, slow: `{"model":"echo_slow","messages":[{"role":"user","content":"w0 w1"}]}`},
+		body: `{"model":"MODEL","messages":[{"role":"user","content":"w0 w1"}],"max_tokens":2}`, text: `{"model":"MODEL","messages":[{"role":"user","content":"TEXT"}]}`},
 	{method: "POST", pattern: "/v1/completions", path: "/v1/completions", model: "echo",
-		body: `{"model":"MODEL","prompt":"w0 w1","max_tokens":2}`, slow: `{"model":"echo_slow","prompt":"w0 w1"}`},
+		body: `{"model":"MODEL","prompt":"w0 w1","max_tokens":2}`, text: `{"model":"MODEL","prompt":"TEXT"}`},
 	{method: "POST", pattern: "/v1/responses", path: "/v1/responses", model: "echo",
-		body: `{"model":"MODEL","input":"w0 w1","max_output_tokens":2}`, slow: `{"model":"echo_slow","input":"w0 w1"}`},
+		body: `{"model":"MODEL","input":"w0 w1","max_output_tokens":2}`, text: `{"model":"MODEL","input":"TEXT"}`},
 	{method: "GET", pattern: "/v1/responses/{id}", path: "/v1/responses/ID"},
 	{method: "DELETE", pattern: "/v1/responses/{id}", path: "/v1/responses/ID"},
 	{method: "POST", pattern: "/v1/responses/{id}/cancel", path: "/v1/responses/ID/cancel"},
@@ -186,8 +192,8 @@ func TestOpenAPIErrorStatuses(t *testing.T) {
 			}
 			expect(t, s, op, st, o.method, path, o.bodyFor(""), http.Header{"Content-Encoding": {enc}})
 		}
-		if o.slow != "" {
-			expect(t, s, op, http.StatusGatewayTimeout, o.method, o.at("echo_slow", id, sid), []byte(o.slow), nil)
+		if o.text != "" {
+			expect(t, s, op, http.StatusGatewayTimeout, o.method, o.at("echo_slow", id, sid), o.textBody("echo_slow", "w0 w1"), nil)
 		}
 		if strings.HasPrefix(o.pattern, "/v1/responses/") {
 			expect(t, s, op, http.StatusNotFound, o.method, o.at("", "resp_no_such", sid), nil, nil)
@@ -224,6 +230,18 @@ func TestOpenAPIErrorStatuses(t *testing.T) {
 	expect(t, s, "GET /v1/ws", http.StatusServiceUnavailable, "GET", "/v1/ws", nil, upgrade(""))
 	expect(t, s, "GET /readyz", http.StatusServiceUnavailable, "GET", "/readyz", nil, nil)
 	expect(t, s, "GET /v2/health/ready", http.StatusServiceUnavailable, "GET", "/v2/health/ready", nil, nil)
+
+	// Model errors: the engine's classes the other cases leave out.
+	failing := newErrorStack(t, nil)
+	for _, o := range errorOps {
+		if o.text != "" {
+			expect(t, failing, o.key(), http.StatusNotImplemented, o.method, o.at("fail", "", ""), o.textBody("fail", "UNIMPLEMENTED"), nil)
+		}
+		if strings.HasSuffix(o.pattern, "/infer") {
+			body := []byte(`{"inputs":[{"name":"text_input","shape":[1],"datatype":"BYTES","data":["DEADLINE_EXCEEDED"]}]}`)
+			expect(t, failing, o.key(), http.StatusGatewayTimeout, o.method, o.at("fail_infer", "", ""), body, nil)
+		}
+	}
 
 	// Upstream unreachable: the probes.
 	down := newStack(t, nil, func(c *stack.Config) { c.Engine, c.Upstream = nil, []string{freeAddr(t)} })

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/store"
@@ -243,6 +244,34 @@ func TestOpenAPIErrorStatuses(t *testing.T) {
 		}
 	}
 
+	// A sequence whose engine went away: 409 for its next request.
+	holder := engineStack(t)
+	lost := gatewayTo(t, holder)
+	var next []func()
+	for i, o := range errorOps {
+		seq := strconv.Itoa(100 + i)
+		var start, more string
+		switch {
+		case strings.HasSuffix(o.pattern, "/infer"):
+			start = `{"inputs":[{"name":"INPUT","shape":[1,1],"datatype":"INT32","data":[1]}],"parameters":{"sequence_id":` + seq + `,"sequence_start":true}}`
+			more = `{"inputs":[{"name":"INPUT","shape":[1,1],"datatype":"INT32","data":[2]}],"parameters":{"sequence_id":` + seq + `}}`
+		case strings.Contains(o.pattern, "/generate"):
+			start = `{"INPUT":1,"sequence_id":` + seq + `,"sequence_start":true}`
+			more = `{"INPUT":2,"sequence_id":` + seq + `}`
+		default:
+			continue
+		}
+		path := o.at("simple_sequence", "", "")
+		if resp, b := lost.do(t, o.method, path, []byte(start), http.Header{"Content-Type": {"application/json"}}); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: sequence start: %d %s", o.key(), resp.StatusCode, b)
+		}
+		next = append(next, func() { expect(t, lost, o.key(), http.StatusConflict, o.method, path, []byte(more), nil) })
+	}
+	holder.StopNow()
+	for _, f := range next {
+		f()
+	}
+
 	// Upstream unreachable: the probes.
 	down := newStack(t, nil, func(c *stack.Config) { c.Engine, c.Upstream = nil, []string{freeAddr(t)} })
 	expect(t, down, "GET /v2/health/live", http.StatusServiceUnavailable, "GET", "/v2/health/live", nil, nil)
@@ -262,6 +291,20 @@ func TestOpenAPIErrorStatuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rst.Close()
+	// A resumable stream whose first events Redis no longer holds (as
+	// after its log passed store.MaxStreamEvents): 410.
+	logged := newStack(t, &gateway.Options{Store: rst})
+	resp, _ = logged.do(t, "POST", "/v2/models/repeat_int32/generate_stream", []byte(`{"IN":[1,2,3],"DELAY":[0,0,0],"WAIT":0}`),
+		http.Header{"Content-Type": {"application/json"}, "Streamgate-Resumable": {"true"}})
+	trimmed := resp.Header.Get("Streamgate-Stream-Id")
+	rc := redis.NewClient(&redis.Options{Addr: rd.Addr})
+	err = rc.XTrimMaxLen(t.Context(), "sg:{"+trimmed+"}:log", 1).Err() // the store's key of the stream's log
+	rc.Close()
+	if resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("a stream to trim: %d %q %v", resp.StatusCode, trimmed, err)
+	}
+	expect(t, logged, "GET /v1/streams/{sid}", http.StatusGone, "GET", "/v1/streams/"+trimmed, nil, http.Header{"Last-Event-Id": {"1"}})
+
 	shared := newStack(t, &gateway.Options{Store: rst, Keys: rst})
 	sharedKey := addKey(t, rst, "shared", store.Limit{RPM: 1000})
 	rd.Stop()

@@ -101,37 +101,16 @@ func TestOpenAPIClients(t *testing.T) {
 	srv := startServe(t, bin, "--keys-file", keys)
 	env := []string{"STREAMGATE_URL=" + srv.url, "STREAMGATE_API_KEY=" + key, "STREAMGATE_TEXT_MODEL=echo"}
 
-	t.Run("typescript", func(t *testing.T) {
-		tmp := t.TempDir()
-		for _, f := range []string{"client.ts", "tsconfig.json"} {
-			copyFile(t, filepath.Join(dir, f), filepath.Join(tmp, f))
-		}
-		if err := os.WriteFile(filepath.Join(tmp, "package.json"), []byte(`{"type":"module"}`), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join(dir, "node_modules"), filepath.Join(tmp, "node_modules")); err != nil {
-			t.Fatal(err)
-		}
-		// Generated in tmp, away from redocly.yaml (which the generator
-		// would read as its configuration).
-		runTool(t, tmp, nil, node, filepath.Join("node_modules", "openapi-typescript", "bin", "cli.js"), spec, "-o", "api.d.ts")
-		runTool(t, tmp, nil, node, filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", ".", "--outDir", "out")
-		t.Log(runTool(t, tmp, env, node, filepath.Join("out", "client.js")))
-	})
-
-	t.Run("go", func(t *testing.T) {
-		tmp := t.TempDir()
-		for _, f := range []string{"go.mod", "go.sum", "main.go"} {
-			copyFile(t, filepath.Join(dir, "goclient", f), filepath.Join(tmp, f))
-		}
-		if err := os.Mkdir(filepath.Join(tmp, "client"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		// The generator's version is goclient/go.mod's tool line: its
-		// dependencies stay out of streamgate's go.mod.
-		gen := []string{"GOWORK=off"}
-		runTool(t, tmp, gen, "go", "tool", "oapi-codegen", "-generate", "types,client", "-package", "client", "-o", filepath.Join("client", "client.gen.go"), spec)
-		t.Log(runTool(t, tmp, append(env, gen...), "go", "run", "."))
+	// The two clients run side by side; the group ends when both have.
+	t.Run("clients", func(t *testing.T) {
+		t.Run("typescript", func(t *testing.T) {
+			t.Parallel()
+			runTypeScriptClient(t, dir, node, spec, env)
+		})
+		t.Run("go", func(t *testing.T) {
+			t.Parallel()
+			runGoClient(t, dir, spec, env)
+		})
 	})
 
 	// Both clients' requests were counted against the key: the server saw
@@ -144,6 +123,44 @@ func TestOpenAPIClients(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("GET /v1/models without a key: %d, want 401", resp.StatusCode)
 	}
+}
+
+// runTypeScriptClient generates openapi-typescript's types of spec beside
+// a copy of client.ts, compiles them with strict tsc and runs the result
+// with env.
+func runTypeScriptClient(t *testing.T, dir, node, spec string, env []string) {
+	tmp := t.TempDir()
+	for _, f := range []string{"client.ts", "tsconfig.json"} {
+		copyFile(t, filepath.Join(dir, f), filepath.Join(tmp, f))
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "package.json"), []byte(`{"type":"module"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "node_modules"), filepath.Join(tmp, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	// Generated in tmp, away from redocly.yaml (which the generator
+	// would read as its configuration).
+	runTool(t, tmp, nil, node, filepath.Join("node_modules", "openapi-typescript", "bin", "cli.js"), spec, "-o", "api.d.ts")
+	runTool(t, tmp, nil, node, filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", ".", "--outDir", "out")
+	t.Log(runTool(t, tmp, env, node, filepath.Join("out", "client.js")))
+}
+
+// runGoClient generates oapi-codegen's client of spec in a copy of the
+// goclient module and runs the module with env.
+func runGoClient(t *testing.T, dir, spec string, env []string) {
+	tmp := t.TempDir()
+	for _, f := range []string{"go.mod", "go.sum", "main.go"} {
+		copyFile(t, filepath.Join(dir, "goclient", f), filepath.Join(tmp, f))
+	}
+	if err := os.Mkdir(filepath.Join(tmp, "client"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The generator's version is goclient/go.mod's tool line: its
+	// dependencies stay out of streamgate's go.mod.
+	gen := []string{"GOWORK=off"}
+	runTool(t, tmp, gen, "go", "tool", "oapi-codegen", "-generate", "types,client", "-package", "client", "-o", filepath.Join("client", "client.gen.go"), spec)
+	t.Log(runTool(t, tmp, append(env, gen...), "go", "run", "."))
 }
 
 // startServe runs `streamgate serve args...` on free ports, with the

@@ -27,7 +27,7 @@ func preTokenizer(pre string) func(string, func(string)) {
 		return func(s string, emit func(string)) {
 			isolate(s, isN, true, func(part string) { splitGPT2(part, emit) })
 		}
-	default: // gpt2, default
+	default: // gpt2
 		return splitGPT2
 	}
 }

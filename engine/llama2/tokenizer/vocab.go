@@ -67,7 +67,7 @@ func NewVocab(model string) Vocab {
 
 // Pre-tokenizers of gpt2 vocabularies (tokenizer.ggml.pre) that FromVocab
 // supports.
-var preTokenizers = []string{"default", "gpt2", "llama-bpe", "qwen2", "smollm"}
+var preTokenizers = []string{"gpt2", "llama-bpe", "qwen2", "smollm"}
 
 // eogTexts are the tokens that end a generation wherever a vocabulary has
 // them, besides its EOS, EOT and EOM ids (llama.cpp's list).

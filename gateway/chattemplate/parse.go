@@ -101,8 +101,8 @@ func (p *parser) errorf(format string, args ...any) error {
 	return fmt.Errorf("at byte %d: %s", p.peek().pos, fmt.Sprintf(format, args...))
 }
 
-func (p *parser) isOp(op string) bool   { t := p.peek(); return t.kind == tOp && t.val == op }
-func (p *parser) isName(n string) bool  { t := p.peek(); return t.kind == tName && t.val == n }
+func (p *parser) isOp(op string) bool  { t := p.peek(); return t.kind == tOp && t.val == op }
+func (p *parser) isName(n string) bool { t := p.peek(); return t.kind == tName && t.val == n }
 func (p *parser) acceptOp(op string) bool {
 	if p.isOp(op) {
 		p.i++

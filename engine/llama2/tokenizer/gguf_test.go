@@ -3,6 +3,7 @@ package tokenizer_test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"os"
 	"slices"
@@ -33,14 +34,19 @@ func bpeTokenizer(t *testing.T, name, pre string) *tokenizer.GGUF {
 // tokens parsed.
 func TestBPEMatchesHuggingFace(t *testing.T) {
 	corpus := hfref.Corpus()
-	for _, tc := range []struct{ name, pre string }{
-		{"llama3", "llama-bpe"},
-		{"llama3_1", "llama-bpe"},
-		{"qwen3", "qwen2"},
+	for _, tc := range []struct {
+		name, pre string
+		hfPre     json.RawMessage // replaces the tokenizer.json's, for pre-tokenizers no reference vocabulary has
+	}{
+		{"llama3", "llama-bpe", nil},
+		{"llama3_1", "llama-bpe", nil},
+		{"qwen3", "qwen2", nil},
+		{"qwen3", "smollm", hfref.PreSmolLM},
+		{"llama3", "gpt2", hfref.PreGPT2},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name+"/"+tc.pre, func(t *testing.T) {
 			g := bpeTokenizer(t, tc.name, tc.pre)
-			want := hfref.Encode(t, tc.name, corpus)
+			want := hfref.EncodeWith(t, tc.name, tc.hfPre, corpus)
 			for i, text := range corpus {
 				got, err := g.Tokenize(context.Background(), text, false, true)
 				if err != nil {

@@ -230,6 +230,30 @@ func TestGGUFSpecialTokens(t *testing.T) {
 			}
 		}
 	}
+	spm, err := hfref.Load(t, "llama2").SPMVocab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := tokenizer.FromVocab(spm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*tokenizer.GGUF{llama3, qwen, sp} {
+		got, err := g.Tokenize(ctx, "", true, true)
+		want := []int{}
+		if g.BOS() >= 0 && g != qwen {
+			want = []int{g.BOS()}
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("empty text: %v, %v; want %v", got, err, want)
+		}
+	}
+	// SentencePiece: the dummy prefix is dropped from the first piece after
+	// BOS.
+	toks, _ := sp.Tokenize(ctx, "Hello world", true, false)
+	if p := sp.Piece(toks[0], toks[1]) + sp.Piece(toks[1], toks[2]); p != "Hello world" {
+		t.Errorf("SentencePiece decodes %v as %q", toks, p)
+	}
 	if p := llama3.Piece(-1, id(llama3, "<|eot_id|>")); p != "" {
 		t.Errorf("control token decodes to %q", p)
 	}
@@ -278,5 +302,40 @@ func TestGGUFRefusals(t *testing.T) {
 	cancel()
 	if _, err := g.Tokenize(ctx, "ab", false, false); err == nil {
 		t.Error("Tokenize ran on a done context")
+	}
+}
+
+// BenchmarkTokenize measures Tokenize over the whole corpus, 8 times over
+// as one text, for each kind of GGUF tokenizer.
+func BenchmarkTokenize(b *testing.B) {
+	text := strings.Repeat(strings.Join(hfref.Corpus(), "\n"), 8)
+	spm, err := hfref.Load(b, "llama2").SPMVocab()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		v    func() (tokenizer.Vocab, error)
+	}{
+		{"llama-bpe", func() (tokenizer.Vocab, error) { return hfref.Load(b, "llama3").Vocab("llama-bpe") }},
+		{"qwen2", func() (tokenizer.Vocab, error) { return hfref.Load(b, "qwen3").Vocab("qwen2") }},
+		{"spm", func() (tokenizer.Vocab, error) { return spm, nil }},
+	} {
+		v, err := tc.v()
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := tokenizer.FromVocab(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if _, err := g.Tokenize(context.Background(), text, true, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -29,6 +29,21 @@ func bpeTokenizer(t *testing.T, name, pre string) *tokenizer.GGUF {
 	return g
 }
 
+// checkIDs checks that g tokenizes each text (no special tokens added,
+// special tokens parsed) to want's ids.
+func checkIDs(t *testing.T, g *tokenizer.GGUF, texts []string, want [][]int) {
+	t.Helper()
+	for i, text := range texts {
+		got, err := g.Tokenize(context.Background(), text, false, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want[i]) {
+			t.Errorf("%q:\n got %v\nwant %v", text, got, want[i])
+		}
+	}
+}
+
 // TestBPEMatchesHuggingFace checks that byte-level BPE with each
 // pre-tokenizer gives Hugging Face's token ids on the whole corpus, special
 // tokens parsed.
@@ -47,15 +62,7 @@ func TestBPEMatchesHuggingFace(t *testing.T) {
 		t.Run(tc.name+"/"+tc.pre, func(t *testing.T) {
 			g := bpeTokenizer(t, tc.name, tc.pre)
 			want := hfref.EncodeWith(t, tc.name, tc.hfPre, corpus)
-			for i, text := range corpus {
-				got, err := g.Tokenize(context.Background(), text, false, true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(got, want[i]) {
-					t.Errorf("%q:\n got %v\nwant %v", text, got, want[i])
-				}
-			}
+			checkIDs(t, g, corpus, want)
 		})
 	}
 }
@@ -118,15 +125,7 @@ func TestSPMMatchesHuggingFace(t *testing.T) {
 	}
 	corpus := hfref.Corpus()
 	want := hfref.Encode(t, "llama2", corpus)
-	for i, text := range corpus {
-		got, err := g.Tokenize(context.Background(), text, false, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(got, want[i]) {
-			t.Errorf("%q:\n got %v\nwant %v", text, got, want[i])
-		}
-	}
+	checkIDs(t, g, corpus, want)
 }
 
 // TestSPMMatchesLlama2c checks the GGUF SentencePiece tokenizer of the real

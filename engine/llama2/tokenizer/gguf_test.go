@@ -191,6 +191,12 @@ func TestGGUFSpecialTokens(t *testing.T) {
 	if want := []int{id(llama3, "<|begin_of_text|>"), id(llama3, "<|eot_id|>")}; !slices.Equal(got, want) {
 		t.Errorf("llama3 with BOS and special parsing: %v, want %v", got, want)
 	}
+	// A prompt that starts with BOS spelled out (a chat template's
+	// bos_token) gets no second BOS.
+	got, _ = llama3.Tokenize(ctx, "<|begin_of_text|>Hi", true, true)
+	if want := []int{id(llama3, "<|begin_of_text|>"), id(llama3, "Hi")}; !slices.Equal(got, want) {
+		t.Errorf("llama3, text starting with BOS: %v, want %v", got, want)
+	}
 	got, _ = qwen.Tokenize(ctx, "<|im_end|>", true, true)
 	if want := []int{id(qwen, "<|im_end|>")}; !slices.Equal(got, want) {
 		t.Errorf("qwen (no BOS) with special parsing: %v, want %v", got, want)

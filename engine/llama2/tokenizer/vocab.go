@@ -13,9 +13,10 @@ type Codec interface {
 	// Vocab returns the number of tokens.
 	Vocab() int
 	// Tokenize encodes text. addSpecial adds the tokens the vocabulary
-	// frames a text with (BOS, and EOS where the vocabulary asks for it);
-	// parseSpecial makes text that spells a special token become that
-	// token. It stops early with ctx's error once ctx is done.
+	// frames a text with (BOS, unless the text starts with BOS already, as
+	// a chat template's prompt does; and EOS where the vocabulary asks for
+	// it); parseSpecial makes text that spells a special token become
+	// that token. It stops early with ctx's error once ctx is done.
 	Tokenize(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int, error)
 	// Piece returns the bytes token tok stands for when it follows token
 	// prev (a string holding raw bytes, which need not be valid UTF-8).
@@ -230,6 +231,12 @@ func (g *GGUF) Tokenize(ctx context.Context, text string, addSpecial, parseSpeci
 	out, err = g.encodeText(ctx, out, text, parseSpecial)
 	if err != nil {
 		return nil, err
+	}
+	// A text that starts with BOS spelled out (a chat template's
+	// bos_token) gets no second one, as llama.cpp's server strips the
+	// template's when the vocabulary adds its own.
+	if len(out) > 1 && addSpecial && g.v.AddBOS && out[1] == out[0] {
+		out = out[1:]
 	}
 	if addSpecial && g.v.AddEOS {
 		out = append(out, int(g.v.EOS))

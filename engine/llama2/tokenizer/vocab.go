@@ -70,16 +70,13 @@ func NewVocab(model string) Vocab {
 // supports.
 var preTokenizers = []string{"gpt2", "llama-bpe", "qwen2", "smollm"}
 
-// eogTexts are the tokens that end a generation wherever a vocabulary has
-// them, besides its EOS, EOT and EOM ids (llama.cpp's list).
-var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<｜end▁of▁sentence｜>"}
-
 // GGUF is a tokenizer built from GGUF metadata by FromVocab. It is
 // immutable and safe for concurrent use.
 type GGUF struct {
 	v       Vocab
 	ids     map[string]int32
 	decoded []string // what each token stands for (Piece)
+	types   []int32  // token types, with llama.cpp's overrides (special.go)
 	eog     map[int32]bool
 	special []int32 // tokens matched in text before tokenizing, longest first
 	maxTok  int
@@ -125,6 +122,7 @@ func FromVocab(v Vocab) (*GGUF, error) {
 			g.ids[tok] = int32(i)
 		}
 	}
+	g.classify()
 	var err error
 	switch v.Model {
 	case "gpt2":
@@ -139,16 +137,6 @@ func FromVocab(v Vocab) (*GGUF, error) {
 	}
 	if err != nil {
 		return nil, err
-	}
-	for _, id := range []int32{v.EOS, v.EOT, v.EOM} {
-		if id != NoToken {
-			g.eog[id] = true
-		}
-	}
-	for _, t := range eogTexts {
-		if id, ok := g.ids[t]; ok {
-			g.eog[id] = true
-		}
 	}
 	for i := range n {
 		switch g.tokenType(int32(i)) {
@@ -166,12 +154,7 @@ func FromVocab(v Vocab) (*GGUF, error) {
 	return g, nil
 }
 
-func (g *GGUF) tokenType(id int32) int32 {
-	if g.v.Types == nil {
-		return TypeNormal
-	}
-	return g.v.Types[id]
-}
+func (g *GGUF) tokenType(id int32) int32 { return g.types[id] }
 
 // Vocab returns the number of tokens.
 func (g *GGUF) Vocab() int { return len(g.v.Tokens) }
@@ -190,13 +173,21 @@ func (g *GGUF) ID(text string) (int, bool) {
 	return int(id), ok
 }
 
+// Control reports whether tok is a control token (by its type, or by its
+// text as llama.cpp recognises control tokens: special.go). Control tokens
+// decode to nothing, and only parse-special matches them in text.
+func (g *GGUF) Control(tok int) bool {
+	return tok >= 0 && tok < len(g.types) && g.types[tok] == TypeControl
+}
+
 // BOS and EOS return the vocabulary's BOS and EOS tokens, -1 when absent.
 func (g *GGUF) BOS() int { return int(g.v.BOS) }
 func (g *GGUF) EOS() int { return int(g.v.EOS) }
 
 // EndOfGeneration reports whether tok ends a generation: the EOS, EOT and
 // EOM tokens, and any of <|eot_id|>, <|im_end|>, <|end_of_text|>,
-// <|endoftext|>, <|eom_id|>, <|end|>, <end_of_turn> the vocabulary has.
+// <|endoftext|>, <|eom_id|>, <|end|>, <end_of_turn>, ... the vocabulary
+// has (llama.cpp's list, special.go).
 func (g *GGUF) EndOfGeneration(tok int) bool { return g.eog[int32(tok)] }
 
 // MaxTokenBytes returns the most bytes of text one token stands for: the

@@ -224,3 +224,24 @@ func TestSubset(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRender renders Qwen2.5's template for a ten-turn conversation.
+func BenchmarkRender(b *testing.B) {
+	src, err := os.ReadFile("testdata/qwen2.5.jinja")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl, err := chattemplate.Parse(string(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := chattemplate.Input{EOSToken: "<|im_end|>", AddGenerationPrompt: true}
+	for i := range 10 {
+		in.Messages = append(in.Messages, msg{"user", strings.Repeat("question ", i+1)}, msg{"assistant", strings.Repeat("answer ", i+1)})
+	}
+	for b.Loop() {
+		if _, err := tmpl.Render(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

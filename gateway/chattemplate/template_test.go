@@ -151,6 +151,8 @@ func TestErrors(t *testing.T) {
 		{"{% set a, b = 1, 2 %}", "multiple targets"},
 		{"{{ 1 + 'a' }}", "unsupported operand types for +: integer and string"},
 		{"{{ @ }}", "unexpected character"},
+		{"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "calls nest over 64 deep"},
+		{"{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", "over 262144 loop iterations"},
 	} {
 		tmpl, err := chattemplate.Parse(tc.src)
 		if err == nil {

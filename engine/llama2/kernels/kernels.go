@@ -34,8 +34,9 @@ type Kernels interface {
 // With Type F32 (the zero value) the weights are W. With another Type they
 // are Raw: D rows of Type.RowBytes(N) bytes each, and the activations are
 // quantized per row first as ggml does (Q8_0 for Q8_0 and Q4_0, Q8_K for
-// the K-quants, rounded to F16/BF16 for those), so the products are those
-// of llama.cpp's CPU backend up to the order of float additions.
+// the K-quants, rounded to bfloat16 for BF16; F16 weights multiply float32
+// rows, as llama.cpp's x86 CPU backend was measured to do), so the products
+// are those of llama.cpp's CPU backend up to the order of float additions.
 type MatMul struct {
 	Out, X, W  []float32
 	Rows, N, D int

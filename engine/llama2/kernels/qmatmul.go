@@ -5,7 +5,7 @@ package kernels
 type activations struct {
 	q8  []q8Block  // Q8_0, Q4_0
 	q8K []q8KBlock // Q4_K, Q6_K
-	f   []float32  // F16, BF16: rows rounded to the weight's precision
+	f   []float32  // BF16: rows rounded to bfloat16 (F16 weights multiply float32 rows)
 }
 
 // prepare quantizes the input rows of every job with quantized weights.
@@ -28,11 +28,6 @@ func (c *CPU) prepare(jobs []MatMul) {
 			a.q8K = grow(a.q8K, m.Rows*nb)
 			for r := range m.Rows {
 				quantizeQ8K(m.X[r*m.N:(r+1)*m.N], a.q8K[r*nb:(r+1)*nb])
-			}
-		case F16:
-			a.f = grow(a.f, m.Rows*m.N)
-			for j, v := range m.X[:m.Rows*m.N] {
-				a.f[j] = halfTable[FloatToHalf(v)]
 			}
 		case BF16:
 			a.f = grow(a.f, m.Rows*m.N)
@@ -73,7 +68,7 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 			case Q6_K:
 				v = dotQ6K(w, a.q8K[r*n/256:(r+1)*n/256])
 			case F16:
-				v = dotF16(w, a.f[r*n:(r+1)*n])
+				v = dotF16(w, m.X[r*n:(r+1)*n])
 			case BF16:
 				v = dotBF16(w, a.f[r*n:(r+1)*n])
 			}

@@ -145,7 +145,14 @@ func expf(x float32) float32 {
 func rmsnorm(out, x, weight []float32, eps float32) {
 	x = x[:len(weight)]
 	out = out[:len(weight)]
-	ss := dot(x, x)/float32(len(x)) + eps
+	// The sum of squares in float64, as ggml computes it (a float32 sum
+	// can round an activation that the next matrix product quantizes to
+	// the other integer).
+	sum := 0.0
+	for _, v := range x {
+		sum += float64(v) * float64(v)
+	}
+	ss := float32(sum/float64(len(x))) + eps
 	ss = float32(1 / math.Sqrt(float64(ss)))
 	for i, w := range weight {
 		out[i] = w * (ss * x[i])

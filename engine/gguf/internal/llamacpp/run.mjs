@@ -1,0 +1,46 @@
+// Evaluates token ids with llama.cpp (node-llama-cpp's prebuilt CPU build)
+// and prints the logits after the prompt and the greedy continuation.
+//
+// Request on stdin (JSON): {"jobs": [{"model": path, "vocab": n, "tokens":
+// [ids], "steps": n, "context": n}, ...], "threads": n}. Reply on stdout:
+// {"results": [{"steps": [{"token": id, "logits": [n floats]}, ...]}, ...]},
+// one per job, in order: step 0's logits
+// are those after the prompt; each step's token is the argmax of its
+// logits and the input of the next step. Logits come for every step.
+//
+// The context keeps its KV cache in F32 and runs without flash attention,
+// so that llama.cpp's arithmetic is that of the plain CPU path.
+import {getLlama} from "node-llama-cpp";
+import {readFileSync} from "node:fs";
+
+const {jobs, threads} = JSON.parse(readFileSync(0, "utf8"));
+const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
+const results = [];
+for (const req of jobs) {
+  const model = await llama.loadModel({modelPath: req.model, useMmap: true});
+  const context = await model.createContext({
+    contextSize: req.context ?? 256,
+    batchSize: Math.max(req.tokens.length, 32),
+    flashAttention: false,
+    experimentalKvCacheKeyType: "F32",
+    experimentalKvCacheValueType: "F32",
+    threads: threads ?? 1,
+  });
+  const seq = context.getSequence();
+  const steps = [];
+  let input = req.tokens.map((t, i) => (i === req.tokens.length - 1 ? [t, {generateNext: {logits: true}}] : t));
+  for (let s = 0; s < req.steps; s++) {
+    const res = await seq.controlledEvaluate(input);
+    const logits = new Array(req.vocab).fill(0);
+    for (const [t, v] of res[res.length - 1].next.logits) logits[t] = v;
+    let best = 0;
+    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+    steps.push({token: best, logits});
+    input = [[best, {generateNext: {logits: true}}]];
+  }
+  results.push({steps});
+  await context.dispose();
+  await model.dispose();
+}
+process.stdout.write(JSON.stringify({results}));
+await llama.dispose();

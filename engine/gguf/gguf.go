@@ -420,4 +420,3 @@ func (r *reader) array(et ValueType, n int, depth int) any {
 	}
 	return out
 }
-

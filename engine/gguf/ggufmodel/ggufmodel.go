@@ -23,15 +23,15 @@ import (
 
 // Spec is a model file to write.
 type Spec struct {
-	Arch                             string    // llama, qwen2 or qwen3
-	Type                             gguf.Type // of every weight matrix (norms and biases are F32)
+	Arch                                string    // llama, qwen2 or qwen3
+	Type                                gguf.Type // of every weight matrix (norms and biases are F32)
 	Dim, Hidden, Layers, Heads, KVHeads int
-	HeadDim                          int // 0: Dim/Heads
-	Context                          int
-	Tied                             bool // no output.weight: the classifier is token_embd
-	RopeFreqs                        bool // a llama3-style rope_freqs.weight tensor
-	RopeBase                         float32
-	Seed                             uint64
+	HeadDim                             int // 0: Dim/Heads
+	Context                             int
+	Tied                                bool // no output.weight: the classifier is token_embd
+	RopeFreqs                           bool // a llama3-style rope_freqs.weight tensor
+	RopeBase                            float32
+	Seed                                uint64
 	// Vocab is the tokenizer; nil writes SmallVocab(Arch).
 	Vocab *Vocab
 	// OutputScale scales the output matrix (0: 0.1); larger makes the

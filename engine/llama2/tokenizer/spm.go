@@ -1,0 +1,85 @@
+package tokenizer
+
+import (
+	"context"
+	"strings"
+)
+
+// SentencePiece-style BPE (GGUF's "llama" model), as llama.cpp runs it:
+// spaces become ▁ (with one more in front of a text that starts the prompt
+// or follows a special token, when add_space_prefix is set), every code
+// point starts as a symbol, and adjacent symbols whose joined text is a
+// token join, best score first (then leftmost), until none does. A final
+// symbol that is no token becomes its bytes' <0xXX> tokens, or UNK.
+
+type spmModel struct {
+	g      *GGUF
+	byteID [256]int32
+}
+
+func newSPM(g *GGUF) (*spmModel, error) {
+	m := &spmModel{g: g}
+	for i := range m.byteID {
+		m.byteID[i] = NoToken
+	}
+	for i, tok := range g.v.Tokens {
+		typ := g.tokenType(int32(i))
+		if b, ok := byteToken(tok); ok && (typ == TypeByte || g.v.Types == nil) {
+			if m.byteID[b] == NoToken {
+				m.byteID[b] = int32(i)
+			}
+			g.decoded[i] = byteStrings[b : int(b)+1]
+			continue
+		}
+		switch typ {
+		case TypeControl, TypeUnknown, TypeUnused:
+		case TypeUserDefined:
+			g.decoded[i] = tok
+		default:
+			g.decoded[i] = strings.ReplaceAll(tok, "▁", " ")
+		}
+	}
+	return m, nil
+}
+
+func (m *spmModel) score(id int32) float32 {
+	if m.g.v.Scores == nil {
+		return 0
+	}
+	return m.g.v.Scores[id]
+}
+
+// encode appends the tokens of a text with no special tokens in it; prefix
+// adds the dummy space.
+func (m *spmModel) encode(ctx context.Context, out []int, text string, prefix bool) ([]int, error) {
+	if prefix && m.g.v.AddSpacePrefix {
+		text = " " + text
+	}
+	text = strings.ReplaceAll(text, " ", "▁")
+	spans, err := mergeSpans(ctx, text, codePointCuts(text), func(a, b string) (uint32, bool) {
+		id, ok := m.g.ids[a+b]
+		if !ok {
+			return 0, false
+		}
+		return scorePriority(m.score(id)), true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range spans {
+		sym := text[s[0]:s[1]]
+		if id, ok := m.g.ids[sym]; ok {
+			out = append(out, int(id))
+			continue
+		}
+		for i := 0; i < len(sym); i++ {
+			switch {
+			case m.byteID[sym[i]] != NoToken:
+				out = append(out, int(m.byteID[sym[i]]))
+			case m.g.v.UNK != NoToken:
+				out = append(out, int(m.g.v.UNK))
+			}
+		}
+	}
+	return out, nil
+}

@@ -19,6 +19,11 @@ func (m *Model) NewSession() *Session {
 	return &Session{key: make([]float32, n), value: make([]float32, n)}
 }
 
+// SessionBytes is the memory of one Session's KV cache.
+func (m *Model) SessionBytes() int64 {
+	return 2 * 4 * int64(m.cfg.Layers) * int64(m.cfg.SeqLen) * int64(m.cfg.KVDim())
+}
+
 // Step is one token of one session in a batched forward pass.
 type Step struct {
 	Session *Session

@@ -55,7 +55,7 @@ template it carries.`,
 		}, {
 			Name:    "pull",
 			Purpose: "download models into the cache: progress on stderr, resumed after an interruption, SHA-256 checked before use",
-			Args:    "NAME|OWNER/REPO:QUANT|OWNER/REPO/FILE.gguf...",
+			Args:    "NAME...",
 			Examples: []cli.Example{
 				{Line: "streamgate models pull stories15M"},
 				{Comment: "A GGUF chat model from Hugging Face (served as qwen2.5-0.5b-instruct-q8_0)", Line: "streamgate models pull Qwen/Qwen2.5-0.5B-Instruct-GGUF:q8_0"},
@@ -167,7 +167,10 @@ func formatMB(n int64) string {
 	if n >= 1<<30 {
 		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
 	}
-	return fmt.Sprintf("%.0f MB", float64(n)/(1<<20))
+	if n >= 10<<20 {
+		return fmt.Sprintf("%.0f MB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
 }
 
 // isTerminal reports whether w is a terminal (a character device), where a

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"github.com/streamgate/streamgate/engine/gguf"
+	"github.com/streamgate/streamgate/engine/gguf/ggufmodel"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -172,16 +175,22 @@ func TestModelsCommand(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", xdg)
 	cache := filepath.Join(xdg, "streamgate", "models")
 	writeStories15M(t, cache)
+	gg := filepath.Join(cache, "Tiny-Qwen2-Q8_0.gguf")
+	if err := ggufmodel.Write(gg, ggufmodel.Small("qwen2", gguf.Q8_0, 1)); err != nil {
+		t.Fatal(err)
+	}
 
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"models", "list"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")
-	if len(lines) != 8 || !strings.HasPrefix(lines[0], "NAME ") ||
+	if len(lines) != 12 || !strings.HasPrefix(lines[0], "NAME ") ||
 		!strings.Contains(lines[1], "not found: streamgate models pull stories260K") ||
 		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "stories15M stories15m 61 MB "+cache+" TinyStories, 15M") ||
-		lines[6] != "model cache: "+cache {
+		!strings.HasPrefix(lines[6], "GGUF MODEL ") ||
+		strings.Join(strings.Fields(lines[7]), " ") != "tiny-qwen2-q8_0 qwen2 Q8_0 1.4M 256 1.5 MB "+gg ||
+		lines[9] != "model cache: "+cache {
 		t.Errorf("models list:\n%s", out.String())
 	}
 

@@ -152,8 +152,10 @@ func (i Info) ParamsString() string {
 	switch p := float64(i.Parameters); {
 	case p >= 1e9:
 		return strconv.FormatFloat(p/1e9, 'f', 1, 64) + "B"
-	case p >= 1e6:
+	case p >= 1e7:
 		return strconv.FormatFloat(p/1e6, 'f', 0, 64) + "M"
+	case p >= 1e6:
+		return strconv.FormatFloat(p/1e6, 'f', 1, 64) + "M"
 	default:
 		return strconv.FormatFloat(p/1e3, 'f', 0, 64) + "K"
 	}

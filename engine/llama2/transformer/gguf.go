@@ -1,12 +1,23 @@
 package transformer
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 
 	"github.com/streamgate/streamgate/engine/gguf"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
+)
+
+// Errors wrapped by FromGGUF's failures.
+var (
+	// ErrGGUFUnsupported marks a well-formed GGUF file this package does
+	// not run: its architecture, a tensor type, a hyperparameter.
+	ErrGGUFUnsupported = errors.New("unsupported GGUF model")
+	// ErrGGUFModel marks a GGUF model whose metadata or tensors are
+	// missing or inconsistent.
+	ErrGGUFModel = errors.New("malformed GGUF model")
 )
 
 // Architectures lists the GGUF general.architecture values FromGGUF runs.
@@ -30,16 +41,16 @@ type GGUFOptions struct {
 // FromGGUF builds a model from a parsed GGUF file of a supported
 // architecture. Weights stay where the file maps them, in their own types;
 // the model takes f over, and Close closes it. An unsupported architecture,
-// tensor type or hyperparameter is an error wrapping ErrUnsupported that
+// tensor type or hyperparameter is an error wrapping ErrGGUFUnsupported that
 // names it.
 func FromGGUF(f *gguf.File, opts GGUFOptions) (*Model, error) {
 	arch, _ := f.String("general.architecture")
 	switch arch {
 	case "llama", "qwen2", "qwen3":
 	case "":
-		return nil, fmt.Errorf("%w: GGUF file has no general.architecture", ErrFormat)
+		return nil, fmt.Errorf("%w: GGUF file has no general.architecture", ErrGGUFModel)
 	default:
-		return nil, fmt.Errorf("%w: architecture %q (supported: %s)", ErrUnsupported, arch, strings.Join(Architectures, ", "))
+		return nil, fmt.Errorf("%w: architecture %q (supported: %s)", ErrGGUFUnsupported, arch, strings.Join(Architectures, ", "))
 	}
 	l := ggufLoader{f: f, arch: arch}
 	c := Config{
@@ -60,19 +71,19 @@ func FromGGUF(f *gguf.File, opts GGUFOptions) (*Model, error) {
 	if c.Heads > 0 && c.Dim > 0 {
 		hs := l.int("attention.key_length", c.Dim/c.Heads)
 		if v := l.int("attention.value_length", hs); v != hs {
-			l.fail(fmt.Errorf("%w: %s.attention.value_length %d differs from key_length %d", ErrUnsupported, arch, v, hs))
+			l.fail(fmt.Errorf("%w: %s.attention.value_length %d differs from key_length %d", ErrGGUFUnsupported, arch, v, hs))
 		}
 		if hs != c.Dim/c.Heads || c.Dim%c.Heads != 0 {
 			c.HeadDim = hs
 		}
 		if rd := l.int("rope.dimension_count", hs); rd != hs {
-			l.fail(fmt.Errorf("%w: partial RoPE (%s.rope.dimension_count %d of head size %d)", ErrUnsupported, arch, rd, hs))
+			l.fail(fmt.Errorf("%w: partial RoPE (%s.rope.dimension_count %d of head size %d)", ErrGGUFUnsupported, arch, rd, hs))
 		}
 	}
 	freqScale := 1.0
 	if t, ok := f.String(arch + ".rope.scaling.type"); ok && t != "none" {
 		if t != "linear" {
-			l.fail(fmt.Errorf("%w: RoPE scaling %q (supported: none, linear, llama3 rope_freqs)", ErrUnsupported, t))
+			l.fail(fmt.Errorf("%w: RoPE scaling %q (supported: none, linear, llama3 rope_freqs)", ErrGGUFUnsupported, t))
 		}
 		if fac := l.float("rope.scaling.factor", 1); fac > 0 {
 			freqScale = 1 / fac
@@ -89,7 +100,7 @@ func FromGGUF(f *gguf.File, opts GGUFOptions) (*Model, error) {
 		return nil, l.err
 	}
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrGGUFModel, err)
 	}
 	dim, hid, qDim, kvDim, hs := c.Dim, c.HiddenDim, c.QDim(), c.KVDim(), c.HeadSize()
 	w := weights{tokenEmbedding: emb, rmsFinal: l.vector("output_norm.weight", dim)}
@@ -183,12 +194,12 @@ func (l *ggufLoader) int(key string, def int) int {
 	v, ok := l.f.Uint(k)
 	if _, present := l.f.Metadata[k]; !present {
 		if def < 1 {
-			l.fail(fmt.Errorf("%w: GGUF metadata %s is missing", ErrFormat, k))
+			l.fail(fmt.Errorf("%w: GGUF metadata %s is missing", ErrGGUFModel, k))
 		}
 		return def
 	}
 	if !ok || v < 1 || v > maxDim*64 {
-		l.fail(fmt.Errorf("%w: GGUF metadata %s = %v is not a positive integer in range (per-layer arrays are not supported)", ErrFormat, k, l.f.Metadata[k]))
+		l.fail(fmt.Errorf("%w: GGUF metadata %s = %v is not a positive integer in range (per-layer arrays are not supported)", ErrGGUFModel, k, l.f.Metadata[k]))
 		return def
 	}
 	return int(v)
@@ -201,7 +212,7 @@ func (l *ggufLoader) float(key string, def float64) float64 {
 	}
 	v, ok := l.f.Float(k)
 	if !ok || !(v > 0) {
-		l.fail(fmt.Errorf("%w: GGUF metadata %s = %v is not a positive number", ErrFormat, k, l.f.Metadata[k]))
+		l.fail(fmt.Errorf("%w: GGUF metadata %s = %v is not a positive number", ErrGGUFModel, k, l.f.Metadata[k]))
 		return def
 	}
 	return v
@@ -212,7 +223,7 @@ func (l *ggufLoader) float(key string, def float64) float64 {
 func (l *ggufLoader) tensor(name string, n, d int) (gguf.TensorInfo, []byte, bool) {
 	info, data, ok := l.f.Tensor(name)
 	if !ok {
-		l.fail(fmt.Errorf("%w: tensor %s is missing (architecture %s)", ErrFormat, name, l.arch))
+		l.fail(fmt.Errorf("%w: tensor %s is missing (architecture %s)", ErrGGUFModel, name, l.arch))
 		return info, nil, false
 	}
 	want := []uint64{uint64(n)}
@@ -229,11 +240,11 @@ func (l *ggufLoader) tensor(name string, n, d int) (gguf.TensorInfo, []byte, boo
 		shapeOK = shapeOK && len(info.Dims) == 2 && info.Dims[1] == uint64(d)
 	}
 	if !shapeOK {
-		l.fail(fmt.Errorf("%w: tensor %s has shape %v, want %v", ErrFormat, name, info.Dims, want))
+		l.fail(fmt.Errorf("%w: tensor %s has shape %v, want %v", ErrGGUFModel, name, info.Dims, want))
 		return info, nil, false
 	}
 	if _, ok := dtypes[info.Type]; !ok {
-		l.fail(fmt.Errorf("%w: tensor %s has type %s (supported: %s)", ErrUnsupported, name, info.Type, SupportedTypes))
+		l.fail(fmt.Errorf("%w: tensor %s has type %s (supported: %s)", ErrGGUFUnsupported, name, info.Type, SupportedTypes))
 		return info, nil, false
 	}
 	return info, data, true
@@ -247,7 +258,7 @@ func (l *ggufLoader) matrix(name string, n, d int) matrix {
 	}
 	t := dtypes[info.Type]
 	if n%t.BlockSize() != 0 {
-		l.fail(fmt.Errorf("%w: tensor %s: rows of %d are not whole %s blocks", ErrFormat, name, n, t))
+		l.fail(fmt.Errorf("%w: tensor %s: rows of %d are not whole %s blocks", ErrGGUFModel, name, n, t))
 		return matrix{}
 	}
 	if t == kernels.F32 {
@@ -268,7 +279,7 @@ func (l *ggufLoader) vector(name string, n int) []float32 {
 		return floats(data)
 	}
 	if n%t.BlockSize() != 0 {
-		l.fail(fmt.Errorf("%w: tensor %s: %d values are not whole %s blocks", ErrFormat, name, n, t))
+		l.fail(fmt.Errorf("%w: tensor %s: %d values are not whole %s blocks", ErrGGUFModel, name, n, t))
 		return nil
 	}
 	out := make([]float32, n)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/streamgate/streamgate/engine/gguf"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
+	"github.com/streamgate/streamgate/engine/llama2/tokenizer"
 )
 
 // Spec is a model file to write.
@@ -33,7 +34,9 @@ type Spec struct {
 	RopeBase                            float32
 	Seed                                uint64
 	// Vocab is the tokenizer; nil writes SmallVocab(Arch).
-	Vocab *Vocab
+	Vocab *tokenizer.Vocab
+	// ChatTemplate is tokenizer.chat_template ("" for none).
+	ChatTemplate string
 	// OutputScale scales the output matrix (0: 0.1); larger makes the
 	// logits more peaked.
 	OutputScale float32
@@ -48,8 +51,10 @@ func Small(arch string, typ gguf.Type, seed uint64) Spec {
 	case "qwen3":
 		s.HeadDim = 128
 		s.RopeBase = 1000000
+		s.ChatTemplate = ChatML
 	case "qwen2":
 		s.RopeBase = 1000000
+		s.ChatTemplate = ChatML
 	case "llama":
 		s.RopeFreqs = true
 		s.RopeBase = 500000
@@ -111,7 +116,7 @@ func Build(s Spec) ([]gguf.KV, []gguf.NewTensor, error) {
 	if s.Arch == "llama" {
 		meta = append(meta, gguf.KV{Key: a + ".vocab_size", Value: uint32(vocab)})
 	}
-	meta = append(meta, s.Vocab.Metadata()...)
+	meta = append(meta, VocabMetadata(*s.Vocab, s.ChatTemplate)...)
 
 	rng := rand.New(rand.NewPCG(s.Seed, 0x9e3779b97f4a7c15))
 	normal := func(n int, std float64) []float32 {

@@ -4,26 +4,13 @@ import (
 	"fmt"
 
 	"github.com/streamgate/streamgate/engine/gguf"
+	"github.com/streamgate/streamgate/engine/llama2/tokenizer"
 )
 
-// Vocab is a tokenizer as GGUF stores it (the tokenizer.ggml.* keys).
-type Vocab struct {
-	Model, Pre   string // "llama" or "gpt2"; the pre-tokenizer for gpt2
-	Tokens       []string
-	Scores       []float32 // nil: none
-	Types        []int32   // 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
-	Merges       []string  // gpt2: "a b" pairs in rank order
-	BOS, EOS     int32
-	UNK, EOT     int32 // -1: none
-	AddBOS       bool
-	ChatTemplate string
-}
-
-// Metadata returns the tokenizer.* metadata of v.
-func (v Vocab) Metadata() []gguf.KV {
-	kv := []gguf.KV{
-		{Key: "tokenizer.ggml.model", Value: v.Model},
-	}
+// VocabMetadata returns the tokenizer.* metadata of v, as llama.cpp's
+// converter writes it, with chatTemplate ("" for none).
+func VocabMetadata(v tokenizer.Vocab, chatTemplate string) []gguf.KV {
+	kv := []gguf.KV{{Key: "tokenizer.ggml.model", Value: v.Model}}
 	if v.Pre != "" {
 		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.pre", Value: v.Pre})
 	}
@@ -31,25 +18,34 @@ func (v Vocab) Metadata() []gguf.KV {
 	if v.Scores != nil {
 		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.scores", Value: v.Scores})
 	}
-	kv = append(kv, gguf.KV{Key: "tokenizer.ggml.token_type", Value: v.Types})
+	if v.Types != nil {
+		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.token_type", Value: v.Types})
+	}
 	if v.Merges != nil {
 		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.merges", Value: v.Merges})
 	}
+	for _, id := range []struct {
+		key string
+		v   int32
+	}{{"bos", v.BOS}, {"eos", v.EOS}, {"unknown", v.UNK}, {"padding", v.PAD}, {"eot", v.EOT}, {"eom", v.EOM}} {
+		if id.v != tokenizer.NoToken {
+			kv = append(kv, gguf.KV{Key: "tokenizer.ggml." + id.key + "_token_id", Value: uint32(id.v)})
+		}
+	}
 	kv = append(kv,
-		gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(v.BOS)},
-		gguf.KV{Key: "tokenizer.ggml.eos_token_id", Value: uint32(v.EOS)},
-		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: v.AddBOS})
-	if v.UNK >= 0 {
-		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.unknown_token_id", Value: uint32(v.UNK)})
+		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: v.AddBOS},
+		gguf.KV{Key: "tokenizer.ggml.add_eos_token", Value: v.AddEOS})
+	if v.Model == "llama" {
+		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: v.AddSpacePrefix})
 	}
-	if v.EOT >= 0 {
-		kv = append(kv, gguf.KV{Key: "tokenizer.ggml.eot_token_id", Value: uint32(v.EOT)})
-	}
-	if v.ChatTemplate != "" {
-		kv = append(kv, gguf.KV{Key: "tokenizer.chat_template", Value: v.ChatTemplate})
+	if chatTemplate != "" {
+		kv = append(kv, gguf.KV{Key: "tokenizer.chat_template", Value: chatTemplate})
 	}
 	return kv
 }
+
+// ChatML is the chat template of the small Qwen vocabularies.
+const ChatML = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 
 // words are the pieces beyond single bytes in the small vocabularies.
 var words = []string{"the", "and", "to", "of", "a", "in", "is", "you", "that", "it", "he", "was", "for", "on", "are",
@@ -65,9 +61,10 @@ var words = []string{"the", "and", "to", "of", "a", "in", "is", "you", "that", "
 // pieces and letters), 512 tokens; for qwen2 and qwen3 a byte-level BPE one
 // (the 256 byte symbols, merges of common letter pairs, and the ChatML
 // special tokens) with pre-tokenizer qwen2.
-func SmallVocab(arch string) Vocab {
+func SmallVocab(arch string) tokenizer.Vocab {
 	if arch == "llama" {
-		v := Vocab{Model: "llama", BOS: 1, EOS: 2, UNK: 0, EOT: -1, AddBOS: true}
+		v := tokenizer.NewVocab("llama")
+		v.BOS, v.EOS, v.UNK, v.AddBOS, v.AddSpacePrefix = 1, 2, 0, true, true
 		addTok := func(s string, score float32, typ int32) {
 			v.Tokens = append(v.Tokens, s)
 			v.Scores = append(v.Scores, score)
@@ -99,7 +96,8 @@ func SmallVocab(arch string) Vocab {
 		}
 		return v
 	}
-	v := Vocab{Model: "gpt2", Pre: "qwen2", UNK: -1, AddBOS: false}
+	v := tokenizer.NewVocab("gpt2")
+	v.Pre = "qwen2"
 	sym := byteSymbols()
 	for b := range 256 {
 		v.Tokens = append(v.Tokens, sym[b])
@@ -138,7 +136,6 @@ func SmallVocab(arch string) Vocab {
 	v.EOS = special("<|im_end|>")
 	v.EOT = v.EOS
 	_ = imStart
-	v.ChatTemplate = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 	return v
 }
 

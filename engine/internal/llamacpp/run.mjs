@@ -2,9 +2,12 @@
 // and prints the logits after the prompt and the greedy continuation.
 //
 // Request on stdin (JSON): {"jobs": [{"model": path, "vocab": n, "tokens":
-// [ids], "steps": n, "context": n}, ...], "threads": n}. Reply on stdout:
-// {"results": [{"steps": [{"token": id, "logits": [n floats]}, ...]}, ...]},
-// one per job, in order: step 0's logits
+// [ids], "steps": n, "context": n, "tokenize": [texts]}, ...], "threads":
+// n}. Reply on stdout: {"results": [{"steps": [{"token": id, "logits": [n
+// floats]}, ...], "tokens": [[ids], ...]}, ...]}, one per job, in order.
+// "tokens" are the tokenize texts' token ids, special-token text parsed as
+// special tokens and no BOS added (llama_tokenize with parse_special).
+// Step 0's logits
 // are those after the prompt; each step's token is the argmax of its
 // logits and the input of the next step. Logits come for every step.
 //
@@ -18,6 +21,12 @@ const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
 const results = [];
 for (const req of jobs) {
   const model = await llama.loadModel({modelPath: req.model, useMmap: true});
+  const tokens = (req.tokenize ?? []).map((text) => Array.from(model.tokenize(text, true)));
+  if (!req.steps) {
+    results.push({steps: [], tokens});
+    await model.dispose();
+    continue;
+  }
   const context = await model.createContext({
     contextSize: req.context ?? 256,
     batchSize: Math.max(req.tokens.length, 32),
@@ -38,7 +47,7 @@ for (const req of jobs) {
     steps.push({token: best, logits});
     input = [[best, {generateNext: {logits: true}}]];
   }
-  results.push({steps});
+  results.push({steps, tokens});
   await context.dispose();
   await model.dispose();
 }

@@ -161,6 +161,10 @@ func rangeFn(args []any, _ map[string]any) (any, error) {
 	return out, nil
 }
 
+// strftimeLayouts are the strftime directives chat templates use, as Go
+// time layouts.
+var strftimeLayouts = map[byte]string{'Y': "2006", 'm': "01", 'd': "02", 'b': "Jan", 'B': "January", 'H': "15", 'M': "04", 'S': "05"}
+
 // strftime formats t with the directives chat templates use.
 func strftime(t time.Time, f string) (string, error) {
 	var out []byte
@@ -170,24 +174,10 @@ func strftime(t time.Time, f string) (string, error) {
 			continue
 		}
 		i++
-		switch f[i] {
-		case 'Y':
-			out = t.AppendFormat(out, "2006")
-		case 'm':
-			out = t.AppendFormat(out, "01")
-		case 'd':
-			out = t.AppendFormat(out, "02")
-		case 'b':
-			out = t.AppendFormat(out, "Jan")
-		case 'B':
-			out = t.AppendFormat(out, "January")
-		case 'H':
-			out = t.AppendFormat(out, "15")
-		case 'M':
-			out = t.AppendFormat(out, "04")
-		case 'S':
-			out = t.AppendFormat(out, "05")
-		case '%':
+		switch layout, ok := strftimeLayouts[f[i]]; {
+		case ok:
+			out = t.AppendFormat(out, layout)
+		case f[i] == '%':
 			out = append(out, '%')
 		default:
 			return "", fmt.Errorf("unsupported strftime directive %%%c", f[i])

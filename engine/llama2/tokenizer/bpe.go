@@ -92,9 +92,15 @@ func (m *bpeModel) encode(ctx context.Context, out []int, text string) ([]int, e
 		buf []byte
 		err error
 	)
+	words := 0
 	m.split(text, func(word string) {
 		if err != nil {
 			return
+		}
+		if words++; words%ctxCheckEvery == 0 {
+			if err = ctx.Err(); err != nil {
+				return
+			}
 		}
 		buf = byteLevel(buf[:0], word)
 		w := string(buf)

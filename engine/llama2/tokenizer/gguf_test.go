@@ -3,6 +3,7 @@ package tokenizer_test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"os"
 	"slices"
@@ -28,28 +29,40 @@ func bpeTokenizer(t *testing.T, name, pre string) *tokenizer.GGUF {
 	return g
 }
 
+// checkIDs checks that g tokenizes each text (no special tokens added,
+// special tokens parsed) to want's ids.
+func checkIDs(t *testing.T, g *tokenizer.GGUF, texts []string, want [][]int) {
+	t.Helper()
+	for i, text := range texts {
+		got, err := g.Tokenize(context.Background(), text, false, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want[i]) {
+			t.Errorf("%q:\n got %v\nwant %v", text, got, want[i])
+		}
+	}
+}
+
 // TestBPEMatchesHuggingFace checks that byte-level BPE with each
 // pre-tokenizer gives Hugging Face's token ids on the whole corpus, special
 // tokens parsed.
 func TestBPEMatchesHuggingFace(t *testing.T) {
 	corpus := hfref.Corpus()
-	for _, tc := range []struct{ name, pre string }{
-		{"llama3", "llama-bpe"},
-		{"llama3_1", "llama-bpe"},
-		{"qwen3", "qwen2"},
+	for _, tc := range []struct {
+		name, pre string
+		hfPre     json.RawMessage // replaces the tokenizer.json's, for pre-tokenizers no reference vocabulary has
+	}{
+		{"llama3", "llama-bpe", nil},
+		{"llama3_1", "llama-bpe", nil},
+		{"qwen3", "qwen2", nil},
+		{"qwen3", "smollm", hfref.PreSmolLM},
+		{"llama3", "gpt2", hfref.PreGPT2},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name+"/"+tc.pre, func(t *testing.T) {
 			g := bpeTokenizer(t, tc.name, tc.pre)
-			want := hfref.Encode(t, tc.name, corpus)
-			for i, text := range corpus {
-				got, err := g.Tokenize(context.Background(), text, false, true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(got, want[i]) {
-					t.Errorf("%q:\n got %v\nwant %v", text, got, want[i])
-				}
-			}
+			want := hfref.EncodeWith(t, tc.name, tc.hfPre, corpus)
+			checkIDs(t, g, corpus, want)
 		})
 	}
 }
@@ -112,15 +125,7 @@ func TestSPMMatchesHuggingFace(t *testing.T) {
 	}
 	corpus := hfref.Corpus()
 	want := hfref.Encode(t, "llama2", corpus)
-	for i, text := range corpus {
-		got, err := g.Tokenize(context.Background(), text, false, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(got, want[i]) {
-			t.Errorf("%q:\n got %v\nwant %v", text, got, want[i])
-		}
-	}
+	checkIDs(t, g, corpus, want)
 }
 
 // TestSPMMatchesLlama2c checks the GGUF SentencePiece tokenizer of the real
@@ -224,6 +229,30 @@ func TestGGUFSpecialTokens(t *testing.T) {
 			}
 		}
 	}
+	spm, err := hfref.Load(t, "llama2").SPMVocab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := tokenizer.FromVocab(spm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*tokenizer.GGUF{llama3, qwen, sp} {
+		got, err := g.Tokenize(ctx, "", true, true)
+		want := []int{}
+		if g.BOS() >= 0 && g != qwen {
+			want = []int{g.BOS()}
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("empty text: %v, %v; want %v", got, err, want)
+		}
+	}
+	// SentencePiece: the dummy prefix is dropped from the first piece after
+	// BOS.
+	toks, _ := sp.Tokenize(ctx, "Hello world", true, false)
+	if p := sp.Piece(toks[0], toks[1]) + sp.Piece(toks[1], toks[2]); p != "Hello world" {
+		t.Errorf("SentencePiece decodes %v as %q", toks, p)
+	}
 	if p := llama3.Piece(-1, id(llama3, "<|eot_id|>")); p != "" {
 		t.Errorf("control token decodes to %q", p)
 	}
@@ -272,5 +301,40 @@ func TestGGUFRefusals(t *testing.T) {
 	cancel()
 	if _, err := g.Tokenize(ctx, "ab", false, false); err == nil {
 		t.Error("Tokenize ran on a done context")
+	}
+}
+
+// BenchmarkTokenize measures Tokenize over the whole corpus, 8 times over
+// as one text, for each kind of GGUF tokenizer.
+func BenchmarkTokenize(b *testing.B) {
+	text := strings.Repeat(strings.Join(hfref.Corpus(), "\n"), 8)
+	spm, err := hfref.Load(b, "llama2").SPMVocab()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		v    func() (tokenizer.Vocab, error)
+	}{
+		{"llama-bpe", func() (tokenizer.Vocab, error) { return hfref.Load(b, "llama3").Vocab("llama-bpe") }},
+		{"qwen2", func() (tokenizer.Vocab, error) { return hfref.Load(b, "qwen3").Vocab("qwen2") }},
+		{"spm", func() (tokenizer.Vocab, error) { return spm, nil }},
+	} {
+		v, err := tc.v()
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := tokenizer.FromVocab(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if _, err := g.Tokenize(context.Background(), text, true, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

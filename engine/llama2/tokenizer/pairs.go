@@ -29,15 +29,25 @@ func mergeSpans(ctx context.Context, text string, cuts []int32, prio func(a, b s
 	}
 	spans[n-1].next = -1
 	var h pairHeap
+	adding := true // the first pairs are heapified at once, in O(n)
 	consider := func(l, r int32) {
 		a, b := &spans[l], &spans[r]
-		if p, ok := prio(text[a.start:a.end], text[b.start:b.end]); ok {
-			h.push(candidate{key: uint64(p)<<32 | uint64(uint32(l)), right: r, lver: a.version, rver: b.version})
+		p, ok := prio(text[a.start:a.end], text[b.start:b.end])
+		if !ok {
+			return
+		}
+		c := candidate{key: uint64(p)<<32 | uint64(uint32(l)), right: r, lver: a.version, rver: b.version}
+		if adding {
+			h = append(h, c)
+		} else {
+			h.push(c)
 		}
 	}
 	for i := range n - 1 {
 		consider(int32(i), int32(i+1))
 	}
+	adding = false
+	h.heapify()
 	for k := 1; len(h) > 0; k++ {
 		if k%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
@@ -82,56 +92,6 @@ func scorePriority(score float32) uint32 {
 		u |= 1 << 31
 	}
 	return ^u
-}
-
-// pairHeap is a 4-ary min-heap of candidates by key.
-type pairHeap []candidate
-
-func (h *pairHeap) push(c candidate) {
-	*h = append(*h, c)
-	s := *h
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 4
-		if s[p].key <= c.key {
-			break
-		}
-		s[i] = s[p]
-		i = p
-	}
-	s[i] = c
-}
-
-func (h *pairHeap) pop() candidate {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	c := s[n]
-	s = s[:n]
-	*h = s
-	if n == 0 {
-		return top
-	}
-	i := 0
-	for {
-		first := 4*i + 1
-		if first >= n {
-			break
-		}
-		best := first
-		for j := first + 1; j < min(first+4, n); j++ {
-			if s[j].key < s[best].key {
-				best = j
-			}
-		}
-		if c.key <= s[best].key {
-			break
-		}
-		s[i] = s[best]
-		i = best
-	}
-	s[i] = c
-	return top
 }
 
 // codePointCuts returns the offsets of text's code points (invalid bytes

@@ -254,7 +254,10 @@ func (g *GGUF) encodeText(ctx context.Context, out []int, text string, parseSpec
 		text string
 		tok  int32 // NoToken for text
 	}
-	frags := []fragment{{text: text, tok: NoToken}}
+	var frags []fragment
+	if text != "" { // an empty text has no dummy prefix either
+		frags = append(frags, fragment{text: text, tok: NoToken})
+	}
 	for _, id := range g.special {
 		if !parseSpecial && g.tokenType(id) != TypeUserDefined {
 			continue

@@ -86,8 +86,26 @@ func call(t testing.TB, req, resp any) {
 // special tokens added and text that spells a special token read as it.
 func Encode(t testing.TB, name string, texts []string) [][]int {
 	t.Helper()
+	return EncodeWith(t, name, nil, texts)
+}
+
+// Pre-tokenizers of Hugging Face's tokenizer.json for EncodeWith: those of
+// SmolLM's (digits one by one, then GPT-2's expression) and GPT-2's.
+var (
+	PreSmolLM = json.RawMessage(`{"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":true},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true}]}`)
+	PreGPT2   = json.RawMessage(`{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true}`)
+)
+
+// EncodeWith is Encode with the tokenizer's pre-tokenizer replaced by pre
+// (tokenizer.json's pre_tokenizer; nil keeps its own).
+func EncodeWith(t testing.TB, name string, pre json.RawMessage, texts []string) [][]int {
+	t.Helper()
 	var resp struct{ IDs [][]int }
-	call(t, map[string]any{"encode": map[string]any{"tokenizer": name, "texts": texts}}, &resp)
+	req := map[string]any{"tokenizer": name, "texts": texts}
+	if pre != nil {
+		req["pre_tokenizer"] = pre
+	}
+	call(t, map[string]any{"encode": req}, &resp)
 	if len(resp.IDs) != len(texts) {
 		t.Fatalf("reference answered %d encodings for %d texts", len(resp.IDs), len(texts))
 	}

@@ -44,6 +44,21 @@ func checkIDs(t *testing.T, g *tokenizer.GGUF, texts []string, want [][]int) {
 	}
 }
 
+// hfAgrees drops the texts where Hugging Face and llama.cpp disagree on the
+// Qwen3 vocabulary, and the tokenizer follows llama.cpp: "</s>" is a normal
+// token there, which llama.cpp's loader (and so FromVocab) makes a control
+// token, matched as one in text. engine/llama2's
+// TestGGUFRealVocabularyLlamaCpp checks the whole corpus against llama.cpp.
+func hfAgrees(corpus []string) []string {
+	var out []string
+	for _, text := range corpus {
+		if !strings.Contains(text, "</s>") {
+			out = append(out, text)
+		}
+	}
+	return out
+}
+
 // TestBPEMatchesHuggingFace checks that byte-level BPE with each
 // pre-tokenizer gives Hugging Face's token ids on the whole corpus, special
 // tokens parsed.
@@ -61,8 +76,12 @@ func TestBPEMatchesHuggingFace(t *testing.T) {
 	} {
 		t.Run(tc.name+"/"+tc.pre, func(t *testing.T) {
 			g := bpeTokenizer(t, tc.name, tc.pre)
-			want := hfref.EncodeWith(t, tc.name, tc.hfPre, corpus)
-			checkIDs(t, g, corpus, want)
+			texts := corpus
+			if tc.name == "qwen3" {
+				texts = hfAgrees(corpus)
+			}
+			want := hfref.EncodeWith(t, tc.name, tc.hfPre, texts)
+			checkIDs(t, g, texts, want)
 		})
 	}
 }

@@ -70,8 +70,12 @@ func NewVocab(model string) Vocab {
 var preTokenizers = []string{"gpt2", "llama-bpe", "qwen2", "smollm"}
 
 // eogTexts are the tokens that end a generation wherever a vocabulary has
-// them, besides its EOS, EOT and EOM ids (llama.cpp's list).
-var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<｜end▁of▁sentence｜>"}
+// them, besides its EOS, EOT and EOM ids (llama.cpp's list, which includes
+// "</s>": Qwen vocabularies have it as a normal token, and llama.cpp makes
+// it a control token there too).
+var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+	"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+	"<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>"}
 
 // GGUF is a tokenizer built from GGUF metadata by FromVocab. It is
 // immutable and safe for concurrent use.
@@ -123,6 +127,25 @@ func FromVocab(v Vocab) (*GGUF, error) {
 		if _, dup := g.ids[tok]; !dup {
 			g.ids[tok] = int32(i)
 		}
+	}
+	// llama.cpp's loader makes every end-of-generation token a control
+	// token whatever type the file gives it ("control-looking token ...
+	// its type will be overridden"), so that special-token parsing matches
+	// it in text: do the same, on a copy of the types.
+	copied := false
+	for _, t := range eogTexts {
+		id, ok := g.ids[t]
+		if !ok || g.tokenType(id) == TypeControl {
+			continue
+		}
+		if !copied {
+			types := make([]int32, n)
+			for j := range types {
+				types[j] = g.tokenType(int32(j))
+			}
+			g.v.Types, copied = types, true
+		}
+		g.v.Types[id] = TypeControl
 	}
 	var err error
 	switch v.Model {

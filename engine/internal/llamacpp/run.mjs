@@ -2,9 +2,11 @@
 // and prints the logits after the prompt and the greedy continuation.
 //
 // Request on stdin (JSON): {"jobs": [{"model": path, "vocab": n, "tokens":
-// [ids], "steps": n, "context": n, "tokenize": [texts]}, ...], "threads":
+// [ids], "steps": n, "logitSteps": n, "context": n, "tokenize": [texts]},
+// ...], "threads":
 // n}. Reply on stdout: {"results": [{"steps": [{"token": id, "logits": [n
 // floats]}, ...], "tokens": [[ids], ...]}, ...]}, one per job, in order.
+// Only the first "logitSteps" steps (default all) carry their logits.
 // "tokens" are the tokenize texts' token ids, special-token text parsed as
 // special tokens and no BOS added (llama_tokenize with parse_special).
 // Step 0's logits
@@ -44,7 +46,7 @@ for (const req of jobs) {
     for (const [t, v] of res[res.length - 1].next.logits) logits[t] = v;
     let best = 0;
     for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-    steps.push({token: best, logits});
+    steps.push({token: best, logits: s < (req.logitSteps ?? req.steps) ? logits : null});
     input = [[best, {generateNext: {logits: true}}]];
   }
   results.push({steps, tokens});

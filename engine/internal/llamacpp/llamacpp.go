@@ -48,6 +48,8 @@ type Step struct {
 type Result struct {
 	Steps  []Step  `json:"steps"`
 	Tokens [][]int `json:"tokens"` // per Tokenize text
+	// DecodeSeconds is the wall time of steps 1 and after, one token each.
+	DecodeSeconds float64 `json:"decodeSeconds"`
 }
 
 // dir returns the npm project's folder, skipping or failing t when it
@@ -73,8 +75,14 @@ func dir(t testing.TB) string {
 // attention) and returns their results in order.
 func Run(t testing.TB, jobs ...Job) []Result {
 	t.Helper()
+	return RunThreads(t, 1, jobs...)
+}
+
+// RunThreads is Run on the given number of threads.
+func RunThreads(t testing.TB, threads int, jobs ...Job) []Result {
+	t.Helper()
 	d := dir(t)
-	req, err := json.Marshal(map[string]any{"jobs": jobs, "threads": 1})
+	req, err := json.Marshal(map[string]any{"jobs": jobs, "threads": threads})
 	if err != nil {
 		t.Fatal(err)
 	}

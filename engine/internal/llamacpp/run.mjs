@@ -6,7 +6,9 @@
 // ...], "threads":
 // n}. Reply on stdout: {"results": [{"steps": [{"token": id, "logits": [n
 // floats]}, ...], "tokens": [[ids], ...]}, ...]}, one per job, in order.
-// Only the first "logitSteps" steps (default all) carry their logits.
+// Only the first "logitSteps" steps (default all) carry their logits; the
+// others are llama.cpp's own greedy choice. "decodeSeconds" is the wall
+// time of steps 1.. (one token each), for benchmarks.
 // "tokens" are the tokenize texts' token ids, special-token text parsed as
 // special tokens and no BOS added (llama_tokenize with parse_special).
 // Step 0's logits
@@ -39,17 +41,27 @@ for (const req of jobs) {
   });
   const seq = context.getSequence();
   const steps = [];
-  let input = req.tokens.map((t, i) => (i === req.tokens.length - 1 ? [t, {generateNext: {logits: true}}] : t));
+  const logitSteps = req.logitSteps ?? req.steps;
+  const ask = (s) => (s < logitSteps ? {logits: true} : {token: true, options: {temperature: 0}});
+  let input = req.tokens.map((t, i) => (i === req.tokens.length - 1 ? [t, {generateNext: ask(0)}] : t));
+  let decodeStart = 0;
   for (let s = 0; s < req.steps; s++) {
+    if (s === 1) decodeStart = performance.now();
     const res = await seq.controlledEvaluate(input);
-    const logits = new Array(req.vocab).fill(0);
-    for (const [t, v] of res[res.length - 1].next.logits) logits[t] = v;
-    let best = 0;
-    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-    steps.push({token: best, logits: s < (req.logitSteps ?? req.steps) ? logits : null});
-    input = [[best, {generateNext: {logits: true}}]];
+    const next = res[res.length - 1].next;
+    let best = next.token;
+    let logits = null;
+    if (s < logitSteps) {
+      logits = new Array(req.vocab).fill(0);
+      for (const [t, v] of next.logits) logits[t] = v;
+      best = 0;
+      for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+    }
+    steps.push({token: best, logits});
+    input = [[best, {generateNext: ask(s + 1)}]];
   }
-  results.push({steps, tokens});
+  const decodeSeconds = req.steps > 1 ? (performance.now() - decodeStart) / 1000 : 0;
+  results.push({steps, tokens, decodeSeconds});
   await context.dispose();
   await model.dispose();
 }

@@ -33,6 +33,9 @@ type Job struct {
 	// (0: all); the others report only their token.
 	LogitSteps int `json:"logitSteps,omitempty"`
 	Context    int `json:"context,omitempty"`
+	// Bench, instead of Steps, times llama.cpp's own greedy generation of
+	// Bench tokens after the first (Result.DecodeSeconds).
+	Bench int `json:"bench,omitempty"`
 	// Tokenize lists texts to tokenize with the file's vocabulary.
 	Tokenize []string `json:"tokenize,omitempty"`
 }
@@ -52,17 +55,26 @@ type Result struct {
 	DecodeSeconds float64 `json:"decodeSeconds"`
 }
 
+// Available reports whether llama.cpp can run here (node and the npm
+// project's node_modules), for benchmarks that add its numbers when it can.
+func Available() bool {
+	_, file, _, _ := runtime.Caller(0)
+	_, errNode := exec.LookPath("node")
+	_, errPkg := os.Stat(filepath.Join(filepath.Dir(file), "node_modules", "node-llama-cpp", "package.json"))
+	return errNode == nil && errPkg == nil
+}
+
 // dir returns the npm project's folder, skipping or failing t when it
 // cannot run.
 func dir(t testing.TB) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	d := filepath.Dir(file)
-	_, errNode := exec.LookPath("node")
-	_, errPkg := os.Stat(filepath.Join(d, "node_modules", "node-llama-cpp", "package.json"))
-	if errNode == nil && errPkg == nil {
+	if Available() {
 		return d
 	}
+	_, errNode := exec.LookPath("node")
+	_, errPkg := os.Stat(filepath.Join(d, "node_modules", "node-llama-cpp", "package.json"))
 	why := fmt.Sprintf("node: %v; node_modules: %v (run npm ci --omit=optional --ignore-scripts in %s)", errNode, errPkg, d)
 	if os.Getenv("STREAMGATE_REQUIRE_LLAMACPP") != "" {
 		t.Fatalf("llama.cpp reference unavailable and STREAMGATE_REQUIRE_LLAMACPP is set: %s", why)

@@ -8,7 +8,9 @@
 // floats]}, ...], "tokens": [[ids], ...]}, ...]}, one per job, in order.
 // Only the first "logitSteps" steps (default all) carry their logits; the
 // others are llama.cpp's own greedy choice. "decodeSeconds" is the wall
-// time of steps 1.. (one token each), for benchmarks.
+// time of steps 1.. (one token each). With "bench": n instead of steps,
+// llama.cpp generates n+1 tokens greedily in its own loop and
+// "decodeSeconds" is the time of the last n.
 // "tokens" are the tokenize texts' token ids, special-token text parsed as
 // special tokens and no BOS added (llama_tokenize with parse_special).
 // Step 0's logits
@@ -26,7 +28,7 @@ const results = [];
 for (const req of jobs) {
   const model = await llama.loadModel({modelPath: req.model, useMmap: true});
   const tokens = (req.tokenize ?? []).map((text) => Array.from(model.tokenize(text, true)));
-  if (!req.steps) {
+  if (!req.steps && !req.bench) {
     results.push({steps: [], tokens});
     await model.dispose();
     continue;
@@ -40,6 +42,20 @@ for (const req of jobs) {
     threads: threads ?? 1,
   });
   const seq = context.getSequence();
+  if (req.bench) {
+    // Decode speed: llama.cpp's own generation loop, greedy, after the
+    // prompt; the clock starts at the first generated token.
+    let n = 0;
+    let start = 0;
+    for await (const tok of seq.evaluate(req.tokens, {temperature: 0})) {
+      if (n === 0) start = performance.now();
+      if (++n > req.bench) break;
+    }
+    results.push({steps: [], tokens, decodeSeconds: (performance.now() - start) / 1000});
+    await context.dispose();
+    await model.dispose();
+    continue;
+  }
   const steps = [];
   const logitSteps = req.logitSteps ?? req.steps;
   const ask = (s) => (s < logitSteps ? {logits: true} : {token: true, options: {temperature: 0}});

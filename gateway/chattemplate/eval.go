@@ -63,6 +63,64 @@ func IsRaised(err error) bool {
 type scope struct {
 	vars   map[string]any
 	parent *scope
+	limits *limits // one per render
+}
+
+// child returns a new scope inside s.
+func (s *scope) child() *scope { return &scope{vars: map[string]any{}, parent: s, limits: s.limits} }
+
+// limits bound one render's work, so a runaway template fails instead of
+// hanging or crashing the process.
+type limits struct {
+	steps int // loop iterations and macro calls so far
+	depth int // macro calls in progress
+}
+
+const (
+	maxSteps = 1 << 18
+	maxDepth = 64
+)
+
+// loopInfo is a for loop's "loop" variable.
+type loopInfo struct {
+	items []any
+	i     int
+}
+
+func (l *loopInfo) attr(n string) any {
+	i, n64 := l.i, int64(len(l.items))
+	switch n {
+	case "index0":
+		return int64(i)
+	case "index":
+		return int64(i + 1)
+	case "first":
+		return i == 0
+	case "last":
+		return i == len(l.items)-1
+	case "length":
+		return n64
+	case "revindex":
+		return n64 - int64(i)
+	case "revindex0":
+		return n64 - int64(i) - 1
+	case "previtem":
+		if i > 0 {
+			return l.items[i-1]
+		}
+	case "nextitem":
+		if i+1 < len(l.items) {
+			return l.items[i+1]
+		}
+	}
+	return undefined{}
+}
+
+func (l *limits) step() error {
+	if l.steps++; l.steps > maxSteps {
+		return fmt.Errorf("template runs over %d loop iterations and macro calls", maxSteps)
+	}
+	return nil
 }
 
 func (s *scope) lookup(n string) (any, bool) {
@@ -176,7 +234,10 @@ func (r *renderer) loop(n *forNode, s *scope) error {
 	if n.filter != nil {
 		var kept []any
 		for _, item := range items {
-			sc := &scope{vars: map[string]any{}, parent: s}
+			if err := s.limits.step(); err != nil {
+				return err
+			}
+			sc := s.child()
 			if err := bind(sc, item); err != nil {
 				return err
 			}
@@ -195,22 +256,14 @@ func (r *renderer) loop(n *forNode, s *scope) error {
 		return err
 	}
 	for i, item := range items {
-		sc := &scope{vars: map[string]any{}, parent: s}
+		if err := s.limits.step(); err != nil {
+			return err
+		}
+		sc := s.child()
 		if err := bind(sc, item); err != nil {
 			return err
 		}
-		l := NewDict()
-		l.Set("index0", int64(i)).Set("index", int64(i+1)).Set("first", i == 0).Set("last", i == len(items)-1)
-		l.Set("length", int64(len(items))).Set("revindex", int64(len(items)-i)).Set("revindex0", int64(len(items)-i-1))
-		var prev, next any = undefined{}, undefined{}
-		if i > 0 {
-			prev = items[i-1]
-		}
-		if i+1 < len(items) {
-			next = items[i+1]
-		}
-		l.Set("previtem", prev).Set("nextitem", next)
-		sc.vars["loop"] = l
+		sc.vars["loop"] = &loopInfo{items: items, i: i}
 		sig, err := r.exec(n.body, sc)
 		if err != nil {
 			return err
@@ -266,6 +319,8 @@ func typeName(v any) string {
 		return "dict"
 	case *macro, builtin:
 		return "function"
+	case *loopInfo:
+		return "loop"
 	}
 	return fmt.Sprintf("%T", v)
 }
@@ -429,6 +484,8 @@ func member(obj any, n string) (any, error) {
 			return m, nil
 		}
 		return undefined{}, nil
+	case *loopInfo:
+		return o.attr(n), nil
 	case []any:
 		return undefined{}, nil
 	case undefined:
@@ -441,7 +498,7 @@ func member(obj any, n string) (any, error) {
 
 func subscript(obj, idx any) (any, error) {
 	switch o := obj.(type) {
-	case *Dict:
+	case *Dict, *loopInfo:
 		k, ok := idx.(string)
 		if !ok {
 			return undefined{}, nil
@@ -608,7 +665,15 @@ func evalCall(e *call, s *scope) (any, error) {
 	case builtin:
 		return f(args, kwargs)
 	case *macro:
-		sc := &scope{vars: map[string]any{}, parent: f.defs}
+		if err := s.limits.step(); err != nil {
+			return nil, err
+		}
+		if s.limits.depth >= maxDepth {
+			return nil, fmt.Errorf("macro %s: calls nest over %d deep", f.n.name, maxDepth)
+		}
+		s.limits.depth++
+		defer func() { s.limits.depth-- }()
+		sc := &scope{vars: map[string]any{}, parent: f.defs, limits: s.limits}
 		for i, prm := range f.n.params {
 			switch {
 			case i < len(args):

@@ -111,7 +111,7 @@ func (t *Template) Render(in Input) (string, error) {
 		globals[k] = v
 	}
 	var r renderer
-	s := &scope{vars: map[string]any{}, parent: &scope{vars: globals}}
+	s := (&scope{vars: globals, limits: &limits{}}).child()
 	if _, err := r.exec(t.nodes, s); err != nil {
 		if IsRaised(err) {
 			return "", err

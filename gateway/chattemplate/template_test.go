@@ -151,6 +151,8 @@ func TestErrors(t *testing.T) {
 		{"{% set a, b = 1, 2 %}", "multiple targets"},
 		{"{{ 1 + 'a' }}", "unsupported operand types for +: integer and string"},
 		{"{{ @ }}", "unexpected character"},
+		{"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "calls nest over 64 deep"},
+		{"{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", "over 262144 loop iterations"},
 	} {
 		tmpl, err := chattemplate.Parse(tc.src)
 		if err == nil {
@@ -221,6 +223,27 @@ func TestSubset(t *testing.T) {
 		}
 		if want[i].Error != "" || got != want[i].Prompt {
 			t.Errorf("%s:\n got %q\nwant %q %s", src, got, want[i].Prompt, want[i].Error)
+		}
+	}
+}
+
+// BenchmarkRender renders Qwen2.5's template for a ten-turn conversation.
+func BenchmarkRender(b *testing.B) {
+	src, err := os.ReadFile("testdata/qwen2.5.jinja")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl, err := chattemplate.Parse(string(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := chattemplate.Input{EOSToken: "<|im_end|>", AddGenerationPrompt: true}
+	for i := range 10 {
+		in.Messages = append(in.Messages, msg{"user", strings.Repeat("question ", i+1)}, msg{"assistant", strings.Repeat("answer ", i+1)})
+	}
+	for b.Loop() {
+		if _, err := tmpl.Render(in); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

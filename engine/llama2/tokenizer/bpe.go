@@ -53,25 +53,44 @@ func fromByteLevel(tok string) string {
 	return b.String()
 }
 
-type mergePair struct{ a, b string }
+// mergeKey is a merge's two tokens.
+func mergeKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
+
+// mergeRule is what a merge makes: its rank (lower first) and token.
+type mergeRule struct{ rank, id uint32 }
 
 type bpeModel struct {
 	g            *GGUF
-	ranks        map[mergePair]uint32
+	merges       map[uint64]mergeRule
+	byteID       [256]int32 // the token of each byte's stand-in character, -1 if none
 	split        func(text string, emit func(word string))
 	ignoreMerges bool // a word that is a token is that token (Llama 3)
 }
 
 func newBPE(g *GGUF) (*bpeModel, error) {
-	m := &bpeModel{g: g, ranks: make(map[mergePair]uint32, len(g.v.Merges)), split: preTokenizer(g.v.Pre)}
+	m := &bpeModel{g: g, merges: make(map[uint64]mergeRule, len(g.v.Merges)), split: preTokenizer(g.v.Pre)}
 	m.ignoreMerges = g.v.Pre == "llama-bpe"
+	for b, r := range byteRunes {
+		m.byteID[b] = NoToken
+		if id, ok := g.ids[string(r)]; ok {
+			m.byteID[b] = id
+		}
+	}
 	for i, s := range g.v.Merges {
 		a, b, ok := strings.Cut(s, " ")
 		if !ok || a == "" || b == "" {
 			return nil, fmt.Errorf("tokenizer: merge %d %q is not two symbols separated by a space", i, s)
 		}
-		if _, dup := m.ranks[mergePair{a, b}]; !dup {
-			m.ranks[mergePair{a, b}] = uint32(i)
+		// A merge of parts or into a result that is no token can never
+		// apply: merging starts from tokens, and makes only tokens.
+		aID, okA := g.ids[a]
+		bID, okB := g.ids[b]
+		id, okAB := g.ids[a+b]
+		if !okA || !okB || !okAB {
+			continue
+		}
+		if _, dup := m.merges[mergeKey(aID, bID)]; !dup {
+			m.merges[mergeKey(aID, bID)] = mergeRule{rank: uint32(i), id: uint32(id)}
 		}
 	}
 	for i, tok := range g.v.Tokens {
@@ -86,11 +105,23 @@ func newBPE(g *GGUF) (*bpeModel, error) {
 	return m, nil
 }
 
-// encode appends the tokens of a text with no special tokens in it.
+func (m *bpeModel) join(_ string, a, b int32) (uint32, int32, bool) {
+	if a < 0 || b < 0 {
+		return 0, 0, false
+	}
+	r, ok := m.merges[mergeKey(a, b)]
+	return r.rank, int32(r.id), ok
+}
+
+// encode appends the tokens of a text with no special tokens in it. The
+// symbols that merging starts from are the word's bytes (each one GPT-2
+// stand-in character).
 func (m *bpeModel) encode(ctx context.Context, out []int, text string) ([]int, error) {
 	var (
-		buf []byte
-		err error
+		sm   spanMerger
+		buf  []byte
+		cuts []int32
+		err  error
 	)
 	words := 0
 	m.split(text, func(word string) {
@@ -102,35 +133,29 @@ func (m *bpeModel) encode(ctx context.Context, out []int, text string) ([]int, e
 				return
 			}
 		}
-		buf = byteLevel(buf[:0], word)
-		w := string(buf)
 		if m.ignoreMerges {
-			if id, ok := m.g.ids[w]; ok {
+			buf = byteLevel(buf[:0], word)
+			if id, ok := m.g.ids[string(buf)]; ok {
 				out = append(out, int(id))
 				return
 			}
 		}
-		var spans [][2]int32
-		spans, err = mergeSpans(ctx, w, codePointCuts(w), func(a, b string) (uint32, bool) {
-			r, ok := m.ranks[mergePair{a, b}]
-			return r, ok
-		})
-		for _, s := range spans {
-			sym := w[s[0]:s[1]]
-			if id, ok := m.g.ids[sym]; ok {
-				out = append(out, int(id))
-				continue
-			}
-			// A symbol that is no token: one token per stand-in character
-			// (every byte's is one in a byte-level vocabulary).
-			for _, r := range sym {
-				if id, ok := m.g.ids[string(r)]; ok {
-					out = append(out, int(id))
-				} else if m.g.v.UNK != NoToken {
-					out = append(out, int(m.g.v.UNK))
-				}
-			}
+		cuts = cuts[:0]
+		for i := range len(word) + 1 {
+			cuts = append(cuts, int32(i))
 		}
+		sm.start(cuts, func(i int) int32 { return m.byteID[word[i]] })
+		if err = sm.merge(ctx, word, m.join); err != nil {
+			return
+		}
+		sm.each(func(s *span) {
+			switch {
+			case s.id >= 0:
+				out = append(out, int(s.id))
+			case m.g.v.UNK != NoToken: // a byte with no token
+				out = append(out, int(m.g.v.UNK))
+			}
+		})
 	})
 	return out, err
 }

@@ -5,62 +5,82 @@ import (
 	"math"
 )
 
-// mergeSpans is the merge loop that both GGUF models share: the text is cut
-// into spans (initially one per code point), and the adjacent pair whose
-// priority is lowest (then leftmost) joins, over and over, until no pair
-// has a priority. The spans form a linked list and a 4-ary heap holds the
-// candidate pairs, as in merge.go; a pair ended by a neighbour's merge is
-// skipped when it comes out. prio reports the priority of joining the two
-// texts, or false when they do not join. It returns the final spans as
-// [start, end) byte offsets, in order.
-func mergeSpans(ctx context.Context, text string, cuts []int32, prio func(a, b string) (uint32, bool)) ([][2]int32, error) {
-	n := len(cuts) - 1 // cuts holds n+1 offsets, 0 and len(text) included
-	if n <= 0 {
-		return nil, nil
-	}
-	type span struct {
-		start, end int32
-		prev, next int32
-		version    uint32
-	}
-	spans := make([]span, n)
+// span is a symbol of a text being merged: bytes [start, end) of the
+// text, the token it is (-1 when none), its neighbours (-1 at the ends), and
+// a version bumped whenever it merges or is merged away.
+type span struct {
+	start, end int32
+	id         int32
+	prev, next int32
+	version    uint32
+}
+
+// joinFunc reports the priority (lowest first) of joining two adjacent
+// symbols, given their joined text and their tokens, and the token they
+// join into, or false when they do not join.
+type joinFunc func(joined string, aID, bID int32) (prio uint32, id int32, ok bool)
+
+// spanMerger holds the merge loop's state, reused from one text to the
+// next.
+type spanMerger struct {
+	spans []span
+	heap  pairHeap
+}
+
+// start makes the symbols of text, one per cut: cuts holds the n+1 offsets
+// of n symbols, 0 and len(text) included; id gives each one's token.
+func (m *spanMerger) start(cuts []int32, id func(i int) int32) {
+	n := len(cuts) - 1
+	m.spans = m.spans[:0]
 	for i := range n {
-		spans[i] = span{start: cuts[i], end: cuts[i+1], prev: int32(i - 1), next: int32(i + 1)}
+		m.spans = append(m.spans, span{start: cuts[i], end: cuts[i+1], id: id(i), prev: int32(i - 1), next: int32(i + 1)})
 	}
-	spans[n-1].next = -1
-	var h pairHeap
+	if n > 0 {
+		m.spans[n-1].next = -1
+	}
+}
+
+// merge is the merge loop that both GGUF models share: the adjacent pair
+// whose priority is lowest (then leftmost) joins, over and over, until no
+// pair joins. The symbols form a linked list and a 4-ary heap holds the
+// candidate pairs, as in merge.go; a pair ended by a neighbour's merge is
+// skipped when it comes out. Then each visits the final symbols in
+// order.
+func (m *spanMerger) merge(ctx context.Context, text string, join joinFunc) error {
+	spans := m.spans
+	m.heap = m.heap[:0]
 	adding := true // the first pairs are heapified at once, in O(n)
 	consider := func(l, r int32) {
 		a, b := &spans[l], &spans[r]
-		p, ok := prio(text[a.start:a.end], text[b.start:b.end])
+		p, id, ok := join(text[a.start:b.end], a.id, b.id)
 		if !ok {
 			return
 		}
-		c := candidate{key: uint64(p)<<32 | uint64(uint32(l)), right: r, lver: a.version, rver: b.version}
+		c := candidate{key: uint64(p)<<32 | uint64(uint32(l)), right: r, id: id, lver: a.version, rver: b.version}
 		if adding {
-			h = append(h, c)
+			m.heap = append(m.heap, c)
 		} else {
-			h.push(c)
+			m.heap.push(c)
 		}
 	}
-	for i := range n - 1 {
+	for i := 0; i+1 < len(spans); i++ {
 		consider(int32(i), int32(i+1))
 	}
 	adding = false
-	h.heapify()
-	for k := 1; len(h) > 0; k++ {
+	m.heap.heapify()
+	for k := 1; len(m.heap) > 0; k++ {
 		if k%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		c := h.pop()
+		c := m.heap.pop()
 		left := c.left()
 		l, r := &spans[left], &spans[c.right]
 		if l.version != c.lver || r.version != c.rver {
 			continue
 		}
-		l.end = r.end
+		l.end, l.id = r.end, c.id
 		l.version++
 		r.version++
 		l.next = r.next
@@ -72,11 +92,17 @@ func mergeSpans(ctx context.Context, text string, cuts []int32, prio func(a, b s
 			consider(l.prev, left)
 		}
 	}
-	out := make([][2]int32, 0, n)
-	for i := int32(0); i >= 0; i = spans[i].next {
-		out = append(out, [2]int32{spans[i].start, spans[i].end})
+	return nil
+}
+
+// each calls f with the final symbols, in order.
+func (m *spanMerger) each(f func(s *span)) {
+	if len(m.spans) == 0 {
+		return
 	}
-	return out, nil
+	for i := int32(0); i >= 0; i = m.spans[i].next {
+		f(&m.spans[i])
+	}
 }
 
 // scorePriority maps a score, best highest, to a priority, best lowest,

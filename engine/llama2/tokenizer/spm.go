@@ -56,30 +56,38 @@ func (m *spmModel) encode(ctx context.Context, out []int, text string, prefix bo
 		text = " " + text
 	}
 	text = strings.ReplaceAll(text, " ", "▁")
-	spans, err := mergeSpans(ctx, text, codePointCuts(text), func(a, b string) (uint32, bool) {
-		id, ok := m.g.ids[a+b]
-		if !ok {
-			return 0, false
+	var sm spanMerger
+	cuts := codePointCuts(text)
+	sm.start(cuts, func(i int) int32 {
+		if id, ok := m.g.ids[text[cuts[i]:cuts[i+1]]]; ok {
+			return id
 		}
-		return scorePriority(m.score(id)), true
+		return NoToken
+	})
+	err := sm.merge(ctx, text, func(joined string, _, _ int32) (uint32, int32, bool) {
+		id, ok := m.g.ids[joined]
+		if !ok {
+			return 0, 0, false
+		}
+		return scorePriority(m.score(id)), id, true
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range spans {
-		sym := text[s[0]:s[1]]
-		if id, ok := m.g.ids[sym]; ok {
-			out = append(out, int(id))
-			continue
+	sm.each(func(s *span) {
+		if s.id >= 0 {
+			out = append(out, int(s.id))
+			return
 		}
-		for i := 0; i < len(sym); i++ {
+		// A code point that is no token: its bytes' tokens.
+		for _, b := range []byte(text[s.start:s.end]) {
 			switch {
-			case m.byteID[sym[i]] != NoToken:
-				out = append(out, int(m.byteID[sym[i]]))
+			case m.byteID[b] != NoToken:
+				out = append(out, int(m.byteID[b]))
 			case m.g.v.UNK != NoToken:
 				out = append(out, int(m.g.v.UNK))
 			}
 		}
-	}
+	})
 	return out, nil
 }

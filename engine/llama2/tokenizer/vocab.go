@@ -13,9 +13,10 @@ type Codec interface {
 	// Vocab returns the number of tokens.
 	Vocab() int
 	// Tokenize encodes text. addSpecial adds the tokens the vocabulary
-	// frames a text with (BOS, and EOS where the vocabulary asks for it);
-	// parseSpecial makes text that spells a special token become that
-	// token. It stops early with ctx's error once ctx is done.
+	// frames a text with (BOS, unless the text starts with BOS already, as
+	// a chat template's prompt does; and EOS where the vocabulary asks for
+	// it); parseSpecial makes text that spells a special token become
+	// that token. It stops early with ctx's error once ctx is done.
 	Tokenize(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int, error)
 	// Piece returns the bytes token tok stands for when it follows token
 	// prev (a string holding raw bytes, which need not be valid UTF-8).
@@ -69,20 +70,13 @@ func NewVocab(model string) Vocab {
 // supports.
 var preTokenizers = []string{"gpt2", "llama-bpe", "qwen2", "smollm"}
 
-// eogTexts are the tokens that end a generation wherever a vocabulary has
-// them, besides its EOS, EOT and EOM ids (llama.cpp's list, which includes
-// "</s>": Qwen vocabularies have it as a normal token, and llama.cpp makes
-// it a control token there too).
-var eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-	"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-	"<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>"}
-
 // GGUF is a tokenizer built from GGUF metadata by FromVocab. It is
 // immutable and safe for concurrent use.
 type GGUF struct {
 	v       Vocab
 	ids     map[string]int32
 	decoded []string // what each token stands for (Piece)
+	types   []int32  // token types, with llama.cpp's overrides (special.go)
 	eog     map[int32]bool
 	special []int32 // tokens matched in text before tokenizing, longest first
 	maxTok  int
@@ -128,25 +122,7 @@ func FromVocab(v Vocab) (*GGUF, error) {
 			g.ids[tok] = int32(i)
 		}
 	}
-	// llama.cpp's loader makes every end-of-generation token a control
-	// token whatever type the file gives it ("control-looking token ...
-	// its type will be overridden"), so that special-token parsing matches
-	// it in text: do the same, on a copy of the types.
-	copied := false
-	for _, t := range eogTexts {
-		id, ok := g.ids[t]
-		if !ok || g.tokenType(id) == TypeControl {
-			continue
-		}
-		if !copied {
-			types := make([]int32, n)
-			for j := range types {
-				types[j] = g.tokenType(int32(j))
-			}
-			g.v.Types, copied = types, true
-		}
-		g.v.Types[id] = TypeControl
-	}
+	g.classify()
 	var err error
 	switch v.Model {
 	case "gpt2":
@@ -161,16 +137,6 @@ func FromVocab(v Vocab) (*GGUF, error) {
 	}
 	if err != nil {
 		return nil, err
-	}
-	for _, id := range []int32{v.EOS, v.EOT, v.EOM} {
-		if id != NoToken {
-			g.eog[id] = true
-		}
-	}
-	for _, t := range eogTexts {
-		if id, ok := g.ids[t]; ok {
-			g.eog[id] = true
-		}
 	}
 	for i := range n {
 		switch g.tokenType(int32(i)) {
@@ -188,12 +154,7 @@ func FromVocab(v Vocab) (*GGUF, error) {
 	return g, nil
 }
 
-func (g *GGUF) tokenType(id int32) int32 {
-	if g.v.Types == nil {
-		return TypeNormal
-	}
-	return g.v.Types[id]
-}
+func (g *GGUF) tokenType(id int32) int32 { return g.types[id] }
 
 // Vocab returns the number of tokens.
 func (g *GGUF) Vocab() int { return len(g.v.Tokens) }
@@ -212,13 +173,21 @@ func (g *GGUF) ID(text string) (int, bool) {
 	return int(id), ok
 }
 
+// Control reports whether tok is a control token (by its type, or by its
+// text as llama.cpp recognises control tokens: special.go). Control tokens
+// decode to nothing, and only parse-special matches them in text.
+func (g *GGUF) Control(tok int) bool {
+	return tok >= 0 && tok < len(g.types) && g.types[tok] == TypeControl
+}
+
 // BOS and EOS return the vocabulary's BOS and EOS tokens, -1 when absent.
 func (g *GGUF) BOS() int { return int(g.v.BOS) }
 func (g *GGUF) EOS() int { return int(g.v.EOS) }
 
 // EndOfGeneration reports whether tok ends a generation: the EOS, EOT and
 // EOM tokens, and any of <|eot_id|>, <|im_end|>, <|end_of_text|>,
-// <|endoftext|>, <|eom_id|>, <|end|>, <end_of_turn> the vocabulary has.
+// <|endoftext|>, <|eom_id|>, <|end|>, <end_of_turn>, ... the vocabulary
+// has (llama.cpp's list, special.go).
 func (g *GGUF) EndOfGeneration(tok int) bool { return g.eog[int32(tok)] }
 
 // MaxTokenBytes returns the most bytes of text one token stands for: the
@@ -253,6 +222,12 @@ func (g *GGUF) Tokenize(ctx context.Context, text string, addSpecial, parseSpeci
 	out, err = g.encodeText(ctx, out, text, parseSpecial)
 	if err != nil {
 		return nil, err
+	}
+	// A text that starts with BOS spelled out (a chat template's
+	// bos_token) gets no second one, as llama.cpp's server strips the
+	// template's when the vocabulary adds its own.
+	if len(out) > 1 && addSpecial && g.v.AddBOS && out[1] == out[0] {
+		out = out[1:]
 	}
 	if addSpecial && g.v.AddEOS {
 		out = append(out, int(g.v.EOS))

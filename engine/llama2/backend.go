@@ -37,13 +37,13 @@ const (
 // queues a request and relays its results, so any number of Execute calls
 // may run concurrently.
 type Backend struct {
-	model    *transformer.Model
-	tok      tokenizer.Codec
+	model *transformer.Model
+	tok   tokenizer.Codec
 	// chat is true for GGUF models: prompts are rendered chat templates,
 	// whose special-token text becomes special tokens, with BOS added
 	// only when the text does not start with it.
-	chat bool
-	bos  int // with chat: the BOS to add, or -1
+	chat     bool
+	bos      int // with chat: the BOS to add, or -1
 	pool     *kernels.Pool
 	kern     kernels.Kernels
 	maxSeq   int

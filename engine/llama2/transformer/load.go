@@ -8,6 +8,7 @@ import (
 	"os"
 	"unsafe"
 
+	"github.com/streamgate/streamgate/engine/internal/mmap"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
 )
 
@@ -103,7 +104,7 @@ func Load(path string) (m *Model, err error) {
 	var data []byte
 	release := func() error { return nil }
 	if st.Size() >= mmapThreshold {
-		data, release, err = mapFile(f, st.Size())
+		data, release, err = mmap.Map(f, st.Size())
 	} else {
 		data, err = os.ReadFile(path)
 	}

@@ -17,8 +17,9 @@ import (
 // order of float additions, and now and then an activation that rounds to
 // the other integer, which moves later values by a weight times a
 // quantization step. Measured on this project's machine (x86 with
-// AVX-512): F32 and F16 within 3e-6, BF16 4e-3, the quantized types
-// 5e-4 to 0.03. The margins leave room for llama.cpp's other CPU variants.
+// AVX-512): F32 within 2e-6, F16 5e-4, BF16 5e-3, the quantized types
+// 1e-6 to 0.03 (engine/gguf/README.md has each). The margins leave room
+// for llama.cpp's other CPU variants.
 var logitTolerance = map[gguf.Type]float64{
 	gguf.F32: 1e-4, gguf.F16: 2e-2, gguf.BF16: 2e-2, gguf.Q8_0: 0.1, gguf.Q4_0: 0.1, gguf.Q4_K: 0.1, gguf.Q6_K: 0.1,
 }

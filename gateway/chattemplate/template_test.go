@@ -1,6 +1,7 @@
 package chattemplate_test
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -15,13 +16,13 @@ type msg = chattemplate.Message
 // conversations are rendered by every template, with and without the
 // generation prompt.
 var conversations = [][]msg{
-	{{"user", "Hello!"}},
-	{{"system", "You are a pirate."}, {"user", "Hi"}, {"assistant", "Arr!"}, {"user", "Where is the treasure?"}},
-	{{"user", "  spaced content  \n"}, {"assistant", "  reply with spaces  "}, {"user", "\n\nnewlines first"}},
-	{{"system", "Be brief."}, {"user", "q1"}, {"assistant", "<think>\nhmm, let me see\n</think>\n\nanswer one"}, {"user", "q2"}},
-	{{"user", "Grüße 🤖 你好 <b>bold</b> \"quotes\" 'single' {{ not a tag }}"}, {"assistant", "Ça va? Ω≈ç√"}},
-	{{"system", "sys"}, {"user", "first"}, {"assistant", "second"}},
-	{{"user", "Write code:\n```go\nfunc main() {}\n```"}, {"assistant", "<think>\nplan\n</think>\n\nDone."}},
+	{{Role: "user", Content: "Hello!"}},
+	{{Role: "system", Content: "You are a pirate."}, {Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Arr!"}, {Role: "user", Content: "Where is the treasure?"}},
+	{{Role: "user", Content: "  spaced content  \n"}, {Role: "assistant", Content: "  reply with spaces  "}, {Role: "user", Content: "\n\nnewlines first"}},
+	{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "q1"}, {Role: "assistant", Content: "<think>\nhmm, let me see\n</think>\n\nanswer one"}, {Role: "user", Content: "q2"}},
+	{{Role: "user", Content: "Grüße 🤖 你好 <b>bold</b> \"quotes\" 'single' {{ not a tag }}"}, {Role: "assistant", Content: "Ça va? Ω≈ç√"}},
+	{{Role: "system", Content: "sys"}, {Role: "user", Content: "first"}, {Role: "assistant", Content: "second"}},
+	{{Role: "user", Content: "Write code:\n```go\nfunc main() {}\n```"}, {Role: "assistant", Content: "<think>\nplan\n</think>\n\nDone."}},
 }
 
 type templateCase struct {
@@ -126,7 +127,7 @@ func TestStrftimeNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := tmpl.Render(chattemplate.Input{Messages: []msg{{"user", "hi"}}, Now: time.Date(2025, 3, 9, 0, 0, 0, 0, time.UTC)})
+	got, err := tmpl.Render(chattemplate.Input{Messages: []msg{{Role: "user", Content: "hi"}}, Now: time.Date(2025, 3, 9, 0, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestErrors(t *testing.T) {
 	} {
 		tmpl, err := chattemplate.Parse(tc.src)
 		if err == nil {
-			_, err = tmpl.Render(chattemplate.Input{Messages: []msg{{"user", "hi"}}})
+			_, err = tmpl.Render(chattemplate.Input{Messages: []msg{{Role: "user", Content: "hi"}}})
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one with %q", tc.src, err, tc.want)
@@ -169,7 +170,7 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = tmpl.Render(chattemplate.Input{Messages: []msg{{"user", "hi"}}})
+	_, err = tmpl.Render(chattemplate.Input{Messages: []msg{{Role: "user", Content: "hi"}}})
 	if !chattemplate.IsRaised(err) || err.Error() != "first message must be system" {
 		t.Errorf("raise_exception gave %v", err)
 	}
@@ -216,7 +217,7 @@ func TestSubset(t *testing.T) {
 			t.Errorf("%s: %v", src, err)
 			continue
 		}
-		got, err := tmpl.Render(chattemplate.Input{Messages: []msg{{"system", "sys"}, {"user", "hello"}}, AddGenerationPrompt: true})
+		got, err := tmpl.Render(chattemplate.Input{Messages: []msg{{Role: "system", Content: "sys"}, {Role: "user", Content: "hello"}}, AddGenerationPrompt: true})
 		if err != nil {
 			t.Errorf("%s: %v", src, err)
 			continue
@@ -239,11 +240,102 @@ func BenchmarkRender(b *testing.B) {
 	}
 	in := chattemplate.Input{EOSToken: "<|im_end|>", AddGenerationPrompt: true}
 	for i := range 10 {
-		in.Messages = append(in.Messages, msg{"user", strings.Repeat("question ", i+1)}, msg{"assistant", strings.Repeat("answer ", i+1)})
+		in.Messages = append(in.Messages, msg{Role: "user", Content: strings.Repeat("question ", i+1)}, msg{Role: "assistant", Content: strings.Repeat("answer ", i+1)})
 	}
 	for b.Loop() {
 		if _, err := tmpl.Render(in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// toolsJSON is an OpenAI tools list, as requests send it.
+const toolsJSON = `[{"type":"function","function":{"name":"get_weather","description":"The weather in a city.","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1}},"required":["city"]}}},
+{"type":"function","function":{"name":"now","description":"The time.","parameters":{"type":"object","properties":{}}}}]`
+
+// TestToolsMatchHuggingFace renders conversations with tools, assistant
+// tool calls and tool results with the templates that know tools, and
+// compares each prompt with @huggingface/jinja's given the same context
+// Hugging Face's apply_chat_template builds.
+func TestToolsMatchHuggingFace(t *testing.T) {
+	tools, err := chattemplate.FromJSON([]byte(toolsJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolsCtx := json.RawMessage(toolsJSON) // keeps the keys' order, as Python's dicts do
+	args, err := chattemplate.FromJSON([]byte(`{"city":"Paris","days":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := chattemplate.ToolCall{ID: "call_1", Name: "get_weather", Arguments: args}
+	convs := [][]chattemplate.Message{
+		{{Role: "user", Content: "Weather in Paris?"}},
+		{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Weather in Paris?"}},
+		{{Role: "user", Content: "Weather in Paris?"}, {Role: "assistant", NoContent: true, ToolCalls: []chattemplate.ToolCall{call}},
+			{Role: "tool", Content: `{"temp": 18}`, ToolCallID: "call_1"}},
+		{{Role: "user", Content: "Weather in Paris?"}, {Role: "assistant", NoContent: true, ToolCalls: []chattemplate.ToolCall{call}},
+			{Role: "tool", Content: "18C", ToolCallID: "call_1"}, {Role: "assistant", Content: "It is 18C."}, {Role: "user", Content: "Thanks"}},
+	}
+	now := time.Date(2024, 7, 26, 12, 0, 0, 0, time.UTC)
+	for _, tc := range templates(t) {
+		if !strings.Contains(tc.src, "tool") || tc.name == "smollm2.jinja" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl, err := chattemplate.Parse(tc.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var contexts []map[string]any
+			var inputs []chattemplate.Input
+			for _, conv := range convs {
+				vars := map[string]any{"date_string": "26 Jul 2024"}
+				for k, v := range tc.vars {
+					vars[k] = v
+				}
+				inputs = append(inputs, chattemplate.Input{Messages: conv, BOSToken: tc.bos, EOSToken: tc.eos, AddGenerationPrompt: true,
+					Tools: tools.([]any), Vars: vars, Now: now})
+				var ms []map[string]any
+				for _, m := range conv {
+					cm := map[string]any{"role": m.Role, "content": m.Content}
+					if m.NoContent {
+						cm["content"] = nil
+					}
+					if m.ToolCallID != "" {
+						cm["tool_call_id"] = m.ToolCallID
+					}
+					if len(m.ToolCalls) > 0 {
+						cm["tool_calls"] = []any{map[string]any{"id": "call_1", "type": "function",
+							"function": map[string]any{"name": "get_weather", "arguments": map[string]any{"city": "Paris", "days": 2}}}}
+					}
+					ms = append(ms, cm)
+				}
+				ctx := map[string]any{"messages": ms, "bos_token": tc.bos, "eos_token": tc.eos, "add_generation_prompt": true, "tools": toolsCtx}
+				for k, v := range vars {
+					ctx[k] = v
+				}
+				contexts = append(contexts, ctx)
+			}
+			want := hfref.Render(t, tc.src, contexts)
+			for i, in := range inputs {
+				got, err := tmpl.Render(in)
+				if want[i].Error != "" {
+					if err == nil {
+						t.Errorf("conversation %d: rendered %q, want the error %q", i, got, want[i].Error)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("conversation %d: %v", i, err)
+					continue
+				}
+				if got != want[i].Prompt {
+					t.Errorf("conversation %d:\n got %q\nwant %q", i, got, want[i].Prompt)
+				}
+				if !strings.Contains(got, "get_weather") {
+					t.Errorf("conversation %d: the prompt %q does not name the tool", i, got)
+				}
+			}
+		})
 	}
 }

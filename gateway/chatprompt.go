@@ -10,6 +10,7 @@ import (
 
 	"github.com/streamgate/streamgate/gateway/chattemplate"
 	"github.com/streamgate/streamgate/gateway/openai"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
 // Model config parameters that carry a model's chat template, as Triton's
@@ -20,6 +21,9 @@ const (
 	paramChatTemplate = "chat_template"
 	paramBOSToken     = "bos_token"
 	paramEOSToken     = "eos_token"
+	// paramToolParser names the format the model writes tool calls in
+	// (hermes or llama3), where its chat template does not tell.
+	paramToolParser = "tool_parser"
 )
 
 // jinjaTemplates caches parsed model chat templates by model name; an
@@ -53,23 +57,48 @@ func (c *jinjaTemplates) get(model, src string) (*chattemplate.Template, error) 
 // template in Options.ChatTemplates if it has one there, else with the
 // chat template its config carries (chat_template), else with
 // Options.ChatTemplate. param names the request field at fault when the
-// template refuses the conversation.
-func (s *Server) chatPrompt(ctx context.Context, model string, msgs []openai.ChatMessage, param string) (string, error) {
+// template refuses the conversation. tools go to a Jinja template's tools
+// variable; a Go template does not render them. format is the format the
+// model writes tool calls in: its config's tool_parser, else the one its
+// Jinja template asks for, else Hermes'.
+func (s *Server) chatPrompt(ctx context.Context, model string, msgs []openai.ChatMessage, tools []openai.Tool, param string) (prompt string, format openai.ToolFormat, err error) {
+	format = openai.ToolFormatHermes
 	if t, ok := s.templates[model]; ok {
-		return renderGo(t, msgs, param)
+		prompt, err = renderGo(t, msgs, param)
+		return prompt, format, err
 	}
 	cfg, err := s.modelConfig(ctx, model, "")
 	if err != nil {
 		if status.Code(err) == codes.Unimplemented {
-			return renderGo(s.template, msgs, param) // an upstream without model configs
+			prompt, err = renderGo(s.template, msgs, param) // an upstream without model configs
+			return prompt, format, err
 		}
-		return "", err
+		return "", format, err
 	}
 	params := cfg.GetParameters()
 	src := params[paramChatTemplate].GetStringValue()
-	if src == "" {
-		return renderGo(s.template, msgs, param)
+	if src != "" {
+		format = openai.TemplateToolFormat(src)
 	}
+	if v := params[paramToolParser].GetStringValue(); v != "" {
+		f, ok := openai.ParseToolFormat(v)
+		if !ok {
+			return "", format, &httpError{Status: http.StatusInternalServerError, Code: "chat_template_error",
+				Msg: "The tool_parser '" + v + "' of model '" + model + "' is not one of hermes, llama3."}
+		}
+		format = f
+	}
+	if src == "" {
+		prompt, err = renderGo(s.template, msgs, param)
+		return prompt, format, err
+	}
+	prompt, err = s.renderJinja(model, src, params, msgs, tools, param)
+	return prompt, format, err
+}
+
+// renderJinja renders a conversation with the Jinja chat template src of
+// model.
+func (s *Server) renderJinja(model, src string, params map[string]*pb.ModelParameter, msgs []openai.ChatMessage, tools []openai.Tool, param string) (string, error) {
 	tmpl, err := s.jinja.get(model, src)
 	if err != nil {
 		return "", &httpError{Status: http.StatusInternalServerError, Code: "chat_template_error",
@@ -82,8 +111,25 @@ func (s *Server) chatPrompt(ctx context.Context, model string, msgs []openai.Cha
 		AddGenerationPrompt: true,
 		Now:                 s.opts.Now(),
 	}
+	for _, t := range tools {
+		v, err := chattemplate.FromJSON(t.Raw)
+		if err != nil {
+			return "", &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "tools", Msg: "Invalid tool '" + t.Name + "': " + err.Error()}
+		}
+		in.Tools = append(in.Tools, v)
+	}
 	for i, m := range msgs {
-		in.Messages[i] = chattemplate.Message{Role: m.Role, Content: m.Content}
+		tm := chattemplate.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID,
+			NoContent: m.Role == "assistant" && m.Content == "" && len(m.ToolCalls) > 0}
+		for _, c := range m.ToolCalls {
+			args, err := chattemplate.FromJSON([]byte(c.Arguments))
+			if err != nil {
+				return "", &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: param,
+					Msg: "Invalid arguments of tool call '" + c.ID + "': " + err.Error()}
+			}
+			tm.ToolCalls = append(tm.ToolCalls, chattemplate.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+		}
+		in.Messages[i] = tm
 	}
 	prompt, err := tmpl.Render(in)
 	switch {

@@ -119,7 +119,7 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 	if err != nil {
 		return nil, nil, err
 	}
-	prompt, err := s.chatPrompt(ctx, rr.Model, rr.Messages(history), "input")
+	prompt, _, err := s.chatPrompt(ctx, rr.Model, rr.Messages(history), nil, "input")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -46,7 +46,16 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 	if err != nil {
 		return nil, err
 	}
-	prompt, err := s.chatPrompt(ctx, cr.Model, cr.Messages, "messages")
+	if cr.ToolChoice == openai.ToolChoiceRequired || cr.ToolChoice == "function" {
+		return nil, &httpError{Status: http.StatusBadRequest, Code: "unsupported_value", Param: "tool_choice",
+			Msg: "Unsupported value: 'tool_choice' " + cr.ToolChoice + " needs constrained decoding, which model '" + cr.Model +
+				"' does not offer on this server; use 'auto' or 'none'."}
+	}
+	tools := cr.Tools
+	if cr.ToolChoice == openai.ToolChoiceNone {
+		tools = nil
+	}
+	prompt, format, err := s.chatPrompt(ctx, cr.Model, cr.Messages, tools, "messages")
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +64,14 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 		return nil, err
 	}
 	ch := &openai.Chunker{ID: s.ids.next("chatcmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
-	return &job{req: req, tr: newTextEvents(ad, ch, f, ""), op: opChat,
+	tr := newTextEvents(ad, ch, f, "")
+	if len(tools) > 0 {
+		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(ch.ID, "chatcmpl-") + "_", Single: !cr.ParallelToolCalls}
+		for _, t := range tools {
+			tr.tools.Tools = append(tr.tools.Tools, t.Name)
+		}
+	}
+	return &job{req: req, tr: tr, op: opChat,
 		tokens: estimateTokens(prompt, cr.Params.MaxTokens), prompt: promptTokens(prompt)}, nil
 }
 
@@ -174,6 +190,9 @@ type textEvents struct {
 	stream bool   // chunks, not one completion object
 	done   bool   // end the chunks with [DONE] (event streams)
 	echo   string // completions with echo: the prompt, sent first
+	// tools, set where the request has tools, parses the output's calls.
+	tools *openai.ToolParser
+	calls []openai.ToolCall // the calls found (bodies: all of them)
 
 	text    strings.Builder
 	event   []byte    // the last chunk, reused
@@ -266,6 +285,10 @@ func (t *textEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 		t.text.Write(delta)
 		return nil, nil
 	}
+	if t.tools != nil {
+		content, calls := t.tools.Feed(delta)
+		return t.toolChunks(content, calls), nil
+	}
 	t.event = t.ch.AppendDelta(t.event[:0], delta)
 	t.nextOut[0] = t.event
 	return t.nextOut[:], nil
@@ -284,10 +307,28 @@ func (t *textEvents) end() ([][]byte, error) {
 	}
 	if !t.stream {
 		t.text.WriteString(tail)
-		return [][]byte{t.ch.Completion(t.text.String(), reason, t.usage())}, nil
+		text := t.text.String()
+		if t.tools != nil {
+			content, calls := t.tools.Feed([]byte(text))
+			rest, more := t.tools.Finish()
+			text, t.calls = string(append(content, rest...)), append(calls, more...)
+			if len(t.calls) > 0 && reason == "stop" {
+				reason = "tool_calls"
+			}
+			return [][]byte{t.ch.ChatCompletion(text, t.calls, reason, t.usage())}, nil
+		}
+		return [][]byte{t.ch.Completion(text, reason, t.usage())}, nil
 	}
 	var out [][]byte
-	if tail != "" {
+	if t.tools != nil {
+		content, calls := t.tools.Feed([]byte(tail))
+		out = append(out, t.toolChunks(content, calls)...)
+		content, calls = t.tools.Finish()
+		out = append(out, t.toolChunks(content, calls)...)
+		if len(t.calls) > 0 && reason == "stop" {
+			reason = "tool_calls"
+		}
+	} else if tail != "" {
 		out = append(out, t.ch.Delta(tail))
 	}
 	out = append(out, t.ch.Finish(reason))
@@ -298,4 +339,18 @@ func (t *textEvents) end() ([][]byte, error) {
 		out = append(out, []byte(openai.Done))
 	}
 	return out, nil
+}
+
+// toolChunks are the chunks of content and calls that a tool parser let
+// through.
+func (t *textEvents) toolChunks(content []byte, calls []openai.ToolCall) [][]byte {
+	var out [][]byte
+	if len(content) > 0 {
+		out = append(out, t.ch.AppendDelta(nil, content))
+	}
+	if len(calls) > 0 {
+		out = append(out, t.ch.ToolCallDeltas(calls, len(t.calls))...)
+		t.calls = append(t.calls, calls...)
+	}
+	return out
 }

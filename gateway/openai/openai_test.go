@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -49,8 +50,21 @@ func TestParseSamplingExtras(t *testing.T) {
 var chatErrors = []struct{ body, param, code, msg string }{
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`, "n", "unsupported_parameter", "Unsupported parameter: 'n' must be 1"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"1":5}}`, "logit_bias", "unsupported_parameter", "logit_bias"},
-	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, "tools", "unsupported_parameter", "tools"},
-	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"}`, "tool_choice", "unsupported_parameter", "tool_choice"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, "tools[0].function", "missing_required_parameter", "tools[0].function"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"web_search"}]}`, "tools[0].type", "unsupported_parameter", "only function tools"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":{}}`, "tools", "invalid_type", "expected an array"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"a b"}}]}`, "tools[0].function.name", "invalid_value", "does not match"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":[]}}]}`, "tools[0].function.parameters", "invalid_type", "JSON schema"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}]}`, "tools[1].function.name", "invalid_value", "declared twice"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"}`, "tool_choice", "invalid_value", "only allowed when 'tools'"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"any"}`, "tool_choice", "invalid_value", "'any' is not one of"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`, "tool_choice", "invalid_value", "'g' is not among the tools"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"parallel_tool_calls":"yes"}`, "parallel_tool_calls", "invalid_type", "a boolean"},
+	{`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{"}}]}]}`, "messages[0].tool_calls[0].function.arguments", "invalid_value", "JSON text"},
+	{`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].id", "missing_required_parameter", "id"},
+	{`{"model":"m","messages":[{"role":"user","content":"x","tool_calls":[]}]}`, "messages[0].tool_calls", "unknown_parameter", "only assistant messages"},
+	{`{"model":"m","messages":[{"role":"tool","content":"x"}]}`, "messages[0].tool_call_id", "missing_required_parameter", "tool_call_id"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{}}}}`, "response_format", "unsupported_parameter", "response_format"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}`, "logprobs", "unsupported_parameter", "logprobs"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"bogus":1}`, "bogus", "unknown_parameter", "Unrecognized request argument supplied: bogus"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":"5"}`, "max_tokens", "invalid_type", "Invalid type for 'max_tokens': expected an integer, but got a string instead."},
@@ -66,7 +80,7 @@ var chatErrors = []struct{ body, param, code, msg string }{
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"presence_penalty":3}`, "presence_penalty", "invalid_value", "presence_penalty"},
 	{`{"model":"m"}`, "messages", "missing_required_parameter", "Missing required parameter: 'messages'."},
 	{`{"messages":[{"role":"user","content":"x"}]}`, "model", "missing_required_parameter", "Missing required parameter: 'model'."},
-	{`{"model":"m","messages":[{"role":"tool","content":"x"}]}`, "messages[0].role", "unsupported_parameter", "tool"},
+	{`{"model":"m","messages":[{"role":"function","content":"x"}]}`, "messages[0].role", "unsupported_parameter", "function"},
 	{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "messages[0].content[0].type", "unsupported_parameter", "image_url"},
 	{`{"model":"m","messages":[{"role":"user"}]}`, "messages[0].content", "missing_required_parameter", "messages[0].content"},
 	{"{\"model\":\"m\",\n\"messages\":[}", "", "invalid_json", "at line 2, column 13"},
@@ -283,15 +297,15 @@ func TestParseResponses(t *testing.T) {
 	}
 	if r.Model != "echo" || !r.Stream || !r.Store || r.Background || *r.Instructions != "be brief" || *r.Params.MaxTokens != 7 ||
 		*r.Params.Temperature != 0.5 || *r.Params.TopP != 0.9 || *r.Params.TopK != 4 || r.Metadata["k"] != "v" ||
-		r.PreviousResponseID != "resp-1" || *r.User != "u" || len(r.Input) != 3 || r.Input[1] != (ChatMessage{Role: "assistant", Content: "hello"}) {
+		r.PreviousResponseID != "resp-1" || *r.User != "u" || len(r.Input) != 3 || !reflect.DeepEqual(r.Input[1], ChatMessage{Role: "assistant", Content: "hello"}) {
 		t.Fatalf("got %+v", r)
 	}
 	msgs := r.Messages([]ChatMessage{{Role: "user", Content: "before"}})
-	if len(msgs) != 5 || msgs[0] != (ChatMessage{Role: "system", Content: "be brief"}) || msgs[1].Content != "before" {
+	if len(msgs) != 5 || !reflect.DeepEqual(msgs[0], ChatMessage{Role: "system", Content: "be brief"}) || msgs[1].Content != "before" {
 		t.Fatalf("messages %+v", msgs)
 	}
 	r, err = ParseResponses([]byte(`{"model":"m","input":"x","store":false}`))
-	if err != nil || r.Store || r.Input[0] != (ChatMessage{Role: "user", Content: "x"}) || r.Params.MaxTokens != nil {
+	if err != nil || r.Store || !reflect.DeepEqual(r.Input[0], ChatMessage{Role: "user", Content: "x"}) || r.Params.MaxTokens != nil {
 		t.Fatalf("got %+v, %v", r, err)
 	}
 }

@@ -42,6 +42,10 @@ type ChatMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
 	Name    string `json:"name,omitempty"`
+	// ToolCalls are an assistant message's function calls, ToolCallID
+	// the call a tool message answers.
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
 // ChatRequest is a validated chat completions request.
@@ -51,6 +55,12 @@ type ChatRequest struct {
 	Stream       bool
 	IncludeUsage bool
 	Params       textmodel.Params
+	// Tools are the function tools; ToolChoice is "auto" (the default),
+	// "none", "required" or "function" (ToolChoiceName's).
+	Tools             []Tool
+	ToolChoice        string
+	ToolChoiceName    string
+	ParallelToolCalls bool
 }
 
 // CompletionRequest is a validated completions request.
@@ -444,8 +454,6 @@ var chatFields = accepted("messages", "max_completion_tokens", "tools", "tool_ch
 	"parallel_tool_calls", "response_format", "modalities", "audio", "prediction", "reasoning_effort", "web_search_options")
 
 var chatRefused = map[string]string{
-	"tools":              "is not supported by this server (no tool calling).",
-	"tool_choice":        "is not supported by this server (no tool calling).",
 	"functions":          "is not supported by this server (no function calling).",
 	"function_call":      "is not supported by this server (no function calling).",
 	"logprobs":           "is not supported by this server.",
@@ -484,6 +492,9 @@ func ParseChat(body []byte) (*ChatRequest, error) {
 			return nil, unsupported("response_format", "is only supported with type 'text'.")
 		}
 	}
+	if err = f.tools(r); err != nil {
+		return nil, err
+	}
 	if r.Messages, err = f.messages(); err != nil {
 		return nil, err
 	}
@@ -515,16 +526,31 @@ func (f *fields) messages() ([]ChatMessage, error) {
 			return nil, &RequestError{Message: strings.Replace(err.Error(), "'role'", "'"+param+".role'", 1), Param: param + ".role", Code: err.(*RequestError).Code}
 		}
 		switch role {
-		case "system", "developer", "user", "assistant":
-		case "tool", "function":
-			return nil, unsupported(param+".role", "'"+role+"' is not supported by this server (no tool calling).")
+		case "system", "developer", "user", "assistant", "tool":
+		case "function":
+			return nil, unsupported(param+".role", "'function' is not supported by this server (use 'tool').")
 		default:
-			return nil, valueError(param+".role", fmt.Sprintf("'%s' is not one of 'system', 'developer', 'user', 'assistant'.", role))
+			return nil, valueError(param+".role", fmt.Sprintf("'%s' is not one of 'system', 'developer', 'user', 'assistant', 'tool'.", role))
 		}
+		msg := ChatMessage{Role: role}
 		for k := range obj {
 			switch k {
 			case "role", "content", "name", "refusal":
-			case "tool_calls", "function_call", "audio":
+			case "tool_calls":
+				if role != "assistant" {
+					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s (only assistant messages carry tool calls)", param, k), Param: param + "." + k, Code: "unknown_parameter"}
+				}
+				if msg.ToolCalls, err = toolCalls(param+".tool_calls", obj[k]); err != nil {
+					return nil, err
+				}
+			case "tool_call_id":
+				if role != "tool" {
+					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s (only tool messages answer a tool call)", param, k), Param: param + "." + k, Code: "unknown_parameter"}
+				}
+				if msg.ToolCallID, err = mf.str("tool_call_id", false); err != nil {
+					return nil, typeError(param+".tool_call_id", "a string", obj[k])
+				}
+			case "function_call", "audio":
 				if !isNull(obj[k]) && string(bytes.TrimSpace(obj[k])) != "[]" {
 					return nil, unsupported(param+"."+k, "is not supported by this server.")
 				}
@@ -532,15 +558,16 @@ func (f *fields) messages() ([]ChatMessage, error) {
 				return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s", param, k), Param: param + "." + k, Code: "unknown_parameter"}
 			}
 		}
-		content, err := messageContent(param+".content", obj["content"], role)
-		if err != nil {
+		if role == "tool" && msg.ToolCallID == "" {
+			return nil, &RequestError{Message: fmt.Sprintf("Missing required parameter: '%s.tool_call_id'.", param), Param: param + ".tool_call_id", Code: "missing_required_parameter"}
+		}
+		if msg.Content, err = messageContent(param+".content", obj["content"], role); err != nil {
 			return nil, err
 		}
-		name, err := mf.str("name", false)
-		if err != nil {
+		if msg.Name, err = mf.str("name", false); err != nil {
 			return nil, typeError(param+".name", "a string", obj["name"])
 		}
-		out = append(out, ChatMessage{Role: role, Content: content, Name: name})
+		out = append(out, msg)
 	}
 	return out, nil
 }

@@ -158,9 +158,57 @@ func (c *Chunker) UsageChunk(u Usage) []byte {
 const Done = "[DONE]"
 
 type message struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"`
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"`
+	Refusal   *string        `json:"refusal"`
+	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
+}
+
+type functionJSON struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+type toolCallJSON struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function functionJSON `json:"function"`
+}
+
+// ToolCallDeltas are the chunks that stream calls, numbered from index:
+// for each, one with its index, id, type and name (empty arguments), then
+// one with its arguments, as OpenAI streams them.
+func (c *Chunker) ToolCallDeltas(calls []ToolCall, index int) [][]byte {
+	var out [][]byte
+	for i, call := range calls {
+		n := index + i
+		head := toolCallJSON{Index: &n, ID: call.ID, Type: "function", Function: functionJSON{Name: call.Name}}
+		args := toolCallJSON{Index: &n, Function: functionJSON{Arguments: call.Arguments}}
+		for _, tc := range []toolCallJSON{head, args} {
+			b := c.appendHead(make([]byte, 0, 256))
+			b = append(b, `"delta":{"tool_calls":[`...)
+			b = append(b, mustJSON(tc)...)
+			b = append(b, `]},"logprobs":null,"finish_reason":null}]`...)
+			out = append(out, c.appendEnd(b))
+		}
+	}
+	return out
+}
+
+// ChatCompletion is the whole response of a non-streaming chat request
+// that may have called tools: content null where it is empty and there
+// are calls.
+func (c *Chunker) ChatCompletion(text string, calls []ToolCall, reason string, u Usage) []byte {
+	m := &message{Role: "assistant", Content: &text}
+	if len(calls) > 0 && text == "" {
+		m.Content = nil
+	}
+	for _, call := range calls {
+		m.ToolCalls = append(m.ToolCalls, toolCallJSON{ID: call.ID, Type: "function", Function: functionJSON{Name: call.Name, Arguments: call.Arguments}})
+	}
+	return mustJSON(completion{ID: c.ID, Object: "chat.completion", Created: c.Created, Model: c.Model,
+		Choices: []choice{{Message: m, FinishReason: reason}}, Usage: u})
 }
 
 type choice struct {
@@ -183,8 +231,7 @@ type completion struct {
 // Completion is the whole response of a non-streaming request.
 func (c *Chunker) Completion(text, reason string, u Usage) []byte {
 	if c.Chat {
-		return mustJSON(completion{ID: c.ID, Object: "chat.completion", Created: c.Created, Model: c.Model,
-			Choices: []choice{{Message: &message{Role: "assistant", Content: text}, FinishReason: reason}}, Usage: u})
+		return c.ChatCompletion(text, nil, reason, u)
 	}
 	return mustJSON(completion{ID: c.ID, Object: "text_completion", Created: c.Created, Model: c.Model,
 		Choices: []choice{{Text: &text, FinishReason: reason}}, Usage: u})

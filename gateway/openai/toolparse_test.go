@@ -1,0 +1,71 @@
+package openai
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestToolParser feeds outputs whole and one byte at a time: both give
+// the same content and calls, and no piece of content holds any part of
+// a call.
+func TestToolParser(t *testing.T) {
+	weather := ToolCall{ID: "call_0", Name: "get_weather", Arguments: `{"city":"Paris"}`}
+	cases := []struct {
+		format  ToolFormat
+		out     string
+		content string
+		calls   []ToolCall
+	}{
+		{ToolFormatHermes, "plain answer, no calls <tool", "plain answer, no calls <tool", nil},
+		{ToolFormatHermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", "", []ToolCall{weather}},
+		{ToolFormatHermes, "Let me look. <tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}</tool_call>\n<tool_call>{\"name\":\"now\",\"arguments\":{}}</tool_call>\n",
+			"Let me look.", []ToolCall{weather, {ID: "call_1", Name: "now", Arguments: `{}`}}},
+		{ToolFormatHermes, "<tool_call>{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}", "", []ToolCall{weather}}, // unclosed, arguments as a string
+		{ToolFormatHermes, "<tool_call>{\"name\":\"rm_rf\",\"arguments\":{}}</tool_call>", "<tool_call>{\"name\":\"rm_rf\",\"arguments\":{}}</tool_call>", nil},
+		{ToolFormatHermes, "<tool_call>{\"name\":\"get_weather\",\"argu", "<tool_call>{\"name\":\"get_weather\",\"argu", nil}, // cut off: given back at the end
+		{ToolFormatLlama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", []ToolCall{weather}},
+		{ToolFormatLlama3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\": \"now\", \"parameters\": {}}", "",
+			[]ToolCall{weather, {ID: "call_1", Name: "now", Arguments: `{}`}}},
+		{ToolFormatLlama3, "  The weather is fine.  ", "  The weather is fine.  ", nil},
+		{ToolFormatLlama3, "{not json", "{not json", nil},
+	}
+	for _, tc := range cases {
+		for _, step := range []int{len(tc.out), 1, 3} {
+			p := &ToolParser{Format: tc.format, Tools: []string{"get_weather", "now"}, IDPrefix: "call_"}
+			var content strings.Builder
+			var calls []ToolCall
+			for i := 0; i < len(tc.out); i += step {
+				c, cs := p.Feed([]byte(tc.out[i:min(i+step, len(tc.out))]))
+				if tc.calls != nil && strings.ContainsAny(string(c), "{}") {
+					t.Errorf("%s %q step %d: content %q leaks a call", tc.format, tc.out, step, c)
+				}
+				content.Write(c)
+				calls = append(calls, cs...)
+			}
+			c, cs := p.Finish()
+			content.Write(c)
+			calls = append(calls, cs...)
+			if content.String() != tc.content || !reflect.DeepEqual(calls, tc.calls) {
+				t.Errorf("%s %q step %d:\n got %q %+v\nwant %q %+v", tc.format, tc.out, step, content.String(), calls, tc.content, tc.calls)
+			}
+		}
+	}
+}
+
+func TestToolParserSingle(t *testing.T) {
+	p := &ToolParser{Format: ToolFormatHermes, Tools: []string{"now"}, IDPrefix: "c", Single: true}
+	_, calls := p.Feed([]byte(`<tool_call>{"name":"now"}</tool_call><tool_call>{"name":"now"}</tool_call>`))
+	if len(calls) != 1 || calls[0].Arguments != "{}" {
+		t.Fatalf("calls %+v, want one", calls)
+	}
+}
+
+func TestTemplateToolFormat(t *testing.T) {
+	if f := TemplateToolFormat("... <tool_call> ..."); f != ToolFormatHermes {
+		t.Errorf("qwen: %s", f)
+	}
+	if f := TemplateToolFormat(`Respond in the format {"name": function name, "parameters": dictionary}`); f != ToolFormatLlama3 {
+		t.Errorf("llama: %s", f)
+	}
+}

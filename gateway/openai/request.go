@@ -536,6 +536,10 @@ func (f *fields) messages() ([]ChatMessage, error) {
 		for k := range obj {
 			switch k {
 			case "role", "content", "name", "refusal":
+			case "parsed": // what the SDK's stream and parse helpers add to a message
+				if role != "assistant" {
+					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s", param, k), Param: param + "." + k, Code: "unknown_parameter"}
+				}
 			case "tool_calls":
 				if role != "assistant" {
 					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s (only assistant messages carry tool calls)", param, k), Param: param + "." + k, Code: "unknown_parameter"}

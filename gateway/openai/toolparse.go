@@ -86,7 +86,7 @@ func (p *ToolParser) Feed(text []byte) (content []byte, calls []ToolCall) {
 				p.buf = append(p.buf[:0], p.buf[len(p.buf)-keep:]...)
 				return p.holdSpace(content), calls
 			}
-			content = append(content, p.buf[:i]...)
+			content = append(content, bytes.TrimRight(p.buf[:i], " \t\r\n")...)
 			p.buf = append(p.buf[:0], p.buf[i+len(hermesOpen):]...)
 			p.inCall = true
 		}

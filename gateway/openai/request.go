@@ -8,8 +8,11 @@
 // Supported: model, messages/prompt, stream, stream_options.include_usage,
 // max_tokens, max_completion_tokens, temperature, top_p, seed, stop (string
 // or list), n=1, user, frequency_penalty, presence_penalty, vLLM's top_k,
-// min_p and repetition_penalty, and the no-op values of other fields. Anything the
-// gateway cannot honour (n>1, logit_bias, tools, logprobs, ...) is refused.
+// min_p and repetition_penalty, function tools (tools, tool_choice auto or
+// none, parallel_tool_calls, tool calls and tool messages in the history;
+// ToolParser reads calls from a model's output), and the no-op values of
+// other fields. Anything the gateway cannot honour (n>1, logit_bias,
+// logprobs, ...) is refused.
 package openai
 
 import (

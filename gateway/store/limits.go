@@ -29,8 +29,9 @@ type Take struct {
 	// one large request may still run when the key's minute is unused.
 	Tokens int
 	// Slot names a concurrency slot to hold until Settle gives it back;
-	// "" takes none. A slot not given back expires after SlotLease (its
-	// replica died).
+	// "" takes none. In Redis the replica that took it renews its lease
+	// (SlotLease) while it holds it, so the slot of a replica that died
+	// frees within SlotLease.
 	Slot string
 }
 
@@ -77,9 +78,11 @@ type Limits interface {
 	Settle(ctx context.Context, id string, l Limit, slot string, tokens int) error
 }
 
-// SlotLease is how long a concurrency slot lives when its request never
-// settles (its replica died).
-const SlotLease = 10 * time.Minute
+// SlotLease is how long a concurrency slot lives in Redis unless the
+// replica holding it renews it: every SlotLease/3 while its request
+// runs. A replica that dies (or loses Redis for longer) frees its
+// slots within SlotLease.
+const SlotLease = 15 * time.Second
 
 // limitPeriod is the window of RPM and TPM.
 const limitPeriod = time.Minute
@@ -117,16 +120,138 @@ func limitKeys(id string) []string {
 	return []string{p + "rpm", p + "tpm", p + "slots"}
 }
 
-type redisLimits struct{ c redis.UniversalClient }
+// redisLimits keeps limits in Redis, and renews the leases of the slots
+// this replica holds.
+type redisLimits struct {
+	c     redis.UniversalClient
+	lease time.Duration
+	// now is the scripts' clock; nil: Redis's own (TIME), so that
+	// replicas' clocks do not matter. Tests set it to drive leases.
+	now func() time.Time
 
-func (s *redisLimits) init(c redis.UniversalClient) { s.c = c }
+	mu      sync.Mutex
+	held    map[string]map[string]struct{} // key id -> slots held here
+	renewer chan struct{}                  // closed to stop the renewer; nil: none started
+	stopped chan struct{}                  // closed when the renewer has returned
+	closed  bool
+}
+
+func (s *redisLimits) init(c redis.UniversalClient) {
+	s.c, s.lease = c, SlotLease
+	s.held = map[string]map[string]struct{}{}
+}
+
+// clock is the scripts' now argument in µs; 0: Redis's TIME.
+func (s *redisLimits) clock() int64 {
+	if s.now == nil {
+		return 0
+	}
+	return s.now().UnixMicro()
+}
+
+// hold records that this replica holds slot of key id, and starts the
+// renewer with the first slot.
+func (s *redisLimits) hold(id, slot string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.held[id] == nil {
+		s.held[id] = map[string]struct{}{}
+	}
+	s.held[id][slot] = struct{}{}
+	if s.renewer == nil {
+		s.renewer, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.renewLoop(s.renewer, s.stopped)
+	}
+}
+
+// release forgets slot of key id.
+func (s *redisLimits) release(id, slot string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.held[id], slot)
+	if len(s.held[id]) == 0 {
+		delete(s.held, id)
+	}
+}
+
+// renewLoop renews the held slots every lease/3 until stop is closed.
+func (s *redisLimits) renewLoop(stop, stopped chan struct{}) {
+	defer close(stopped)
+	t := time.NewTicker(s.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.lease/3)
+			s.renew(ctx) // a failure is retried at the next tick
+			cancel()
+		}
+	}
+}
+
+// renewScript extends the leases of slots still in the set: KEYS slots;
+// ARGV lease (µs), now (µs, 0: TIME), slots. A slot that expired is not
+// brought back: another request may hold its place now.
+var renewScript = redis.NewScript(`
+local lease, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local n = 0
+for i = 3, #ARGV do n = n + redis.call('ZADD', KEYS[1], 'XX', 'CH', now + lease, ARGV[i]) end
+if n > 0 then redis.call('PEXPIRE', KEYS[1], math.ceil(lease / 1000)) end
+return n`)
+
+// renew extends the lease of every slot this replica holds: one round
+// trip per key that holds slots. It returns the first failure.
+func (s *redisLimits) renew(ctx context.Context) error {
+	s.mu.Lock()
+	work := make(map[string][]any, len(s.held))
+	for id, slots := range s.held {
+		args := []any{s.lease.Microseconds(), s.clock()}
+		for slot := range slots {
+			args = append(args, slot)
+		}
+		work[id] = args
+	}
+	s.mu.Unlock()
+	var first error
+	for id, args := range work {
+		if err := renewScript.Run(ctx, s.c, limitKeys(id)[2:], args...).Err(); err != nil && first == nil {
+			first = unavailable(err)
+		}
+	}
+	return first
+}
+
+// close stops the renewer; the slots still held expire within the lease.
+func (s *redisLimits) close() {
+	s.mu.Lock()
+	s.closed = true
+	stop, stopped := s.renewer, s.stopped
+	s.renewer = nil
+	s.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-stopped
+	}
+}
 
 // admitScript is Admit: KEYS rpm, tpm, slots; ARGV rpm, tpm,
-// concurrency, requests, tokens, slot, lease (µs). Times are Redis's own
-// clock (TIME), so replicas' clocks do not matter.
+// concurrency, requests, tokens, slot, lease (µs), now (µs; 0: Redis's
+// own clock, TIME).
 var admitScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(ARGV[8])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local period = 60000000
 local function take(key, limit, cost)
   if limit <= 0 then return true, now, now end
@@ -169,7 +294,7 @@ func (s *redisLimits) Admit(ctx context.Context, id string, l Limit, t Take) (Ve
 	if l.Concurrency <= 0 {
 		slot = ""
 	}
-	out, err := admitScript.Run(ctx, s.c, limitKeys(id), l.RPM, l.TPM, l.Concurrency, t.Requests, res, slot, SlotLease.Microseconds()).Slice()
+	out, err := admitScript.Run(ctx, s.c, limitKeys(id), l.RPM, l.TPM, l.Concurrency, t.Requests, res, slot, s.lease.Microseconds(), s.clock()).Slice()
 	if err != nil {
 		return Verdict{}, unavailable(err)
 	}
@@ -192,17 +317,24 @@ func (s *redisLimits) Admit(ctx context.Context, id string, l Limit, t Take) (Ve
 		v.RetryAfter = time.Duration(n[0]) * time.Microsecond
 	} else {
 		v.Reserved = res
+		if slot != "" {
+			s.hold(id, slot)
+		}
 	}
 	return v, nil
 }
 
-// settleScript is Settle: KEYS tpm, slots; ARGV tpm, tokens, slot.
+// settleScript is Settle: KEYS tpm, slots; ARGV tpm, tokens, slot, now
+// (µs; 0: TIME).
 var settleScript = redis.NewScript(`
 if ARGV[3] ~= '' then redis.call('ZREM', KEYS[2], ARGV[3]) end
 local tpm, delta = tonumber(ARGV[1]), tonumber(ARGV[2])
 if tpm > 0 and delta ~= 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local now = tonumber(ARGV[4])
+  if now == 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
   local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
   if tat < now then tat = now end
   local nxt = tat + math.floor(delta * 60000000 / tpm + 0.5)
@@ -215,8 +347,13 @@ end
 return 1`)
 
 func (s *redisLimits) Settle(ctx context.Context, id string, l Limit, slot string, tokens int) error {
+	if slot != "" {
+		// Not renewed from now on, given back or not: a slot whose
+		// settlement fails expires within the lease.
+		s.release(id, slot)
+	}
 	k := limitKeys(id)
-	if err := settleScript.Run(ctx, s.c, k[1:], l.TPM, tokens, slot).Err(); err != nil {
+	if err := settleScript.Run(ctx, s.c, k[1:], l.TPM, tokens, slot, s.clock()).Err(); err != nil {
 		return unavailable(err)
 	}
 	return nil
@@ -231,7 +368,7 @@ type memLimits struct {
 
 type memLimit struct {
 	rpm, tpm int64            // tat, µs since the epoch
-	slots    map[string]int64 // slot -> expiry
+	slots    map[string]struct{} // held until Settle: their holder is this process
 }
 
 func (s *memLimits) init() {
@@ -245,7 +382,7 @@ func (s *memLimits) Admit(_ context.Context, id string, l Limit, t Take) (Verdic
 	now := s.now().UnixMicro()
 	k := s.keys[id]
 	if k == nil {
-		k = &memLimit{slots: map[string]int64{}}
+		k = &memLimit{slots: map[string]struct{}{}}
 		s.keys[id] = k
 	}
 	res := reserve(l, t)
@@ -260,11 +397,6 @@ func (s *memLimits) Admit(_ context.Context, id string, l Limit, t Take) (Verdic
 	okC := true
 	useSlot := l.Concurrency > 0 && t.Slot != ""
 	if useSlot {
-		for slot, exp := range k.slots {
-			if exp <= now {
-				delete(k.slots, slot)
-			}
-		}
 		okC = len(k.slots) < l.Concurrency
 	}
 	var v Verdict
@@ -281,7 +413,7 @@ func (s *memLimits) Admit(_ context.Context, id string, l Limit, t Take) (Verdic
 	if v.Limited == "" {
 		k.rpm, k.tpm = nextR, nextT
 		if useSlot {
-			k.slots[t.Slot] = now + SlotLease.Microseconds()
+			k.slots[t.Slot] = struct{}{}
 		}
 		v.Reserved = res
 	}

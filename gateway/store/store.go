@@ -158,7 +158,10 @@ func (r *Redis) Ping(ctx context.Context) error {
 }
 
 // Close implements Store.
-func (r *Redis) Close() error { return r.c.Close() }
+func (r *Redis) Close() error {
+	r.redisLimits.close()
+	return r.c.Close()
+}
 
 // Memory is the in-process Store: one replica's state, lost when the
 // process exits.

@@ -367,7 +367,7 @@ type memLimits struct {
 }
 
 type memLimit struct {
-	rpm, tpm int64            // tat, µs since the epoch
+	rpm, tpm int64               // tat, µs since the epoch
 	slots    map[string]struct{} // held until Settle: their holder is this process
 }
 

@@ -12,3 +12,22 @@ func DriveSlots(r *Redis, now func() time.Time) (renew func(context.Context) err
 	r.redisLimits.now = now
 	return r.redisLimits.renew
 }
+
+// WatchKeys sends the events of r's key listener ("subscribed",
+// "changed") to the returned channel, which must be read.
+func WatchKeys(r *Redis) <-chan string {
+	ch := make(chan string, 64)
+	r.redisKeys.notify = func(e string) {
+		select {
+		case ch <- e:
+		default: // a test that stopped reading
+		}
+	}
+	return ch
+}
+
+// KeyCached reports whether r's cache holds the key of hash.
+func KeyCached(r *Redis, hash string) bool {
+	_, ok := r.redisKeys.cached(hash)
+	return ok
+}

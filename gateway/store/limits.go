@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -129,16 +130,76 @@ type redisLimits struct {
 	// replicas' clocks do not matter. Tests set it to drive leases.
 	now func() time.Time
 
+	// failClosed refuses admissions while Redis fails (ErrUnavailable);
+	// otherwise local admits them by this replica's share of each limit.
+	failClosed bool
+	local      memLimits
+	replicas   func() int                                // replicas sharing the limits, at least 1
+	localUsed  func(ctx context.Context, limited string) // counts a local admission; may be nil
+
 	mu      sync.Mutex
+	localIn map[string]struct{}            // key id + "\x00" + slot admitted locally
 	held    map[string]map[string]struct{} // key id -> slots held here
 	renewer chan struct{}                  // closed to stop the renewer; nil: none started
 	stopped chan struct{}                  // closed when the renewer has returned
 	closed  bool
 }
 
-func (s *redisLimits) init(c redis.UniversalClient) {
-	s.c, s.lease = c, SlotLease
+func (s *redisLimits) init(c redis.UniversalClient, replicas func() int) {
+	s.c, s.lease, s.replicas = c, SlotLease, replicas
 	s.held = map[string]map[string]struct{}{}
+	s.localIn = map[string]struct{}{}
+	s.local.init()
+}
+
+// SetLimitsOnFailure chooses what Admit does while Redis fails: closed
+// answers ErrUnavailable (the gateway's 503); open (the default, as
+// Envoy's rate-limit filter) admits by this replica's share of each
+// limit (the limit divided by the replicas last seen, rounded up),
+// counted in streamgate.gateway.limits_local. Call it before use.
+func (r *Redis) SetLimitsOnFailure(open bool) { r.redisLimits.failClosed = !open }
+
+// share is this replica's part of l when n replicas share it.
+func share(l Limit, n int) Limit {
+	part := func(v int) int {
+		if v <= 0 {
+			return v
+		}
+		return (v + n - 1) / n
+	}
+	return Limit{RPM: part(l.RPM), TPM: part(l.TPM), Concurrency: part(l.Concurrency)}
+}
+
+// admitLocally is Admit while Redis fails, with the store open.
+func (s *redisLimits) admitLocally(ctx context.Context, id string, l Limit, t Take) (Verdict, error) {
+	v, err := s.local.Admit(ctx, id, share(l, s.replicas()), t)
+	if err != nil {
+		return v, err
+	}
+	if v.Limited == "" && t.Slot != "" {
+		s.mu.Lock()
+		s.localIn[id+"\x00"+t.Slot] = struct{}{}
+		s.mu.Unlock()
+	}
+	if s.localUsed != nil {
+		s.localUsed(ctx, v.Limited)
+	}
+	return v, nil
+}
+
+// settleLocally settles slot locally when it was admitted locally.
+func (s *redisLimits) settleLocally(ctx context.Context, id string, l Limit, slot string, tokens int) bool {
+	if slot == "" {
+		return false
+	}
+	s.mu.Lock()
+	_, ok := s.localIn[id+"\x00"+slot]
+	delete(s.localIn, id+"\x00"+slot)
+	s.mu.Unlock()
+	if ok {
+		s.local.Settle(ctx, id, share(l, s.replicas()), slot, tokens)
+	}
+	return ok
 }
 
 // clock is the scripts' now argument in µs; 0: Redis's TIME.
@@ -296,6 +357,9 @@ func (s *redisLimits) Admit(ctx context.Context, id string, l Limit, t Take) (Ve
 	}
 	out, err := admitScript.Run(ctx, s.c, limitKeys(id), l.RPM, l.TPM, l.Concurrency, t.Requests, res, slot, s.lease.Microseconds(), s.clock()).Slice()
 	if err != nil {
+		if !s.failClosed && errors.Is(unavailable(err), ErrUnavailable) {
+			return s.admitLocally(ctx, id, l, t)
+		}
 		return Verdict{}, unavailable(err)
 	}
 	if len(out) != 4 {
@@ -347,6 +411,9 @@ end
 return 1`)
 
 func (s *redisLimits) Settle(ctx context.Context, id string, l Limit, slot string, tokens int) error {
+	if s.settleLocally(ctx, id, l, slot, tokens) {
+		return nil
+	}
 	if slot != "" {
 		// Not renewed from now on, given back or not: a slot whose
 		// settlement fails expires within the lease.

@@ -387,16 +387,20 @@ if not h then return 0 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[1], h)
 redis.call('PUBLISH', ARGV[2], h)
-return 1`)
+return h`)
 
+// RevokeKey deletes the key and announces it on keysChanged; this
+// replica's cache forgets it at once, the others' when they hear it.
 func (s *redisKeys) RevokeKey(ctx context.Context, name string) error {
-	n, err := revokeKeyScript.Run(ctx, s.c, []string{keysByHash, keysByName}, name, keysChanged).Int()
+	v, err := revokeKeyScript.Run(ctx, s.c, []string{keysByHash, keysByName}, name, keysChanged).Result()
 	if err != nil {
 		return unavailable(err)
 	}
-	if n == 0 {
+	hash, ok := v.(string)
+	if !ok {
 		return fmt.Errorf("key %q: %w", name, ErrNotFound)
 	}
+	s.invalidate(hash)
 	return nil
 }
 

@@ -119,9 +119,9 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 	if err != nil {
 		return nil, nil, err
 	}
-	prompt, err := s.templateFor(rr.Model).Render(rr.Messages(history))
+	prompt, err := s.chatPrompt(ctx, rr.Model, rr.Messages(history), "input")
 	if err != nil {
-		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "input", Msg: err.Error()}
+		return nil, nil, err
 	}
 	req, err := ad.Request(rr.Model, "", prompt, rr.Params)
 	if err != nil {

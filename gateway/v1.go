@@ -29,13 +29,6 @@ func (s *Server) textModel(ctx context.Context, model string) (textmodel.Adapter
 	return textmodel.Select(md)
 }
 
-func (s *Server) templateFor(model string) *openai.Template {
-	if t, ok := s.templates[model]; ok {
-		return t
-	}
-	return s.template
-}
-
 // chatJob turns a chat completions request into a job whose payloads take
 // form f.
 func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*job, error) {
@@ -43,9 +36,9 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 	if err != nil {
 		return nil, err
 	}
-	prompt, err := s.templateFor(cr.Model).Render(cr.Messages)
+	prompt, err := s.chatPrompt(ctx, cr.Model, cr.Messages, "messages")
 	if err != nil {
-		return nil, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "messages", Msg: err.Error()}
+		return nil, err
 	}
 	req, err := ad.Request(cr.Model, "", prompt, cr.Params)
 	if err != nil {

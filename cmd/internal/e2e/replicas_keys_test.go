@@ -160,6 +160,29 @@ func TestKeysAcrossReplicas(t *testing.T) {
 		}
 	})
 
+	t.Run("revoked everywhere", func(t *testing.T) {
+		// Both replicas have the key cached; `streamgate keys revoke`, a
+		// process of its own, reaches them through Redis pub/sub.
+		secret := createKeyCLI(t, bin, rd.URL(), "--name", "revoked")
+		for _, base := range []string{gw1.url, gw2.url} {
+			if r := keyRequest(t, c, secret, "POST", base+"/v1/completions", completion); r.status != 200 {
+				t.Fatalf("before revoking, %s: %d %s", base, r.status, r.body)
+			}
+		}
+		revoke := exec.Command(bin, "keys", "revoke", "--redis", rd.URL(), "revoked")
+		if out, err := revoke.CombinedOutput(); err != nil {
+			t.Fatalf("keys revoke: %v\n%s", err, out)
+		}
+		revoked := time.Now()
+		for _, base := range []string{gw1.url, gw2.url} {
+			waitFor(t, "the revocation to reach "+base, func() bool {
+				r := keyRequest(t, c, secret, "POST", base+"/v1/completions", completion)
+				return r.status == 401 && strings.Contains(r.body, "invalid_api_key")
+			})
+		}
+		t.Logf("both replicas refused the revoked key %v after it was revoked", time.Since(revoked))
+	})
+
 	t.Run("redis stopped and restarted", func(t *testing.T) {
 		secret := createKeyCLI(t, bin, rd.URL(), "--name", "live", "--rpm", "1000", "--tpm", "100000", "--concurrency", "10")
 		st, err := store.Open(rd.URL())

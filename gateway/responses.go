@@ -115,7 +115,7 @@ func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *
 // take form f, and the translator that keeps its Response. history is the
 // conversation it continues.
 func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f form) (*job, *responseEvents, error) {
-	ad, err := s.textModel(ctx, rr.Model)
+	ad, err := s.textModel(ctx, &rr.Model)
 	if err != nil {
 		return nil, nil, err
 	}

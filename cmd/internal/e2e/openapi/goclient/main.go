@@ -80,10 +80,10 @@ func chat(ctx context.Context, c *client.ClientWithResponses, model string) erro
 		return unexpected("chat completion", r.StatusCode(), r.Body)
 	}
 	msg := r.JSON200.Choices[0].Message
-	if r.JSON200.Object != "chat.completion" || msg.Role != "assistant" || msg.Content == "" || r.JSON200.Usage.CompletionTokens < 1 {
+	if r.JSON200.Object != "chat.completion" || msg.Role != "assistant" || msg.Content == nil || *msg.Content == "" || r.JSON200.Usage.CompletionTokens < 1 {
 		return unexpected("chat completion", r.StatusCode(), r.Body)
 	}
-	fmt.Printf("chat completion: %q (%s)\n", msg.Content, r.JSON200.Choices[0].FinishReason)
+	fmt.Printf("chat completion: %q (%s)\n", *msg.Content, r.JSON200.Choices[0].FinishReason)
 	return nil
 }
 

@@ -69,3 +69,34 @@ func TestTemplateToolFormat(t *testing.T) {
 		t.Errorf("llama: %s", f)
 	}
 }
+
+// FuzzToolParser checks that feeding an output in pieces gives what
+// feeding it whole gives, in both formats.
+func FuzzToolParser(f *testing.F) {
+	f.Add("a <tool_call>{\"name\":\"now\",\"arguments\":{}}</tool_call> b", 2)
+	f.Add("<|python_tag|>{\"name\": \"now\", \"parameters\": {}}", 1)
+	f.Add("<tool_call><tool_call>{}</tool_call>", 3)
+	f.Fuzz(func(t *testing.T, out string, step int) {
+		if step <= 0 || step > 64 {
+			return
+		}
+		for _, format := range []ToolFormat{ToolFormatHermes, ToolFormatLlama3} {
+			run := func(step int) (string, []ToolCall) {
+				p := &ToolParser{Format: format, Tools: []string{"now"}, IDPrefix: "c"}
+				var content []byte
+				var calls []ToolCall
+				for i := 0; i < len(out); i += step {
+					c, cs := p.Feed([]byte(out[i:min(i+step, len(out))]))
+					content, calls = append(content, c...), append(calls, cs...)
+				}
+				c, cs := p.Finish()
+				return string(append(content, c...)), append(calls, cs...)
+			}
+			c1, k1 := run(len(out) + 1)
+			c2, k2 := run(step)
+			if c1 != c2 || !reflect.DeepEqual(k1, k2) {
+				t.Fatalf("%s %q: whole %q %v, in pieces of %d %q %v", format, out, c1, k1, step, c2, k2)
+			}
+		}
+	})
+}

@@ -1,0 +1,99 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// randQ8Blocks returns nb random activation blocks; extreme sets every
+// value to ±127, the largest VPMADDUBSW pair sums.
+func randQ8Blocks(rng *rand.Rand, nb int, extreme bool) []q8Block {
+	x := make([]float32, 32*nb)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
+	}
+	out := make([]q8Block, nb)
+	quantizeQ8_0(x, out)
+	if extreme {
+		for b := range out {
+			for j := range out[b].qs {
+				out[b].qs[j] = int8(127 - 254*rng.IntN(2))
+			}
+		}
+	}
+	return out
+}
+
+// randQuantBlocks returns nb random blocks of size bytes: an f16 scale
+// and random bytes (every int8 from -128, every nibble), or, with extreme,
+// every value byte fill.
+func randQuantBlocks(rng *rand.Rand, nb, size int, extreme bool, fill byte) []byte {
+	w := make([]byte, nb*size)
+	for b := range nb {
+		blk := w[b*size : (b+1)*size]
+		binary.LittleEndian.PutUint16(blk, FloatToHalf(float32(rng.NormFloat64()*0.01)))
+		for j := 2; j < size; j++ {
+			blk[j] = byte(rng.IntN(256))
+			if extreme {
+				blk[j] = fill
+			}
+		}
+	}
+	return w
+}
+
+// TestQuantDotAsm checks the assembly Q8_0 and Q4_0 dot products against
+// the Go ones bit for bit (their integer block sums are exact and the
+// float accumulation is the same), on random blocks and on the extremes
+// (weights -128 or nibble 0, activations ±127), for 0 to 40 blocks.
+func TestQuantDotAsm(t *testing.T) {
+	if !hasQuantAVX2 {
+		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for nb := range 41 {
+		for _, extreme := range []bool{false, true} {
+			x := randQ8Blocks(rng, nb, extreme)
+			w8 := randQuantBlocks(rng, nb, 34, extreme, 0x80)
+			if got, want := dotQ8_0Fast(w8, x), dotQ8_0(w8, x); math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("Q8_0 nb=%d extreme=%v: asm %g, Go %g", nb, extreme, got, want)
+			}
+			w4 := randQuantBlocks(rng, nb, 18, extreme, 0x00)
+			if got, want := dotQ4_0Fast(w4, x), dotQ4_0(w4, x); math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("Q4_0 nb=%d extreme=%v: asm %g, Go %g", nb, extreme, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkQuantDot measures one weight row of 4864 columns (Qwen2.5-0.5B's
+// FFN width) times one Q8_0 activation row, Go and assembly.
+func BenchmarkQuantDot(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const nb = 4864 / 32
+	x := randQ8Blocks(rng, nb, false)
+	for _, c := range []struct {
+		name   string
+		size   int
+		goDot  func([]byte, []q8Block) float32
+		asmDot func([]byte, []q8Block) float32
+	}{{"Q8_0", 34, dotQ8_0, dotQ8_0Fast}, {"Q4_0", 18, dotQ4_0, dotQ4_0Fast}} {
+		w := randQuantBlocks(rng, nb, c.size, false, 0)
+		b.Run(c.name+"/go", func(b *testing.B) {
+			for b.Loop() {
+				c.goDot(w, x)
+			}
+			b.ReportMetric(float64(b.N)*32*nb/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
+		if hasQuantAVX2 {
+			b.Run(c.name+"/asm", func(b *testing.B) {
+				for b.Loop() {
+					c.asmDot(w, x)
+				}
+				b.ReportMetric(float64(b.N)*32*nb/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+		}
+	}
+}

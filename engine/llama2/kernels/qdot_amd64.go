@@ -6,7 +6,7 @@ import "unsafe"
 
 // The quantized dot products of qdot_amd64.s, used when the CPU has AVX2,
 // FMA and F16C (hasQuantAVX2); their results are bit for bit those of
-// dotQ8_0 and dotQ4_0.
+// dotQ8_0 and dotQ4_0, and q4KSum's (Q4_K) those of q4KSumGo.
 
 //go:noescape
 func dotQ8_0AVX(w *byte, x *q8Block, nb int) float32
@@ -21,7 +21,20 @@ var hasQuantAVX2 = func() bool {
 	return hasAVX2FMA && c1&(1<<29) != 0
 }()
 
+// q4KSumAVX is q4KSumGo for qs of 128 bytes.
+//
+//go:noescape
+func q4KSumAVX(qs *byte, q8 *int8, sc *uint8) int32
+
+func q4KSumAsm(qs []byte, q8 *[256]int8, sc *[8]uint8) int32 {
+	_ = qs[127]
+	return q4KSumAVX(&qs[0], &q8[0], &sc[0])
+}
+
 func init() {
+	if hasQuantAVX2 {
+		q4KSum = q4KSumAsm
+	}
 	// The assembly reads x as packed 36-byte blocks, d first.
 	if unsafe.Sizeof(q8Block{}) != 36 || unsafe.Offsetof(q8Block{}.qs) != 4 {
 		panic("kernels: q8Block layout changed")
@@ -45,3 +58,6 @@ func dotQ4_0Fast(w []byte, x []q8Block) float32 {
 	_ = w[18*len(x)-1]
 	return dotQ4_0AVX(&w[0], &x[0], len(x))
 }
+
+// q4KSumAsmForBench is the assembly Q4_K group sum, for the benchmarks.
+var q4KSumAsmForBench = q4KSumAsm

@@ -105,3 +105,48 @@ q4done:
 	VMOVSS X8, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// SCALEDSUM adds to Y10 the products of the unsigned bytes in Y0 and the
+// signed bytes at off(DI), pairs summed and times scale byte soff(BX).
+#define SCALEDSUM(off, soff) \
+	VMOVDQU off(DI), Y1 \
+	VPMADDUBSW Y1, Y0, Y4 \
+	MOVBLZX soff(BX), AX \
+	VMOVD AX, X9 \
+	VPBROADCASTW X9, Y9 \
+	VPMADDWD Y9, Y4, Y4 \
+	VPADDD Y4, Y10, Y10
+
+// func q4KSumAVX(qs *byte, q8 *int8, sc *uint8) int32
+// Σ_j sc[2j]·(qs[32j:][:32]&15 · q8[64j:][:32]) + sc[2j+1]·(qs[32j:][:32]>>4 ·
+// q8[64j+32:][:32]) for j < 4. Nibbles are unsigned, so VPMADDUBSW takes
+// them as they are (pairs at most 2·15·128); every sum fits int32.
+TEXT ·q4KSumAVX(SB), NOSPLIT, $0-28
+	MOVQ qs+0(FP), SI
+	MOVQ q8+8(FP), DI
+	MOVQ sc+16(FP), BX
+	VMOVDQU nib<>(SB), Y14
+	VPXOR Y10, Y10, Y10
+	MOVQ $4, CX
+q4kloop:
+	VMOVDQU (SI), Y2
+	VPAND Y14, Y2, Y0
+	SCALEDSUM(0, 0)
+	VPSRLW $4, Y2, Y0
+	VPAND Y14, Y0, Y0
+	SCALEDSUM(32, 1)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	ADDQ $2, BX
+	DECQ CX
+	JNZ q4kloop
+	VEXTRACTI128 $1, Y10, X5
+	VPADDD X5, X10, X10
+	VPSHUFD $0x4e, X10, X5
+	VPADDD X5, X10, X10
+	VPSHUFD $0xb1, X10, X5
+	VPADDD X5, X10, X10
+	VMOVD X10, AX
+	MOVL AX, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -69,7 +69,8 @@ func TestQuantDotAsm(t *testing.T) {
 }
 
 // BenchmarkQuantDot measures one weight row of 4864 columns (Qwen2.5-0.5B's
-// FFN width) times one Q8_0 activation row, Go and assembly.
+// FFN width) times one Q8_0 activation row, Go and assembly, and a Q4_K row
+// of 4864 columns (Llama-3.2-1B's is 8192) times a Q8_K row.
 func BenchmarkQuantDot(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const nb = 4864 / 32
@@ -94,6 +95,70 @@ func BenchmarkQuantDot(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.N)*32*nb/b.Elapsed().Seconds()/1e9, "GMAC/s")
 			})
+		}
+	}
+	xf := make([]float32, 4864)
+	for i := range xf {
+		xf[i] = float32(rng.NormFloat64())
+	}
+	wk := Quantize(Q4_K, make([]float32, 4864*1))
+	for i := range wk {
+		wk[i] = byte(rng.IntN(256))
+	}
+	xk := make([]q8KBlock, 4864/256)
+	quantizeQ8K(xf, xk)
+	for _, c := range []struct {
+		name string
+		sum  func([]byte, *[256]int8, *[8]uint8) int32
+		ok   bool
+	}{{"Q4_K/go", q4KSumGo, true}, {"Q4_K/asm", q4KSumAsmForBench, hasQuantAVX2}} {
+		if !c.ok {
+			continue
+		}
+		b.Run(c.name, func(b *testing.B) {
+			defer func(f func([]byte, *[256]int8, *[8]uint8) int32) { q4KSum = f }(q4KSum)
+			q4KSum = c.sum
+			for b.Loop() {
+				dotQ4K(wk, xk)
+			}
+			b.ReportMetric(float64(b.N)*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
+	}
+}
+
+// TestQ4KSumAsm checks the assembly Q4_K group sums against the Go ones on
+// random blocks and on the extremes (nibbles 15, scales 63, activations
+// ±127 or -128 from quantizeQ8K's clamp-free low end).
+func TestQ4KSumAsm(t *testing.T) {
+	if !hasQuantAVX2 {
+		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 200 {
+		extreme := i%4 == 0
+		qs := make([]byte, 128)
+		var q8 [256]int8
+		var sc [8]uint8
+		for j := range qs {
+			qs[j] = byte(rng.IntN(256))
+			if extreme {
+				qs[j] = 0xff
+			}
+		}
+		for j := range q8 {
+			q8[j] = int8(rng.IntN(256) - 128)
+			if extreme {
+				q8[j] = int8(-128 + 255*rng.IntN(2))
+			}
+		}
+		for j := range sc {
+			sc[j] = uint8(rng.IntN(64))
+			if extreme {
+				sc[j] = 63
+			}
+		}
+		if got, want := q4KSumAsm(qs, &q8, &sc), q4KSumGo(qs, &q8, &sc); got != want {
+			t.Fatalf("block %d: asm %d, Go %d", i, got, want)
 		}
 	}
 }

@@ -231,16 +231,7 @@ func dotQ4K(w []byte, x []q8KBlock) float32 {
 		y := &x[b]
 		sc, mn := scaleMinK4(blk[4:16])
 		qs := blk[16:144]
-		isum, msum := int32(0), int32(0)
-		for j := range 4 {
-			lo, hi := int32(0), int32(0)
-			q8 := y.qs[64*j : 64*j+64]
-			for l, q := range qs[32*j : 32*j+32] {
-				lo += int32(q&15) * int32(q8[l])
-				hi += int32(q>>4) * int32(q8[l+32])
-			}
-			isum += int32(sc[2*j])*lo + int32(sc[2*j+1])*hi
-		}
+		isum, msum := q4KSum(qs, &y.qs, &sc), int32(0)
 		for j := range 8 {
 			msum += int32(mn[j]) * (y.bsums[2*j] + y.bsums[2*j+1])
 		}
@@ -249,6 +240,24 @@ func dotQ4K(w []byte, x []q8KBlock) float32 {
 		sum += d*float32(isum) - dmin*float32(msum)
 	}
 	return sum
+}
+
+// q4KSum returns Σ sc[g]·(group g's values · q8's) over the eight groups
+// of 32 values of a Q4_K block's 128 bytes qs: the Go code below, or the
+// assembly (qdot_amd64.s) where the CPU allows; both are exact.
+var q4KSum = q4KSumGo
+
+func q4KSumGo(qs []byte, q8 *[256]int8, sc *[8]uint8) int32 {
+	isum := int32(0)
+	for j := range 4 {
+		lo, hi := int32(0), int32(0)
+		for l, q := range qs[32*j : 32*j+32] {
+			lo += int32(q&15) * int32(q8[64*j+l])
+			hi += int32(q>>4) * int32(q8[64*j+32+l])
+		}
+		isum += int32(sc[2*j])*lo + int32(sc[2*j+1])*hi
+	}
+	return isum
 }
 
 func dotQ6K(w []byte, x []q8KBlock) float32 {

@@ -6,7 +6,7 @@ import "unsafe"
 
 // The quantized dot products of qdot_amd64.s, used when the CPU has AVX2,
 // FMA and F16C (hasQuantAVX2); their results are bit for bit those of
-// dotQ8_0 and dotQ4_0, and q4KSum's (Q4_K) those of q4KSumGo.
+// dotQ8_0 and dotQ4_0, and q4KSum's and q6KSum's (Q4_K, Q6_K) those of q4KSumGo and q6KSumGo.
 
 //go:noescape
 func dotQ8_0AVX(w *byte, x *q8Block, nb int) float32
@@ -31,9 +31,19 @@ func q4KSumAsm(qs []byte, q8 *[256]int8, sc *[8]uint8) int32 {
 	return q4KSumAVX(&qs[0], &q8[0], &sc[0])
 }
 
+// q6KSumAVX is q6KSumGo for one 210-byte block.
+//
+//go:noescape
+func q6KSumAVX(blk *byte, q8 *int8) int32
+
+func q6KSumAsm(blk []byte, q8 *[256]int8) int32 {
+	_ = blk[209]
+	return q6KSumAVX(&blk[0], &q8[0])
+}
+
 func init() {
 	if hasQuantAVX2 {
-		q4KSum = q4KSumAsm
+		q4KSum, q6KSum = q4KSumAsm, q6KSumAsm
 	}
 	// The assembly reads x as packed 36-byte blocks, d first.
 	if unsafe.Sizeof(q8Block{}) != 36 || unsafe.Offsetof(q8Block{}.qs) != 4 {
@@ -59,5 +69,5 @@ func dotQ4_0Fast(w []byte, x []q8Block) float32 {
 	return dotQ4_0AVX(&w[0], &x[0], len(x))
 }
 
-// q4KSumAsmForBench is the assembly Q4_K group sum, for the benchmarks.
-var q4KSumAsmForBench = q4KSumAsm
+// The assembly K-quant group sums, for the tests and benchmarks.
+var q4KSumAsmForBench, q6KSumAsmForBench = q4KSumAsm, q6KSumAsm

@@ -150,3 +150,88 @@ q4kloop:
 	MOVL AX, ret+24(FP)
 	VZEROUPPER
 	RET
+
+DATA bits45<>+0(SB)/8, $0x3030303030303030
+DATA bits45<>+8(SB)/8, $0x3030303030303030
+DATA bits45<>+16(SB)/8, $0x3030303030303030
+DATA bits45<>+24(SB)/8, $0x3030303030303030
+GLOBL bits45<>(SB), RODATA|NOPTR, $32
+
+DATA b32<>+0(SB)/8, $0x2020202020202020
+DATA b32<>+8(SB)/8, $0x2020202020202020
+DATA b32<>+16(SB)/8, $0x2020202020202020
+DATA b32<>+24(SB)/8, $0x2020202020202020
+GLOBL b32<>(SB), RODATA|NOPTR, $32
+
+// Q6PART adds to Y10 the products of the values v+32 (0..63, unsigned
+// bytes in v) and the activations at off(DI), as (v+32)·y - 32·y pair sums
+// times the int8 scales soff(BX) (lanes 0-15) and soff+1(BX) (16-31).
+#define Q6PART(v, off, soff) \
+	VMOVDQU off(DI), Y1 \
+	VPMADDUBSW Y1, v, Y4 \
+	VPMADDUBSW Y1, Y12, Y5 \
+	VPSUBW Y5, Y4, Y4 \
+	MOVBQSX soff(BX), AX \
+	VMOVD AX, X9 \
+	VPBROADCASTW X9, X9 \
+	MOVBQSX soff+1(BX), AX \
+	VMOVD AX, X11 \
+	VPBROADCASTW X11, X11 \
+	VINSERTI128 $1, X11, Y9, Y9 \
+	VPMADDWD Y9, Y4, Y4 \
+	VPADDD Y4, Y10, Y10
+
+// func q6KSumAVX(blk *byte, q8 *int8) int32
+// q6KSumGo for one 210-byte Q6_K block: low 4 bits at 0, high 2 bits at
+// 128, int8 scales at 192.
+TEXT ·q6KSumAVX(SB), NOSPLIT, $0-20
+	MOVQ blk+0(FP), SI
+	MOVQ q8+8(FP), DI
+	LEAQ 128(SI), R8
+	LEAQ 192(SI), BX
+	VMOVDQU nib<>(SB), Y14
+	VMOVDQU bits45<>(SB), Y13
+	VMOVDQU b32<>(SB), Y12
+	VPXOR Y10, Y10, Y10
+	MOVQ $2, CX
+q6kloop:
+	VMOVDQU (SI), Y6
+	VMOVDQU 32(SI), Y7
+	VMOVDQU (R8), Y8
+	VPAND Y14, Y6, Y0
+	VPSLLW $4, Y8, Y2
+	VPAND Y13, Y2, Y2
+	VPOR Y2, Y0, Y0
+	Q6PART(Y0, 0, 0)
+	VPAND Y14, Y7, Y0
+	VPSLLW $2, Y8, Y2
+	VPAND Y13, Y2, Y2
+	VPOR Y2, Y0, Y0
+	Q6PART(Y0, 32, 2)
+	VPSRLW $4, Y6, Y0
+	VPAND Y14, Y0, Y0
+	VPAND Y13, Y8, Y2
+	VPOR Y2, Y0, Y0
+	Q6PART(Y0, 64, 4)
+	VPSRLW $4, Y7, Y0
+	VPAND Y14, Y0, Y0
+	VPSRLW $2, Y8, Y2
+	VPAND Y13, Y2, Y2
+	VPOR Y2, Y0, Y0
+	Q6PART(Y0, 96, 6)
+	ADDQ $64, SI
+	ADDQ $32, R8
+	ADDQ $128, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNZ q6kloop
+	VEXTRACTI128 $1, Y10, X5
+	VPADDD X5, X10, X10
+	VPSHUFD $0x4e, X10, X5
+	VPADDD X5, X10, X10
+	VPSHUFD $0xb1, X10, X5
+	VPADDD X5, X10, X10
+	VMOVD X10, AX
+	MOVL AX, ret+16(FP)
+	VZEROUPPER
+	RET

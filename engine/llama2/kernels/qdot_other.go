@@ -9,4 +9,4 @@ func dotQ8_0Fast(w []byte, x []q8Block) float32 { return dotQ8_0(w, x) }
 
 func dotQ4_0Fast(w []byte, x []q8Block) float32 { return dotQ4_0(w, x) }
 
-var q4KSumAsmForBench = q4KSumGo
+var q4KSumAsmForBench, q6KSumAsmForBench = q4KSumGo, q6KSumGo

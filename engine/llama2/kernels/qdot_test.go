@@ -70,7 +70,7 @@ func TestQuantDotAsm(t *testing.T) {
 
 // BenchmarkQuantDot measures one weight row of 4864 columns (Qwen2.5-0.5B's
 // FFN width) times one Q8_0 activation row, Go and assembly, and a Q4_K row
-// of 4864 columns (Llama-3.2-1B's is 8192) times a Q8_K row.
+// or Q6_K row of 4864 columns times a Q8_K row.
 func BenchmarkQuantDot(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const nb = 4864 / 32
@@ -107,6 +107,27 @@ func BenchmarkQuantDot(b *testing.B) {
 	}
 	xk := make([]q8KBlock, 4864/256)
 	quantizeQ8K(xf, xk)
+	w6 := make([]byte, 210*4864/256)
+	for i := range w6 {
+		w6[i] = byte(rng.IntN(256))
+	}
+	for _, c := range []struct {
+		name string
+		sum  func([]byte, *[256]int8) int32
+		ok   bool
+	}{{"Q6_K/go", q6KSumGo, true}, {"Q6_K/asm", q6KSumAsmForBench, hasQuantAVX2}} {
+		if !c.ok {
+			continue
+		}
+		b.Run(c.name, func(b *testing.B) {
+			defer func(f func([]byte, *[256]int8) int32) { q6KSum = f }(q6KSum)
+			q6KSum = c.sum
+			for b.Loop() {
+				dotQ6K(w6, xk)
+			}
+			b.ReportMetric(float64(b.N)*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
+	}
 	for _, c := range []struct {
 		name string
 		sum  func([]byte, *[256]int8, *[8]uint8) int32
@@ -158,6 +179,41 @@ func TestQ4KSumAsm(t *testing.T) {
 			}
 		}
 		if got, want := q4KSumAsm(qs, &q8, &sc), q4KSumGo(qs, &q8, &sc); got != want {
+			t.Fatalf("block %d: asm %d, Go %d", i, got, want)
+		}
+	}
+}
+
+// TestQ6KSumAsm checks the assembly Q6_K group sums against the Go ones on
+// random blocks (every 6-bit value, every int8 scale) and on the extremes
+// (all values -32 or all 31, scales -128, activations ±127 or -128).
+func TestQ6KSumAsm(t *testing.T) {
+	if !hasQuantAVX2 {
+		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := range 300 {
+		blk := make([]byte, 210)
+		var q8 [256]int8
+		for j := range blk {
+			blk[j] = byte(rng.IntN(256))
+		}
+		for j := range q8 {
+			q8[j] = int8(rng.IntN(256) - 128)
+		}
+		if i%3 != 0 {
+			fill := byte(0xff * (i % 3 / 2))
+			for j := range 192 {
+				blk[j] = fill
+			}
+			for j := 192; j < 208; j++ {
+				blk[j] = 0x80
+			}
+			for j := range q8 {
+				q8[j] = int8(-128 + 255*rng.IntN(2))
+			}
+		}
+		if got, want := q6KSumAsmForBench(blk, &q8), q6KSumGo(blk, &q8); got != want {
 			t.Fatalf("block %d: asm %d, Go %d", i, got, want)
 		}
 	}

@@ -10,23 +10,30 @@
 // horizontal add. The float part is then what the Go code does, in the
 // same order and rounding: sum += float32(isum) * (d_w * d_x), scalar.
 
-DATA ones16<>+0(SB)/8, $0x0001000100010001
-DATA ones16<>+8(SB)/8, $0x0001000100010001
-DATA ones16<>+16(SB)/8, $0x0001000100010001
-DATA ones16<>+24(SB)/8, $0x0001000100010001
-GLOBL ones16<>(SB), RODATA|NOPTR, $32
+// CONST32 defines a 32-byte read-only constant of four copies of v.
+#define CONST32(name, v) \
+	DATA name+0(SB)/8, v \
+	DATA name+8(SB)/8, v \
+	DATA name+16(SB)/8, v \
+	DATA name+24(SB)/8, v \
+	GLOBL name(SB), RODATA|NOPTR, $32
 
-DATA nib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA nib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA nib<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA nib<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL nib<>(SB), RODATA|NOPTR, $32
+CONST32(ones16<>, $0x0001000100010001)
 
-DATA eight<>+0(SB)/8, $0x0808080808080808
-DATA eight<>+8(SB)/8, $0x0808080808080808
-DATA eight<>+16(SB)/8, $0x0808080808080808
-DATA eight<>+24(SB)/8, $0x0808080808080808
-GLOBL eight<>(SB), RODATA|NOPTR, $32
+CONST32(nib<>, $0x0f0f0f0f0f0f0f0f)
+
+CONST32(eight<>, $0x0808080808080808)
+
+// HSUM leaves in AX the sum of y's eight int32 lanes (x is y's low half;
+// clobbers X5).
+#define HSUM(y, x) \
+	VEXTRACTI128 $1, y, X5 \
+	VPADDD X5, x, x \
+	VPSHUFD $0x4e, x, X5 \
+	VPADDD X5, x, x \
+	VPSHUFD $0xb1, x, X5 \
+	VPADDD X5, x, x \
+	VMOVD x, AX
 
 // BLOCKSUM leaves in AX the int32 sum of the products of the signed bytes
 // in Y0 (weights) and Y1 (activations); Y15 holds int16 ones.
@@ -35,13 +42,7 @@ GLOBL eight<>(SB), RODATA|NOPTR, $32
 	VPSIGNB Y0, Y1, Y3 \
 	VPMADDUBSW Y3, Y2, Y4 \
 	VPMADDWD Y15, Y4, Y4 \
-	VEXTRACTI128 $1, Y4, X5 \
-	VPADDD X5, X4, X4 \
-	VPSHUFD $0x4e, X4, X5 \
-	VPADDD X5, X4, X4 \
-	VPSHUFD $0xb1, X4, X5 \
-	VPADDD X5, X4, X4 \
-	VMOVD X4, AX
+	HSUM(Y4, X4)
 
 // ACCUM adds float32(AX) * (half(DX) * d_x) to X8, d_x at off(DI).
 #define ACCUM(off) \
@@ -140,28 +141,14 @@ q4kloop:
 	ADDQ $2, BX
 	DECQ CX
 	JNZ q4kloop
-	VEXTRACTI128 $1, Y10, X5
-	VPADDD X5, X10, X10
-	VPSHUFD $0x4e, X10, X5
-	VPADDD X5, X10, X10
-	VPSHUFD $0xb1, X10, X5
-	VPADDD X5, X10, X10
-	VMOVD X10, AX
+	HSUM(Y10, X10)
 	MOVL AX, ret+24(FP)
 	VZEROUPPER
 	RET
 
-DATA bits45<>+0(SB)/8, $0x3030303030303030
-DATA bits45<>+8(SB)/8, $0x3030303030303030
-DATA bits45<>+16(SB)/8, $0x3030303030303030
-DATA bits45<>+24(SB)/8, $0x3030303030303030
-GLOBL bits45<>(SB), RODATA|NOPTR, $32
+CONST32(bits45<>, $0x3030303030303030)
 
-DATA b32<>+0(SB)/8, $0x2020202020202020
-DATA b32<>+8(SB)/8, $0x2020202020202020
-DATA b32<>+16(SB)/8, $0x2020202020202020
-DATA b32<>+24(SB)/8, $0x2020202020202020
-GLOBL b32<>(SB), RODATA|NOPTR, $32
+CONST32(b32<>, $0x2020202020202020)
 
 // Q6PART adds to Y10 the products of the values v+32 (0..63, unsigned
 // bytes in v) and the activations at off(DI), as (v+32)·y - 32·y pair sums
@@ -225,13 +212,7 @@ q6kloop:
 	ADDQ $8, BX
 	DECQ CX
 	JNZ q6kloop
-	VEXTRACTI128 $1, Y10, X5
-	VPADDD X5, X10, X10
-	VPSHUFD $0x4e, X10, X5
-	VPADDD X5, X10, X10
-	VPSHUFD $0xb1, X10, X5
-	VPADDD X5, X10, X10
-	VMOVD X10, AX
+	HSUM(Y10, X10)
 	MOVL AX, ret+16(FP)
 	VZEROUPPER
 	RET

@@ -227,7 +227,7 @@ func (s *Server) readLines(r io.Reader, port chan<- int, done chan<- struct{}) {
 	}
 }
 
-// Events returns the event lines so far ("START id", "CANCEL id",
+// Events returns the event lines so far ("START id peer", "CANCEL id",
 // "RPCCANCEL id,id", "RELOAD").
 func (s *Server) Events() []string {
 	s.mu.Lock()
@@ -254,6 +254,20 @@ func (s *Server) WaitEvent(ctx context.Context, match func(line string) bool) er
 			return fmt.Errorf("grpc core stand-in: no such event (%w); events: %q", ctx.Err(), s.Events())
 		}
 	}
+}
+
+// Peers returns the client addresses stream requests came from so far,
+// one per connection.
+func (s *Server) Peers() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range s.Events() {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "START" && !seen[f[2]] {
+			seen[f[2]] = true
+			out = append(out, f[2])
+		}
+	}
+	return out
 }
 
 // Cancelled reports whether line says the server saw request id

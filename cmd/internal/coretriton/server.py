@@ -15,7 +15,7 @@ as in Triton's server. Models:
 Configured by one JSON argument: {"port": 0, "options": [[k, v], ...],
 "tls": {"cert", "key", "ca"}, "inband_cancel": bool}. It prints "PORT n"
 once serving, then one line per event the tests wait for:
-  START <id>        a stream request began
+  START <id> <peer> a stream request began, on the connection from peer
   CANCEL <id>       a request was cancelled in band (streamgate_cancel)
   RPCCANCEL <ids>   a stream RPC ended before its requests were done
 On SIGTERM it stops with a 5 s grace and exits.
@@ -282,7 +282,7 @@ class Service(pbg.GRPCInferenceServiceServicer):
                             r.cancelled.set()
                         emit("CANCEL", req.id or "-")
                         continue
-                    emit("START", req.id or "-")
+                    emit("START", req.id or "-", context.peer())
                     if req.model_name not in MODELS:
                         resp = pb.ModelInferResponse(id=req.id)
                         out.put(pb.ModelStreamInferResponse(error_message=unknown(req.model_name),

@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/cmd/internal/coretriton"
+	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+// The interop suite: the gateway against a Triton stand-in on grpc core
+// (cmd/internal/coretriton), the transport Triton's server is built on,
+// with Triton's default channel arguments and the variants that matter
+// (connection age, stream limits, small windows, TLS). It runs over the
+// upstream transport STREAMGATE_UPSTREAM_TRANSPORT names, like the rest of
+// the suite; CI runs it over each.
+//
+// Each test runs in two modes: "pooled" (the stand-in advertises
+// streamgate's in-band cancel, so requests share pooled streams, the
+// transport under test) and "dedicated" (a plain Triton: one stream per
+// request, on grpc-go).
+
+// coreModes are the stand-in's two modes.
+var coreModes = []struct {
+	name   string
+	inband bool
+}{{"pooled", true}, {"dedicated", false}}
+
+// coreStack is a gateway whose only target is srv.
+func coreStack(t testing.TB, srv *coretriton.Server, gw *gateway.Options, uo upstream.Options) *testStack {
+	t.Helper()
+	if gw == nil {
+		gw = noKeepAlive()
+	}
+	return newStack(t, gw, func(c *stack.Config) {
+		c.Engine = nil
+		c.Upstream = []string{srv.Addr}
+		c.UpstreamOptions = &uo
+	})
+}
+
+// wantRepeat checks an event-stream body of repeat_int32's n responses.
+func wantRepeat(t testing.TB, status int, body string, n int) {
+	t.Helper()
+	got := events(t, body)
+	if status != http.StatusOK || len(got) != n {
+		t.Fatalf("status %d, %d events, want 200 and %d: %q", status, len(got), n, tail(body, 600))
+	}
+	for i, ev := range got {
+		want := fmt.Sprintf(`{"model_name":"repeat_int32","model_version":"1","OUT":%d,"IDX":%d}`, i, i)
+		if ev != want {
+			t.Fatalf("event %d = %s, want %s", i, ev, want)
+		}
+	}
+}
+
+func TestInteropStreams(t *testing.T) {
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband})
+			s := coreStack(t, srv, nil, upstream.Options{})
+			resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(5, 0, 0, 0))
+			wantRepeat(t, resp.StatusCode, body, 5)
+			resp, body = s.post(t, "/v2/models/square_int32/generate_stream", `{"IN":0}`)
+			if resp.StatusCode != 200 || body != "" {
+				t.Fatalf("square IN=0: %d %q, want 200 and no events", resp.StatusCode, body)
+			}
+			resp, body = s.post(t, "/v2/models/repeat_int32/generate_stream", `{"IN":[1],"DELAY":[0,0],"WAIT":0}`)
+			want := "id: 0\ndata: {\"error\":\"expected IN and DELAY shape to match, got [1] and [2]\"}\n\n"
+			if resp.StatusCode != 400 || body != want {
+				t.Fatalf("in-band error: %d %q, want 400 %q", resp.StatusCode, body, want)
+			}
+			resp, body = s.post(t, "/v2/models/nope/generate_stream", `{}`)
+			if resp.StatusCode != 404 || body != `{"error":"Request for unknown model: 'nope' is not found"}` {
+				t.Fatalf("unknown model: %d %s", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestInteropPingPolicy: pooled streams whose requests stay silent for
+// longer than the server's minimum ping interval without data (Triton's
+// 300 s scaled down to 2 s) and keepalive pings every second: the server
+// must never close a connection with "too_many_pings", and no request may
+// be lost.
+func TestInteropPingPolicy(t *testing.T) {
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, Args: map[string]any{
+				"grpc.http2.min_ping_interval_without_data_ms": 2000,
+			}})
+			s := coreStack(t, srv, nil, upstream.Options{KeepaliveTime: time.Second, KeepaliveTimeout: 20 * time.Second})
+			// Each request is silent for 3 s twice; four run at once.
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", `{"IN":[0,1,2],"DELAY":[0,3000,3000],"WAIT":0}`)
+					wantRepeat(t, resp.StatusCode, body, 3)
+				})
+			}
+			wg.Wait()
+			if l := s.logs.String(); strings.Contains(l, "too_many_pings") || strings.Contains(l, "ENHANCE_YOUR_CALM") {
+				t.Fatalf("the server objected to our pings:\n%s", tail(l, 4000))
+			}
+		})
+	}
+}
+
+// loadRequests is how many requests the GOAWAY test sends; CI may raise
+// it (STREAMGATE_INTEROP_REQUESTS, e.g. 10000).
+func loadRequests(t *testing.T) int {
+	n := 2000
+	if v := os.Getenv("STREAMGATE_INTEROP_REQUESTS"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			t.Fatalf("STREAMGATE_INTEROP_REQUESTS=%q: %v", v, err)
+		}
+	}
+	return n
+}
+
+// runLoad sends n requests for one square_int32 response from workers
+// clients at once, and returns how many failed (logging the first few).
+func runLoad(t *testing.T, url string, n, workers int) int64 {
+	var next, failed atomic.Int64
+	c := httpClient(t)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				resp, err := c.Post(url+"/v2/models/square_int32/generate_stream", "application/json", strings.NewReader(`{"IN":1}`))
+				var body []byte
+				if err == nil {
+					body, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				want := "id: 0\ndata: {\"model_name\":\"square_int32\",\"model_version\":\"1\",\"OUT\":1}\n\n"
+				if err != nil || resp.StatusCode != 200 || string(body) != want {
+					if failed.Add(1) <= 5 {
+						t.Errorf("request failed: %v %v %q", err, resp, body)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return failed.Load()
+}
+
+// TestInteropGoaway: the server ends every connection after 200 ms
+// (max_connection_age, with a grace longer than any request) while
+// requests keep coming: every request must succeed, on new connections.
+func TestInteropGoaway(t *testing.T) {
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, Args: map[string]any{
+				"grpc.max_connection_age_ms":       200,
+				"grpc.max_connection_age_grace_ms": 30000,
+			}})
+			s := coreStack(t, srv, nil, upstream.Options{})
+			n := loadRequests(t)
+			if failed := runLoad(t, s.url, n, 8); failed > 0 {
+				t.Fatalf("%d of %d requests failed", failed, n)
+			}
+			if peers := srv.Peers(); len(peers) < 2 {
+				t.Fatalf("requests came on %d connections, want new ones after each GOAWAY", len(peers))
+			}
+		})
+	}
+}
+
+// TestInteropStreamLimit: the server allows 4 streams per connection,
+// fewer than the pool opens (16); 12 overlapping requests must all succeed.
+func TestInteropStreamLimit(t *testing.T) {
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, Args: map[string]any{
+				"grpc.max_concurrent_streams": 4,
+			}})
+			s := coreStack(t, srv, nil, upstream.Options{MaxStreamsPerTarget: 16, MaxRequestsPerStream: 1})
+			var wg sync.WaitGroup
+			for range 12 {
+				wg.Go(func() {
+					resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(3, 0, 100, 100))
+					wantRepeat(t, resp.StatusCode, body, 3)
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// TestInteropClientLeaves: a client that leaves mid-stream is cancelled
+// upstream, in band (pooled) or by ending its RPC (dedicated); the server
+// sees it.
+func TestInteropClientLeaves(t *testing.T) {
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband})
+			s := coreStack(t, srv, nil, upstream.Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v2/models/repeat_int32/generate_stream", strings.NewReader(repeatBody(200, 0, 50, 50)))
+			resp, err := httpClient(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sse.NewReader(resp.Body).Next(); err != nil {
+				t.Fatal(err)
+			}
+			starts := srv.Events()
+			if len(starts) != 1 || !strings.HasPrefix(starts[0], "START ") {
+				t.Fatalf("events %q, want one START", starts)
+			}
+			id := strings.Fields(starts[0])[1]
+			left := time.Now()
+			cancel()
+			resp.Body.Close()
+			wait, stop := context.WithTimeout(context.Background(), 30*time.Second)
+			defer stop()
+			if err := srv.WaitEvent(wait, coretriton.Cancelled(id)); err != nil {
+				t.Fatal(err)
+			}
+			// Wall-clock time is for the report, not an assertion.
+			t.Logf("the server saw the cancel %v after the client left", time.Since(left))
+		})
+	}
+}

@@ -206,7 +206,7 @@ func (s *stream) drain() {
 		}
 	}
 	s.mu.Unlock()
-	s.t.forget(s)
+	s.t.drained(s)
 }
 
 // run is the stream's sender goroutine: it waits out the target's backoff,

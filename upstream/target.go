@@ -52,6 +52,7 @@ type target struct {
 	mu        sync.Mutex
 	streams   []*stream // pooled streams, in order of creation
 	dedicated map[*stream]struct{}
+	draining  map[*stream]struct{} // out of the pool, finishing their calls
 	checking  chan struct{} // closed when the recheck in flight ends; nil when none
 	pins      int           // callers about to use t (see pin)
 	retired   bool          // reaped: its connection is closed for good
@@ -110,6 +111,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 		conn:      conn,
 		rpc:       pb.NewGRPCInferenceServiceClient(conn),
 		dedicated: map[*stream]struct{}{},
+		draining:  map[*stream]struct{}{},
 	}
 	if o.Transport == TransportH2 {
 		t.h2 = &h2Options{
@@ -298,7 +300,7 @@ func (t *target) startStream(s *stream) bool {
 	return false
 }
 
-// forget drops s from the pool.
+// forget drops s from the pool: it has ended.
 func (t *target) forget(s *stream) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -306,6 +308,22 @@ func (t *target) forget(s *stream) {
 		t.streams = slices.Delete(t.streams, i, i+1)
 	}
 	delete(t.dedicated, s)
+	delete(t.draining, s)
+}
+
+// drained moves s, draining, out of the pool until it ends (forget).
+func (t *target) drained(s *stream) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if i := slices.Index(t.streams, s); i >= 0 {
+		t.streams = slices.Delete(t.streams, i, i+1)
+	}
+	s.mu.Lock()
+	dead := s.state == stateDead
+	s.mu.Unlock()
+	if !dead {
+		t.draining[s] = struct{}{}
+	}
 }
 
 // openDelay is how long a new stream waits before opening: zero normally,
@@ -385,11 +403,29 @@ func (t *target) answered() {
 	t.down.Store(false)
 }
 
-// unanswered notes a health check that got no answer.
+// unanswered notes a health check that got no answer. A target that
+// goes down has its streams ended at once: they delivered nothing during
+// the checks that went unanswered (check counts a check as answered when
+// they did), so their requests fail over, or end with KindUnavailable,
+// within the time it takes to find the target down (downAfter checks and
+// downSilence) rather than keepalive's.
 func (t *target) unanswered() {
 	quiet := time.Since(time.Unix(0, t.lastAnswer.Load()))
-	if t.silent.Add(1) >= downAfter && quiet >= downSilence {
-		t.down.Store(true)
+	if t.silent.Add(1) >= downAfter && quiet >= downSilence && !t.down.Swap(true) {
+		t.c.opts.Logger.Warn("upstream target down: it answers nothing; ending its streams", "target", t.addr)
+		t.mu.Lock()
+		ss := slices.Clone(t.streams)
+		for s := range t.dedicated {
+			ss = append(ss, s)
+		}
+		for s := range t.draining {
+			ss = append(ss, s)
+		}
+		t.mu.Unlock()
+		why := newError(KindUnavailable, codes.Unavailable, "target "+t.addr+" answers nothing")
+		for _, s := range ss {
+			s.closeWith(why)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -235,4 +236,71 @@ func TestInteropClientLeaves(t *testing.T) {
 			t.Logf("the server saw the cancel %v after the client left", time.Since(left))
 		})
 	}
+}
+
+// TestInteropServerHung: the server stops (SIGSTOP) under an open stream.
+// The stream ends with "upstream unavailable" within keepalive's bound
+// (KeepaliveTime + KeepaliveTimeout, 15 s by default; the wait here is
+// generous), and once the target is down every request is refused at
+// once with 503 and Retry-After, the first request for a model never
+// asked before included: its metadata lookup does not wait for a target
+// that answers nothing.
+func TestInteropServerHung(t *testing.T) {
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband})
+			s := coreStack(t, srv, nil, upstream.Options{})
+			resp, err := httpClient(t).Post(s.url+"/v2/models/repeat_int32/generate_stream", "application/json", strings.NewReader(repeatBody(1000, 0, 50, 50)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			r := sse.NewReader(resp.Body)
+			if _, err := r.Next(); err != nil {
+				t.Fatal(err)
+			}
+			srv.Signal(syscall.SIGSTOP)
+			defer srv.Signal(syscall.SIGCONT)
+			stopped := time.Now()
+			ended := make(chan string, 1)
+			go func() { ended <- lastData(t, r) }()
+			select {
+			case last := <-ended:
+				if last != `{"error":"upstream unavailable"}` {
+					t.Fatalf("the stream ended with %q", last)
+				}
+				t.Logf("the open stream ended %v after SIGSTOP", time.Since(stopped))
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the open stream did not end within 2 minutes of SIGSTOP")
+			}
+			// Wait until the target is down (its health checks go
+			// unanswered), then nothing may wait for it.
+			for !targetDown(s) {
+				select {
+				case <-time.After(2 * time.Minute):
+					t.Fatal("the target was never marked down")
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			for _, path := range []string{"/v2/models/repeat_int32/generate_stream", "/v2/models/blob_uint8/infer", "/v2/models/square_int32/generate_stream"} {
+				asked := time.Now()
+				resp, body := s.post(t, path, `{}`)
+				if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+					t.Errorf("%s while the target is down: %d %q (Retry-After %q), want 503 with Retry-After", path, resp.StatusCode, body, resp.Header.Get("Retry-After"))
+				}
+				t.Logf("%s refused after %v", path, time.Since(asked))
+			}
+		})
+	}
+}
+
+// targetDown reports whether every target of s's upstream client is down.
+func targetDown(s *testStack) bool {
+	st := s.up.Stats()
+	for _, ts := range st.Targets {
+		if !ts.Down {
+			return false
+		}
+	}
+	return len(st.Targets) > 0
 }

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/streamgate/streamgate/cmd/internal/coretriton"
 	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/cmd/internal/tlsfiles/tlstest"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/upstream"
@@ -303,4 +306,154 @@ func targetDown(s *testStack) bool {
 		}
 	}
 	return len(st.Targets) > 0
+}
+
+// TestInteropLargeMessages: a 64 MB request and a 16 MB response through
+// the gateway, with the server's flow-control windows small (no BDP
+// growth, 16 KB lookahead): every byte arrives, nothing stalls.
+func TestInteropLargeMessages(t *testing.T) {
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, Args: map[string]any{
+				"grpc.http2.bdp_probe":         0,
+				"grpc.http2.lookahead_bytes":   16 << 10,
+				"grpc.http2.write_buffer_size": 16 << 10,
+			}})
+			s := coreStack(t, srv, &gateway.Options{MaxBodyBytes: 80 << 20, SSE: &sse.Options{KeepAlive: -1}}, upstream.Options{})
+			big := make([]byte, 64<<20)
+			for i := range big {
+				big[i] = byte(i*31 + i>>16)
+			}
+			for _, tc := range []struct {
+				in  []byte
+				out int
+			}{{big, 16}, {[]byte("abc"), 16 << 20}} {
+				body, n := inferBody("big", []inferInput{
+					{name: "IN", shape: []int64{int64(len(tc.in))}, datatype: "UINT8", raw: tc.in},
+					{name: "N", shape: []int64{1}, datatype: "INT64", data: []any{tc.out}},
+				}, []requestedOutput{{"OUT", true}, {"CRC", false}}, nil)
+				resp, b := s.infer(t, "/v2/models/blob_uint8/infer", body, n)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%d-byte request: status %d %q", len(tc.in), resp.StatusCode, tail(string(b), 500))
+				}
+				r := readInferResult(t, resp, b)
+				if got := fmt.Sprint(r.outputs["CRC"]["data"]); got != fmt.Sprintf("[%d]", crc32.ChecksumIEEE(tc.in)) {
+					t.Fatalf("%d-byte request: the server's CRC %s, want %d", len(tc.in), got, crc32.ChecksumIEEE(tc.in))
+				}
+				out := r.binary["OUT"]
+				if len(out) != tc.out {
+					t.Fatalf("OUT has %d bytes, want %d", len(out), tc.out)
+				}
+				for i, c := range out {
+					if c != byte(i*7%251) {
+						t.Fatalf("OUT byte %d = %d, want %d", i, c, i*7%251)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestInteropServerRestart: the server is killed and started again on
+// the same port; the gateway serves again once it is back, with no
+// request of ours hanging meanwhile.
+func TestInteropServerRestart(t *testing.T) {
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband})
+			s := coreStack(t, srv, nil, upstream.Options{})
+			resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(3, 0, 0, 0))
+			wantRepeat(t, resp.StatusCode, body, 3)
+			srv.Kill()
+			resp, body = s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(3, 0, 0, 0))
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("with the server gone: %d %q, want 503", resp.StatusCode, body)
+			}
+			srv.Restart()
+			deadline := time.After(time.Minute)
+			for {
+				resp, body = s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(3, 0, 0, 0))
+				if resp.StatusCode == http.StatusOK {
+					wantRepeat(t, resp.StatusCode, body, 3)
+					return
+				}
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					t.Fatalf("after the restart: %d %q", resp.StatusCode, body)
+				}
+				select {
+				case <-deadline:
+					t.Fatalf("still %d a minute after the restart: %q", resp.StatusCode, body)
+				case <-time.After(100 * time.Millisecond): // the next health check, no sooner
+				}
+			}
+		})
+	}
+}
+
+// TestInteropTLS: the server speaks TLS, then mutual TLS (a gateway
+// without a client certificate is refused), then rotates its key pair
+// while connections come and go (max_connection_age): requests keep
+// succeeding and new connections see the new certificate.
+func TestInteropTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "interop CA")
+	dir := t.TempDir()
+	caFile := ca.WriteFile(t, dir, "ca")
+	cert, key := ca.Issue(t, tlstest.Options{}).WriteFiles(t, dir, "server")
+	client := ca.Issue(t, tlstest.Options{Use: tlstest.Client}).TLS()
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Run("tls", func(t *testing.T) {
+				srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, TLS: &coretriton.TLSFiles{Cert: cert, Key: key}})
+				s := coreStack(t, srv, nil, upstream.Options{TLS: &tls.Config{RootCAs: ca.Pool()}})
+				resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(3, 0, 0, 0))
+				wantRepeat(t, resp.StatusCode, body, 3)
+			})
+			t.Run("mtls", func(t *testing.T) {
+				srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, TLS: &coretriton.TLSFiles{Cert: cert, Key: key, CA: caFile}})
+				s := coreStack(t, srv, nil, upstream.Options{TLS: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{client}}})
+				resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(3, 0, 0, 0))
+				wantRepeat(t, resp.StatusCode, body, 3)
+				anon := coreStack(t, srv, nil, upstream.Options{TLS: &tls.Config{RootCAs: ca.Pool()}})
+				resp, body = anon.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(3, 0, 0, 0))
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					t.Fatalf("without a client certificate: %d %q, want 503", resp.StatusCode, body)
+				}
+			})
+			t.Run("rotation", func(t *testing.T) {
+				rdir := t.TempDir()
+				first := ca.Issue(t, tlstest.Options{})
+				cert, key := first.WriteFiles(t, rdir, "server")
+				srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, TLS: &coretriton.TLSFiles{Cert: cert, Key: key},
+					Args: map[string]any{"grpc.max_connection_age_ms": 300, "grpc.max_connection_age_grace_ms": 30000}})
+				var mu sync.Mutex
+				seen := map[string]bool{}
+				conf := &tls.Config{RootCAs: ca.Pool(), VerifyConnection: func(cs tls.ConnectionState) error {
+					mu.Lock()
+					seen[cs.PeerCertificates[0].SerialNumber.String()] = true
+					mu.Unlock()
+					return nil
+				}}
+				s := coreStack(t, srv, nil, upstream.Options{TLS: conf})
+				resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(3, 0, 0, 0))
+				wantRepeat(t, resp.StatusCode, body, 3)
+				second := ca.Issue(t, tlstest.Options{})
+				second.WriteFiles(t, rdir, "server")
+				want := second.Leaf.SerialNumber.String()
+				deadline := time.Now().Add(time.Minute)
+				for {
+					resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(3, 0, 0, 0))
+					wantRepeat(t, resp.StatusCode, body, 3)
+					mu.Lock()
+					done := seen[want]
+					mu.Unlock()
+					if done {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("no connection presented the rotated certificate within a minute; events %q", srv.Events())
+					}
+				}
+			})
+		})
+	}
 }

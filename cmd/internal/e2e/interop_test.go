@@ -457,3 +457,74 @@ func TestInteropTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestInteropNginxGRPCPass: nginx's grpc_pass as a hop between the
+// gateway and the server (cleartext HTTP/2 both ways): streams, in-band
+// errors and a client that leaves all cross it.
+func TestInteropNginxGRPCPass(t *testing.T) {
+	bin := requireTool(t, "nginx", "/usr/sbin/nginx")
+	for _, m := range coreModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband})
+			dir := t.TempDir()
+			addr := freeAddr(t)
+			conf := `events {}
+http {
+  server {
+    listen ` + addr + ` http2;
+    client_max_body_size 0;
+    location = /healthz { return 200; }
+    location / {
+      grpc_pass grpc://` + srv.Addr + `;
+      grpc_read_timeout 1h;
+      grpc_send_timeout 1h;
+    }
+  }
+}
+`
+			conf, err := nginxTempPaths(conf, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h2c := &http.Transport{Protocols: new(http.Protocols)}
+			h2c.Protocols.SetUnencryptedHTTP2(true)
+			t.Cleanup(h2c.CloseIdleConnections)
+			runNginx(t, bin, "grpc_pass test configuration", conf, dir, &http.Client{Transport: h2c}, "http://"+addr+"/healthz")
+
+			s := newStack(t, noKeepAlive(), func(c *stack.Config) {
+				c.Engine = nil
+				c.Upstream = []string{addr}
+			})
+			resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", repeatBody(5, 0, 10, 10))
+			wantRepeat(t, resp.StatusCode, body, 5)
+			resp, body = s.post(t, "/v2/models/repeat_int32/generate_stream", `{"IN":[1],"DELAY":[0,0],"WAIT":0}`)
+			if resp.StatusCode != 400 || !strings.Contains(body, "expected IN and DELAY shape to match") {
+				t.Fatalf("in-band error: %d %q", resp.StatusCode, body)
+			}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v2/models/repeat_int32/generate_stream", strings.NewReader(repeatBody(200, 0, 50, 50)))
+			r, err := httpClient(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sse.NewReader(r.Body).Next(); err != nil {
+				t.Fatal(err)
+			}
+			var id string
+			for _, e := range srv.Events() {
+				if f := strings.Fields(e); len(f) == 3 && f[0] == "START" {
+					id = f[1] // the last one started: this request's
+				}
+			}
+			cancel()
+			r.Body.Close()
+			wait, stop := context.WithTimeout(context.Background(), 30*time.Second)
+			defer stop()
+			if err := srv.WaitEvent(wait, coretriton.Cancelled(id)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

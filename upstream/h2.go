@@ -81,6 +81,7 @@ type h2Stream struct {
 	heard      bool   // DATA or HEADERS arrived since the last keepalive ping
 	goAway     string // the server's GOAWAY, its code and debug data
 	onPings    func() // h2Options.tooManyPings
+	onGoAway   func() // h2Options.goingAway; nil once called
 	unackedStr int    // bytes received and not yet credited back
 	unackedCon int
 
@@ -105,6 +106,12 @@ type h2Options struct {
 	// tooManyPings, if set, is called when the server closes the
 	// connection with GOAWAY "too_many_pings" (reader only).
 	tooManyPings func()
+	// goingAway, if set, is called once when the server sends a GOAWAY
+	// that lets the stream run on (graceful: a connection age, a server
+	// stopping): the pool stops placing requests on it at once, so it
+	// ends with its last request rather than when the server's grace
+	// runs out (reader only).
+	goingAway func()
 }
 
 // tritonPingGap is pingGap for any target: grpc core (Triton) counts a
@@ -169,6 +176,7 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 		peerWindow: 65535,
 		peerFrame:  16384,
 		onPings:    o.tooManyPings,
+		onGoAway:   o.goingAway,
 	}
 	h.cond = sync.NewCond(&h.fmu)
 	var r io.Reader = conn
@@ -517,6 +525,10 @@ func (h *h2Stream) readFrame(inMsg bool) error {
 		}
 		if f.LastStreamID < h2StreamID {
 			return h.fail(status.Errorf(codes.Unavailable, "upstream: the server sent %s before the stream started", h.goAway))
+		}
+		if h.onGoAway != nil {
+			h.onGoAway()
+			h.onGoAway = nil
 		}
 	case *http2.PushPromiseFrame:
 		return h.fail(status.Error(codes.Internal, "upstream: PUSH_PROMISE, push is disabled"))

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
+	"google.golang.org/grpc"
 	"io"
 	"math/big"
 	"net"
@@ -708,6 +709,22 @@ func TestUnknownTransport(t *testing.T) {
 	if _, err := New([]string{"127.0.0.1:1"}, &Options{Transport: "h3"}); err == nil || !strings.Contains(err.Error(), "h3") {
 		t.Fatalf("err = %v, want unknown transport", err)
 	}
+}
+
+// TestDialOptionsNeedGRPC: DialOptions with the h2 transport, named or
+// by default, are refused, not honoured by switching transports.
+func TestDialOptionsNeedGRPC(t *testing.T) {
+	dial := []grpc.DialOption{grpc.WithUserAgent("x")}
+	for _, tr := range []string{"", TransportH2} {
+		if _, err := New([]string{"127.0.0.1:1"}, &Options{Transport: tr, DialOptions: dial}); err == nil || !strings.Contains(err.Error(), "DialOptions need transport grpc") {
+			t.Errorf("transport %q: err = %v, want DialOptions refused", tr, err)
+		}
+	}
+	c, err := New([]string{"127.0.0.1:1"}, &Options{Transport: TransportGRPC, DialOptions: dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 }
 
 // TestH2TLS: over TLS, the h2 transport checks the target's certificate

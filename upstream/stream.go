@@ -224,7 +224,7 @@ func (s *stream) run() {
 			return
 		}
 	}
-	rpc, err := s.t.openStream(s.ctx, s.dedicated, func() bool { return s.load.Load() > 0 })
+	rpc, err := s.t.openStream(s.ctx, s.dedicated, func() bool { return s.load.Load() > 0 }, s.drain)
 	if err != nil {
 		s.closeWith(err)
 		return

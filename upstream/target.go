@@ -159,12 +159,14 @@ func (t *target) close() { t.conn.Close() }
 // a connection of its own with TransportH2, unless dedicated to one
 // request (CancelStream), otherwise on the target's grpc-go connection. A
 // dedicated stream lasts one request: a connection, or a TLS handshake,
-// per request would cost more than grpc-go's multiplexing.
-func (t *target) openStream(ctx context.Context, dedicated bool, busy func() bool) (streamRPC, error) {
+// per request would cost more than grpc-go's multiplexing. goingAway is
+// called when the server sends a graceful GOAWAY on an h2 connection.
+func (t *target) openStream(ctx context.Context, dedicated bool, busy func() bool, goingAway func()) (streamRPC, error) {
 	if t.h2 != nil && !dedicated {
 		t.mu.Lock()
 		o := *t.h2
 		t.mu.Unlock()
+		o.goingAway = goingAway
 		return dialH2(ctx, o, busy)
 	}
 	return t.rpc.ModelStreamInfer(ctx)

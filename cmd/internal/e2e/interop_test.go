@@ -162,14 +162,24 @@ func runLoad(t *testing.T, url string, n, workers int) int64 {
 }
 
 // TestInteropGoaway: the server ends every connection after 200 ms
-// (max_connection_age, with a grace longer than any request) while
-// requests keep coming: every request must succeed, on new connections.
+// (max_connection_age) with a GOAWAY and a 3 s grace, longer than any
+// request but shorter than the load, while requests keep coming: every
+// request must succeed, on new connections, and no stream may be cut off
+// by the grace's end (the client stops placing requests on a connection
+// at its GOAWAY, so its streams end with their last request).
 func TestInteropGoaway(t *testing.T) {
 	for _, m := range coreModes {
 		t.Run(m.name, func(t *testing.T) {
+			if m.inband && os.Getenv("STREAMGATE_UPSTREAM_TRANSPORT") == upstream.TransportGRPC {
+				// Known: grpc-go's transport keeps a pooled stream, and the
+				// requests placed on it, on a connection the server has
+				// sent a graceful GOAWAY; they end when its grace does.
+				// See upstream's README, "Transports".
+				t.Skip("pooled streams on grpc-go stay on a connection after its graceful GOAWAY (upstream README, Transports)")
+			}
 			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, Args: map[string]any{
 				"grpc.max_connection_age_ms":       200,
-				"grpc.max_connection_age_grace_ms": 30000,
+				"grpc.max_connection_age_grace_ms": 3000,
 			}})
 			s := coreStack(t, srv, nil, upstream.Options{})
 			n := loadRequests(t)
@@ -178,6 +188,9 @@ func TestInteropGoaway(t *testing.T) {
 			}
 			if peers := srv.Peers(); len(peers) < 2 {
 				t.Fatalf("requests came on %d connections, want new ones after each GOAWAY", len(peers))
+			}
+			if st := s.up.Stats(); st.StreamBreaks != 0 || st.Retries != 0 {
+				t.Fatalf("%d streams broke and %d requests were retried, want none: %+v", st.StreamBreaks, st.Retries, st)
 			}
 		})
 	}

@@ -53,9 +53,9 @@ type target struct {
 	streams   []*stream // pooled streams, in order of creation
 	dedicated map[*stream]struct{}
 	draining  map[*stream]struct{} // out of the pool, finishing their calls
-	checking  chan struct{} // closed when the recheck in flight ends; nil when none
-	pins      int           // callers about to use t (see pin)
-	retired   bool          // reaped: its connection is closed for good
+	checking  chan struct{}        // closed when the recheck in flight ends; nil when none
+	pins      int                  // callers about to use t (see pin)
+	retired   bool                 // reaped: its connection is closed for good
 }
 
 // HTTP/2 flow-control windows of every target connection (see newTarget).

@@ -173,9 +173,9 @@ func TestInteropGoaway(t *testing.T) {
 			if m.inband && os.Getenv("STREAMGATE_UPSTREAM_TRANSPORT") == upstream.TransportGRPC {
 				// Known: grpc-go's transport keeps a pooled stream, and the
 				// requests placed on it, on a connection the server has
-				// sent a graceful GOAWAY; they end when its grace does.
-				// See upstream's README, "Transports".
-				t.Skip("pooled streams on grpc-go stay on a connection after its graceful GOAWAY (upstream README, Transports)")
+				// sent a graceful GOAWAY; they end when its grace does
+				// (README, "Many requests, few streams").
+				t.Skip("pooled streams on grpc-go stay on a connection after its graceful GOAWAY (README, Many requests, few streams)")
 			}
 			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, Args: map[string]any{
 				"grpc.max_connection_age_ms":       200,

@@ -305,10 +305,7 @@ func (s *Server) Signal(sig syscall.Signal) {
 // Stop ends the server: SIGTERM (graceful, 5 s grace), then SIGKILL if it
 // is still running 15 s later. A stopped server may Restart.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd, read := s.cmd, s.read
-	s.cmd = nil
-	s.mu.Unlock()
+	cmd, read := s.take()
 	if cmd == nil {
 		return
 	}
@@ -330,16 +327,23 @@ func (s *Server) Stop() {
 
 // Kill ends the server at once (SIGKILL), as a crash would.
 func (s *Server) Kill() {
-	s.mu.Lock()
-	cmd, read := s.cmd, s.read
-	s.cmd = nil
-	s.mu.Unlock()
+	cmd, read := s.take()
 	if cmd == nil {
 		return
 	}
 	_ = cmd.Process.Kill()
 	<-read
 	_ = cmd.Wait()
+}
+
+// take returns the running process and the channel closed when its
+// output is read, and forgets them; nil when none runs.
+func (s *Server) take() (*exec.Cmd, chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd, read := s.cmd, s.read
+	s.cmd = nil
+	return cmd, read
 }
 
 // Restart starts the server again on the same port, after Stop or Kill.

@@ -225,33 +225,42 @@ func TestInteropClientLeaves(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband})
 			s := coreStack(t, srv, nil, upstream.Options{})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v2/models/repeat_int32/generate_stream", strings.NewReader(repeatBody(200, 0, 50, 50)))
-			resp, err := httpClient(t).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := sse.NewReader(resp.Body).Next(); err != nil {
-				t.Fatal(err)
-			}
-			starts := srv.Events()
-			if len(starts) != 1 || !strings.HasPrefix(starts[0], "START ") {
-				t.Fatalf("events %q, want one START", starts)
-			}
-			id := strings.Fields(starts[0])[1]
-			left := time.Now()
-			cancel()
-			resp.Body.Close()
-			wait, stop := context.WithTimeout(context.Background(), 30*time.Second)
-			defer stop()
-			if err := srv.WaitEvent(wait, coretriton.Cancelled(id)); err != nil {
-				t.Fatal(err)
-			}
 			// Wall-clock time is for the report, not an assertion.
-			t.Logf("the server saw the cancel %v after the client left", time.Since(left))
+			t.Logf("the server saw the cancel %v after the client left", leaveMidStream(t, s, srv))
 		})
 	}
+}
+
+// leaveMidStream starts a long repeat_int32 stream through s, leaves it
+// after its first event and waits (30 s at most) until srv sees its
+// request cancelled; it returns how long that took.
+func leaveMidStream(t *testing.T, s *testStack, srv *coretriton.Server) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v2/models/repeat_int32/generate_stream", strings.NewReader(repeatBody(200, 0, 50, 50)))
+	resp, err := httpClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sse.NewReader(resp.Body).Next(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for _, e := range srv.Events() {
+		if f := strings.Fields(e); len(f) == 3 && f[0] == "START" {
+			id = f[1] // the last one started: this request's
+		}
+	}
+	left := time.Now()
+	cancel()
+	resp.Body.Close()
+	wait, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	if err := srv.WaitEvent(wait, coretriton.Cancelled(id)); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(left)
 }
 
 // TestInteropServerHung: the server stops (SIGSTOP) under an open stream.
@@ -514,30 +523,7 @@ http {
 			if resp.StatusCode != 400 || !strings.Contains(body, "expected IN and DELAY shape to match") {
 				t.Fatalf("in-band error: %d %q", resp.StatusCode, body)
 			}
-
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v2/models/repeat_int32/generate_stream", strings.NewReader(repeatBody(200, 0, 50, 50)))
-			r, err := httpClient(t).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := sse.NewReader(r.Body).Next(); err != nil {
-				t.Fatal(err)
-			}
-			var id string
-			for _, e := range srv.Events() {
-				if f := strings.Fields(e); len(f) == 3 && f[0] == "START" {
-					id = f[1] // the last one started: this request's
-				}
-			}
-			cancel()
-			r.Body.Close()
-			wait, stop := context.WithTimeout(context.Background(), 30*time.Second)
-			defer stop()
-			if err := srv.WaitEvent(wait, coretriton.Cancelled(id)); err != nil {
-				t.Fatal(err)
-			}
+			leaveMidStream(t, s, srv)
 		})
 	}
 }

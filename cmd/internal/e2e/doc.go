@@ -44,7 +44,8 @@
 // python3-protobuf, protobuf-compiler, protobuf-compiler-grpc;
 // STREAMGATE_REQUIRE_GRPCIO=1 makes them required). tritonclient_test.go
 // runs NVIDIA's tritonclient and Triton's QA tests from the folder
-// STREAMGATE_TRITONCLIENT_DIR names (default ../shared/tritonclient beside
-// the checkout, where CI keeps a copy; STREAMGATE_REQUIRE_TRITONCLIENT=1
-// makes it required). Users install tritonclient from PyPI.
+// STREAMGATE_TRITONCLIENT_DIR names (the client's source, Triton's QA
+// tests and a setup script on Debian packages; CI sets it, and
+// STREAMGATE_REQUIRE_TRITONCLIENT=1 makes it required). Users install
+// tritonclient from PyPI.
 package e2e

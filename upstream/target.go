@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -130,7 +131,37 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 	t.info.init(o.MetadataTTL)
 	t.healthy.Store(true) // until a check or a stream says otherwise
 	t.lastAnswer.Store(time.Now().UnixNano())
+	if t.h2 == nil {
+		go t.watchConn()
+	}
 	return t, nil
+}
+
+// watchConn drains the pooled streams on t's grpc-go connection when it
+// leaves READY, until the connection is closed: after a graceful GOAWAY
+// (Triton's --grpc-max-connection-age, a server stopping) the old
+// connection's streams carry on, but a pooled stream lives as long as
+// requests keep coming, so it would hold the old connection, taking new
+// requests, until the server's grace ends and cuts it off. Drained
+// streams finish their requests and half-close; new ones open on the new
+// connection. (h2 connections tell their stream themselves: goingAway.)
+func (t *target) watchConn() {
+	state := t.conn.GetState()
+	for t.conn.WaitForStateChange(context.Background(), state) {
+		prev := state
+		state = t.conn.GetState()
+		if state == connectivity.Shutdown {
+			return
+		}
+		if prev == connectivity.Ready && state != connectivity.Ready {
+			t.mu.Lock()
+			ss := slices.Clone(t.streams)
+			t.mu.Unlock()
+			for _, s := range ss {
+				s.goingAway()
+			}
+		}
+	}
 }
 
 // transportCredentials secures a target's connection with cfg, or leaves

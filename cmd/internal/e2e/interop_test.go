@@ -170,13 +170,6 @@ func runLoad(t *testing.T, url string, n, workers int) int64 {
 func TestInteropGoaway(t *testing.T) {
 	for _, m := range coreModes {
 		t.Run(m.name, func(t *testing.T) {
-			if m.inband && os.Getenv("STREAMGATE_UPSTREAM_TRANSPORT") == upstream.TransportGRPC {
-				// Known: grpc-go's transport keeps a pooled stream, and the
-				// requests placed on it, on a connection the server has
-				// sent a graceful GOAWAY; they end when its grace does
-				// (README, "Many requests, few streams").
-				t.Skip("pooled streams on grpc-go stay on a connection after its graceful GOAWAY (README, Many requests, few streams)")
-			}
 			srv := coretriton.Start(t, coretriton.Options{InbandCancel: m.inband, Args: map[string]any{
 				"grpc.max_connection_age_ms":       200,
 				"grpc.max_connection_age_grace_ms": 3000,

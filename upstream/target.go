@@ -147,13 +147,10 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 // connection. (h2 connections tell their stream themselves: goingAway.)
 func (t *target) watchConn() {
 	state := t.conn.GetState()
-	for t.conn.WaitForStateChange(context.Background(), state) {
+	for state != connectivity.Shutdown && t.conn.WaitForStateChange(context.Background(), state) {
 		prev := state
 		state = t.conn.GetState()
-		if state == connectivity.Shutdown {
-			return
-		}
-		if prev == connectivity.Ready && state != connectivity.Ready {
+		if prev == connectivity.Ready && state != connectivity.Ready && state != connectivity.Shutdown {
 			t.mu.Lock()
 			ss := slices.Clone(t.streams)
 			t.mu.Unlock()

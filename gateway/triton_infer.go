@@ -150,7 +150,7 @@ func (s *Server) modelStats(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
 	st, err := s.inspect.ModelStatistics(r.Context(), model, version)
 	if err != nil {
-		return s.notLoaded(model, err)
+		return s.notFound(r.Context(), model, err)
 	}
 	writeJSON(w, http.StatusOK, tritonhttp.Statistics(st))
 	return nil

@@ -39,6 +39,11 @@ input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
   { name: "sampling_parameters" data_type: TYPE_STRING dims: [ 1 ] optional: true } ]
 output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
 instance_group [ { count: 4 kind: KIND_CPU } ]`,
+	// fail_infer is fail for /infer, which takes models that are not
+	// decoupled.
+	"fail_infer": `name: "fail_infer" backend: "fail" max_batch_size: 0
+input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]`,
 	"repeat_tiny": `name: "repeat_tiny" backend: "repeat" max_batch_size: 0
 model_transaction_policy { decoupled: True }
 input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }, { name: "DELAY" data_type: TYPE_UINT32 dims: [ -1 ] },
@@ -173,7 +178,7 @@ func TestEngineErrorsOnEveryRoute(t *testing.T) {
 			ctype, want string
 		}{
 			{"/v2/models/fail/generate", `{"text_input":"` + tc.prompt + `"}`, "application/json", tritonBody},
-			{"/v2/models/fail/generate_stream", `{"text_input":"` + tc.prompt + `"}`, "text/event-stream; charset=utf-8", "id: 0\ndata: " + tritonBody + "\n\n"},
+			{"/v2/models/fail/generate_stream", `{"text_input":"` + tc.prompt + `"}`, "text/event-stream; charset=utf-8", "id: 1\ndata: " + tritonBody + "\n\n"},
 			{"/v1/completions", `{"model":"fail","prompt":"` + tc.prompt + `"}`, "application/json", oaiBody},
 			{"/v1/completions", `{"model":"fail","prompt":"` + tc.prompt + `","stream":true}`, "application/json", oaiBody},
 			{"/v1/chat/completions", `{"model":"fail","messages":[{"role":"user","content":"` + tc.prompt + `"}],"stream":true}`, "application/json", oaiBody},
@@ -278,7 +283,7 @@ func TestQueueFullOnEveryRoute(t *testing.T) {
 	// The queue is full now: every route is refused.
 	for _, q := range []struct{ path, want string }{
 		{"/v2/models/repeat_tiny/generate", `{"error":"` + msg + `"}`},
-		{"/v2/models/repeat_tiny/generate_stream", "id: 0\ndata: {\"error\":\"" + msg + "\"}\n\n"},
+		{"/v2/models/repeat_tiny/generate_stream", "id: 1\ndata: {\"error\":\"" + msg + "\"}\n\n"},
 	} {
 		got := s.ask(t, q.path, long)
 		if got.status != 503 || got.retryAfter != "1" || got.body != q.want {

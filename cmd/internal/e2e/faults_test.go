@@ -107,10 +107,18 @@ func startGatewayProc(t *testing.T, bin, upstream string, args ...string) *sgPro
 	addr := freeAddr(t)
 	p := &sgProcess{addr: addr, url: "http://" + addr}
 	p.process = startStreamgate(t, bin, "gateway", "", append([]string{"gateway", "--http", addr, "--upstream", upstream}, args...)...)
+	p.waitReady(t)
+	return p
+}
+
+// waitReady waits until p, a gateway, answers /readyz with 200, failing
+// the test if p exits first.
+func (p *sgProcess) waitReady(t *testing.T) {
+	t.Helper()
 	c := httpClient(t)
-	waitFor(t, "the gateway to be ready", func() bool {
+	waitFor(t, p.name+" to be ready", func() bool {
 		if p.exited() {
-			t.Fatalf("the gateway exited:\n%s", tail(p.out.String(), 4<<10))
+			t.Fatalf("%s exited:\n%s", p.name, tail(p.out.String(), 4<<10))
 		}
 		resp, err := c.Get(p.url + "/readyz")
 		if err != nil {
@@ -119,7 +127,6 @@ func startGatewayProc(t *testing.T, bin, upstream string, args ...string) *sgPro
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return p
 }
 
 // stop sends SIGSTOP to p and waits until every thread of it has
@@ -270,7 +277,7 @@ func testEngineStopped(t *testing.T, bin string) {
 	for range 3 {
 		wg.Go(func() {
 			got := request(t, c, "POST", a.url+"/v2/models/repeat_int32/generate_stream", oneRepeat)
-			if got.status != 504 || got.body != "id: 0\ndata: {\"error\":\""+idleMsg+"\"}\n\n" {
+			if got.status != 504 || got.body != "id: 1\ndata: {\"error\":\""+idleMsg+"\"}\n\n" {
 				t.Errorf("new stream: %d %q", got.status, got.body)
 			}
 		})
@@ -370,7 +377,7 @@ func testWaitWedge(t *testing.T, bin string) {
 	_, gw := startPair(t, bin, "")
 	c := httpClient(t)
 	got := request(t, c, "POST", gw.url+"/v2/models/repeat_int32/generate_stream", `{"IN":[1],"DELAY":[0],"WAIT":4294967295}`)
-	if got.status != 400 || got.body != "id: 0\ndata: {\"error\":\"WAIT must be at most 60000 ms, got 4294967295\"}\n\n" {
+	if got.status != 400 || got.body != "id: 1\ndata: {\"error\":\"WAIT must be at most 60000 ms, got 4294967295\"}\n\n" {
 		t.Errorf("WAIT of 49.7 days: %d %q", got.status, got.body)
 	}
 	ctx, leave := context.WithCancel(t.Context())

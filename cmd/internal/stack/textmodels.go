@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
@@ -28,21 +29,52 @@ func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
 	}
 	dirs := modelcache.Locations(cfg.ModelDir, cache)
 	want := modelcache.Catalog()
-	if cfg.Model != "" {
-		want = nil
-		for _, name := range strings.Split(cfg.Model, ",") {
-			m, err := modelcache.Lookup(strings.TrimSpace(name))
-			if err != nil {
-				return nil, fmt.Errorf("--model: %v", err)
-			}
-			want = append(want, m)
-		}
-	}
 	var (
 		out    []*pb.ModelConfig
 		served = map[string]bool{}
 		pulled bool // a model other than the built-in one is served
 	)
+	addGGUF := func(path string) error {
+		name := modelcache.GGUFName(path)
+		if served[name] {
+			return nil
+		}
+		c, err := llama2.GGUFConfig(name, path)
+		if err != nil {
+			return fmt.Errorf("--model %s: %w", path, err)
+		}
+		c.Parameters["max_context"] = &pb.ModelParameter{StringValue: strconv.Itoa(cfg.MaxContext)}
+		c.Parameters["kv_cache_mb"] = &pb.ModelParameter{StringValue: strconv.Itoa(cfg.KVCacheMB)}
+		log.Info(name+" GGUF model found", "path", path)
+		served[name], pulled = true, true
+		out = append(out, c)
+		return nil
+	}
+	if cfg.Model != "" {
+		want = nil
+		for _, name := range strings.Split(cfg.Model, ",") {
+			name = strings.TrimSpace(name)
+			if path, ok, err := modelcache.FindGGUF(name, dirs); err != nil {
+				return nil, fmt.Errorf("--model: %v", err)
+			} else if ok {
+				if err := addGGUF(path); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			m, err := modelcache.Lookup(name)
+			if err != nil {
+				return nil, fmt.Errorf("--model: %v", err)
+			}
+			want = append(want, m)
+		}
+	} else {
+		for _, path := range modelcache.GGUFFiles(cache) {
+			if err := addGGUF(path); err != nil {
+				log.Warn("GGUF model not served", "error", err)
+			}
+		}
+	}
 	for _, m := range want {
 		if served[m.ID] {
 			continue
@@ -50,11 +82,9 @@ func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
 		dir := modelcache.Find(m, dirs)
 		switch {
 		case dir == "" && cfg.Model != "":
-			return nil, fmt.Errorf("model %s: weights (%s, %s) not found in %s; get them with: %s",
-				m.Name, m.Checkpoint.Name, m.Tokenizer.Name, strings.Join(dirs, ", "), m.PullCommand())
+			return nil, fmt.Errorf("model %s: %s; looked in %s", m.Name, notFound(m, dirs, cfg.ModelDir, cache), strings.Join(dirs, ", "))
 		case dir == "" && m.Name == modelcache.BuiltIn:
-			log.Warn(m.ID+" not loaded: weights not found", "want", []string{m.Checkpoint.Name, m.Tokenizer.Name},
-				"looked_in", dirs, "get_them_with", m.PullCommand())
+			log.Warn(m.ID+" not loaded: "+notFound(m, dirs, cfg.ModelDir, cache), "looked_in", dirs)
 			continue
 		case dir == "":
 			continue
@@ -64,11 +94,22 @@ func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
 		pulled = pulled || m.Name != modelcache.BuiltIn
 		out = append(out, llama2.Config(m.ID, filepath.Join(dir, m.Checkpoint.Name), filepath.Join(dir, m.Tokenizer.Name)))
 	}
-	if !pulled {
+	if !pulled && cfg.Model == "" {
 		s, _ := modelcache.Lookup(modelcache.Suggested)
 		log.Info("for a larger model, run: " + s.PullCommand() + " (then start again)")
 	}
 	return out, nil
+}
+
+// notFound says which of m's files were not found in dirs and how to get
+// them (modelcache.Model.Advice), copied by hand into modelDir (the
+// --model-dir flag) or cache.
+func notFound(m modelcache.Model, dirs []string, modelDir, cache string) string {
+	what := m.FileNames() + " not found"
+	if dir, missing := modelcache.Partial(m, dirs); dir != "" {
+		what = strings.Join(missing, " and ") + " not found beside the rest in " + dir
+	}
+	return what + "; " + m.Advice(modelcache.PutDir(modelDir, cache))
 }
 
 // RegisterModelCache adds the --model-cache flag to fs, and declares
@@ -102,7 +143,7 @@ func ChatTemplates() map[string]string {
 func UnloadedModels() map[string]string {
 	h := map[string]string{}
 	for _, m := range modelcache.Catalog() {
-		h[m.ID] = "its weights were not found when the engine started. Get them with '" + m.PullCommand() + "', then restart 'streamgate serve'"
+		h[m.ID] = "its files " + m.FileNames() + " were not found when the engine started. Get them with '" + m.PullCommand() + "', then restart '" + modelcache.Program() + " serve'"
 	}
 	return h
 }

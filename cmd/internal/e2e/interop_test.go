@@ -81,7 +81,7 @@ func TestInteropStreams(t *testing.T) {
 				t.Fatalf("square IN=0: %d %q, want 200 and no events", resp.StatusCode, body)
 			}
 			resp, body = s.post(t, "/v2/models/repeat_int32/generate_stream", `{"IN":[1],"DELAY":[0,0],"WAIT":0}`)
-			want := "id: 0\ndata: {\"error\":\"expected IN and DELAY shape to match, got [1] and [2]\"}\n\n"
+			want := "id: 1\ndata: {\"error\":\"expected IN and DELAY shape to match, got [1] and [2]\"}\n\n"
 			if resp.StatusCode != 400 || body != want {
 				t.Fatalf("in-band error: %d %q, want 400 %q", resp.StatusCode, body, want)
 			}

@@ -149,7 +149,7 @@ func runLoad(t *testing.T, url string, n, workers int) int64 {
 					body, err = io.ReadAll(resp.Body)
 					resp.Body.Close()
 				}
-				want := "id: 0\ndata: {\"model_name\":\"square_int32\",\"model_version\":\"1\",\"OUT\":1}\n\n"
+				want := "id: 1\ndata: {\"model_name\":\"square_int32\",\"model_version\":\"1\",\"OUT\":1}\n\n"
 				if err != nil || resp.StatusCode != 200 || string(body) != want {
 					if failed.Add(1) <= 5 {
 						t.Errorf("request failed: %v %v %q", err, resp, body)

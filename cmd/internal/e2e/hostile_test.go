@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/store"
+	"github.com/streamgate/streamgate/gateway/store/redistest"
+	"github.com/streamgate/streamgate/gateway/ws"
+)
+
+// The hostile-tenant suite: two gateway replicas share one real Redis,
+// and a tenant holding one key (or none, on an open gateway) tries what
+// the security review of issue 33 found: resumes on a socket whose key
+// was revoked or has expired, or past the key's limits; guessing ids;
+// inflating storage with previous_response_id chains; tokens on routes
+// tpm did not count; models on routes --models did not restrict; and
+// requests from other sites to an open gateway.
+
+// hostileSet is two replicas with API keys on one Redis, and the store
+// client the test manages keys with.
+type hostileSet struct {
+	st   store.Store
+	a, b *testStack
+}
+
+func startHostile(t *testing.T, opts func(*gateway.Options)) *hostileSet {
+	t.Helper()
+	rd := redistest.Start(t)
+	open := func() store.Store {
+		st, err := store.Open(rd.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	replica := func() *testStack {
+		st := open()
+		o := &gateway.Options{Store: st, Keys: st}
+		if opts != nil {
+			opts(o)
+		}
+		return newStack(t, o)
+	}
+	return &hostileSet{st: open(), a: replica(), b: replica()}
+}
+
+// dialKeyed opens /v1/ws on s with the key secret.
+func dialKeyed(t *testing.T, s *testStack, secret string) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws",
+		&websocket.DialOptions{Subprotocols: []string{ws.Subprotocol, "streamgate.key." + secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(1 << 22)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+// resumableStream runs a short resumable completion on s with the key
+// secret to its end and returns its stream id.
+func resumableStream(t *testing.T, s *testStack, secret string) string {
+	t.Helper()
+	h := bearer(secret)
+	h.Set("Streamgate-Resumable", "true")
+	resp, body := s.do(t, http.MethodPost, "/v1/completions",
+		[]byte(`{"model":"echo","prompt":"one two three","max_tokens":3,"stream":true}`), h)
+	sid := resp.Header.Get("Streamgate-Stream-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("resumable stream: %d %q %s", resp.StatusCode, sid, body)
+	}
+	return sid
+}
+
+// lastFrame sends frame on c and returns the request's terminal frame.
+func lastFrame(t *testing.T, c *websocket.Conn, frame string) string {
+	t.Helper()
+	frames := wsAsk(t, c, frame)
+	return frames[len(frames)-1]
+}
+
+func TestHostileTenant(t *testing.T) {
+	hs := startHostile(t, nil)
+	ctx := t.Context()
+
+	t.Run("resume frames recheck the key", func(t *testing.T) {
+		secret := addKey(t, hs.st, "revoked-on-socket", store.Limit{})
+		sid := resumableStream(t, hs.a, secret)
+		c := dialKeyed(t, hs.b, secret)
+		resume := fmt.Sprintf(`{"type":"resume","id":"r","stream":%q}`, sid)
+		if f := lastFrame(t, c, resume); !strings.Contains(f, `"type":"done"`) {
+			t.Fatalf("resume with a live key: %s", f)
+		}
+		if err := hs.st.RevokeKey(ctx, "revoked-on-socket"); err != nil {
+			t.Fatal(err)
+		}
+		if f := lastFrame(t, c, resume); !strings.Contains(f, `"code":"invalid_api_key"`) {
+			t.Errorf("resume after the key was revoked: %s", f)
+		}
+	})
+
+	t.Run("resume frames stop when the key expires", func(t *testing.T) {
+		k, secret, err := store.NewKey("expiring-on-socket", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.Expires = time.Now().Add(time.Second)
+		if err := hs.st.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		sid := resumableStream(t, hs.a, secret)
+		c := dialKeyed(t, hs.b, secret)
+		resume := fmt.Sprintf(`{"type":"resume","id":"r","stream":%q}`, sid)
+		waitFor(t, "the key to expire", func() bool { return time.Now().After(k.Expires) })
+		if f := lastFrame(t, c, resume); !strings.Contains(f, `"code":"invalid_api_key"`) || !strings.Contains(f, "expired") {
+			t.Errorf("resume after the key expired: %s", f)
+		}
+	})
+
+	t.Run("resume frames count against rpm", func(t *testing.T) {
+		secret := addKey(t, hs.st, "resume-rpm", store.Limit{RPM: 3})
+		sid := resumableStream(t, hs.a, secret) // the first request of the minute
+		c := dialKeyed(t, hs.b, secret)
+		resume := fmt.Sprintf(`{"type":"resume","id":"r","stream":%q}`, sid)
+		for i := range 2 {
+			if f := lastFrame(t, c, resume); !strings.Contains(f, `"type":"done"`) {
+				t.Fatalf("resume %d: %s", i+1, f)
+			}
+		}
+		if f := lastFrame(t, c, resume); !strings.Contains(f, `"code":"rate_limit_exceeded"`) {
+			t.Errorf("the fourth request of a key with rpm 3: %s", f)
+		}
+	})
+
+	t.Run("ids cannot be guessed", func(t *testing.T) {
+		secret := addKey(t, hs.st, "ids", store.Limit{})
+		var ids []string
+		for range 2 {
+			resp, body := hs.a.do(t, http.MethodPost, "/v1/responses", []byte(`{"model":"echo","input":"one two","max_output_tokens":2}`), bearer(secret))
+			var r struct{ ID string }
+			if err := json.Unmarshal(body, &r); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("response: %d %s", resp.StatusCode, body)
+			}
+			ids = append(ids, r.ID, resp.Header.Get("X-Request-Id"))
+		}
+		// A request refused at the door names itself too.
+		resp, _ := hs.b.do(t, http.MethodGet, "/v1/models", nil, bearer("sg-nope"))
+		ids = append(ids, resp.Header.Get("X-Request-Id"))
+		// Each id is a kind and 128 random bits: 32 hex digits, no part
+		// shared with another id (the old ids shared a 12-digit prefix
+		// and counted up).
+		shape := regexp.MustCompile(`^(resp|req)-[0-9a-f]{32}$`)
+		for i, id := range ids {
+			if !shape.MatchString(id) {
+				t.Errorf("id %q: want resp- or req- and 32 hex digits", id)
+				continue
+			}
+			_, a, _ := strings.Cut(id, "-")
+			for _, other := range ids[:i] {
+				_, b, _ := strings.Cut(other, "-")
+				if n := commonPrefix(a, b); n >= 6 {
+					t.Errorf("ids %s and %s share %d leading digits", other, id, n)
+				}
+			}
+		}
+	})
+}
+
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}

@@ -170,6 +170,18 @@ type Options struct {
 	// it was last written (its end). Default 24h.
 	ResponseTTL time.Duration
 
+	// KeyStorage is the bytes of stored responses an API key may keep
+	// (their records, until they expire or are deleted), unless the key
+	// sets its own (store.Key.Storage); beyond it POST /v1/responses with
+	// store gets 400 storage_limit_exceeded. Default DefaultKeyStorage.
+	KeyStorage int64
+
+	// StorageCap is the bytes of stored responses the gateway keeps for
+	// every key (or, open, every client) together; beyond it POST
+	// /v1/responses with store gets 400 storage_limit_exceeded. Default
+	// DefaultStorageCap.
+	StorageCap int64
+
 	// Keys are the API keys requests must present (Authorization: Bearer,
 	// or on /v1/ws the subprotocol streamgate.key.KEY); each key's limits
 	// are kept in Store. Default nil: the gateway is open and requests
@@ -237,6 +249,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.ResponseTTL <= 0 {
 		c.ResponseTTL = DefaultResponseTTL
+	}
+	if c.KeyStorage <= 0 {
+		c.KeyStorage = DefaultKeyStorage
+	}
+	if c.StorageCap <= 0 {
+		c.StorageCap = DefaultStorageCap
 	}
 	if c.Resumable == "" {
 		c.Resumable = ResumableOptIn

@@ -173,6 +173,72 @@ func TestHostileTenant(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("a chain stores its history once", func(t *testing.T) {
+		secret := addKey(t, hs.st, "chain", store.Limit{})
+		big := strings.Repeat("word ", 20000) // 100 KB
+		id := createStored(t, hs.a, secret, `{"model":"echo","input":"`+big+`","max_output_tokens":2}`, 200)
+		first := storedBytes(t, hs.st, id)
+		for i := range 10 {
+			s := []*testStack{hs.a, hs.b}[i%2]
+			id = createStored(t, s, secret, `{"model":"echo","input":"more","max_output_tokens":2,"previous_response_id":"`+id+`"}`, 200)
+			if n := storedBytes(t, hs.st, id); n > 4<<10 {
+				t.Fatalf("turn %d after a %d-byte first turn stored %d bytes", i+2, first, n)
+			}
+		}
+	})
+
+	t.Run("stored responses count against the key's budget", func(t *testing.T) {
+		k, secret, err := store.NewKey("budget", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.Storage = 250_000
+		if err := hs.st.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		body := `{"model":"echo","input":"` + strings.Repeat("word ", 20000) + `","max_output_tokens":2}`
+		a := createStored(t, hs.a, secret, body, 200)
+		createStored(t, hs.b, secret, body, 200)
+		resp, got := hs.a.do(t, http.MethodPost, "/v1/responses", []byte(body), bearer(secret))
+		if resp.StatusCode != 400 || !strings.Contains(string(got), `"code":"storage_limit_exceeded"`) ||
+			!strings.Contains(string(got), `"param":"store"`) || !strings.Contains(string(got), "250000 bytes") {
+			t.Fatalf("a third 100 KB response in a 250 KB budget: %d %s", resp.StatusCode, got)
+		}
+		// Not stored, it runs; another key has its own budget.
+		if resp, got := hs.a.do(t, http.MethodPost, "/v1/responses", []byte(strings.Replace(body, `{`, `{"store":false,`, 1)), bearer(secret)); resp.StatusCode != 200 {
+			t.Errorf("store false: %d %s", resp.StatusCode, got)
+		}
+		other := addKey(t, hs.st, "budget-other", store.Limit{})
+		createStored(t, hs.b, other, body, 200)
+		// A deleted response gives its bytes back.
+		if resp, got := hs.b.do(t, http.MethodDelete, "/v1/responses/"+a, nil, bearer(secret)); resp.StatusCode != 200 {
+			t.Fatalf("delete: %d %s", resp.StatusCode, got)
+		}
+		createStored(t, hs.a, secret, body, 200)
+	})
+}
+
+// createStored creates a stored response on s with the key secret and
+// returns its id, failing unless the answer has status want.
+func createStored(t *testing.T, s *testStack, secret, body string, want int) string {
+	t.Helper()
+	resp, got := s.do(t, http.MethodPost, "/v1/responses", []byte(body), bearer(secret))
+	var r struct{ ID string }
+	if err := json.Unmarshal(got, &r); err != nil || resp.StatusCode != want {
+		t.Fatalf("POST /v1/responses: %d %.300s", resp.StatusCode, got)
+	}
+	return r.ID
+}
+
+// storedBytes is the size of stored response id's record.
+func storedBytes(t *testing.T, st store.Store, id string) int {
+	t.Helper()
+	rec, err := st.GetResponse(t.Context(), id)
+	if err != nil {
+		t.Fatalf("response %s: %v", id, err)
+	}
+	return len(rec.Object) + len(rec.Data)
 }
 
 func commonPrefix(a, b string) int {

@@ -129,6 +129,8 @@ type GatewayFlags struct {
 
 	// Responses API.
 	ResponseTTL time.Duration
+	KeyStorage  int64
+	StorageCap  int64
 }
 
 func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
@@ -210,6 +212,8 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.DurationVar(&f.ResumeTTL, "resume-ttl", 10*time.Minute, "how long a resumable stream can be read again after its end")
 	fs.Group("Responses API")
 	fs.DurationVar(&f.ResponseTTL, "response-ttl", gateway.DefaultResponseTTL, "how long a stored response (POST /v1/responses with store, the default) can be read, continued, cancelled and deleted after its last write")
+	fs.Int64Var(&f.KeyStorage, "key-storage", gateway.DefaultKeyStorage, "`bytes` of stored responses an API key may keep until they expire or are deleted, unless the key sets its own (keys create --storage); beyond it storing gets 400 storage_limit_exceeded")
+	fs.Int64Var(&f.StorageCap, "storage-cap", gateway.DefaultStorageCap, "`bytes` of stored responses the gateway keeps for all keys (or, without keys, all clients) together; beyond it storing gets 400 storage_limit_exceeded")
 	fs.Group("Browsers on other origins (CORS)")
 	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated `patterns` of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
 }
@@ -385,6 +389,8 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		ChatTemplates:            ChatTemplates(),
 		UnloadedModels:           UnloadedModels(),
 		ResponseTTL:              g.ResponseTTL,
+		KeyStorage:               g.KeyStorage,
+		StorageCap:               g.StorageCap,
 	}
 	return cfg, nil
 }

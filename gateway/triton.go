@@ -155,6 +155,7 @@ func (s *Server) generateJob(ctx context.Context, model, version string, body []
 	} else {
 		j.tr = &generateEvents{id: gr.ID}
 	}
+	s.countTokens(ctx, model, version, j, len(body), gr.Inputs, gr.Parameters)
 	return j, nil
 }
 

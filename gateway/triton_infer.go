@@ -49,6 +49,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
 	}
 	a := &inferAnswer{req: req}
 	j := &job{req: req.Proto(model, version), tr: a}
+	s.countTokens(r.Context(), model, version, j, len(body), req.Inputs, j.req.GetParameters())
 	return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w, header: a.header})
 }
 

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/store/redistest"
 	"github.com/streamgate/streamgate/gateway/ws"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
 // The hostile-tenant suite: two gateway replicas share one real Redis,
@@ -48,7 +50,13 @@ func startHostile(t *testing.T, opts func(*gateway.Options)) *hostileSet {
 		if opts != nil {
 			opts(o)
 		}
-		return newStack(t, o)
+		return newStack(t, o, func(c *stack.Config) {
+			// echo answering once: a text model /infer can run.
+			one := echoSlowConfig(t)
+			one.Name, one.Parameters = "echo_one", nil
+			one.ModelTransactionPolicy = &pb.ModelTransactionPolicy{Decoupled: false}
+			c.Engine.Extra = append(c.Engine.Extra, one)
+		})
 	}
 	return &hostileSet{st: open(), a: replica(), b: replica()}
 }
@@ -216,6 +224,42 @@ func TestHostileTenant(t *testing.T) {
 			t.Fatalf("delete: %d %s", resp.StatusCode, got)
 		}
 		createStored(t, hs.a, secret, body, 200)
+	})
+
+	t.Run("tpm counts every route that generates tokens", func(t *testing.T) {
+		// 100 words reserve about 150 tokens of a minute of 60 (one
+		// request may take the whole minute) and cost more (echo counts
+		// words): the next request of the key, on the other replica, is
+		// refused, whatever the routes.
+		prompt := strings.TrimSpace(strings.Repeat("a ", 100))
+		sampling := `"sampling_parameters":"{\"max_tokens\":100}"`
+		generate := `{"text_input":"` + prompt + `",` + sampling + `}`
+		infer := `{"inputs":[{"name":"text_input","shape":[1],"datatype":"BYTES","data":["` + prompt + `"]}]}`
+		routes := []struct{ name, path, body string }{
+			{"generate", "/v2/models/echo/generate", strings.Replace(generate, `{`, `{"stream":false,`, 1)},
+			{"generate_stream", "/v2/models/echo/generate_stream", generate},
+			{"infer", "/v2/models/echo_one/infer", infer},
+		}
+		for _, r := range routes {
+			secret := addKey(t, hs.st, "tpm-"+r.name, store.Limit{TPM: 60})
+			resp, got := hs.a.do(t, http.MethodPost, r.path, []byte(r.body), bearer(secret))
+			if resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit-Tokens") != "60" {
+				t.Fatalf("%s: %d %v %s", r.name, resp.StatusCode, resp.Header, got)
+			}
+			resp, got = hs.b.do(t, http.MethodPost, r.path, []byte(r.body), bearer(secret))
+			if resp.StatusCode != 429 || !strings.Contains(string(got), "tokens per minute") || resp.Header.Get("X-Ratelimit-Remaining-Tokens") != "0" {
+				t.Errorf("%s again: %d %v %s", r.name, resp.StatusCode, resp.Header, got)
+			}
+		}
+		secret := addKey(t, hs.st, "tpm-ws", store.Limit{TPM: 60})
+		c := dialKeyed(t, hs.b, secret)
+		frame := `{"type":"generate","id":"g","model":"echo","body":` + generate + `}`
+		if f := lastFrame(t, c, frame); !strings.Contains(f, `"type":"done"`) {
+			t.Fatalf("ws generate: %s", f)
+		}
+		if f := lastFrame(t, c, frame); !strings.Contains(f, `"code":"rate_limit_exceeded"`) || !strings.Contains(f, "tokens per minute") {
+			t.Errorf("ws generate again: %s", f)
+		}
 	})
 }
 

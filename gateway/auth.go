@@ -361,6 +361,24 @@ func modelAllowed(ctx context.Context, model string) error {
 	return nil
 }
 
+// tritonModelAllowed is modelAllowed on the Triton routes: a model the
+// key may not use is answered as Triton answers a model it does not have,
+// so that a key learns nothing of the others.
+func tritonModelAllowed(ctx context.Context, model string) error {
+	if kd := keyOf(ctx); kd != nil && !kd.key.Allows(model) {
+		return &httpError{Status: http.StatusNotFound, Code: "model_not_found",
+			Msg: "Request for unknown model: '" + model + "' is not found"}
+	}
+	return nil
+}
+
+// allowsAll reports whether the request with context ctx may use every
+// model (an open gateway, or a key without --models).
+func allowsAll(ctx context.Context) bool {
+	kd := keyOf(ctx)
+	return kd == nil || len(kd.key.Models) == 0
+}
+
 // storeError counts and logs a failure of the shared store.
 func (s *Server) storeError(ctx context.Context, op string, err error) {
 	s.metrics.storeErrs.With(op).Inc()

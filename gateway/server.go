@@ -361,7 +361,7 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v2/models/stats", triton(s.modelStats))
 	for _, base := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
 		r.Get(base, triton(s.modelMetadata))
-		r.Get(base+"/ready", s.modelReady)
+		r.Get(base+"/ready", triton(s.modelReady))
 		r.Post(base+"/generate", triton(s.generate))
 		r.Post(base+"/generate_stream", triton(s.generateStream))
 		r.Post(base+"/infer", triton(s.infer))

@@ -261,6 +261,56 @@ func TestHostileTenant(t *testing.T) {
 			t.Errorf("ws generate again: %s", f)
 		}
 	})
+
+	t.Run("a key limited to some models sees no others", func(t *testing.T) {
+		secret := addKey(t, hs.st, "echo-only", store.Limit{}, "echo")
+		h := bearer(secret)
+		for _, path := range []string{"/v2/models/repeat_int32", "/v2/models/repeat_int32/versions/1",
+			"/v2/models/repeat_int32/config", "/v2/models/repeat_int32/stats", "/v2/models/repeat_int32/versions/1/stats"} {
+			resp, got := hs.a.do(t, http.MethodGet, path, nil, h)
+			if resp.StatusCode != 404 || !strings.Contains(string(got), "unknown model") {
+				t.Errorf("%s: %d %s", path, resp.StatusCode, got)
+			}
+		}
+		for _, path := range []string{"/v2/models/repeat_int32/ready", "/v2/models/repeat_int32/versions/1/ready"} {
+			if resp, got := hs.a.do(t, http.MethodGet, path, nil, h); resp.StatusCode != 503 {
+				t.Errorf("%s: %d %s", path, resp.StatusCode, got)
+			}
+		}
+		if resp, got := hs.b.do(t, http.MethodGet, "/v2/models/echo/ready", nil, h); resp.StatusCode != 200 {
+			t.Errorf("its own model ready: %d %s", resp.StatusCode, got)
+		}
+		if resp, got := hs.b.do(t, http.MethodGet, "/v2/models/echo/config", nil, h); resp.StatusCode != 200 {
+			t.Errorf("its own model's config: %d %s", resp.StatusCode, got)
+		}
+		// Lists and statistics name its models only.
+		resp, got := hs.b.do(t, http.MethodPost, "/v2/repository/index", []byte(`{}`), h)
+		var index []struct{ Name string }
+		if err := json.Unmarshal(got, &index); err != nil || resp.StatusCode != 200 || len(index) != 1 || index[0].Name != "echo" {
+			t.Errorf("repository index: %d %s", resp.StatusCode, got)
+		}
+		resp, got = hs.b.do(t, http.MethodGet, "/v2/models/stats", nil, h)
+		var stats struct{ ModelStats []struct{ Name string } `json:"model_stats"` }
+		if err := json.Unmarshal(got, &stats); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("stats: %d %s", resp.StatusCode, got)
+		}
+		for _, m := range stats.ModelStats {
+			if m.Name != "echo" {
+				t.Errorf("stats of every model name %s", m.Name)
+			}
+		}
+		// A key allowed every model sees them all.
+		all := addKey(t, hs.st, "all-models", store.Limit{})
+		_, got = hs.b.do(t, http.MethodPost, "/v2/repository/index", []byte(`{}`), bearer(all))
+		if err := json.Unmarshal(got, &index); err != nil || len(index) < 4 {
+			t.Errorf("repository index of a key allowed every model: %s", got)
+		}
+		// Model ready needs a key, as every /v2/models route does; the
+		// health routes stay open for probes.
+		if resp, _ := hs.a.do(t, http.MethodGet, "/v2/models/echo/ready", nil, nil); resp.StatusCode != 401 {
+			t.Errorf("model ready without a key: %d", resp.StatusCode)
+		}
+	})
 }
 
 // createStored creates a stored response on s with the key secret and

@@ -71,22 +71,30 @@ type Options struct {
 	// is always set by the gateway.
 	WebSocket *ws.Options
 
-	// WebSocketOriginPatterns are the cross-origin hosts allowed to open
-	// /v1/ws (see websocket.AcceptOptions.OriginPatterns). Default: same
-	// origin only.
+	// WebSocketOriginPatterns are more cross-origin hosts allowed to open
+	// /v1/ws, as path.Match patterns of the Origin's host[:port]; the
+	// origins of CORSOrigins may too. Default: same origin only.
 	WebSocketOriginPatterns []string
 
 	// WebSocketSkipOriginCheck accepts sockets from any origin. Default
 	// false: cross-origin browser pages are refused.
 	WebSocketSkipOriginCheck bool
 
-	// CORSOrigins are the origins whose browser pages may call the HTTP
-	// routes (CORS; /v1/ws has WebSocketOriginPatterns instead), as
-	// path.Match patterns of the Origin header or of its host[:port]:
+	// CORSOrigins are the origins whose browser pages may call the
+	// gateway: the HTTP routes (CORS) and /v1/ws, as path.Match patterns
+	// of the Origin header or of its host[:port]:
 	// "https://app.example.com", "*.example.org", "*". Preflights are
 	// answered on every route. Default none: no CORS headers, and
 	// preflights get 405.
 	CORSOrigins []string
+
+	// AllowedHosts are the names (path.Match patterns of the Host
+	// header's name, "*" for any) an open gateway answers besides
+	// localhost, names under .localhost and IP addresses; any other Host
+	// gets 403 host_not_allowed, so that a page whose name rebinds to the
+	// gateway's address cannot use it. With Keys the Host is checked only
+	// when AllowedHosts is set. Default none.
+	AllowedHosts []string
 
 	// ChatTemplate is the default chat template source (Go text/template,
 	// see openai.Template). Default openai.DefaultTemplate.
@@ -343,7 +351,7 @@ func (h topHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.instrument, s.cors)
+	r.Use(s.instrument, s.guard, s.cors)
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.noRoute)
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -309,6 +310,104 @@ func TestHostileTenant(t *testing.T) {
 		// health routes stay open for probes.
 		if resp, _ := hs.a.do(t, http.MethodGet, "/v2/models/echo/ready", nil, nil); resp.StatusCode != 401 {
 			t.Errorf("model ready without a key: %d", resp.StatusCode)
+		}
+	})
+}
+
+// An open gateway (no keys, the default) answers only its own names:
+// a page whose name the attacker rebinds to 127.0.0.1 gets 403, on every
+// route and on /v1/ws; a page of another site cannot send the simple
+// (preflight-free) bodies a browser lets it send anywhere; a page of an
+// allowed origin may call the HTTP routes and open /v1/ws alike.
+func TestHostileSites(t *testing.T) {
+	s := newStack(t, &gateway.Options{CORSOrigins: []string{"https://app.example"}, AllowedHosts: []string{"gw.example"}})
+	_, port, _ := strings.Cut(s.addr, ":")
+	chat := `{"model":"echo","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
+	send := func(method, path, body string, header ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, s.url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			if header[i] == "Host" {
+				req.Host = header[i+1]
+			} else {
+				req.Header.Set(header[i], header[i+1])
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	t.Run("rebinding", func(t *testing.T) {
+		for _, path := range []string{"/v1/models", "/v2", "/v2/models/echo", "/healthz", "/"} {
+			if code, body := send(http.MethodGet, path, "", "Host", "rebind.evil.example:"+port); code != 403 || (path != "/" && path != "/healthz" && !strings.Contains(body, "not allowed")) {
+				t.Errorf("GET %s with a rebound Host: %d %s", path, code, body)
+			}
+		}
+		code, body := send(http.MethodPost, "/v1/chat/completions", chat, "Host", "rebind.evil.example", "Origin", "http://rebind.evil.example")
+		if code != 403 || !strings.Contains(body, `"code":"host_not_allowed"`) {
+			t.Errorf("chat with a rebound Host: %d %s", code, body)
+		}
+		for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "app.localhost:" + port, "10.1.2.3", "gw.example:" + port, "GW.example"} {
+			if code, body := send(http.MethodPost, "/v1/chat/completions", chat, "Host", host); code != 200 {
+				t.Errorf("Host %s: %d %s", host, code, body)
+			}
+		}
+		// The socket too: a rebound page's origin is "the same" as the
+		// rebound Host, so the Host decides.
+		h := http.Header{"Origin": {"http://rebind.evil.example:" + port}}
+		c, resp, err := websocket.Dial(t.Context(), "ws://"+s.addr+"/v1/ws", &websocket.DialOptions{
+			Subprotocols: []string{ws.Subprotocol}, HTTPHeader: h, Host: "rebind.evil.example:" + port})
+		if err == nil {
+			c.CloseNow()
+			t.Errorf("a WebSocket with a rebound Host opened")
+		} else if resp == nil || resp.StatusCode != 403 {
+			t.Errorf("a WebSocket with a rebound Host: %v %v", resp, err)
+		}
+	})
+
+	t.Run("simple bodies", func(t *testing.T) {
+		for _, tc := range []struct{ ct, origin string }{
+			{"text/plain", ""},
+			{"text/plain;charset=UTF-8", "https://evil.example"},
+			{"multipart/form-data; boundary=x", ""},
+			{"application/x-www-form-urlencoded", "https://evil.example"},
+			{"", "https://evil.example"},
+		} {
+			for _, path := range []string{"/v1/chat/completions", "/v2/models/echo/generate"} {
+				code, body := send(http.MethodPost, path, chat, "Content-Type", tc.ct, "Origin", tc.origin)
+				if code != 415 || !strings.Contains(body, "application/json") {
+					t.Errorf("%s as %q from %q: %d %s", path, tc.ct, tc.origin, code, body)
+				}
+			}
+		}
+		// curl -d sends a form type: without a browser's Origin, or from
+		// the gateway's own or an allowed origin, it is served as JSON.
+		for _, origin := range []string{"", "http://localhost:" + port, "https://app.example"} {
+			if code, body := send(http.MethodPost, "/v1/chat/completions", chat, "Content-Type", "application/x-www-form-urlencoded", "Origin", origin, "Host", "localhost:"+port); code != 200 {
+				t.Errorf("a form type from %q: %d %s", origin, code, body)
+			}
+		}
+	})
+
+	t.Run("one origins list for CORS and the WebSocket", func(t *testing.T) {
+		for origin, want := range map[string]bool{"https://app.example": true, "https://evil.example": false} {
+			c, resp, err := websocket.Dial(t.Context(), "ws://"+s.addr+"/v1/ws", &websocket.DialOptions{
+				Subprotocols: []string{ws.Subprotocol}, HTTPHeader: http.Header{"Origin": {origin}}})
+			if err == nil {
+				c.CloseNow()
+			}
+			if got := err == nil; got != want || !want && (resp == nil || resp.StatusCode != 403) {
+				t.Errorf("a WebSocket from %s: opened %v, want %v (%v)", origin, got, want, err)
+			}
 		}
 	})
 }

@@ -291,7 +291,9 @@ func TestHostileTenant(t *testing.T) {
 			t.Errorf("repository index: %d %s", resp.StatusCode, got)
 		}
 		resp, got = hs.b.do(t, http.MethodGet, "/v2/models/stats", nil, h)
-		var stats struct{ ModelStats []struct{ Name string } `json:"model_stats"` }
+		var stats struct {
+			ModelStats []struct{ Name string } `json:"model_stats"`
+		}
 		if err := json.Unmarshal(got, &stats); err != nil || resp.StatusCode != 200 {
 			t.Fatalf("stats: %d %s", resp.StatusCode, got)
 		}

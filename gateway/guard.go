@@ -35,15 +35,24 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if checkHost && !s.hostAllowed(r.Host) {
 			e := &httpError{Status: http.StatusForbidden, Code: "host_not_allowed",
 				Msg: "Host '" + truncate(r.Host, 64) + "' is not allowed: this gateway answers loopback names, IP addresses and the names of --allowed-hosts only"}
-			s.writeError(w, r, pathErrors(r), e)
+			s.writeError(w, r, guardErrors(r), e)
 			return
 		}
 		if r.Method == http.MethodPost && s.simpleBody(r) {
-			s.writeError(w, r, pathErrors(r), errSimpleBody)
+			s.writeError(w, r, guardErrors(r), errSimpleBody)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// guardErrors is the error format of r's route: /v1/ws answers in
+// Triton's, as its handler does; the others as pathErrors says.
+func guardErrors(r *http.Request) errorFormat {
+	if r.URL.Path == "/v1/ws" {
+		return tritonErrors
+	}
+	return pathErrors(r)
 }
 
 // hostAllowed reports whether a request's Host may reach the gateway:

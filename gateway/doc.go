@@ -28,8 +28,10 @@
 //     how it ended (metrics, client gone, drained). serve is begin, relay
 //     and finish on the handler's goroutine; a WebSocket request runs
 //     begin, then flight.relayLater: it waits without a goroutine, and
-//     each time its call has responses (upstream.Call.Notify) a short-lived
-//     goroutine relays them, until finish ends it (ws.Request.Later).
+//     each time its call has responses (upstream.Call.Notify) the upstream
+//     stream's reader that queued them relays them itself (the sink only
+//     queues frames for the socket's writer, so it never blocks), until
+//     a short-lived goroutine finishes it (ws.Request.Later).
 //  3. An error is answered once, in the route's format (errors.go):
 //     classify turns any error into an httpError (status, code, message,
 //     Retry-After); serve lets the sink deliver it in band when the

@@ -71,7 +71,9 @@ func (r *registry) snapshot() ([]*liveStream, <-chan struct{}) {
 // their own, ctx.Err() if some had to be ended. It does not close
 // listeners; call http.Server.Shutdown afterwards.
 func (s *Server) Drain(ctx context.Context) error {
-	s.draining.Store(true)
+	if !s.draining.Swap(true) {
+		s.metrics.draining.With().Inc()
+	}
 	r := s.streams
 	r.mu.Lock()
 	r.draining = true

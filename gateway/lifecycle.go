@@ -145,6 +145,11 @@ type flight struct {
 	ka      time.Duration
 	quiet   *time.Timer
 	idleDue atomic.Bool
+	// start and last: a batch notes when it went out (last, since start)
+	// rather than resetting quiet; quiet, when it fires, waits again for
+	// what is left of ka since then.
+	start time.Time
+	last  time.Duration
 }
 
 // begin admits j and starts its call: serve's steps 1 and 2. A nil flight
@@ -228,10 +233,14 @@ func (f *flight) relayLater(ended func(error)) {
 	f.r = relayer{c: f.c, tr: f.j.tr, out: f.out, pending: f.j.tr.begin()}
 	f.ended = ended
 	if ka := f.out.keepAlive(); ka > 0 {
-		f.ka = ka
+		f.ka, f.start = ka, time.Now()
 		f.quiet = time.AfterFunc(ka, f.wakeIdle)
 	}
-	f.raw.(notifier).Notify(f.wake)
+	if f.quiet == nil {
+		f.raw.(notifier).Notify(f.wakeHere)
+	} else {
+		f.raw.(notifier).Notify(f.wake)
+	}
 	f.wake()
 }
 
@@ -249,9 +258,25 @@ func (f *flight) wake() {
 	}
 }
 
+// wakeHere is wake for a sink that never blocks in its writes (no
+// keepalive: canRelayLater): the goroutine that calls it, the upstream
+// stream's reader that has just queued a response, relays what is ready
+// itself rather than waking a goroutine to do it, unless one runs
+// already. Only the end of the request, its accounting and the ended
+// callback, goes to a goroutine of its own.
+func (f *flight) wakeHere() {
+	if f.wakes.Add(1) == 1 {
+		f.steps(true)
+	}
+}
+
 // step relays whatever is ready, again while wake was called meanwhile,
 // and finishes f once its call has ended.
-func (f *flight) step() {
+func (f *flight) step() { f.steps(false) }
+
+// steps is step, on wakeHere's goroutine when here: f is then finished on
+// a goroutine of its own.
+func (f *flight) steps(here bool) {
 	defer f.recoverStep()
 	for {
 		n := f.wakes.Load()
@@ -259,18 +284,30 @@ func (f *flight) step() {
 		if !ended && f.quiet != nil {
 			ended, err = f.keepAlive(relayed)
 		}
-		if ended {
-			f.raw.(notifier).Notify(nil)
-			if f.quiet != nil {
-				f.quiet.Stop()
+		if ended { // wakes stays > 0: no step runs again
+			if here {
+				go func() {
+					defer f.recoverStep()
+					f.end(err)
+				}()
+			} else {
+				f.end(err)
 			}
-			f.ended(f.finish(err)) // wakes stays > 0: no step runs again
 			return
 		}
 		if f.wakes.Add(-n) == 0 {
 			return
 		}
 	}
+}
+
+// end finishes f, whose relay ended with err.
+func (f *flight) end(err error) {
+	f.raw.(notifier).Notify(nil)
+	if f.quiet != nil {
+		f.quiet.Stop()
+	}
+	f.ended(f.finish(err))
 }
 
 // errRelayPanic ends a request whose relay panicked.
@@ -301,12 +338,15 @@ func (f *flight) recoverStep() {
 // the request is quiet again for ka; when it has been quiet that long,
 // out.idle.
 func (f *flight) keepAlive(relayed bool) (ended bool, err error) {
+	now := time.Since(f.start)
 	if relayed {
-		f.quiet.Reset(f.ka)
-		f.idleDue.Store(false)
-		return false, nil
+		f.last = now
 	}
 	if !f.idleDue.Swap(false) {
+		return false, nil
+	}
+	if quiet := now - f.last; quiet < f.ka {
+		f.quiet.Reset(f.ka - quiet)
 		return false, nil
 	}
 	if err := f.r.sendPending(); err != nil {
@@ -315,6 +355,7 @@ func (f *flight) keepAlive(relayed bool) (ended bool, err error) {
 	if err := f.out.idle(); err != nil {
 		return true, err
 	}
+	f.last = now
 	f.quiet.Reset(f.ka)
 	return false, nil
 }
@@ -457,20 +498,32 @@ func relay(ctx context.Context, c call, tr translator, out sink) error {
 	var tick <-chan time.Time
 	ka := out.keepAlive()
 	var timer *time.Timer
+	// The timer is not reset by every batch: a batch notes when it went
+	// out (last, since start), and the timer, when it fires, waits again
+	// for what is left of ka since then.
+	var start time.Time
+	var last time.Duration
 	if ka > 0 {
 		timer = time.NewTimer(ka)
 		defer timer.Stop()
 		tick = timer.C
+		start = time.Now()
 	}
 	for {
 		resp, err := c.RecvTick(ctx, tick)
-		if resp == nil && err == nil { // quiet for ka
+		if resp == nil && err == nil { // the timer fired
+			now := time.Since(start)
+			if quiet := now - last; quiet < ka {
+				timer.Reset(ka - quiet)
+				continue
+			}
 			if err := r.sendPending(); err != nil {
 				return err
 			}
 			if err := out.idle(); err != nil {
 				return err
 			}
+			last = now
 			timer.Reset(ka)
 			continue
 		}
@@ -478,7 +531,7 @@ func relay(ctx context.Context, c call, tr translator, out sink) error {
 			return err
 		}
 		if timer != nil {
-			timer.Reset(ka)
+			last = time.Since(start)
 		}
 	}
 }

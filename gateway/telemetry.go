@@ -48,6 +48,7 @@ type gatewayMetrics struct {
 	requests   *metrics.Counter // route, code
 	active     *metrics.Gauge   // protocol: sse, http, ws
 	sockets    *metrics.Gauge
+	draining   *metrics.Gauge
 	events     *metrics.Counter // protocol
 	rejected   *metrics.Counter // reason
 	clientGone *metrics.Counter // protocol
@@ -70,6 +71,7 @@ func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
 		requests:    r.Counter("streamgate.gateway.http_requests", "{request}", "HTTP requests by route pattern and status (101 for WebSocket upgrades).", "route", "code"),
 		active:      r.Gauge("streamgate.gateway.active_requests", "{request}", "Inference requests in flight, by protocol (sse, http, ws).", "protocol"),
 		sockets:     r.Gauge("streamgate.gateway.websocket_connections", "{connection}", "Open WebSocket connections."),
+		draining:    r.Gauge("streamgate.gateway.draining", "", "1 from the start of the gateway's drain (SIGTERM) until the process ends."),
 		events:      r.Counter("streamgate.gateway.stream_events", "{event}", "Events written to SSE streams and WebSocket data frames, by protocol.", "protocol"),
 		rejected:    r.Counter("streamgate.gateway.rejected", "{request}", "Inference requests refused before reaching upstream, by reason.", "reason"),
 		clientGone:  r.Counter("streamgate.gateway.client_gone", "{request}", "Requests cancelled upstream because the client went away or cancelled, by protocol.", "protocol"),

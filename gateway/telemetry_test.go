@@ -142,3 +142,23 @@ func TestWSEventsCountedPerBatch(t *testing.T) {
 		t.Fatalf("%d events counted after a failed batch, want 4", n)
 	}
 }
+
+// streamgate.gateway.draining is 1 from the first Drain on, once however
+// often Drain is called: the drain-stuck alert watches it.
+func TestDrainingGauge(t *testing.T) {
+	rd := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
+	defer mp.Shutdown(context.Background())
+	srv := newServer(nil, nil, &Options{MeterProvider: mp})
+	if n := counterValue(t, rd, "streamgate.gateway.draining"); n != 0 {
+		t.Fatalf("draining %d before Drain", n)
+	}
+	for range 2 {
+		if err := srv.Drain(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := counterValue(t, rd, "streamgate.gateway.draining"); n != 1 {
+			t.Fatalf("draining %d after Drain, want 1", n)
+		}
+	}
+}

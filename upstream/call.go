@@ -239,11 +239,21 @@ func (cl *Call) end(err *Error, skip bool) {
 // TryRecv and once the call has ended, so that a consumer can wait for
 // the call without a goroutine of its own. f is called on the goroutine
 // that queued the response or ended the call (the stream's reader, a
-// timer's, Cancel's caller): it must return at once and must not call
-// the Call's methods itself. A consumer sets f, then calls TryRecv until
-// it is not ok: what was ready before f was set is seen there. Notify(nil)
-// stops the calls.
+// timer's, Cancel's caller), holding no lock of the Call's or of its
+// stream's: it must not block. Called for a response, f may take it
+// (TryRecv) there and then, which saves a goroutine's wake-up per
+// response. A consumer sets f, then calls TryRecv until it is not ok:
+// what was ready before f was set is seen there. Notify(nil) stops the
+// calls.
 func (cl *Call) Notify(f func()) { cl.q.setNotify(f) }
+
+// pushed calls the Notify function of a call whose stream's reader has
+// just queued a response for it, holding no lock.
+func (cl *Call) pushed() {
+	if f := cl.q.notifier(); f != nil {
+		f()
+	}
+}
 
 // notifyEnd calls the Notify function of a call that has just ended.
 func (cl *Call) notifyEnd() {

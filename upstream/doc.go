@@ -15,8 +15,8 @@
 // Start gives the request a unique id, sets triton_enable_empty_final_response
 // on decoupled models (so every end is visible, even after zero responses),
 // and places it on the least-loaded open stream of the least-outstanding
-// healthy target, opening a new stream lazily up to
-// Options.MaxStreamsPerTarget. Each stream has exactly two goroutines: a
+// healthy target, opening a new stream lazily, once every open one carries
+// Options.StreamFill requests, up to Options.MaxStreamsPerTarget. Each stream has exactly two goroutines: a
 // sender, which owns Send, and a reader, which owns Recv and routes each
 // response into its request's queue without ever blocking. A request never
 // fails for being behind, only when its client took nothing for

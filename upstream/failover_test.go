@@ -397,7 +397,9 @@ dynamic_batching { default_queue_policy { max_queue_size: 1 } }`))
 // it is, it stays admitted and keeps its streams.
 func TestQueueFullRefusal(t *testing.T) {
 	a, b := startEngineWith(t, "", tinyQueue(t)), startEngineWith(t, "", tinyQueue(t))
-	c := newTestClient(t, []string{a.addr, b.addr}, &Options{HealthInterval: -1})
+	// StreamFill 1: a new stream for each request while every open one is
+	// busy (checked below: none was drained).
+	c := newTestClient(t, []string{a.addr, b.addr}, &Options{HealthInterval: -1, StreamFill: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Each engine runs one request (a minute long, holding its instance

@@ -73,6 +73,16 @@ type Options struct {
 	// the default stream cap. Start fails with KindRejected beyond that.
 	MaxRequestsPerStream int
 
+	// StreamFill is how many requests every open pooled stream of a
+	// target carries before another opens (while below
+	// MaxStreamsPerTarget). Default a quarter of MaxRequestsPerStream (64
+	// by default); 1 opens a stream whenever every open one is busy.
+	// Paced requests (tokens tens of milliseconds apart) then share a few
+	// streams, each read of which returns the responses of many requests,
+	// rather than spreading over the whole pool, where each response
+	// costs a read and a wake-up of its own.
+	StreamFill int
+
 	// QueueBytes is the memory each request may hold, of its own, for
 	// responses waiting for its consumer (kept as their wire bytes, about
 	// 100 bytes for a token; see respQueue). Beyond it a request borrows
@@ -243,6 +253,10 @@ func (o *Options) withDefaults() Options {
 	if c.MaxRequestsPerStream <= 0 {
 		c.MaxRequestsPerStream = 256
 	}
+	if c.StreamFill <= 0 {
+		c.StreamFill = max(1, c.MaxRequestsPerStream/4)
+	}
+	c.StreamFill = min(c.StreamFill, c.MaxRequestsPerStream)
 	if c.QueueBytes <= 0 {
 		c.QueueBytes = DefaultQueueBytes
 	}

@@ -57,6 +57,37 @@ func TestStreamPool(t *testing.T) {
 	}
 }
 
+// TestStreamFill: requests fill the open streams up to StreamFill each
+// before another stream opens, and spread evenly over the open ones; the
+// default fill is a quarter of MaxRequestsPerStream.
+func TestStreamFill(t *testing.T) {
+	e := startEngine(t, "")
+	for _, o := range []*Options{
+		{MaxRequestsPerStream: 8, StreamFill: 2, HealthInterval: -1},
+		{MaxRequestsPerStream: 8, HealthInterval: -1},
+	} {
+		c := newTestClient(t, []string{e.addr}, o)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var calls []*Call
+		for i := range 5 {
+			cl, err := c.Start(ctx, repeatN(0, 1, 60000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls = append(calls, cl)
+			// 1 and 2 on the first stream, 3 opens a second, 4 joins
+			// it, 5 opens a third.
+			if want := 1 + i/2; c.Stats().StreamsOpen != want {
+				t.Fatalf("fill %d: %d streams open with %d requests, want %d: %+v", o.StreamFill, c.Stats().StreamsOpen, i+1, want, c.Stats())
+			}
+		}
+		for _, cl := range calls {
+			cl.Cancel()
+		}
+		cancel()
+	}
+}
+
 // TestDNSTarget resolves "dns:///localhost:port". Addresses that do not
 // answer (e.g. ::1) fail over to the ones that do.
 func TestDNSTarget(t *testing.T) {

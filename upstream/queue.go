@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamgate/streamgate/upstream/budget"
@@ -50,8 +51,9 @@ type respQueue struct {
 	// waits (readyChan), nil before: a consumer that waits without a
 	// goroutine (Notify) needs none.
 	ready chan struct{}
-	// notify, when set (Call.Notify), is called after every push.
-	notify func()
+	// notify, when set (Call.Notify), is called after every push, once
+	// the pusher holds no lock (stream.route).
+	notify atomic.Pointer[func()]
 }
 
 // queueBufs recycles queue buffers by size class (bufClass: 256 bytes to
@@ -161,7 +163,7 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 	copy(q.buf[q.w+4:], msg)
 	q.w += need
 	q.n++
-	notify, ready := q.notify, q.ready
+	ready := q.ready
 	q.mu.Unlock()
 	// nil: nobody waits. A token already there (the consumer has not
 	// taken it yet, so it will look at the queue after this push) makes
@@ -172,24 +174,24 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 		default:
 		}
 	}
-	if notify != nil {
-		notify()
-	}
 	return res
 }
 
-// setNotify makes f the function push calls (nil: none).
+// setNotify makes f the function called after every push (nil: none).
 func (q *respQueue) setNotify(f func()) {
-	q.mu.Lock()
-	q.notify = f
-	q.mu.Unlock()
+	if f == nil {
+		q.notify.Store(nil)
+		return
+	}
+	q.notify.Store(&f)
 }
 
-// notifier is the function push calls, nil for none.
+// notifier is the function called after every push, nil for none.
 func (q *respQueue) notifier() func() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.notify
+	if f := q.notify.Load(); f != nil {
+		return *f
+	}
+	return nil
 }
 
 // makeRoom makes need bytes free after q.w: it moves the queued messages

@@ -227,7 +227,8 @@ sequence_batching { max_sequence_idle_microseconds: 20000 control_input [
 		t.Fatal(err)
 	}
 	e := startEngineWith(t, "", idle, slowSequence(t))
-	c := newTestClient(t, []string{e.addr}, &Options{IdleStreamTimeout: 20 * time.Millisecond})
+	// StreamFill 1: a busy stream gets no second request (below).
+	c := newTestClient(t, []string{e.addr}, &Options{IdleStreamTimeout: 20 * time.Millisecond, StreamFill: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

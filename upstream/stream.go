@@ -368,6 +368,7 @@ func (s *stream) route(msg []byte) error {
 	}
 	var end error
 	var slow pushResult
+	queued := false
 	if len(h.errMsg) > 0 {
 		e, classed := inbandError(string(h.errMsg), errorParams(msg))
 		if e.Code == codes.Unavailable && !cl.delivered.Load() && cl.seq == nil {
@@ -383,7 +384,9 @@ func (s *stream) route(msg []byte) error {
 	} else {
 		final := !cl.decoupled || h.final
 		if !final || !h.flagsOnly {
-			switch slow = cl.q.push(msg, &s.t.c.lim); slow {
+			slow = cl.q.push(msg, &s.t.c.lim)
+			queued = slow.ok()
+			switch slow {
 			case pushedBehind:
 				// Once per call: its client fell behind by its own
 				// queue bytes.
@@ -407,6 +410,7 @@ func (s *stream) route(msg []byte) error {
 	}
 	if end == nil {
 		s.mu.Unlock()
+		cl.pushed()
 		return nil
 	}
 	s.removeLocked(cl)
@@ -415,6 +419,9 @@ func (s *stream) route(msg []byte) error {
 	}
 	s.mu.Unlock()
 	s.t.outstanding.Add(-1)
+	if queued {
+		cl.pushed()
+	}
 	cl.finish(end, false)
 	if !slow.ok() {
 		ctr := &s.t.c.ctr

@@ -215,7 +215,8 @@ func (t *target) retire() bool {
 
 // place puts cl on a stream of t: a dedicated new stream for
 // CancelStream, otherwise the least-loaded pooled stream, opening a new one
-// while every open stream is busy and the pool is below its cap.
+// while every open stream carries StreamFill requests or more and the pool
+// is below its cap.
 func (t *target) place(cl *Call) error {
 	if cl.cancelMode() == CancelStream {
 		s := t.newStream(true)
@@ -236,6 +237,7 @@ func (t *target) place(cl *Call) error {
 		return nil
 	}
 	perStream := t.c.opts.MaxRequestsPerStream
+	fill := int32(t.c.opts.StreamFill)
 	for range 8 { // a chosen stream may close or fill before add
 		t.mu.Lock()
 		var best *stream
@@ -245,7 +247,7 @@ func (t *target) place(cl *Call) error {
 			}
 		}
 		fresh := false
-		if (best == nil || best.load.Load() > 0) && len(t.streams) < t.c.opts.MaxStreamsPerTarget {
+		if (best == nil || best.load.Load() >= fill) && len(t.streams) < t.c.opts.MaxStreamsPerTarget {
 			best, fresh = t.newStream(false), true
 			t.streams = append(t.streams, best)
 		}

@@ -39,6 +39,11 @@ input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
   { name: "sampling_parameters" data_type: TYPE_STRING dims: [ 1 ] optional: true } ]
 output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
 instance_group [ { count: 4 kind: KIND_CPU } ]`,
+	// fail_infer is fail for /infer, which takes models that are not
+	// decoupled.
+	"fail_infer": `name: "fail_infer" backend: "fail" max_batch_size: 0
+input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]`,
 	"repeat_tiny": `name: "repeat_tiny" backend: "repeat" max_batch_size: 0
 model_transaction_policy { decoupled: True }
 input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }, { name: "DELAY" data_type: TYPE_UINT32 dims: [ -1 ] },

@@ -107,10 +107,18 @@ func startGatewayProc(t *testing.T, bin, upstream string, args ...string) *sgPro
 	addr := freeAddr(t)
 	p := &sgProcess{addr: addr, url: "http://" + addr}
 	p.process = startStreamgate(t, bin, "gateway", "", append([]string{"gateway", "--http", addr, "--upstream", upstream}, args...)...)
+	p.waitReady(t)
+	return p
+}
+
+// waitReady waits until p, a gateway, answers /readyz with 200, failing
+// the test if p exits first.
+func (p *sgProcess) waitReady(t *testing.T) {
+	t.Helper()
 	c := httpClient(t)
-	waitFor(t, "the gateway to be ready", func() bool {
+	waitFor(t, p.name+" to be ready", func() bool {
 		if p.exited() {
-			t.Fatalf("the gateway exited:\n%s", tail(p.out.String(), 4<<10))
+			t.Fatalf("%s exited:\n%s", p.name, tail(p.out.String(), 4<<10))
 		}
 		resp, err := c.Get(p.url + "/readyz")
 		if err != nil {
@@ -119,7 +127,6 @@ func startGatewayProc(t *testing.T, bin, upstream string, args ...string) *sgPro
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return p
 }
 
 // stop sends SIGSTOP to p and waits until every thread of it has

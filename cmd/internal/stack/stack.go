@@ -229,6 +229,11 @@ func (s *Stack) startGateway(cfg Config) error {
 		if err != nil {
 			return err
 		}
+		if r, ok := st.(*store.Redis); ok {
+			if err := r.Instrument(tel.Meter.Meter("github.com/streamgate/streamgate/gateway/store")); err != nil {
+				return err
+			}
+		}
 		gopts.Store, s.ownStore = st, true
 	}
 	s.Store = gopts.Store

@@ -154,8 +154,10 @@ func (s *Server) modelConfigJSON(w http.ResponseWriter, r *http.Request) error {
 // .../stats.
 func (s *Server) modelStats(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
-	if err := tritonModelAllowed(r.Context(), model); err != nil && model != "" {
-		return err
+	if model != "" && tritonModelAllowed(r.Context(), model) != nil {
+		// As the statistics of a model upstream does not have.
+		return &httpError{Status: http.StatusBadRequest, Code: "invalid_argument",
+			Msg: "requested model '" + model + "' is not available"}
 	}
 	st, err := s.inspect.ModelStatistics(r.Context(), model, version)
 	if err != nil {

@@ -85,7 +85,7 @@ func (s *Server) runDetached(d *detach.Response, r *http.Request, cancel context
 	if err := run(w, r); err != nil {
 		s.writeError(w, r, f, err)
 	}
-	s.endServerSpan(r.Context(), r, end.span, w.status, end.start, end.route)
+	s.endServerSpan(r.Context(), r, end.span, w, end.start, end.route)
 	cancel()
 	var back *detach.Listener
 	if !s.draining.Load() {
@@ -128,7 +128,7 @@ func (s *Server) runShallow(w http.ResponseWriter, r *http.Request, f errorForma
 		if err := run(w, r); err != nil {
 			s.writeError(w, r, f, err)
 		}
-		s.endServerSpan(r.Context(), r, sw.span, sw.status, sw.start, route)
+		s.endServerSpan(r.Context(), r, sw.span, sw, sw.start, route)
 	}
 	return true
 }

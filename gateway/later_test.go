@@ -283,7 +283,7 @@ func TestServeParkedAsServe(t *testing.T) {
 		err := <-errc
 		return rec.snapshot(), err
 	}
-	ev := func(id int, d string) string { return string(sse.AppendEvent(nil, uint64(id), []byte(d))) }
+	ev := func(i int, d string) string { return string(sse.AppendEvent(nil, uint64(i+1), []byte(d))) } // event i has id i+1
 	want := []string{ev(0, "begin"), sse.KeepAliveComment, ev(1, "a") + ev(2, "b") + ev(3, "c"), ev(4, "d"), sse.KeepAliveComment}
 	for _, leave := range []bool{false, true} {
 		var got [2][]string
@@ -350,7 +350,7 @@ func TestRelayLaterPanicEndsOneRequest(t *testing.T) {
 			synctest.Wait()
 			return res
 		}
-		ev := func(id int, d string) string { return string(sse.AppendEvent(nil, uint64(id), []byte(d))) }
+		ev := func(i int, d string) string { return string(sse.AppendEvent(nil, uint64(i+1), []byte(d))) } // event i has id i+1
 		bad, good := run(panicEvents{}), run(nameEvents{})
 		calls[0].push(&pb.ModelInferResponse{ModelName: "a"}, nil)
 		calls[0].push(&pb.ModelInferResponse{ModelName: "boom"}, nil)

@@ -190,6 +190,7 @@ func (f *flight) finish(err error) error {
 	}
 	if err == nil {
 		f.ob.end(nil, false, f.j.tr)
+		noteRequest(f.out, f.ob)
 	} else {
 		err = f.s.failed(f.ctx, f.parent, f.ob, f.c, f.j, f.out, err)
 	}
@@ -415,6 +416,7 @@ func (s *Server) failed(ctx, parent context.Context, ob *observation, c call, j 
 	s.noteEnd(out.protocol(), err)
 	if c == nil {
 		ob.end(err, false, j.tr)
+		noteRequest(out, ob)
 		return err
 	}
 	// The call may still run upstream (the client went away, a drain, a
@@ -422,6 +424,7 @@ func (s *Server) failed(ctx, parent context.Context, ob *observation, c call, j 
 	_, upstreamEnded := upstream.AsError(err)
 	c.Cancel()
 	ob.end(err, !upstreamEnded, j.tr)
+	noteRequest(out, ob)
 	if errors.Is(err, errClientGone) || !out.fail(err) {
 		return err
 	}

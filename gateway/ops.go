@@ -36,6 +36,13 @@ type statusWriter struct {
 	rest   func()
 	top    *http.Request
 	routed context.Context
+
+	// What the request's log line tells beyond its status: the model it
+	// asked for and the tokens it generated (counted says that a text
+	// model counted them), set by noteRequest.
+	model   string
+	tokens  int
+	counted bool
 }
 
 // commit notes that the headers go out now, with status code.

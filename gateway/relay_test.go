@@ -111,7 +111,7 @@ func TestRelaySSEBatchesAndKeepsAlive(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := rec.snapshot()
-		ev := func(id int, d string) string { return string(sse.AppendEvent(nil, uint64(id), []byte(d))) }
+		ev := func(i int, d string) string { return string(sse.AppendEvent(nil, uint64(i+1), []byte(d))) } // event i has id i+1
 		want := []string{
 			"", // headers
 			ev(0, "begin"),

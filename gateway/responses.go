@@ -190,13 +190,13 @@ func errStorageFull(whose string, limit int64, setting string) *httpError {
 // take form f, and the translator that keeps its Response. history is the
 // conversation it continues.
 func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f form) (*job, *responseEvents, error) {
-	ad, err := s.textModel(ctx, rr.Model)
+	ad, err := s.textModel(ctx, &rr.Model)
 	if err != nil {
 		return nil, nil, err
 	}
-	prompt, err := s.templateFor(rr.Model).Render(rr.Messages(history))
+	prompt, err := s.chatPrompt(ctx, rr.Model, rr.Messages(history), "input")
 	if err != nil {
-		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "input", Msg: err.Error()}
+		return nil, nil, err
 	}
 	req, err := ad.Request(rr.Model, "", prompt, rr.Params)
 	if err != nil {

@@ -97,11 +97,15 @@ type Options struct {
 	AllowedHosts []string
 
 	// ChatTemplate is the default chat template source (Go text/template,
-	// see openai.Template). Default openai.DefaultTemplate.
+	// see openai.Template), for models whose config carries no Jinja chat
+	// template of its own (parameters chat_template, bos_token and
+	// eos_token, as Triton's OpenAI frontend reads them; see
+	// gateway/chattemplate). Default openai.DefaultTemplate.
 	ChatTemplate string
 
-	// ChatTemplates overrides ChatTemplate per model name, e.g.
-	// {"stories260k": openai.RawTemplate}. Default none.
+	// ChatTemplates overrides ChatTemplate, and a model's own chat
+	// template, per model name, e.g. {"stories260k": openai.RawTemplate}.
+	// Default none.
 	ChatTemplates map[string]string
 
 	// UnloadedModels names models this deployment knows but upstream may
@@ -292,6 +296,7 @@ type Server struct {
 	metrics   *gatewayMetrics
 	templates map[string]*openai.Template
 	template  *openai.Template
+	jinja     jinjaTemplates // models' own chat templates (chatprompt.go)
 	ids       idSource
 	resume    *resume.Manager
 	running   runningResponses // stored responses running here

@@ -62,7 +62,10 @@ func (s *Server) newSSESink(w http.ResponseWriter, r *http.Request, errs errorFo
 }
 
 func (o *sseSink) protocol() string { return "sse" }
-func (o *sseSink) cut()             { o.sw.Abort() }
+
+// writer is the response the stream goes to (noteRequest).
+func (o *sseSink) writer() http.ResponseWriter { return o.w }
+func (o *sseSink) cut()                        { o.sw.Abort() }
 
 func (o *sseSink) keepAlive() time.Duration {
 	if ka := o.sw.KeepAliveInterval(); ka > 0 {
@@ -197,7 +200,7 @@ func (o *sseSink) fail(err error) bool {
 	e := o.s.logError(o.r.Context(), o.r, err, sent)
 	body := o.errs(e)
 	if !inBand {
-		id := uint64(0)
+		id := uint64(1) // the first event
 		if o.log != nil {
 			id = o.log.NextID() - 1 // the error event's id in the log
 		}
@@ -226,11 +229,12 @@ type bodySink struct {
 	header func(http.Header)
 }
 
-func (o *bodySink) protocol() string         { return "http" }
-func (o *bodySink) cut()                     { _ = http.NewResponseController(o.w).SetWriteDeadline(time.Now()) }
-func (o *bodySink) keepAlive() time.Duration { return 0 }
-func (o *bodySink) idle() error              { return nil }
-func (o *bodySink) fail(error) bool          { return false }
+func (o *bodySink) protocol() string            { return "http" }
+func (o *bodySink) writer() http.ResponseWriter { return o.w }
+func (o *bodySink) cut()                        { _ = http.NewResponseController(o.w).SetWriteDeadline(time.Now()) }
+func (o *bodySink) keepAlive() time.Duration    { return 0 }
+func (o *bodySink) idle() error                 { return nil }
+func (o *bodySink) fail(error) bool             { return false }
 
 func (o *bodySink) send(p []byte) error {
 	o.body = append(o.body[:0], p...)

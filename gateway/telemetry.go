@@ -122,7 +122,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(sw, r)
 		if !sw.detached { // else the detached goroutine ends it
-			s.endServerSpan(ctx, r, span, sw.status, start, routePattern(r))
+			s.endServerSpan(ctx, r, span, sw, start, routePattern(r))
 		}
 	})
 }
@@ -165,7 +165,8 @@ func (s *Server) startServerSpan(r *http.Request) (context.Context, trace.Span) 
 	return ctx, span
 }
 
-func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.Span, code int, start time.Time, route string) {
+func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.Span, sw *statusWriter, start time.Time, route string) {
+	code := sw.status
 	if code == 0 {
 		code = StatusClientClosed // nothing was written: the client left
 	}
@@ -178,8 +179,48 @@ func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.
 	}
 	span.End()
 	s.metrics.requests.With(route, strconv.Itoa(code)).Inc()
-	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.DebugContext(ctx, "request", "method", r.Method, "route", route, "status", code, "duration", time.Since(start))
+	s.logRequest(ctx, r, sw, route, code, time.Since(start))
+}
+
+// logRequest writes the request's one line, at its end: INFO, but DEBUG
+// for the probes and scrapes that come every few seconds (/healthz,
+// /readyz, /metrics) when they succeed.
+func (s *Server) logRequest(ctx context.Context, r *http.Request, sw *statusWriter, route string, code int, took time.Duration) {
+	level := slog.LevelInfo
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics":
+		if code < 400 {
+			level = slog.LevelDebug
+		}
+	}
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code))
+	if sw.model != "" {
+		attrs = append(attrs, slog.String("model", sw.model))
+	}
+	if sw.counted {
+		attrs = append(attrs, slog.Int("tokens", sw.tokens))
+	}
+	attrs = append(attrs, slog.Duration("duration", took))
+	s.log.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// noteRequest tells the log line of the HTTP request that out writes to
+// (if any: a WebSocket's requests have none of their own) the model ob
+// asked for and the tokens it generated.
+func noteRequest(out sink, ob *observation) {
+	w, ok := out.(interface{ writer() http.ResponseWriter })
+	if !ok {
+		return
+	}
+	if sw := instrumented(w.writer()); sw != nil {
+		sw.model = ob.model
+		if ob.outTokens >= 0 {
+			sw.tokens, sw.counted = ob.outTokens, true
+		}
 	}
 }
 
@@ -290,6 +331,7 @@ type observation struct {
 	start     time.Time
 	first     time.Time // of the first response
 	responses int
+	outTokens int // generated tokens, once end has run; -1 when not counted
 	tracked   observedCall
 }
 
@@ -342,6 +384,7 @@ func (o *observation) end(err error, cancelled bool, tr translator) {
 	if u, ok := tr.(usageReporter); ok {
 		finish, in, out = u.outcome()
 	}
+	o.outTokens = out
 	if o.span.IsRecording() {
 		o.span.SetAttributes(attribute.Int("streamgate.responses", o.responses))
 		if finish != "" {

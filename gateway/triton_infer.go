@@ -161,7 +161,7 @@ func (s *Server) modelStats(w http.ResponseWriter, r *http.Request) error {
 	}
 	st, err := s.inspect.ModelStatistics(r.Context(), model, version)
 	if err != nil {
-		return s.notLoaded(model, err)
+		return s.notFound(r.Context(), model, err)
 	}
 	if !allowsAll(r.Context()) {
 		st = &pb.ModelStatisticsResponse{ModelStats: slices.DeleteFunc(slices.Clone(st.GetModelStats()),

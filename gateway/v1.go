@@ -16,36 +16,39 @@ import (
 // any text model (through the adapter its metadata selects), and the
 // models list.
 
-// textModel finds model and its adapter. An unknown model is OpenAI's 404.
-func (s *Server) textModel(ctx context.Context, model string) (textmodel.Adapter, error) {
-	md, err := s.metadata(ctx, model, "")
+// textModel finds the model *model names and its adapter. A name that
+// differs from a served model's only in case names that model: *model
+// becomes its name. An unknown model is OpenAI's 404, with the nearest
+// name when one is near.
+func (s *Server) textModel(ctx context.Context, model *string) (textmodel.Adapter, error) {
+	md, err := s.inspect.ModelMetadata(ctx, *model, "")
+	if err != nil && classify(err).Status == http.StatusNotFound {
+		if alt := s.nearestModel(ctx, *model); strings.EqualFold(alt, *model) {
+			*model = alt
+			md, err = s.inspect.ModelMetadata(ctx, alt, "")
+		}
+	}
 	if err != nil {
+		err = s.notLoaded(ctx, *model, err)
 		if e := classify(err); e.Status == http.StatusNotFound && e.Code != codeNotLoaded {
 			return nil, &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
-				Msg: "The model '" + model + "' does not exist", Err: err}
+				Msg: "The model '" + *model + "' does not exist" + s.didYouMean(ctx, *model), Err: err}
 		}
 		return nil, err
 	}
 	return textmodel.Select(md)
 }
 
-func (s *Server) templateFor(model string) *openai.Template {
-	if t, ok := s.templates[model]; ok {
-		return t
-	}
-	return s.template
-}
-
 // chatJob turns a chat completions request into a job whose payloads take
 // form f.
 func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*job, error) {
-	ad, err := s.textModel(ctx, cr.Model)
+	ad, err := s.textModel(ctx, &cr.Model)
 	if err != nil {
 		return nil, err
 	}
-	prompt, err := s.templateFor(cr.Model).Render(cr.Messages)
+	prompt, err := s.chatPrompt(ctx, cr.Model, cr.Messages, "messages")
 	if err != nil {
-		return nil, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "messages", Msg: err.Error()}
+		return nil, err
 	}
 	req, err := ad.Request(cr.Model, "", prompt, cr.Params)
 	if err != nil {
@@ -59,7 +62,7 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 // completionJob turns a completions request into a job whose payloads
 // take form f.
 func (s *Server) completionJob(ctx context.Context, cr *openai.CompletionRequest, f form) (*job, error) {
-	ad, err := s.textModel(ctx, cr.Model)
+	ad, err := s.textModel(ctx, &cr.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +142,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 			continue
 		}
 		seen[name] = true
-		if _, err := s.textModel(r.Context(), name); err != nil {
+		if _, err := s.textModel(r.Context(), &name); err != nil {
 			continue
 		}
 		models = append(models, openai.NewModel(name))
@@ -154,7 +157,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	if err := modelAllowed(r.Context(), id); err != nil {
 		return err
 	}
-	if _, err := s.textModel(r.Context(), id); err != nil {
+	if _, err := s.textModel(r.Context(), &id); err != nil {
 		if errors.Is(err, textmodel.ErrNotText) {
 			err = &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model", Msg: "The model '" + id + "' is not a text model", Err: err}
 		}

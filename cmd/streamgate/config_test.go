@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,7 +26,7 @@ func TestConfigurationReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := configBegin + ref.String() + configEnd
-	path := filepath.Join("..", "..", "README.md")
+	path := "README.md" // cmd/streamgate/README.md; the top-level README links to it
 	readme, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ func TestLogFormats(t *testing.T) {
 		check func(t *testing.T, lines []string)
 	}{
 		{"json, debug", []string{"--log-level", "debug"}, nil, func(t *testing.T, lines []string) {
-			var request, stopped bool
+			var request, notFound, stopped bool
 			for _, line := range lines {
 				var rec map[string]any
 				if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["time"] == nil || rec["level"] == nil || rec["msg"] == nil {
@@ -31,18 +31,35 @@ func TestLogFormats(t *testing.T) {
 				}
 				switch rec["msg"] {
 				case "request":
-					if rec["route"] == "/v2/models/{model}/generate_stream" {
+					switch rec["path"] {
+					case "/v2/models/repeat_int32/generate_stream":
 						request = true
-						if rec["level"] != "DEBUG" || rec["trace_id"] != traceID || rec["span_id"] != spanID {
+						if rec["level"] != "INFO" || rec["trace_id"] != traceID || rec["span_id"] != spanID {
 							t.Errorf("the request's line does not name the caller's trace: %s", line)
 						}
+						if rec["status"] != 200.0 || rec["model"] != "repeat_int32" {
+							t.Errorf("the request's line lacks its status or model: %s", line)
+						}
+						if d, ok := rec["duration"].(string); !ok || !strings.HasSuffix(d, "s") {
+							t.Errorf("the request's duration is not Go's duration text: %s", line)
+						}
+					case "/v1/chat/completions":
+						notFound = rec["level"] == "INFO" && rec["status"] == 404.0
+					}
+				case "shutting down":
+					if rec["grace"] != "10s" {
+						t.Errorf("grace is not Go's duration text: %s", line)
+					}
+				case "gateway serving":
+					if rec["protocols"] != "HTTP/1.1" || rec["cancel"] != "auto" {
+						t.Errorf("protocols or cancel not in words: %s", line)
 					}
 				case "stopped":
 					stopped = true
 				}
 			}
-			if !request || !stopped {
-				t.Errorf("request line %v, stopped line %v", request, stopped)
+			if !request || !notFound || !stopped {
+				t.Errorf("request line %v, 404 line %v, stopped line %v", request, notFound, stopped)
 			}
 		}},
 		{"text", []string{"--log-format", "text"}, nil, func(t *testing.T, lines []string) {
@@ -81,6 +98,12 @@ func TestLogFormats(t *testing.T) {
 			}
 			req.Header.Set("traceparent", "00-"+traceID+"-"+spanID+"-01")
 			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			resp, err = http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"nope","messages":[{"role":"user","content":"hi"}]}`))
 			if err != nil {
 				t.Fatal(err)
 			}

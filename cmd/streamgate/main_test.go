@@ -252,6 +252,20 @@ func TestServeRealModel(t *testing.T) {
 	waitExit(t, cmd, logs)
 }
 
+// --http and --grpc take a port alone (loopback) as other servers'
+// --port does.
+func TestServePortAlone(t *testing.T) {
+	bin := buildBinary(t)
+	_, httpPort, _ := net.SplitHostPort(freeAddr(t))
+	_, grpcPort, _ := net.SplitHostPort(freeAddr(t))
+	cmd, logs := startProcess(t, bin, "serve", "--http", httpPort, "--grpc", grpcPort)
+	waitHTTP(t, "http://127.0.0.1:"+httpPort+"/readyz")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, cmd, logs)
+}
+
 func TestEngineSIGTERM(t *testing.T) {
 	bin := buildBinary(t)
 	addr := freeAddr(t)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
@@ -44,7 +45,7 @@ as they are, since these are story models, not chat models.`,
 					if err != nil {
 						return err
 					}
-					return listModels(stdout, modelcache.Locations(modelDir, cache), cache)
+					return listModels(stdout, modelcache.Locations(modelDir, cache), cache, modelcache.PutDir(modelDir, cache))
 				}
 			},
 		}, {
@@ -95,25 +96,36 @@ func pullModels(ctx context.Context, names []string, cache modelcache.Cache, hub
 		if err := cache.Pull(ctx, m, opts); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s is ready: serve it with 'streamgate serve --model %s' (model %q)\n", m.Name, m.Name, m.ID)
+		fmt.Fprintf(stdout, "%s is ready: serve it with '%s serve --model %s' (model %q)\n", m.Name, modelcache.Program(), m.Name, m.ID)
 	}
 	return nil
 }
 
-func listModels(w io.Writer, dirs []string, cache string) error {
+// listModels writes the catalog as a table: each model, where it was
+// found in dirs or which file is missing, then how to get the missing
+// ones by hand into putDir.
+func listModels(w io.Writer, dirs []string, cache, putDir string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSERVED AS\tDOWNLOAD\tFOUND IN\tABOUT")
+	var absent []string
 	for _, m := range modelcache.Catalog() {
 		where := modelcache.Find(m, dirs)
 		if where == "" {
 			where = "not found: " + m.PullCommand()
+			if dir, missing := modelcache.Partial(m, dirs); dir != "" {
+				where = "missing " + strings.Join(missing, ", ") + " in " + dir + ": " + m.PullCommand()
+			}
+			absent = append(absent, m.Name+": "+m.FileNames())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Name, m.ID, m.Size, where, m.About)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nmodel cache: %s\n", cache)
+	if _, err := fmt.Fprintf(w, "\nmodel cache: %s\n", cache); err != nil || len(absent) == 0 {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "offline, copy a model's files into %s:\n  %s\n", putDir, strings.Join(absent, "\n  "))
 	return err
 }
 

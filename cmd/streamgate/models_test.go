@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/cmd/internal/modelcache"
 	"github.com/streamgate/streamgate/engine/llama2/llama2test"
 )
 
@@ -63,33 +65,45 @@ func stop(t *testing.T, cmd *exec.Cmd, logs *syncBuffer) {
 	waitExit(t, cmd, logs)
 }
 
-const hint260k = `The model 'stories260k' is known but not loaded: its weights were not found when the engine started. Get them with 'streamgate models pull stories260K', then restart 'streamgate serve'`
+// hint260k is what a request for stories260k gets from bin without its
+// weights: the files, and commands that run as bin was run.
+func hint260k(bin string) string {
+	return `The model 'stories260k' is known but not loaded: its files stories260K.bin and tok512.bin were not found when the engine started. Get them with '` +
+		bin + ` models pull stories260K', then restart '` + bin + ` serve'`
+}
 
 // With no model anywhere, serve still starts, says once how to get a real
 // model, and a request for stories260k says how to get its weights.
 func TestServeWithoutWeights(t *testing.T) {
 	bin := buildBinary(t)
 	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
-	cmd, logs := startEnv(t, nil, bin, "serve", "--http", httpAddr, "--grpc", grpcAddr)
+	xdg := t.TempDir()
+	cmd, logs := startEnv(t, []string{"XDG_CACHE_HOME=" + xdg}, bin, "serve", "--http", httpAddr, "--grpc", grpcAddr)
 	base := "http://" + httpAddr
 	waitHTTP(t, base+"/readyz")
 
 	status, body := postBody(t, base+"/v1/chat/completions", `{"model":"stories260k","messages":[{"role":"user","content":"Once"}]}`)
-	want := `{"error":{"message":"` + hint260k + `","type":"invalid_request_error","param":"model","code":"model_not_loaded"}}`
+	want := `{"error":{"message":"` + hint260k(bin) + `","type":"invalid_request_error","param":"model","code":"model_not_loaded"}}`
 	if status != 404 || body != want {
 		t.Errorf("stories260k without weights: %d %s\nwant 404 %s", status, body, want)
 	}
 	status, body = postBody(t, base+"/v2/models/stories260k/generate_stream", `{"text_input":"Once"}`)
-	if status != 404 || body != `{"error":"`+hint260k+`"}` {
+	if status != 404 || body != `{"error":"`+hint260k(bin)+`"}` {
 		t.Errorf("/v2 stories260k without weights: %d %s", status, body)
 	}
 	stop(t, cmd, logs)
 	log := logs.String()
-	if n := len(logRecords(log, "for a larger model, run: streamgate models pull stories15M (then start again)")); n != 1 {
+	if n := len(logRecords(log, "for a larger model, run: "+bin+" models pull stories15M (then start again)")); n != 1 {
 		t.Errorf("the pull command is logged %d times:\n%s", n, log)
 	}
-	if !hasLog(log, "stories260k not loaded: weights not found", "get_them_with", "streamgate models pull stories260K") {
-		t.Errorf("no warning about stories260k:\n%s", log)
+	// One line names both files, the command, and where to copy them
+	// offline; the directories searched leave out Go's build directories.
+	cache := filepath.Join(xdg, "streamgate", "models")
+	warn := "stories260k not loaded: stories260K.bin and tok512.bin not found; get them with '" + bin + " models pull stories260K', " +
+		"or offline copy stories260K.bin and tok512.bin (from https://huggingface.co/karpathy/tinyllamas/resolve/main/stories260K/stories260K.bin and " +
+		"https://huggingface.co/karpathy/tinyllamas/resolve/main/stories260K/tok512.bin) into " + cache
+	if recs := logRecords(log, warn); len(recs) != 1 || strings.Contains(fmt.Sprint(recs[0]["looked_in"]), "go-build") {
+		t.Errorf("no warning %q:\n%s", warn, log)
 	}
 }
 
@@ -144,8 +158,8 @@ func TestServeModelFlag(t *testing.T) {
 	cmd, logs := startEnv(t, nil, bin, "serve", "--model", "stories42M", "--model-cache", cache, "--http", freeAddr(t), "--grpc", freeAddr(t))
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 ||
-		!strings.Contains(logs.String(), "streamgate: model stories42M: weights (stories42M.bin, tokenizer.bin) not found in ") ||
-		!strings.Contains(logs.String(), cache+"; get them with: streamgate models pull stories42M") {
+		!strings.Contains(logs.String(), "streamgate: model stories42M: stories42M.bin and tokenizer.bin not found; get them with '"+bin+" models pull stories42M', or offline copy stories42M.bin and tokenizer.bin (from ") ||
+		!strings.Contains(logs.String(), ") into "+cache+"; looked in ") {
 		t.Fatalf("serve --model with a missing model: %v\n%s", err, logs.String())
 	}
 	cmd, logs = startEnv(t, nil, bin, "serve", "--model", "stories7B", "--http", freeAddr(t), "--grpc", freeAddr(t))
@@ -172,16 +186,20 @@ func TestModelsCommand(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", xdg)
 	cache := filepath.Join(xdg, "streamgate", "models")
 	writeStories15M(t, cache)
+	if err := os.WriteFile(filepath.Join(cache, "stories260K.bin"), nil, 0o644); err != nil { // but no tok512.bin
+		t.Fatal(err)
+	}
 
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"models", "list"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")
-	if len(lines) != 8 || !strings.HasPrefix(lines[0], "NAME ") ||
-		!strings.Contains(lines[1], "not found: streamgate models pull stories260K") ||
+	if len(lines) != 12 || !strings.HasPrefix(lines[0], "NAME ") ||
+		!strings.Contains(lines[1], "missing tok512.bin in "+cache+": "+modelcache.Program()+" models pull stories260K") ||
 		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "stories15M stories15m 61 MB "+cache+" TinyStories, 15M") ||
-		lines[6] != "model cache: "+cache {
+		lines[6] != "model cache: "+cache || lines[7] != "offline, copy a model's files into "+cache+":" ||
+		lines[8] != "  stories260K: stories260K.bin and tok512.bin" || strings.Contains(lines[1], "built-in") {
 		t.Errorf("models list:\n%s", out.String())
 	}
 
@@ -283,10 +301,10 @@ func TestModelsPullThenServe(t *testing.T) {
 		"stories260K.bin: 100% (1.1 MB of 1.1 MB)\n",
 		"stories260K.bin: sha256 ok (pinned)\n",
 		"tok512.bin: sha256 ok (pinned)\n",
-		"stories260K is ready: serve it with 'streamgate serve --model stories260K' (model \"stories260k\")\n",
+		"stories260K is ready: serve it with '" + bin + " serve --model stories260K' (model \"stories260k\")\n",
 		"stories15M.bin: sha256 ok (published by " + strings.TrimPrefix(hub.URL, "http://") + ")\n",
 		"tokenizer.bin: already in the cache, sha256 ok (pinned)\n",
-		"stories15M is ready: serve it with 'streamgate serve --model stories15M' (model \"stories15m\")\n",
+		"stories15M is ready: serve it with '" + bin + " serve --model stories15M' (model \"stories15m\")\n",
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("models pull output lacks %q:\n%s", w, out)

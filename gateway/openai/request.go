@@ -316,6 +316,9 @@ func (f *fields) common(maxTokensNames ...string) (model string, stream, include
 	if p.Seed, err = f.integer("seed", math.MinInt64, math.MaxInt64); err != nil {
 		return
 	}
+	if p.DelayMs, err = f.integer("delay_ms", 0, MaxDelayMs); err != nil {
+		return
+	}
 	if p.Stop, err = f.stop(); err != nil {
 		return
 	}
@@ -423,7 +426,11 @@ func (f *fields) refuse(names map[string]string) error {
 
 var commonFields = []string{"model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "seed", "stop",
 	"n", "user", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "metadata", "store", "service_tier",
-	"top_k", "min_p", "repetition_penalty"}
+	"top_k", "min_p", "repetition_penalty", "delay_ms"}
+
+// MaxDelayMs is the largest delay_ms, streamgate's extension that paces a
+// model that honours it (echo) so that its stream can be watched.
+const MaxDelayMs = 10_000
 
 func accepted(extra ...string) map[string]bool {
 	m := map[string]bool{}

@@ -12,7 +12,8 @@
 // moment the headers were sent.
 //
 // Framing, per event: "id: <n>\n" then one "data: " line per line of the
-// payload, then a blank line. Ids count from 0 on each stream.
+// payload, then a blank line. Ids count from 1 on each stream, one per
+// event ([DONE] included), as a resumable stream's ids do.
 package sse
 
 import (
@@ -78,7 +79,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // NewWriter returns a writer for w. Headers set on w before Start are kept;
 // Start adds the SSE ones.
 func NewWriter(w http.ResponseWriter, opts *Options) *Writer {
-	return &Writer{w: w, rc: http.NewResponseController(w), opts: opts.withDefaults()}
+	return &Writer{w: w, rc: http.NewResponseController(w), opts: opts.withDefaults(), nextID: 1}
 }
 
 // The SSE response headers' values, shared by every response (net/http
@@ -169,7 +170,7 @@ func (w *Writer) AppendNamed(name, payload []byte) {
 	w.nextID++
 }
 
-// SetNextID sets the id of the next event Append adds (ids count from 0
+// SetNextID sets the id of the next event Append adds (ids count from 1
 // unless set, and go up by one per event).
 func (w *Writer) SetNextID(id uint64) { w.nextID = id }
 

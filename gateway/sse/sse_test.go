@@ -135,7 +135,7 @@ func TestWriterHeadersKeepAliveAndEvents(t *testing.T) {
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.snapshot(); len(got) != 3 || got[2] != "id: 0\ndata: {\"x\":1}\n\n" || w.Buffered() != 0 {
+	if got := rec.snapshot(); len(got) != 3 || got[2] != "id: 1\ndata: {\"x\":1}\n\n" || w.Buffered() != 0 {
 		t.Fatalf("after event: %q", got)
 	}
 	if err := w.Flush(); err != nil || len(rec.snapshot()) != 3 {
@@ -159,7 +159,7 @@ func TestWriterBatchesAppendedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := rec.snapshot()
-	want := []string{"", "id: 0\ndata: a\n\nid: 1\ndata: b\n\nid: 2\ndata: c\n\nid: 3\ndata: d\n\nid: 4\ndata: e\n\n"}
+	want := []string{"", "id: 1\ndata: a\n\nid: 2\ndata: b\n\nid: 3\ndata: c\n\nid: 4\ndata: d\n\nid: 5\ndata: e\n\n"}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("flushes %q, want %q", got, want)
 	}
@@ -175,7 +175,7 @@ func TestWriterStartSendsAppendedEvents(t *testing.T) {
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.snapshot(); len(got) != 1 || got[0] != "id: 0\ndata: a\n\nid: 1\ndata: b\n\n" || rec.status != http.StatusOK {
+	if got := rec.snapshot(); len(got) != 1 || got[0] != "id: 1\ndata: a\n\nid: 2\ndata: b\n\n" || rec.status != http.StatusOK {
 		t.Fatalf("flushes %q status %d, want the two events in one", got, rec.status)
 	}
 	if rec.header.Get("Content-Type") != "text/event-stream; charset=utf-8" || w.Buffered() != 0 {
@@ -224,7 +224,7 @@ func TestWriterWriteErrorStops(t *testing.T) {
 }
 
 func TestReaderComments(t *testing.T) {
-	body := ": keepalive\n\nid: 0\ndata: {}\n\n: keepalive\n\nid: 1\ndata: [DONE]\n\n"
+	body := ": keepalive\n\nid: 1\ndata: {}\n\n: keepalive\n\nid: 2\ndata: [DONE]\n\n"
 	r := NewReader(strings.NewReader(body))
 	var got []string
 	for {
@@ -241,11 +241,11 @@ func TestReaderComments(t *testing.T) {
 			got = append(got, ev.ID+"="+ev.Data)
 		}
 	}
-	want := "#keepalive 0={} #keepalive 1=[DONE]"
+	want := "#keepalive 1={} #keepalive 2=[DONE]"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("got %q, want %q", strings.Join(got, " "), want)
 	}
-	if f := Frames([]byte(body)); len(f) != 4 || f[1] != "id: 0\ndata: {}\n\n" {
+	if f := Frames([]byte(body)); len(f) != 4 || f[1] != "id: 1\ndata: {}\n\n" {
 		t.Fatalf("Frames = %q", f)
 	}
 }
@@ -285,7 +285,7 @@ func TestQuietStreamOverHTTP2(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if resp.ProtoMajor != 2 || err != nil || string(body) != "id: 0\ndata: {}\n\nid: 1\ndata: {}\n\n" {
+	if resp.ProtoMajor != 2 || err != nil || string(body) != "id: 1\ndata: {}\n\nid: 2\ndata: {}\n\n" {
 		t.Fatalf("%s: body %q, %v", resp.Proto, body, err)
 	}
 }

@@ -46,6 +46,12 @@ type Params struct {
 	RepetitionPenalty *float64
 	FrequencyPenalty  *float64
 	PresencePenalty   *float64
+
+	// DelayMs, streamgate's extension, asks the model to pause this many
+	// milliseconds before each token (the request parameter delay_ms,
+	// which the echo model honours), so that a stream can be watched;
+	// nil is none.
+	DelayMs *int64
 }
 
 // extras are Params' sampling extras, by their vLLM (and TensorRT-LLM)
@@ -144,10 +150,16 @@ func (in inputs) add(ts []*tensor.Tensor, name string, values ...any) ([]*tensor
 	return append(ts, t), nil
 }
 
-// newRequest is the inference request for model with inputs ts.
-func newRequest(model, version string, ts []*tensor.Tensor) *pb.ModelInferRequest {
+// newRequest is the inference request for model with inputs ts and the
+// request parameters of p.
+func newRequest(model, version string, ts []*tensor.Tensor, p Params) *pb.ModelInferRequest {
 	req := &pb.ModelInferRequest{ModelName: model, ModelVersion: version}
 	tensor.ToRequest(req, ts)
+	if p.DelayMs != nil {
+		req.Parameters = map[string]*pb.InferParameter{
+			"delay_ms": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: *p.DelayMs}},
+		}
+	}
 	return req
 }
 
@@ -179,7 +191,7 @@ func (a *vllm) Request(model, version, prompt string, p Params) (*pb.ModelInferR
 	if err != nil {
 		return nil, err
 	}
-	return newRequest(model, version, ts), nil
+	return newRequest(model, version, ts, p), nil
 }
 
 // samplingJSON is vLLM's sampling_parameters for p: the bytes
@@ -332,7 +344,7 @@ func (a *trtllm) Request(model, version, prompt string, p Params) (*pb.ModelInfe
 	if err != nil {
 		return nil, err
 	}
-	return newRequest(model, version, ts), nil
+	return newRequest(model, version, ts, p), nil
 }
 
 func (a *trtllm) Decode(resp *pb.ModelInferResponse) (Piece, error) { return decode(resp) }

@@ -244,3 +244,16 @@ func TestSamplingJSONMatchesMarshal(t *testing.T) {
 		t.Error("NaN temperature encoded")
 	}
 }
+
+func TestDelayMsParameter(t *testing.T) {
+	d := int64(40)
+	for _, ad := range []Adapter{&vllm{}, &trtllm{}} {
+		req, err := ad.Request("m", "", "hi", Params{DelayMs: &d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := req.GetParameters()["delay_ms"].GetInt64Param(); got != 40 {
+			t.Errorf("%s: delay_ms %d, want 40", ad.Convention(), got)
+		}
+	}
+}

@@ -100,6 +100,9 @@ func Main(ctx context.Context, root *Command, args []string, stdout, stderr io.W
 	case inv.help:
 		writeHelp(stdout, inv.path, inv.fs)
 		return nil
+	case inv.version:
+		fmt.Fprintln(stdout, Version(root.Name))
+		return nil
 	}
 	return inv.run(ctx, inv.args, stdout, stderr)
 }
@@ -112,6 +115,7 @@ type invocation struct {
 	args      []string // the arguments that are not flags
 	help      bool     // the help of path
 	reference bool     // help config
+	version   bool     // version, or --version anywhere a flag may be
 	noCommand bool     // path ends at a group and no command follows
 }
 
@@ -130,6 +134,9 @@ func resolve(root *Command, args []string, lookup func(string) (string, bool)) (
 		case isHelpFlag(a):
 			inv.help = true
 			return inv, nil
+		case isVersionFlag(a) || (a == "version" && len(inv.path) == 1):
+			inv.version = true
+			return inv, nil
 		case a == "help":
 			return resolveHelp(inv, args[1:])
 		case strings.HasPrefix(a, "-"):
@@ -145,6 +152,15 @@ func resolve(root *Command, args []string, lookup func(string) (string, bool)) (
 	}
 	inv.fs = NewFlagSet(pathName(inv.path))
 	inv.run = c.Setup(inv.fs)
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if isVersionFlag(a) {
+			inv.version = true
+			return inv, nil
+		}
+	}
 	rest, err := parse(inv.fs, args, lookup)
 	hint := "Run '" + pathName(inv.path) + " --help' for its flags."
 	if errors.Is(err, flag.ErrHelp) {
@@ -199,7 +215,7 @@ func unknownCommand(path []*Command, name string) error {
 	}
 	names = append(names, "help")
 	if len(path) == 1 {
-		names = append(names, "config")
+		names = append(names, "config", "version")
 	}
 	msg := fmt.Sprintf("unknown command %q", name)
 	if s := Closest(name, names); s != "" {
@@ -246,6 +262,8 @@ func (c *Command) walk(parent []*Command, fn func(path []*Command)) {
 }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "--help" || a == "-help" }
+
+func isVersionFlag(a string) bool { return a == "--version" || a == "-version" }
 
 // helpCommand is the command line that shows the help of path:
 // "streamgate help models".

@@ -32,6 +32,9 @@ type FlagSet struct {
 	labels []string          // every label, in the order first used
 	placed map[string]string // flag name → label, once a later Group or Groups saw it
 	env    []EnvVar
+	// seeAlso maps names people try from other programs to the flag
+	// that does the job here (port → http).
+	seeAlso map[string]string
 }
 
 // An EnvVar is an environment variable a command reads that is not one of
@@ -68,6 +71,16 @@ func (fs *FlagSet) Group(label string) {
 // flag's, in the current group.
 func (fs *FlagSet) Env(name, usage string) {
 	fs.env = append(fs.env, EnvVar{Name: name, Usage: usage, Group: fs.group})
+}
+
+// SeeAlso makes an unknown flag name (any case) suggest the flag
+// instead, as "did you mean": a name other programs use for what flag
+// does here (--port for --http).
+func (fs *FlagSet) SeeAlso(name, flag string) {
+	if fs.seeAlso == nil {
+		fs.seeAlso = map[string]string{}
+	}
+	fs.seeAlso[strings.ToLower(name)] = flag
 }
 
 // place puts every flag defined since the last call in the current group.

@@ -32,6 +32,9 @@ func writeHelp(w io.Writer, path []*Command, fs *FlagSet) {
 	if len(c.Commands) > 0 {
 		b.WriteString("\nCommands:\n")
 		width := len("help")
+		if len(path) == 1 {
+			width = len("version")
+		}
 		for _, sub := range c.Commands {
 			width = max(width, len(sub.Name))
 		}
@@ -40,6 +43,7 @@ func writeHelp(w io.Writer, path []*Command, fs *FlagSet) {
 		}
 		if len(path) == 1 {
 			fmt.Fprintf(&b, "  %-*s  %s\n", width, "help", "help on a command ('"+name+" help serve'), or 'help config': every flag and variable")
+			fmt.Fprintf(&b, "  %-*s  %s\n", width, "version", "the version of this build (also --version after any command)")
 		}
 	}
 	if len(c.Examples) > 0 {

@@ -37,7 +37,7 @@ func parse(fs *FlagSet, args []string, lookup func(string) (string, bool)) ([]st
 	var rest []string
 	for {
 		if err := fs.FlagSet.Parse(args); err != nil {
-			return nil, flagError(fs, err)
+			return nil, flagError(fs, err, args)
 		}
 		left := fs.Args()
 		if len(left) == 0 {
@@ -54,6 +54,9 @@ func parse(fs *FlagSet, args []string, lookup func(string) (string, bool)) ([]st
 // An UnknownFlagError is a flag the command does not define.
 type UnknownFlagError struct {
 	Name string // as given, without its dashes
+	// Dashes are the dashes it was given with, "-" or "--" ("" reads as
+	// "--").
+	Dashes string
 	// Suggestion is the command's flag nearest to Name, "" when none is
 	// near.
 	Suggestion string
@@ -63,7 +66,11 @@ type UnknownFlagError struct {
 }
 
 func (e *UnknownFlagError) Error() string {
-	msg := "unknown flag --" + e.Name
+	dashes := e.Dashes
+	if dashes == "" {
+		dashes = "--"
+	}
+	msg := "unknown flag " + dashes + e.Name
 	switch {
 	case e.Suggestion != "":
 		msg += "; did you mean --" + e.Suggestion + "?"
@@ -74,18 +81,36 @@ func (e *UnknownFlagError) Error() string {
 }
 
 // flagError turns the flag package's parse errors into ours: help, an
-// unknown flag with a suggestion, or the error naming flags as --name,
-// as help writes them.
-func flagError(fs *FlagSet, err error) error {
+// unknown flag as it was written in args, with a suggestion, or the error
+// naming flags as --name, as help writes them.
+func flagError(fs *FlagSet, err error, args []string) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return err
 	}
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		return &UnknownFlagError{Name: name, Suggestion: Closest(name, fs.flagNames())}
+		suggestion := Closest(name, fs.flagNames())
+		if suggestion == "" {
+			suggestion = fs.seeAlso[strings.ToLower(name)]
+		}
+		return &UnknownFlagError{Name: name, Dashes: dashesOf(name, args), Suggestion: suggestion}
 	}
 	for _, form := range []string{"for flag -", "needs an argument: -"} {
 		msg = strings.Replace(msg, form, form+"-", 1)
 	}
 	return errors.New(msg)
+}
+
+// dashesOf returns the dashes the flag name was written with in args:
+// "-" for -p, "--" for --p or when it is not found.
+func dashesOf(name string, args []string) string {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-"+name || strings.HasPrefix(a, "-"+name+"=") {
+			return "-"
+		}
+	}
+	return "--"
 }

@@ -562,7 +562,7 @@ func runPage(t *testing.T, s *testStack, page *cdp, origin string, direct bool) 
 			t.Fatalf("%d events, want %d: %+v", len(got.Events), n, got.Events)
 		}
 		for i, ev := range got.Events {
-			if ev.ID != strconv.Itoa(i) || ev.Data["OUT"] != float64(100+i) || ev.Data["IDX"] != float64(i) ||
+			if ev.ID != strconv.Itoa(i+1) || ev.Data["OUT"] != float64(100+i) || ev.Data["IDX"] != float64(i) ||
 				ev.Data["model_name"] != "repeat_int32" || len(ev.Data) != 4 {
 				t.Errorf("event %d: %+v", i, ev)
 			}

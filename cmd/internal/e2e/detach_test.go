@@ -236,7 +236,7 @@ func TestDetachedStreamAccounting(t *testing.T) {
 	}
 	series := `streamgate_gateway_http_requests_total{code="200",route="/v2/models/{model}/generate_stream"}`
 	waitFor(t, "the stream counted as 200", func() bool { return s.metricValue(t, series) == 1 })
-	line := regexp.MustCompile(`msg=request method=POST route=/v2/models/\{model\}/generate_stream status=(\d+) duration=(\S+)`).FindStringSubmatch(s.logs.String())
+	line := regexp.MustCompile(`msg=request method=POST path=\S+ route=/v2/models/\{model\}/generate_stream status=(\d+) model=echo_slow (?:tokens=\d+ )?duration=(\S+)`).FindStringSubmatch(s.logs.String())
 	if line == nil {
 		t.Fatalf("no access log line for the stream in:\n%s", tail(s.logs.String(), 4<<10))
 	}

@@ -178,7 +178,7 @@ func TestEngineErrorsOnEveryRoute(t *testing.T) {
 			ctype, want string
 		}{
 			{"/v2/models/fail/generate", `{"text_input":"` + tc.prompt + `"}`, "application/json", tritonBody},
-			{"/v2/models/fail/generate_stream", `{"text_input":"` + tc.prompt + `"}`, "text/event-stream; charset=utf-8", "id: 0\ndata: " + tritonBody + "\n\n"},
+			{"/v2/models/fail/generate_stream", `{"text_input":"` + tc.prompt + `"}`, "text/event-stream; charset=utf-8", "id: 1\ndata: " + tritonBody + "\n\n"},
 			{"/v1/completions", `{"model":"fail","prompt":"` + tc.prompt + `"}`, "application/json", oaiBody},
 			{"/v1/completions", `{"model":"fail","prompt":"` + tc.prompt + `","stream":true}`, "application/json", oaiBody},
 			{"/v1/chat/completions", `{"model":"fail","messages":[{"role":"user","content":"` + tc.prompt + `"}],"stream":true}`, "application/json", oaiBody},
@@ -283,7 +283,7 @@ func TestQueueFullOnEveryRoute(t *testing.T) {
 	// The queue is full now: every route is refused.
 	for _, q := range []struct{ path, want string }{
 		{"/v2/models/repeat_tiny/generate", `{"error":"` + msg + `"}`},
-		{"/v2/models/repeat_tiny/generate_stream", "id: 0\ndata: {\"error\":\"" + msg + "\"}\n\n"},
+		{"/v2/models/repeat_tiny/generate_stream", "id: 1\ndata: {\"error\":\"" + msg + "\"}\n\n"},
 	} {
 		got := s.ask(t, q.path, long)
 		if got.status != 503 || got.retryAfter != "1" || got.body != q.want {

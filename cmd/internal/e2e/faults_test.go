@@ -277,7 +277,7 @@ func testEngineStopped(t *testing.T, bin string) {
 	for range 3 {
 		wg.Go(func() {
 			got := request(t, c, "POST", a.url+"/v2/models/repeat_int32/generate_stream", oneRepeat)
-			if got.status != 504 || got.body != "id: 0\ndata: {\"error\":\""+idleMsg+"\"}\n\n" {
+			if got.status != 504 || got.body != "id: 1\ndata: {\"error\":\""+idleMsg+"\"}\n\n" {
 				t.Errorf("new stream: %d %q", got.status, got.body)
 			}
 		})
@@ -377,7 +377,7 @@ func testWaitWedge(t *testing.T, bin string) {
 	_, gw := startPair(t, bin, "")
 	c := httpClient(t)
 	got := request(t, c, "POST", gw.url+"/v2/models/repeat_int32/generate_stream", `{"IN":[1],"DELAY":[0],"WAIT":4294967295}`)
-	if got.status != 400 || got.body != "id: 0\ndata: {\"error\":\"WAIT must be at most 60000 ms, got 4294967295\"}\n\n" {
+	if got.status != 400 || got.body != "id: 1\ndata: {\"error\":\"WAIT must be at most 60000 ms, got 4294967295\"}\n\n" {
 		t.Errorf("WAIT of 49.7 days: %d %q", got.status, got.body)
 	}
 	ctx, leave := context.WithCancel(t.Context())

@@ -232,8 +232,8 @@ func TestNginxSSE(t *testing.T) {
 		}
 		for i, ev := range evs {
 			want := fmt.Sprintf(`{"model_name":"repeat_int32","model_version":"1","OUT":%d,"IDX":%d}`, 40+i, i)
-			if ev.ID != strconv.Itoa(i) || ev.Data != want {
-				t.Errorf("event %d: id %q data %s, want id %d data %s", i, ev.ID, ev.Data, i, want)
+			if ev.ID != strconv.Itoa(i+1) || ev.Data != want {
+				t.Errorf("event %d: id %q data %s, want id %d data %s", i, ev.ID, ev.Data, i+1, want)
 			}
 		}
 		if engineBusy != 1 {
@@ -422,8 +422,8 @@ func TestNginxSSE(t *testing.T) {
 		resp = post(t, t.Context(), c, ng.url+"/v2/models/repeat_int32/generate_stream", repeatBody(2, 5, 1, 1))
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		want := "id: 0\ndata: {\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":5,\"IDX\":0}\n\n" +
-			"id: 1\ndata: {\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":6,\"IDX\":1}\n\n"
+		want := "id: 1\ndata: {\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":5,\"IDX\":0}\n\n" +
+			"id: 2\ndata: {\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":6,\"IDX\":1}\n\n"
 		if resp.StatusCode != http.StatusOK || string(b) != want {
 			t.Errorf("after the disconnect: %d %q, want 200 %q", resp.StatusCode, b, want)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/gateway"
+	"github.com/streamgate/streamgate/gateway/store"
 )
 
 // playgroundHelpers drive the playground the way a person does: set a
@@ -585,5 +586,60 @@ func TestPlaygroundAPIKey(t *testing.T) {
 	}
 	if len(ws) != 1 || ws[0] != "GET /v1/ws: streamgate.v1, streamgate.key."+key {
 		t.Errorf("WebSocket handshakes %q", ws)
+	}
+}
+
+// On a gateway that needs API keys, the playground says so in words
+// (no raw 401 JSON), Send asks for the key instead of doing nothing, and
+// once the key is in, echo paced by delay_ms streams token by token over
+// fetch, WebSocket and EventSource: the card sees several arrivals (a
+// rate), not one batch.
+func TestPlaygroundNeedsKey(t *testing.T) {
+	requireTool(t, "chromium", "/usr/bin/chromium")
+	st := store.NewMemory()
+	s := newStack(t, &gateway.Options{Store: st, Keys: st})
+	key := addKey(t, st, "playground", store.Limit{})
+	page := startChromium(t).openPage(t)
+	p := &playground{t: t, s: s, page: page, c: httpClient(t)}
+	const asks = "This gateway needs an API key: enter it in the API key box above."
+	page.load(t, s.url+"/", `document.getElementById("model-info").textContent.includes("API key")`)
+	p.js(playgroundHelpers, nil)
+	var view struct{ Info, Server, KeyClass string }
+	const read = `({info: document.getElementById("model-info").textContent, server: document.getElementById("server").textContent,
+		keyClass: document.getElementById("api-key").className})`
+	p.js(read, &view)
+	if view.Info != asks || !strings.Contains(view.Server, "needs an API key") || strings.Contains(view.Server, "{") || view.KeyClass != "wanted" {
+		t.Errorf("without a key: %+v", view)
+	}
+	var ids []string
+	if p.js("pgt.send()", &ids); len(ids) != 0 {
+		t.Errorf("Send without a key started %v", ids)
+	}
+	p.js(read, &view)
+	if view.Info != asks {
+		t.Errorf("Send without a key: %+v", view)
+	}
+
+	p.set("api-key", key)
+	waitFor(t, "the models to load with the key", func() bool {
+		var ok bool
+		p.js(`[...document.getElementById("model").options].some((o) => o.value === "echo")`, &ok)
+		return ok
+	})
+	p.set("model", "echo")
+	p.set("prompt", "one two three four five six")
+	p.set("delay-ms", "40")
+	if b := p.body(); !strings.Contains(b, `"delay_ms": 40`) {
+		t.Fatalf("body without delay_ms: %s", b)
+	}
+	// fetch first: its answer tells the page that streams are resumable,
+	// which EventSource needs.
+	for _, transport := range []string{"fetch", "ws", "eventsource"} {
+		p.js(fmt.Sprintf("pgt.pick(%q, %q)", "transport", transport), nil)
+		id := p.send()[0]
+		c := p.waitCard(id, "done", finished)
+		if c.State != "done" || c.Tokens < 6 || c.Rate == "–" || c.Bars == 0 || !strings.Contains(c.Text, "one two three four five six") {
+			t.Errorf("%s: %+v", transport, c)
+		}
 	}
 }

@@ -79,7 +79,7 @@ const readmeHost = "127.0.0.1:8080"
 // and show what the model answers.
 func TestReadmeJavaScriptExamples(t *testing.T) {
 	root := moduleRoot(t)
-	examples := readmeExamples(t, root, "README.md", filepath.Join("gateway", "README.md"))
+	examples := readmeExamples(t, root, "README.md", filepath.Join("gateway", "README.md"), filepath.Join("cmd", "streamgate", "README.md"))
 	if len(examples) < 3 {
 		t.Fatalf("found %d JavaScript examples, want the fetch, WebSocket and openai ones at least", len(examples))
 	}

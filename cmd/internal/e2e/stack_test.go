@@ -101,6 +101,11 @@ func newStack(t testing.TB, opts *gateway.Options, change ...func(*stack.Config)
 // echoSlowConfig is the built-in echo model as "echo_slow", sleeping 20ms
 // before each word: long prompts take long enough to be cancelled midway.
 func echoSlowConfig(t testing.TB) *pb.ModelConfig {
+	return echoConfig(t, "echo_slow", map[string]string{"delay_ms": "20"})
+}
+
+// echoConfig is the built-in echo model renamed, with config parameters.
+func echoConfig(t testing.TB, name string, params map[string]string) *pb.ModelConfig {
 	data, err := fs.ReadFile(builtin.FS, "echo/config.pbtxt")
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +114,11 @@ func echoSlowConfig(t testing.TB) *pb.ModelConfig {
 	if err := prototext.Unmarshal(data, cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Name = "echo_slow"
-	cfg.Parameters = map[string]*pb.ModelParameter{"delay_ms": {StringValue: "20"}}
+	cfg.Name = name
+	cfg.Parameters = map[string]*pb.ModelParameter{}
+	for k, v := range params {
+		cfg.Parameters[k] = &pb.ModelParameter{StringValue: v}
+	}
 	return cfg
 }
 

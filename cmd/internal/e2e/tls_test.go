@@ -572,7 +572,7 @@ func TestUpstreamMutualTLS(t *testing.T) {
 func TestReadmeTLS(t *testing.T) {
 	openssl := requireTool(t, "openssl", "/usr/bin/openssl")
 	curl := requireTool(t, "curl", "/usr/bin/curl")
-	cmds := readmeShellCommands(t, "## TLS")
+	cmds := readmeShellCommands(t, filepath.Join("cmd", "streamgate", "README.md"), "## TLS")
 	if len(cmds) != 3 || !strings.HasPrefix(cmds[0], "openssl req ") || !strings.HasPrefix(cmds[1], "streamgate serve ") || !strings.HasPrefix(cmds[2], "curl ") {
 		t.Fatalf("the README's TLS example is not openssl, serve, curl: %q (update this test with it)", cmds)
 	}
@@ -630,21 +630,22 @@ func TestReadmeTLS(t *testing.T) {
 }
 
 // readmeShellCommands are the commands of the first ```sh block after the
-// heading in README.md, continuation lines joined.
-func readmeShellCommands(t *testing.T, heading string) []string {
+// heading in readme (a path from the module root), continuation lines
+// joined.
+func readmeShellCommands(t *testing.T, readme, heading string) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), readme))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(data), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no %q", heading)
+		t.Fatalf("%s has no %q", readme, heading)
 	}
 	_, rest, ok = strings.Cut(rest, "```sh\n")
 	block, _, ok2 := strings.Cut(rest, "\n```")
 	if !ok || !ok2 {
-		t.Fatalf("README.md: no sh block under %q", heading)
+		t.Fatalf("%s: no sh block under %q", readme, heading)
 	}
 	var cmds []string
 	for _, c := range strings.Split(strings.ReplaceAll(block, "\\\n", ""), "\n") {

@@ -18,9 +18,9 @@ func TestGenerateStreamFraming(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
 	}
-	want := "id: 0\ndata: {\"id\":\"q1\",\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":10,\"IDX\":0}\n\n" +
-		"id: 1\ndata: {\"id\":\"q1\",\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":11,\"IDX\":1}\n\n" +
-		"id: 2\ndata: {\"id\":\"q1\",\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":12,\"IDX\":2}\n\n"
+	want := "id: 1\ndata: {\"id\":\"q1\",\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":10,\"IDX\":0}\n\n" +
+		"id: 2\ndata: {\"id\":\"q1\",\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":11,\"IDX\":1}\n\n" +
+		"id: 3\ndata: {\"id\":\"q1\",\"model_name\":\"repeat_int32\",\"model_version\":\"1\",\"OUT\":12,\"IDX\":2}\n\n"
 	if body != want {
 		t.Fatalf("body\n%q\nwant\n%q", body, want)
 	}
@@ -44,7 +44,7 @@ func TestGenerateStreamSquareZeroIsEmpty(t *testing.T) {
 func TestGenerateStreamErrorInBand(t *testing.T) {
 	s := newStack(t, noKeepAlive())
 	resp, body := s.post(t, "/v2/models/repeat_int32/generate_stream", `{"IN":[1],"DELAY":[0,0],"WAIT":0}`)
-	want := "id: 0\ndata: {\"error\":\"expected IN and DELAY shape to match, got [1] and [2]\"}\n\n"
+	want := "id: 1\ndata: {\"error\":\"expected IN and DELAY shape to match, got [1] and [2]\"}\n\n"
 	if resp.StatusCode != 400 || body != want || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
 		t.Fatalf("status %d type %q body %q, want 400 %q", resp.StatusCode, resp.Header.Get("Content-Type"), body, want)
 	}

@@ -191,3 +191,59 @@ func TestUnloadedModels(t *testing.T) {
 	}
 	c.Close(websocket.StatusNormalClosure, "")
 }
+
+// Model names are matched without regard to case on the OpenAI routes, as
+// OpenAI's clients expect of a gateway; a name that is near no model's
+// gets the nearest model's name in each route's error shape.
+func TestModelNamesAnyCase(t *testing.T) {
+	s := newStack(t, &gateway.Options{UnloadedModels: map[string]string{"stories260k": "get its weights"}})
+	resp, body := s.post(t, "/v1/chat/completions", `{"model":"ECHO","messages":[{"role":"user","content":"a b"}]}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"model":"echo"`) {
+		t.Errorf("ECHO: %d %s", resp.StatusCode, body)
+	}
+	resp, body = s.get(t, "/v1/models/Echo")
+	if resp.StatusCode != 200 || body != `{"id":"echo","object":"model","created":0,"owned_by":"streamgate"}` {
+		t.Errorf("GET /v1/models/Echo: %d %s", resp.StatusCode, body)
+	}
+	for _, tc := range []struct {
+		method, path, body, want string
+	}{
+		{"POST", "/v1/chat/completions", `{"model":"ehco","messages":[{"role":"user","content":"x"}]}`,
+			`{"error":{"message":"The model 'ehco' does not exist; did you mean 'echo'?","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
+		{"POST", "/v1/completions", `{"model":"stories260K","prompt":"x"}`,
+			`{"error":{"message":"The model 'stories260k' is known but not loaded: get its weights","type":"invalid_request_error","param":"model","code":"model_not_loaded"}}`},
+		{"POST", "/v2/models/ehco/generate", `{"text_input":"x"}`, `did you mean 'echo'?"}`},
+		{"GET", "/v2/models/Echo", "", `did you mean 'echo'?"}`},
+	} {
+		var resp *http.Response
+		var body string
+		if tc.method == "GET" {
+			resp, body = s.get(t, tc.path)
+		} else {
+			resp, body = s.post(t, tc.path, tc.body)
+		}
+		if resp.StatusCode != 404 || !strings.HasSuffix(body, tc.want) || !strings.HasPrefix(body, `{"error":`) {
+			t.Errorf("%s %s %s\n got %d %s\nwant 404 ending %s", tc.method, tc.path, tc.body, resp.StatusCode, body, tc.want)
+		}
+	}
+	c := s.dialWS(t)
+	wsSend(t, c, `{"type":"completions","id":"u1","body":{"model":"ehco","prompt":"x"}}`)
+	if _, raw, err := wsRead(t, c); err != nil || !strings.Contains(string(raw), `"code":"model_not_found","message":"The model 'ehco' does not exist; did you mean 'echo'?"`) {
+		t.Errorf("WebSocket: %s %v", raw, err)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+}
+
+// delay_ms, streamgate's extension on /v1, paces a model that honours it
+// (echo) so that a stream can be watched token by token.
+func TestOpenAIDelayMs(t *testing.T) {
+	s := newStack(t, nil)
+	resp, body := s.post(t, "/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"a b c"}],"stream":true,"delay_ms":5}`)
+	if resp.StatusCode != 200 || strings.Count(body, `"content":"`) < 3 || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Errorf("delay_ms 5: %d %s", resp.StatusCode, body)
+	}
+	resp, body = s.post(t, "/v1/completions", `{"model":"echo","prompt":"a","delay_ms":-1}`)
+	if resp.StatusCode != 400 || !strings.Contains(body, `"param":"delay_ms"`) {
+		t.Errorf("delay_ms -1: %d %s", resp.StatusCode, body)
+	}
+}

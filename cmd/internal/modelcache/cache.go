@@ -3,7 +3,9 @@ package modelcache
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // Cache is a directory of pulled model files, flat: each file under its
@@ -59,7 +61,7 @@ func Locations(explicit, cacheDir string) []string {
 			add(filepath.Join(d, "shared", "models"))
 		}
 	}
-	if exe, err := os.Executable(); err == nil {
+	if exe, err := os.Executable(); err == nil && !isGoRun(exe) {
 		if exe, err = filepath.EvalSymlinks(exe); err == nil {
 			for _, d := range ancestors(filepath.Dir(exe)) {
 				add(filepath.Join(d, "shared", "models"))
@@ -68,6 +70,57 @@ func Locations(explicit, cacheDir string) []string {
 	}
 	add(cacheDir)
 	return dirs
+}
+
+// PutDir is the directory to copy model files into by hand: explicit (a
+// --model-dir flag), else $STREAMGATE_MODEL_DIR, else cacheDir; each is
+// searched (Locations).
+func PutDir(explicit, cacheDir string) string {
+	for _, d := range []string{explicit, os.Getenv("STREAMGATE_MODEL_DIR")} {
+		if d != "" {
+			return d
+		}
+	}
+	return cacheDir
+}
+
+// Program is the command line that runs this program the way the user
+// ran it, for advice that names a command: "go run ./cmd/streamgate"
+// under go run (whose binary is deleted when it exits), "streamgate" when
+// that is the binary $PATH finds, else the path it was started by
+// ("./streamgate").
+func Program() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "streamgate"
+	}
+	if isGoRun(exe) {
+		return "go run ./cmd/streamgate"
+	}
+	if onPath, err := exec.LookPath("streamgate"); err == nil && sameFile(onPath, exe) {
+		return "streamgate"
+	}
+	if len(os.Args) > 0 && strings.ContainsRune(os.Args[0], filepath.Separator) {
+		return os.Args[0]
+	}
+	return "streamgate"
+}
+
+// isGoRun says whether exe is a binary that go run built: it lives in a
+// go-build directory under the temporary directory, and is gone after.
+func isGoRun(exe string) bool {
+	for _, part := range strings.Split(filepath.ToSlash(exe), "/") {
+		if strings.HasPrefix(part, "go-build") {
+			return true
+		}
+	}
+	return false
+}
+
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 // ancestors returns dir and every directory above it, nearest first.
@@ -81,6 +134,26 @@ func ancestors(dir string) []string {
 		}
 		dir = up
 	}
+}
+
+// Partial returns the first of dirs that holds some but not all of m's
+// files, and the names of those it lacks; "" and nil when none does.
+func Partial(m Model, dirs []string) (dir string, missing []string) {
+	for _, d := range dirs {
+		var have int
+		missing = missing[:0]
+		for _, f := range m.Files() {
+			if st, err := os.Stat(filepath.Join(d, f.Name)); err == nil && st.Mode().IsRegular() {
+				have++
+			} else {
+				missing = append(missing, f.Name)
+			}
+		}
+		if have > 0 && len(missing) > 0 {
+			return d, missing
+		}
+	}
+	return "", nil
 }
 
 // Find returns the first of dirs that holds every file of m, or "".

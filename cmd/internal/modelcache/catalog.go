@@ -37,10 +37,24 @@ type Model struct {
 // Files returns the model's checkpoint and tokenizer, in that order.
 func (m Model) Files() []File { return []File{m.Checkpoint, m.Tokenizer} }
 
-// PullCommand is the command that downloads m into the default cache.
-func (m Model) PullCommand() string { return "streamgate models pull " + m.Name }
+// PullCommand is the command that downloads m into the default cache, as
+// the user runs this program (Program).
+func (m Model) PullCommand() string { return Program() + " models pull " + m.Name }
 
-// BuiltIn is the model a fresh checkout serves when its weights are found.
+// FileNames are the names of m's files, "a.bin and b.bin".
+func (m Model) FileNames() string { return m.Checkpoint.Name + " and " + m.Tokenizer.Name }
+
+// Advice says how to get m's files: the command that pulls them and,
+// for a machine without the internet, which files to copy into dir (where
+// serve looks for them) and where to download them from elsewhere.
+func (m Model) Advice(dir string) string {
+	return fmt.Sprintf("get them with '%s', or offline copy %s (from %s and %s) into %s",
+		m.PullCommand(), m.FileNames(), m.Checkpoint.URL, m.Tokenizer.URL, dir)
+}
+
+// BuiltIn is the model serve loads by default, the smallest: a fresh
+// checkout serves it once its weights are found (they are not in the
+// repository).
 const BuiltIn = "stories260K"
 
 // Suggested is the model the log recommends to a user who has no real one.
@@ -69,7 +83,7 @@ func Catalog() []Model {
 	return []Model{
 		{
 			Name: "stories260K", ID: "stories260k", Size: "1.1 MB",
-			About: "TinyStories, 260K parameters, 512-token vocabulary (the built-in model)",
+			About: "TinyStories, 260K parameters, 512-token vocabulary (served by default when found)",
 			Checkpoint: File{Name: "stories260K.bin", URL: tinyllamas + "stories260K/stories260K.bin",
 				SHA256: "b0a507e7ad0f626624f17112325e66691f9076d622e1d3274d103d00299f2696"},
 			Tokenizer: File{Name: "tok512.bin", URL: tinyllamas + "stories260K/tok512.bin",

@@ -134,3 +134,22 @@ func TestFromHub(t *testing.T) {
 		t.Error("FromHub(\"\") changed the model")
 	}
 }
+
+// A binary that go test or go run built lives in a go-build directory
+// that is gone once it exits: it is no place to look for weights, and
+// advice names the command that works again.
+func TestGoRunBinary(t *testing.T) {
+	t.Setenv("STREAMGATE_MODEL_DIR", "")
+	for _, d := range Locations("", "cache") {
+		if strings.Contains(d, "go-build") {
+			t.Errorf("Locations has Go's build directory %s", d)
+		}
+	}
+	if got := Program(); got != "go run ./cmd/streamgate" {
+		t.Errorf("Program() = %q under go test", got)
+	}
+	m, _ := Lookup("STORIES260k")
+	if got := m.Advice("/w"); !strings.Contains(got, "'go run ./cmd/streamgate models pull stories260K', or offline copy stories260K.bin and tok512.bin (from https://") || !strings.HasSuffix(got, "tok512.bin) into /w") {
+		t.Errorf("Advice: %s", got)
+	}
+}

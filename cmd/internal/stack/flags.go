@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,7 +139,7 @@ type GatewayFlags struct {
 
 func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
 	fs.Group("Listen addresses")
-	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen `address` (Triton's default port is 8001)")
+	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen `address`: HOST:PORT, :PORT (every interface) or a PORT alone (loopback); Triton's default port is 8001")
 	if engineOnly {
 		fs.StringVar(&f.Metrics, "metrics", "", "HTTP listen `address` of the engine's Prometheus /metrics (Triton's default port is 8002); empty serves none")
 		fs.Group("TLS and HTTP/2")
@@ -155,7 +157,7 @@ func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
 
 func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.Group("Listen addresses")
-	fs.StringVar(&f.HTTP, "http", "127.0.0.1:8080", "gateway HTTP listen `address`")
+	fs.StringVar(&f.HTTP, "http", "127.0.0.1:8080", "gateway HTTP listen `address`: HOST:PORT, :PORT (every interface) or a PORT alone (loopback)")
 	fs.Group("TLS and HTTP/2")
 	registerServerTLS(fs, &f.TLS, "serve HTTPS (HTTP/2 by ALPN beside HTTP/1.1)", "clients")
 	fs.BoolVar(&f.H2C, "h2c", false, "plaintext listener also speaks HTTP/2 to clients that know it in advance (a balancer's cleartext HTTP/2 to its backends); not with --tls-cert")
@@ -242,6 +244,14 @@ func Register(fs *cli.FlagSet, command string) *Flags {
 	default:
 		panic(fmt.Sprintf("stack: unknown command %q", command))
 	}
+	// What other servers call their port flag.
+	port := "http"
+	if command == "engine" {
+		port = "grpc"
+	}
+	for _, name := range []string{"port", "p", "listen", "addr", "address", "bind", "host"} {
+		fs.SeeAlso(name, port)
+	}
 	f.Log.register(fs)
 	fs.Group("Shutdown")
 	fs.DurationVar(&f.ShutdownGrace, "shutdown-grace", 10*time.Second, "on SIGTERM, how long running streams may take to finish")
@@ -278,6 +288,15 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	}
 	cfg := Config{Logger: log}
 	var err error
+	// Listen addresses first: a bad one is refused before anything starts.
+	for _, a := range []struct {
+		flag string
+		addr *string
+	}{{"--grpc", &f.Engine.GRPC}, {"--metrics", &f.Engine.Metrics}, {"--http", &f.Gateway.HTTP}} {
+		if *a.addr, err = ListenAddr(*a.addr); err != nil {
+			return cfg, fmt.Errorf("%s: %w", a.flag, err)
+		}
+	}
 	if f.Command != "gateway" {
 		text, err := TextModels(f.Engine, log)
 		if err != nil {
@@ -397,6 +416,31 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		StorageCap:               g.StorageCap,
 	}
 	return cfg, nil
+}
+
+// ListenAddr is the address to listen on that the flag value s means:
+// HOST:PORT as given, :PORT on every interface, a PORT alone on loopback
+// (127.0.0.1:PORT, as the defaults), "" as it is (nothing to serve).
+// Anything else is an error that says what is wanted.
+func ListenAddr(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	if _, err := strconv.ParseUint(s, 10, 16); err == nil {
+		return net.JoinHostPort("127.0.0.1", s), nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
+			err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		}
+	} else if strings.Contains(err.Error(), "missing port") {
+		err = errors.New("missing port")
+	}
+	if err != nil {
+		return "", fmt.Errorf("%q: %v; want HOST:PORT, :PORT (every interface) or a PORT alone (loopback)", s, err)
+	}
+	return s, nil
 }
 
 // ServiceName is the OpenTelemetry service.name of the process f runs

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
@@ -11,17 +14,19 @@ import (
 
 // LogFlags choose how a process logs.
 type LogFlags struct {
-	// Format is LogJSON (the default: one JSON object a line) or LogText
-	// (key=value).
+	// Format is LogAuto (the default: LogText when the log goes to a
+	// terminal, else LogJSON), LogJSON (one JSON object a line) or
+	// LogText (key=value).
 	Format LogFormat
 	// Level is the least severe level logged. Default slog.LevelInfo.
 	Level slog.Level
 }
 
-// A LogFormat is the value of --log-format: LogJSON or LogText.
+// A LogFormat is the value of --log-format: LogAuto, LogJSON or LogText.
 type LogFormat string
 
 const (
+	LogAuto LogFormat = "auto"
 	LogJSON LogFormat = "json"
 	LogText LogFormat = "text"
 )
@@ -30,30 +35,57 @@ func (l *LogFormat) String() string { return string(*l) }
 
 func (l *LogFormat) Set(s string) error {
 	switch f := LogFormat(s); f {
-	case LogJSON, LogText:
+	case LogAuto, LogJSON, LogText:
 		*l = f
 		return nil
 	}
-	return fmt.Errorf("want %s or %s", LogJSON, LogText)
+	return fmt.Errorf("want %s, %s or %s", LogAuto, LogJSON, LogText)
 }
 
 func (l *LogFlags) register(fs *cli.FlagSet) {
 	fs.Group("Logs")
-	l.Format = LogJSON
-	fs.Var(&l.Format, "log-format", "log line `format`: json (an object a line; inside a request with its trace_id and span_id) or text (key=value)")
+	l.Format = LogAuto
+	fs.Var(&l.Format, "log-format", "log line `format`: text (key=value) or json (an object a line; inside a request with its trace_id and span_id); auto is text on a terminal, else json")
 	fs.TextVar(&l.Level, "log-level", slog.LevelInfo, "least severe `level` logged: debug, info, warn or error")
 }
 
 // Logger is the logger f's log flags describe, writing to w, with the
 // trace_id and span_id of the request's span on every line written with
-// a request's context (telemetry.LogHandler).
+// a request's context (telemetry.LogHandler). Durations are written as
+// Go writes them ("10s", "1.5ms"), in either format.
 func (f *Flags) Logger(w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: f.Log.Level}
+	opts := &slog.HandlerOptions{Level: f.Log.Level, ReplaceAttr: durationText}
+	format := f.Log.Format
+	if format == LogAuto || format == "" {
+		format = LogJSON
+		if isTerminal(w) {
+			format = LogText
+		}
+	}
 	var h slog.Handler
-	if f.Log.Format == LogText {
+	if format == LogText {
 		h = slog.NewTextHandler(w, opts)
 	} else {
 		h = slog.NewJSONHandler(w, opts)
 	}
 	return slog.New(telemetry.LogHandler(h))
+}
+
+// durationText writes a time.Duration as its String, not as nanoseconds.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// isTerminal reports whether w is a terminal, which a person reads: a
+// file whose terminal settings can be read.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), getTermios)
+	return err == nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -304,8 +305,8 @@ func (s *Stack) startGateway(cfg Config) error {
 	if gopts.Keys == nil && !isLoopback(lis.Addr()) {
 		s.log.Warn("the gateway is open: anyone who reaches it may use it; --redis or --keys-file makes requests need an API key (streamgate keys create)", "url", s.URL())
 	}
-	s.log.Info("gateway serving", "url", s.URL(), "protocols", s.HTTP.Protocols.String(), "mtls", s.HTTP.TLSConfig != nil && s.HTTP.TLSConfig.ClientCAs != nil,
-		"upstream", targets, "upstream_tls", uopts.TLS != nil, "cancel", uopts.Cancel)
+	s.log.Info("gateway serving", "url", s.URL(), "protocols", protocolNames(s.HTTP.Protocols), "mtls", s.HTTP.TLSConfig != nil && s.HTTP.TLSConfig.ClientCAs != nil,
+		"upstream", targets, "upstream_tls", uopts.TLS != nil, "cancel", uopts.Cancel.String())
 	s.serve(serve)
 	if back != nil {
 		s.serve(func() error { return s.HTTP.Serve(back) })
@@ -407,4 +408,19 @@ func orLoopback(addr string) string {
 		return "127.0.0.1:0"
 	}
 	return addr
+}
+
+// protocolNames lists p as a log line shows it: "HTTP/1.1,h2c".
+func protocolNames(p *http.Protocols) string {
+	var names []string
+	if p == nil || p.HTTP1() {
+		names = append(names, "HTTP/1.1")
+	}
+	if p != nil && p.HTTP2() {
+		names = append(names, "h2")
+	}
+	if p != nil && p.UnencryptedHTTP2() {
+		names = append(names, "h2c")
+	}
+	return strings.Join(names, ",")
 }

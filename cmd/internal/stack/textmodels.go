@@ -50,11 +50,9 @@ func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
 		dir := modelcache.Find(m, dirs)
 		switch {
 		case dir == "" && cfg.Model != "":
-			return nil, fmt.Errorf("model %s: weights (%s, %s) not found in %s; get them with: %s",
-				m.Name, m.Checkpoint.Name, m.Tokenizer.Name, strings.Join(dirs, ", "), m.PullCommand())
+			return nil, fmt.Errorf("model %s: %s; looked in %s", m.Name, notFound(m, dirs, cfg.ModelDir, cache), strings.Join(dirs, ", "))
 		case dir == "" && m.Name == modelcache.BuiltIn:
-			log.Warn(m.ID+" not loaded: weights not found", "want", []string{m.Checkpoint.Name, m.Tokenizer.Name},
-				"looked_in", dirs, "get_them_with", m.PullCommand())
+			log.Warn(m.ID+" not loaded: "+notFound(m, dirs, cfg.ModelDir, cache), "looked_in", dirs)
 			continue
 		case dir == "":
 			continue
@@ -69,6 +67,17 @@ func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
 		log.Info("for a larger model, run: " + s.PullCommand() + " (then start again)")
 	}
 	return out, nil
+}
+
+// notFound says which of m's files were not found in dirs and how to get
+// them (modelcache.Model.Advice), copied by hand into modelDir (the
+// --model-dir flag) or cache.
+func notFound(m modelcache.Model, dirs []string, modelDir, cache string) string {
+	what := m.FileNames() + " not found"
+	if dir, missing := modelcache.Partial(m, dirs); dir != "" {
+		what = strings.Join(missing, " and ") + " not found beside the rest in " + dir
+	}
+	return what + "; " + m.Advice(modelcache.PutDir(modelDir, cache))
 }
 
 // RegisterModelCache adds the --model-cache flag to fs, and declares
@@ -102,7 +111,7 @@ func ChatTemplates() map[string]string {
 func UnloadedModels() map[string]string {
 	h := map[string]string{}
 	for _, m := range modelcache.Catalog() {
-		h[m.ID] = "its weights were not found when the engine started. Get them with '" + m.PullCommand() + "', then restart 'streamgate serve'"
+		h[m.ID] = "its files " + m.FileNames() + " were not found when the engine started. Get them with '" + m.PullCommand() + "', then restart '" + modelcache.Program() + " serve'"
 	}
 	return h
 }

@@ -1,9 +1,6 @@
 package tokenizer
 
-import (
-	"context"
-	"math"
-)
+import "context"
 
 // llama2.c merges, over and over, the adjacent pair whose joined piece is
 // the best-scoring token (the leftmost pair on ties) until no pair joins.
@@ -39,16 +36,7 @@ func (c *candidate) left() int32 { return int32(uint32(c.key)) }
 // reverse order of the floats, the low half the left symbol's index.
 // Scores are compared as llama2.c compares them, so -0 ties with +0.
 func heapKey(score float32, left int32) uint64 {
-	if score == 0 {
-		score = 0 // -0 sorts as +0
-	}
-	u := math.Float32bits(score)
-	if u&(1<<31) != 0 {
-		u = ^u
-	} else {
-		u |= 1 << 31
-	}
-	return uint64(^u)<<32 | uint64(uint32(left))
+	return uint64(scorePriority(score))<<32 | uint64(uint32(left))
 }
 
 // minScore is llama2.c's floor: pairs scoring no higher never merge (nor
@@ -59,7 +47,7 @@ const minScore = -1e10
 type merger struct {
 	t    *Tokenizer
 	syms []symbol
-	heap []candidate
+	heap pairHeap
 	buf  []byte
 	// adding makes push append without ordering, for a heapify after.
 	adding bool
@@ -80,18 +68,14 @@ func (t *Tokenizer) merge(ctx context.Context, toks []int) ([]int, error) {
 		m.consider(int32(i), int32(i+1))
 	}
 	m.adding = false
-	if n := len(m.heap); n > 1 {
-		for i := (n - 2) / 4; i >= 0; i-- { // from the last node's parent
-			m.siftDown(i, m.heap[i])
-		}
-	}
+	m.heap.heapify()
 	for n := 1; len(m.heap) > 0; n++ {
 		if n%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
-		c := m.pop()
+		c := m.heap.pop()
 		left := c.left()
 		l, r := &m.syms[left], &m.syms[c.right]
 		if l.version != c.lver || r.version != c.rver {
@@ -133,43 +117,52 @@ func (m *merger) consider(l, r int32) {
 	if !(s > minScore) {
 		return
 	}
-	m.push(candidate{key: heapKey(s, l), right: r, id: id, lver: m.syms[l].version, rver: m.syms[r].version})
-}
-
-// push, pop and siftDown keep m.heap a 4-ary min-heap by key (shallower
-// than a binary heap: fewer cache misses on a long text's heap).
-func (m *merger) push(c candidate) {
-	m.heap = append(m.heap, c)
 	if m.adding {
+		m.heap = append(m.heap, candidate{key: heapKey(s, l), right: r, id: id, lver: m.syms[l].version, rver: m.syms[r].version})
 		return
 	}
-	h := m.heap
-	i := len(h) - 1
-	for i > 0 {
-		p := (i - 1) / 4
-		if h[p].key <= c.key {
-			break
-		}
-		h[i] = h[p]
-		i = p
-	}
-	h[i] = c
+	m.heap.push(candidate{key: heapKey(s, l), right: r, id: id, lver: m.syms[l].version, rver: m.syms[r].version})
 }
 
-func (m *merger) pop() candidate {
-	h := m.heap
-	top := h[0]
-	n := len(h) - 1
-	m.heap = h[:n]
+// pairHeap is a 4-ary min-heap of candidates by key (shallower than a
+// binary heap: fewer cache misses on a long text's heap).
+type pairHeap []candidate
+
+func (h *pairHeap) push(c candidate) {
+	*h = append(*h, c)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if s[p].key <= c.key {
+			break
+		}
+		s[i] = s[p]
+		i = p
+	}
+	s[i] = c
+}
+
+func (h *pairHeap) pop() candidate {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	*h = s[:n]
 	if n > 0 {
-		m.siftDown(0, h[n])
+		h.siftDown(0, s[n])
 	}
 	return top
 }
 
+// heapify orders candidates appended without push, in O(n).
+func (h pairHeap) heapify() {
+	for i := (len(h) - 2) / 4; i >= 0 && len(h) > 1; i-- { // from the last node's parent
+		h.siftDown(i, h[i])
+	}
+}
+
 // siftDown places c at or below index i.
-func (m *merger) siftDown(i int, c candidate) {
-	h := m.heap
+func (h pairHeap) siftDown(i int, c candidate) {
 	n := len(h)
 	for {
 		first := 4*i + 1

@@ -12,6 +12,7 @@ const state = {
   sockets: 0, // sockets opened so far, to number them
   socket: null, // the shared WebSocket
   bodyEdits: 0, // times the user typed into the body
+  needKey: false, // the server answered 401: it wants an API key
 };
 
 const ROUTES = {
@@ -45,7 +46,31 @@ async function api(path, send) {
   try {
     body = JSON.parse(text);
   } catch { /* not JSON: keep the text */ }
+  if (resp.status === 401) askForKey();
   return { ok: resp.ok, status: resp.status, text, body };
+}
+
+// problemText is what a failed answer r says, in a line: its error's
+// message when it has one, not the raw JSON.
+function problemText(what, r) {
+  if (r.status === 401) return keyWanted();
+  const msg = r.body?.error?.message ?? (typeof r.body?.error === "string" ? r.body.error : r.text);
+  return `${what}: HTTP ${r.status} ${String(msg).slice(0, 200)}`;
+}
+
+// keyWanted is the sentence that asks for a key, as the key box holds one
+// or not.
+function keyWanted() {
+  return state.key
+    ? "This API key was refused: enter a valid one in the API key box above."
+    : "This gateway needs an API key: enter it in the API key box above.";
+}
+
+// askForKey notes that the server wants an API key and points at the box.
+function askForKey() {
+  state.needKey = true;
+  $("api-key").classList.add("wanted");
+  $("api-key").placeholder = "required";
 }
 
 function metadata(model) {
@@ -88,6 +113,7 @@ async function formBody() {
   setNumber(b, "max_tokens", $("max-tokens").value);
   setNumber(b, "temperature", $("temperature").value);
   setNumber(b, "seed", $("seed").value);
+  setNumber(b, "delay_ms", $("delay-ms").value);
   return b;
 }
 
@@ -174,6 +200,7 @@ function patchBody(field) {
     case "max_tokens": setNumber(b, "max_tokens", $("max-tokens").value); break;
     case "temperature": setNumber(b, "temperature", $("temperature").value); break;
     case "seed": setNumber(b, "seed", $("seed").value); break;
+    case "delay_ms": setNumber(b, "delay_ms", $("delay-ms").value); break;
   }
   setBody(b);
 }
@@ -196,6 +223,7 @@ function fieldsFromBody() {
   $("max-tokens").value = b.max_tokens ?? "";
   $("temperature").value = b.temperature ?? "";
   $("seed").value = b.seed ?? "";
+  $("delay-ms").value = b.delay_ms ?? "";
 }
 
 function checkBody() {
@@ -319,7 +347,7 @@ async function loadModels() {
   fillModels();
   const bad = [[r, "GET /v1/models"], [index, "POST /v2/repository/index"]].find(([x]) => !x.ok);
   if (bad) {
-    $("model-info").textContent = `${bad[1]}: HTTP ${bad[0].status} ${bad[0].text}`;
+    $("model-info").textContent = problemText(bad[1], bad[0]);
     $("model-info").classList.add("error-text");
   }
 }
@@ -329,8 +357,12 @@ async function loadServer() {
     api("/v2").catch((e) => ({ ok: false, status: 0, text: e.message })),
     fetch("/readyz", { headers: authHeaders(), cache: "no-store" }).then((r) => r.ok, () => false),
   ]);
+  if (md.status === 401) {
+    setServer("down", state.key ? "API key refused" : "needs an API key");
+    return;
+  }
   if (!md.ok) {
-    setServer("down", `GET /v2: HTTP ${md.status} ${md.text}`);
+    setServer("down", problemText("GET /v2", md));
     return;
   }
   const name = `${md.body.name || "server"} ${md.body.version || ""}`.trim();
@@ -366,6 +398,12 @@ function showEmpty() {
 async function send() {
   const r = route();
   const name = model();
+  if (state.needKey && !state.key) {
+    $("model-info").textContent = keyWanted();
+    $("model-info").classList.add("error-text");
+    $("api-key").focus();
+    return;
+  }
   if (!name) {
     $("model-info").textContent = "Pick or type a model first.";
     return;
@@ -419,6 +457,10 @@ function init() {
     state.key = $("api-key").value.trim();
     if (state.key) sessionStorage.setItem("streamgate.key", state.key);
     else sessionStorage.removeItem("streamgate.key");
+    state.needKey = false;
+    $("api-key").classList.remove("wanted");
+    $("model-info").textContent = "";
+    $("model-info").classList.remove("error-text");
     state.metadata.clear();
     loadServer();
     loadModels();
@@ -437,6 +479,7 @@ function init() {
   $("max-tokens").addEventListener("input", () => patchBody("max_tokens"));
   $("temperature").addEventListener("input", () => patchBody("temperature"));
   $("seed").addEventListener("input", () => patchBody("seed"));
+  $("delay-ms").addEventListener("input", () => patchBody("delay_ms"));
   $("body").addEventListener("input", () => {
     state.bodyEdits++;
     checkBody();

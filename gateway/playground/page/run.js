@@ -269,6 +269,11 @@ class Run {
   httpError(resp, text) {
     const retry = resp.headers.get("Retry-After");
     this.log(performance.now(), text);
+    if (resp.status === 401) {
+      askForKey();
+      this.fail(`HTTP 401: ${state.key ? "API key refused" : "API key needed"}`, keyWanted());
+      return;
+    }
     this.fail(`HTTP ${resp.status} ${resp.statusText}${retry ? ` · Retry-After ${retry}s` : ""}`, text);
   }
 

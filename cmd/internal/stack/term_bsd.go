@@ -1,0 +1,8 @@
+//go:build darwin || freebsd || netbsd || openbsd
+
+package stack
+
+import "golang.org/x/sys/unix"
+
+// getTermios is the ioctl that reads a terminal's settings (isTerminal).
+const getTermios = unix.TIOCGETA

@@ -1,0 +1,85 @@
+package tokenizer
+
+// llama.cpp does not take a GGUF vocabulary's token types as they are: it
+// recognises control tokens by their text (tokenizer.ggml.token_type often
+// marks them normal or user-defined), and decides which tokens end a
+// generation by text too. The lists below are those of the llama.cpp that
+// the parity tests run (node-llama-cpp 3.22.1's).
+
+// eogTexts end a generation wherever a vocabulary has them, besides its
+// EOS, EOT and EOM ids; each is a control token.
+var eogTexts = []string{
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+	"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+	"<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+	"<｜end▁of▁sentence｜>", "[e~[",
+}
+
+// fimTexts are fill-in-the-middle tokens, each a control token; those of
+// the last three kinds (pad, repo, file separator) also end a generation.
+var fimTexts = [][]string{
+	{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"},
+	{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"},
+	{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"},
+	{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"},
+	{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
+	{"<|file_sep|>"},
+}
+
+// renderedTexts are gpt-oss's channel tokens: user-defined, so they are
+// always matched in text and decode to their text.
+var renderedTexts = []string{"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}
+
+// classify sets g.types (the vocabulary's types with llama.cpp's
+// overrides) and g.eog.
+func (g *GGUF) classify() {
+	v := g.v
+	g.types = make([]int32, len(v.Tokens))
+	for i := range g.types {
+		g.types[i] = TypeNormal
+		if v.Types != nil && v.Types[i] != TypeUndefined {
+			g.types[i] = v.Types[i]
+		}
+	}
+	control := func(text string) (int32, bool) {
+		id, ok := g.ids[text]
+		if ok {
+			g.types[id] = TypeControl
+		}
+		return id, ok
+	}
+	for i, texts := range fimTexts {
+		for _, t := range texts {
+			if id, ok := control(t); ok && i >= 3 {
+				g.eog[id] = true
+			}
+		}
+	}
+	for _, t := range eogTexts {
+		if id, ok := control(t); ok {
+			g.eog[id] = true
+		}
+	}
+	for _, t := range renderedTexts {
+		if id, ok := g.ids[t]; ok {
+			g.types[id] = TypeUserDefined
+		}
+	}
+	for _, id := range []int32{v.EOS, v.EOT, v.EOM} {
+		if id != NoToken {
+			g.eog[id] = true
+		}
+	}
+	// gpt-oss and solar-open end turns with <|return|>/<|call|> or
+	// <|calls|>/<|flush|>, so their <|end|> does not end a generation.
+	has := func(t string) bool { id, ok := g.ids[t]; return ok && g.eog[id] }
+	if id, ok := g.ids["<|end|>"]; ok && g.eog[id] && (has("<|return|>") && has("<|call|>") || has("<|calls|>") && has("<|flush|>")) {
+		delete(g.eog, id)
+		g.types[id] = TypeUserDefined
+	}
+	// gemma4 and paddleocr: </s> is text there.
+	if id, ok := g.ids["</s>"]; ok && g.eog[id] && has("<|tool_response>") {
+		delete(g.eog, id)
+		g.types[id] = TypeNormal
+	}
+}

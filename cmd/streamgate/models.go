@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
 	"github.com/streamgate/streamgate/cmd/internal/modelcache"
 	"github.com/streamgate/streamgate/cmd/internal/stack"
+	"github.com/streamgate/streamgate/engine/llama2"
 )
 
 // modelsCommand is `streamgate models`: it lists the llama2.c models
@@ -20,10 +23,12 @@ import (
 func modelsCommand() *cli.Command {
 	return &cli.Command{
 		Name:    "models",
-		Purpose: "list and pull llama2.c models (stories15M, ...) that serve loads",
+		Purpose: "list and pull models that serve loads: llama2.c story models (stories15M, ...) and GGUF files from Hugging Face",
 		About: `Each model is served under its name in lower case (stories15M as
 "stories15m"), with the raw chat template: chat messages become the prompt
-as they are, since these are story models, not chat models.`,
+as they are, since these are story models, not chat models. A GGUF file is
+served under its file name in lower case without .gguf, with the chat
+template it carries.`,
 		Examples: []cli.Example{
 			{Comment: "Download a real 15M-parameter model, then serve it", Line: "streamgate models pull stories15M && streamgate serve --model stories15M"},
 			{Comment: "What serve would load, and from where", Line: "streamgate models list"},
@@ -54,6 +59,7 @@ as they are, since these are story models, not chat models.`,
 			Args:    "NAME...",
 			Examples: []cli.Example{
 				{Line: "streamgate models pull stories15M"},
+				{Comment: "A GGUF chat model from Hugging Face (served as qwen2.5-0.5b-instruct-q8_0)", Line: "streamgate models pull Qwen/Qwen2.5-0.5B-Instruct-GGUF:q8_0"},
 				{Comment: "Two models into a cache of your choice (serve needs the same --model-cache)", Line: "streamgate models pull --model-cache /srv/streamgate/models stories42M stories110M"},
 				{Comment: "From a Hugging Face mirror", Line: "HF_ENDPOINT=https://hf-mirror.com streamgate models pull stories42M"},
 			},
@@ -84,6 +90,14 @@ func pullModels(ctx context.Context, names []string, cache modelcache.Cache, hub
 	}
 	var models []modelcache.Model
 	for _, name := range names {
+		if modelcache.IsGGUFSpec(name) {
+			m, err := modelcache.ResolveGGUF(ctx, &http.Client{Timeout: 30 * time.Second}, hub, name)
+			if err != nil {
+				return err
+			}
+			models = append(models, m)
+			continue
+		}
 		m, err := modelcache.Lookup(name)
 		if err != nil {
 			return err
@@ -96,7 +110,11 @@ func pullModels(ctx context.Context, names []string, cache modelcache.Cache, hub
 		if err := cache.Pull(ctx, m, opts); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s is ready: serve it with '%s serve --model %s' (model %q)\n", m.Name, modelcache.Program(), m.Name, m.ID)
+		serveAs := m.Name
+		if modelcache.IsGGUFSpec(m.Name) {
+			serveAs = m.ID
+		}
+		fmt.Fprintf(stdout, "%s is ready: serve it with '%s serve --model %s' (model %q)\n", m.Name, modelcache.Program(), serveAs, m.ID)
 	}
 	return nil
 }
@@ -122,11 +140,49 @@ func listModels(w io.Writer, dirs []string, cache, putDir string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(w, "\nmodel cache: %s\n", cache); err != nil || len(absent) == 0 {
+	var rows []string
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		for _, p := range modelcache.GGUFFiles(d) {
+			name := modelcache.GGUFName(p)
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			in, err := llama2.Describe(p)
+			if err != nil {
+				rows = append(rows, fmt.Sprintf("%s\t-\t-\t-\t-\t-\t%s (unreadable: %v)", name, p, err))
+				continue
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s", name, in.Arch, in.Quantization, in.ParamsString(), in.Context, formatMB(in.Size), p))
+		}
+	}
+	if len(rows) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "GGUF MODEL\tARCH\tQUANT\tPARAMS\tCONTEXT\tSIZE\tFILE")
+		for _, r := range rows {
+			fmt.Fprintln(tw, r)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(w, "\nmodel cache: %s\nGGUF files from Hugging Face: %s models pull OWNER/REPO:QUANT (e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:q8_0)\n", cache, modelcache.Program()); err != nil || len(absent) == 0 {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "offline, copy a model's files into %s:\n  %s\n", putDir, strings.Join(absent, "\n  "))
 	return err
+}
+
+func formatMB(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
+	}
+	if n >= 10<<20 {
+		return fmt.Sprintf("%.0f MB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
 }
 
 // isTerminal reports whether w is a terminal (a character device), where a

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"github.com/streamgate/streamgate/engine/gguf"
+	"github.com/streamgate/streamgate/engine/gguf/ggufmodel"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -189,17 +192,23 @@ func TestModelsCommand(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cache, "stories260K.bin"), nil, 0o644); err != nil { // but no tok512.bin
 		t.Fatal(err)
 	}
+	gg := filepath.Join(cache, "Tiny-Qwen2-Q8_0.gguf")
+	if err := ggufmodel.Write(gg, ggufmodel.Small("qwen2", gguf.Q8_0, 1)); err != nil {
+		t.Fatal(err)
+	}
 
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"models", "list"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")
-	if len(lines) != 12 || !strings.HasPrefix(lines[0], "NAME ") ||
+	if len(lines) != 16 || !strings.HasPrefix(lines[0], "NAME ") ||
 		!strings.Contains(lines[1], "missing tok512.bin in "+cache+": "+modelcache.Program()+" models pull stories260K") ||
 		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "stories15M stories15m 61 MB "+cache+" TinyStories, 15M") ||
-		lines[6] != "model cache: "+cache || lines[7] != "offline, copy a model's files into "+cache+":" ||
-		lines[8] != "  stories260K: stories260K.bin and tok512.bin" || strings.Contains(lines[1], "built-in") {
+		!strings.HasPrefix(lines[6], "GGUF MODEL ") ||
+		strings.Join(strings.Fields(lines[7]), " ") != "tiny-qwen2-q8_0 qwen2 Q8_0 1.4M 256 1.5 MB "+gg ||
+		lines[9] != "model cache: "+cache || lines[11] != "offline, copy a model's files into "+cache+":" ||
+		lines[12] != "  stories260K: stories260K.bin and tok512.bin" || strings.Contains(lines[1], "built-in") {
 		t.Errorf("models list:\n%s", out.String())
 	}
 

@@ -26,6 +26,9 @@ const (
 	paramMaxSequences = "max_sequences"
 	paramMaxQueue     = "max_queue"
 	paramWorkers      = "workers"
+	paramGGUF         = "gguf"
+	paramMaxContext   = "max_context"
+	paramKVCacheMB    = "kv_cache_mb"
 )
 
 // Backend generates text with a llama2.c checkpoint. One scheduler
@@ -34,8 +37,13 @@ const (
 // queues a request and relays its results, so any number of Execute calls
 // may run concurrently.
 type Backend struct {
-	model    *transformer.Model
-	tok      *tokenizer.Tokenizer
+	model *transformer.Model
+	tok   tokenizer.Codec
+	// chat is true for GGUF models: prompts are rendered chat templates,
+	// whose special-token text becomes special tokens, with BOS added
+	// only when the text does not start with it.
+	chat     bool
+	bos      int // with chat: the BOS to add, or -1
 	pool     *kernels.Pool
 	kern     kernels.Kernels
 	maxSeq   int
@@ -88,23 +96,15 @@ func New(cfg backend.Config) (backend.Backend, error) {
 
 func open(cfg backend.Config) (*Backend, error) {
 	m := cfg.Model
-	path := func(key string) (string, error) {
+	path := func(key, what string) (string, error) {
 		p := backend.Param(m, key, "")
 		if p == "" {
-			return "", fmt.Errorf("parameters.%s: missing; set string_value to the path of the llama2.c %s file", key, key)
+			return "", fmt.Errorf("parameters.%s: missing; set string_value to the path of the %s", key, what)
 		}
 		if !filepath.IsAbs(p) && cfg.Dir != "" {
 			p = filepath.Join(cfg.Dir, p)
 		}
 		return p, nil
-	}
-	ckpt, err := path(paramCheckpoint)
-	if err != nil {
-		return nil, err
-	}
-	tokPath, err := path(paramTokenizer)
-	if err != nil {
-		return nil, err
 	}
 	maxSeq, err := intParam(m, paramMaxSequences, DefaultMaxSequences, 1, 4096)
 	if err != nil {
@@ -118,27 +118,66 @@ func open(cfg backend.Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	maxContext, err := intParam(m, paramMaxContext, DefaultMaxContext, 1, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	kvMB, err := intParam(m, paramKVCacheMB, 0, 1, 1<<30)
+	if err != nil {
+		return nil, err
+	}
 
-	model, err := transformer.Load(ckpt)
-	if err != nil {
-		return nil, fmt.Errorf("parameters.%s: %w", paramCheckpoint, err)
+	b := &Backend{bos: -1}
+	if _, ok := m.GetParameters()[paramGGUF]; ok {
+		p, err := path(paramGGUF, "GGUF model file")
+		if err != nil {
+			return nil, err
+		}
+		if b.model, b.tok, b.bos, err = loadGGUF(p, maxContext); err != nil {
+			return nil, fmt.Errorf("parameters.%s: %w", paramGGUF, err)
+		}
+		b.chat = true
+		if kvMB == 0 {
+			kvMB = DefaultKVCacheMB
+		}
+	} else {
+		ckpt, err := path(paramCheckpoint, "llama2.c checkpoint file")
+		if err != nil {
+			return nil, err
+		}
+		tokPath, err := path(paramTokenizer, "llama2.c tokenizer file")
+		if err != nil {
+			return nil, err
+		}
+		model, err := transformer.Load(ckpt)
+		if err != nil {
+			return nil, fmt.Errorf("parameters.%s: %w", paramCheckpoint, err)
+		}
+		tok, err := tokenizer.Load(tokPath, model.Config().Vocab)
+		if err != nil {
+			model.Close()
+			return nil, fmt.Errorf("parameters.%s: %w", paramTokenizer, err)
+		}
+		if tok.Vocab() <= tokenizer.EOS {
+			model.Close()
+			return nil, fmt.Errorf("parameters.%s: vocabulary of %d tokens has no BOS and EOS", paramCheckpoint, tok.Vocab())
+		}
+		b.model, b.tok = model, tok
 	}
-	tok, err := tokenizer.Load(tokPath, model.Config().Vocab)
-	if err != nil {
-		model.Close()
-		return nil, fmt.Errorf("parameters.%s: %w", paramTokenizer, err)
+	if kvMB > 0 {
+		per := b.model.SessionBytes()
+		fit := int64(kvMB) << 20 / per
+		if fit < 1 {
+			b.model.Close()
+			return nil, fmt.Errorf("parameters.%s: %d MiB cannot hold the KV cache of one sequence (%d MiB for %d positions); raise it or lower parameters.%s", paramKVCacheMB, kvMB, (per+1<<20-1)>>20, b.model.Config().SeqLen, paramMaxContext)
+		}
+		maxSeq = int(min(int64(maxSeq), fit))
 	}
-	if tok.Vocab() <= tokenizer.EOS {
-		model.Close()
-		return nil, fmt.Errorf("parameters.%s: vocabulary of %d tokens has no BOS and EOS", paramCheckpoint, tok.Vocab())
-	}
-	pool := kernels.NewPool(workers)
-	b := &Backend{
-		model: model, tok: tok, pool: pool, kern: kernels.NewCPU(pool),
-		maxSeq: maxSeq, maxQueue: maxQueue, metrics: cfg.Metrics,
-		promptBytes: promptByteLimit(model.Config().SeqLen, tok.MaxTokenBytes()),
-		wake:        make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-	}
+	b.pool = kernels.NewPool(workers)
+	b.kern = kernels.NewCPU(b.pool)
+	b.maxSeq, b.maxQueue, b.metrics = maxSeq, maxQueue, cfg.Metrics
+	b.promptBytes = promptByteLimit(b.model.Config().SeqLen, b.tok.MaxTokenBytes())
+	b.wake, b.quit, b.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	if b.metrics == nil {
 		b.metrics = backend.NoMetrics{}
 	}
@@ -202,9 +241,12 @@ func (b *Backend) Execute(ctx context.Context, req *backend.Request, r backend.R
 	if limit := b.promptBytes; limit > 0 && len(in.prompt) > limit {
 		return nil, backend.Errorf(codes.InvalidArgument, "llama2: prompt is %d bytes, longer than the model's context of %d tokens can hold (at most %d bytes: %d per token)", len(in.prompt), seqLen, limit, b.tok.MaxTokenBytes())
 	}
-	prompt, err := b.tok.Encode(ctx, in.prompt, true, false)
+	prompt, err := b.tokenize(ctx, in.prompt)
+	if ctx.Err() != nil {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, nil // ctx is done
+		return nil, err
 	}
 	if len(prompt) > seqLen {
 		return nil, backend.Errorf(codes.InvalidArgument, "llama2: prompt is %d tokens, longer than the model's context of %d tokens", len(prompt), seqLen)
@@ -237,6 +279,28 @@ func (b *Backend) Execute(ctx context.Context, req *backend.Request, r backend.R
 			return finalResponse(in, len(prompt), fin), nil
 		}
 	}
+}
+
+// tokenize encodes a prompt: for llama2.c models with BOS and no special
+// tokens (as run.c does); for GGUF models, which receive rendered chat
+// templates, with special-token text as special tokens and BOS in front
+// unless the text already starts with it (llama.cpp's parse_special, with
+// no doubled BOS).
+func (b *Backend) tokenize(ctx context.Context, text string) ([]int, error) {
+	if !b.chat {
+		return b.tok.Tokenize(ctx, text, true, false)
+	}
+	toks, err := b.tok.Tokenize(ctx, text, false, true)
+	if err != nil {
+		return nil, err
+	}
+	if b.bos >= 0 && (len(toks) == 0 || toks[0] != b.bos) {
+		toks = append([]int{b.bos}, toks...)
+	}
+	if len(toks) == 0 {
+		return nil, backend.Errorf(codes.InvalidArgument, "llama2: empty prompt (the model adds no BOS token)")
+	}
+	return toks, nil
 }
 
 func finalResponse(in request, inputTokens int, f *finish) *backend.Response {

@@ -21,6 +21,13 @@ const (
 const (
 	DefaultMaxSequences = 16 // parameters.max_sequences: KV caches, i.e. concurrent generations
 	DefaultMaxQueue     = 64 // parameters.max_queue: requests waiting for a KV cache
+	// DefaultMaxContext caps the context length a GGUF file declares
+	// (parameters.max_context): 128K positions of a 7B model's KV cache
+	// would be 16 GiB per sequence.
+	DefaultMaxContext = 4096
+	// DefaultKVCacheMB is the KV-cache memory of a GGUF model
+	// (parameters.kv_cache_mb): max_sequences is lowered to what fits.
+	DefaultKVCacheMB = 2048
 )
 
 // Config returns the model configuration of a llama2 text model named name:

@@ -10,7 +10,6 @@ import (
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
 	"github.com/streamgate/streamgate/engine/llama2/sampler"
-	"github.com/streamgate/streamgate/engine/llama2/tokenizer"
 	"github.com/streamgate/streamgate/engine/llama2/transformer"
 )
 
@@ -293,7 +292,7 @@ func (sc *scheduler) advance() {
 		}
 		tok := s.sampler.Sample(st.Logits)
 		s.generated++
-		if (tok == tokenizer.BOS || tok == tokenizer.EOS) && !s.req.params.ignoreEOS {
+		if sc.b.tok.EndOfGeneration(tok) && !s.req.params.ignoreEOS {
 			sc.end(s, finishStop)
 			continue
 		}

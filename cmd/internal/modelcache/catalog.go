@@ -34,8 +34,14 @@ type Model struct {
 	Tokenizer  File
 }
 
-// Files returns the model's checkpoint and tokenizer, in that order.
-func (m Model) Files() []File { return []File{m.Checkpoint, m.Tokenizer} }
+// Files returns the model's checkpoint and tokenizer, in that order (a
+// GGUF model has only the checkpoint: its tokenizer is inside it).
+func (m Model) Files() []File {
+	if m.Tokenizer.Name == "" {
+		return []File{m.Checkpoint}
+	}
+	return []File{m.Checkpoint, m.Tokenizer}
+}
 
 // PullCommand is the command that downloads m into the default cache, as
 // the user runs this program (Program).

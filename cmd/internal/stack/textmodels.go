@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
@@ -28,21 +29,52 @@ func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
 	}
 	dirs := modelcache.Locations(cfg.ModelDir, cache)
 	want := modelcache.Catalog()
-	if cfg.Model != "" {
-		want = nil
-		for _, name := range strings.Split(cfg.Model, ",") {
-			m, err := modelcache.Lookup(strings.TrimSpace(name))
-			if err != nil {
-				return nil, fmt.Errorf("--model: %v", err)
-			}
-			want = append(want, m)
-		}
-	}
 	var (
 		out    []*pb.ModelConfig
 		served = map[string]bool{}
 		pulled bool // a model other than the built-in one is served
 	)
+	addGGUF := func(path string) error {
+		name := modelcache.GGUFName(path)
+		if served[name] {
+			return nil
+		}
+		c, err := llama2.GGUFConfig(name, path)
+		if err != nil {
+			return fmt.Errorf("--model %s: %w", path, err)
+		}
+		c.Parameters["max_context"] = &pb.ModelParameter{StringValue: strconv.Itoa(cfg.MaxContext)}
+		c.Parameters["kv_cache_mb"] = &pb.ModelParameter{StringValue: strconv.Itoa(cfg.KVCacheMB)}
+		log.Info(name+" GGUF model found", "path", path)
+		served[name], pulled = true, true
+		out = append(out, c)
+		return nil
+	}
+	if cfg.Model != "" {
+		want = nil
+		for _, name := range strings.Split(cfg.Model, ",") {
+			name = strings.TrimSpace(name)
+			if path, ok, err := modelcache.FindGGUF(name, dirs); err != nil {
+				return nil, fmt.Errorf("--model: %v", err)
+			} else if ok {
+				if err := addGGUF(path); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			m, err := modelcache.Lookup(name)
+			if err != nil {
+				return nil, fmt.Errorf("--model: %v", err)
+			}
+			want = append(want, m)
+		}
+	} else {
+		for _, path := range modelcache.GGUFFiles(cache) {
+			if err := addGGUF(path); err != nil {
+				log.Warn("GGUF model not served", "error", err)
+			}
+		}
+	}
 	for _, m := range want {
 		if served[m.ID] {
 			continue
@@ -62,7 +94,7 @@ func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
 		pulled = pulled || m.Name != modelcache.BuiltIn
 		out = append(out, llama2.Config(m.ID, filepath.Join(dir, m.Checkpoint.Name), filepath.Join(dir, m.Tokenizer.Name)))
 	}
-	if !pulled {
+	if !pulled && cfg.Model == "" {
 		s, _ := modelcache.Lookup(modelcache.Suggested)
 		log.Info("for a larger model, run: " + s.PullCommand() + " (then start again)")
 	}

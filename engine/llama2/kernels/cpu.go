@@ -16,6 +16,7 @@ type CPU struct {
 
 	// per-call state, reused to avoid allocating closures
 	jobs  []MatMul
+	acts  []activations // per job of a MatMul call with quantized weights
 	att   []Attention
 	heads Heads
 }
@@ -60,10 +61,11 @@ func (c *CPU) MatMul(jobs ...MatMul) {
 		total += jobs[i].Rows * jobs[i].N * jobs[i].D
 		rows += jobs[i].D
 	}
+	c.prepare(jobs)
 	chunks := min(total/c.chunk, 2*c.pool.Workers(), rows)
 	if chunks <= 1 {
 		for i := range jobs {
-			c.matmul(&jobs[i], 0, jobs[i].D)
+			c.rows(i, &jobs[i], 0, jobs[i].D)
 		}
 		return
 	}
@@ -75,7 +77,7 @@ func (c *CPU) MatMul(jobs ...MatMul) {
 			m := &c.jobs[i]
 			a, b := max(lo-base, 0), min(hi-base, m.D)
 			if a < b {
-				c.matmul(m, a, b)
+				c.rows(i, m, a, b)
 			}
 			base += m.D
 		}
@@ -84,10 +86,16 @@ func (c *CPU) MatMul(jobs ...MatMul) {
 }
 
 // RMSNorm implements Kernels.
-func (c *CPU) RMSNorm(out, x, weight []float32) { rmsnorm(out, x, weight) }
+func (c *CPU) RMSNorm(out, x, weight []float32, eps float32) { rmsnorm(out, x, weight, eps) }
 
 // RoPE implements Kernels.
-func (c *CPU) RoPE(v, cos, sin []float32) { rope(v, cos, sin) }
+func (c *CPU) RoPE(v, cos, sin []float32, neox bool) {
+	if neox {
+		ropeNeox(v, cos, sin)
+		return
+	}
+	rope(v, cos, sin)
+}
 
 // Softmax implements Kernels.
 func (c *CPU) Softmax(x []float32) { softmax(x) }

@@ -154,7 +154,7 @@ func TestElementwiseMatchReference(t *testing.T) {
 		want[i] = float32(float64(w[i]) * inv * float64(x[i]))
 	}
 	got := make([]float32, 67)
-	k.RMSNorm(got, x, w)
+	k.RMSNorm(got, x, w, 1e-5)
 	near(t, "rmsnorm", got, want, 1e-5)
 
 	sm := randVec(r, 300)
@@ -186,7 +186,7 @@ func TestElementwiseMatchReference(t *testing.T) {
 	// RoPE over two heads of size 4: pairs (0,1), (2,3) per head.
 	v := []float32{1, 2, 3, 4, 5, 6, 7, 8}
 	cos, sin := []float32{0.6, 1}, []float32{0.8, 0}
-	k.RoPE(v, cos, sin)
+	k.RoPE(v, cos, sin, false)
 	near(t, "rope", v, []float32{1*0.6 - 2*0.8, 1*0.8 + 2*0.6, 3, 4, 5*0.6 - 6*0.8, 5*0.8 + 6*0.6, 7, 8}, 1e-6)
 }
 

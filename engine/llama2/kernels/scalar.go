@@ -142,10 +142,17 @@ func expf(x float32) float32 {
 	return p * math.Float32frombits(uint32(k+127)<<23)
 }
 
-func rmsnorm(out, x, weight []float32) {
+func rmsnorm(out, x, weight []float32, eps float32) {
 	x = x[:len(weight)]
 	out = out[:len(weight)]
-	ss := dot(x, x)/float32(len(x)) + 1e-5
+	// The sum of squares in float64, as ggml computes it (a float32 sum
+	// can round an activation that the next matrix product quantizes to
+	// the other integer).
+	sum := 0.0
+	for _, v := range x {
+		sum += float64(v) * float64(v)
+	}
+	ss := float32(sum/float64(len(x))) + eps
 	ss = float32(1 / math.Sqrt(float64(ss)))
 	for i, w := range weight {
 		out[i] = w * (ss * x[i])
@@ -339,4 +346,21 @@ func addWeighted8(out, att, vals []float32, kvDim int) {
 	}
 	out[0], out[1], out[2], out[3] = o0, o1, o2, o3
 	out[4], out[5], out[6], out[7] = o4, o5, o6, o7
+}
+
+// ropeNeox is rope for the GPT-NeoX pairing: element i of a head rotates
+// with element i+half.
+func ropeNeox(v, cos, sin []float32) {
+	half := len(cos)
+	hs := 2 * half
+	for len(v) >= hs {
+		h := v[:hs]
+		for p := range cos {
+			c, s := cos[p], sin[p]
+			a, b := h[p], h[p+half]
+			h[p] = a*c - b*s
+			h[p+half] = a*s + b*c
+		}
+		v = v[hs:]
+	}
 }

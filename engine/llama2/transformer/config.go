@@ -29,10 +29,33 @@ type Config struct {
 	// SharedClassifier is true when the output classifier is the token
 	// embedding table (legacy header: vocab_size > 0).
 	SharedClassifier bool
+
+	// Set by GGUF files; the zero values are llama2.c's.
+	Arch     string  // GGUF general.architecture: llama, qwen2, qwen3
+	HeadDim  int     // width of one head when it is not Dim/Heads (Qwen3)
+	NormEps  float32 // RMSNorm epsilon; 0 means 1e-5
+	RopeBase float64 // RoPE frequency base; 0 means 10000
+	RopeNeox bool    // rotate (i, i+half) pairs (Qwen) instead of adjacent ones
 }
 
-// HeadSize is Dim/Heads.
-func (c Config) HeadSize() int { return c.Dim / c.Heads }
+// HeadSize is the width of one attention head: HeadDim, or Dim/Heads.
+func (c Config) HeadSize() int {
+	if c.HeadDim > 0 {
+		return c.HeadDim
+	}
+	return c.Dim / c.Heads
+}
+
+// QDim is the width of one position's queries (all heads).
+func (c Config) QDim() int { return c.Heads * c.HeadSize() }
+
+// eps is the RMSNorm epsilon.
+func (c Config) eps() float32 {
+	if c.NormEps > 0 {
+		return c.NormEps
+	}
+	return 1e-5
+}
 
 // KVDim is the width of one position's keys (or values).
 func (c Config) KVDim() int { return c.KVHeads * c.HeadSize() }
@@ -59,7 +82,7 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
-	case c.Dim%c.Heads != 0:
+	case c.HeadDim == 0 && c.Dim%c.Heads != 0:
 		return fmt.Errorf("%w: dim=%d is not a multiple of n_heads=%d", ErrFormat, c.Dim, c.Heads)
 	case c.HeadSize()%2 != 0:
 		return fmt.Errorf("%w: head size %d (dim/n_heads) is odd; RoPE needs pairs", ErrFormat, c.HeadSize())

@@ -19,6 +19,11 @@ func (m *Model) NewSession() *Session {
 	return &Session{key: make([]float32, n), value: make([]float32, n)}
 }
 
+// SessionBytes is the memory of one Session's KV cache.
+func (m *Model) SessionBytes() int64 {
+	return 2 * 4 * int64(m.cfg.Layers) * int64(m.cfg.SeqLen) * int64(m.cfg.KVDim())
+}
+
 // Step is one token of one session in a batched forward pass.
 type Step struct {
 	Session *Session
@@ -79,14 +84,14 @@ func (m *Model) NewWorkspace(k kernels.Kernels, opts WorkspaceOptions) *Workspac
 	f := func(width int) []float32 { return make([]float32, maxRows*width) }
 	w := &Workspace{
 		m: m, k: k, maxRows: maxRows, maxLogits: maxLogits,
-		x: f(c.Dim), xb: f(c.Dim), xb2: f(c.Dim), q: f(c.Dim),
+		x: f(c.Dim), xb: f(c.Dim), xb2: f(c.QDim()), q: f(c.QDim()),
 		kv: f(c.KVDim()), vv: f(c.KVDim()),
 		hb: f(c.HiddenDim), hb2: f(c.HiddenDim),
 		xf:     make([]float32, maxLogits*c.Dim),
 		logits: make([]float32, maxLogits*c.Vocab),
 		att:    make([]kernels.Attention, maxRows),
 	}
-	if len(opts.Groups) > 1 && opts.Pool != nil && 4*c.weightFloats(false) <= smallModel {
+	if len(opts.Groups) > 1 && opts.Pool != nil && m.weightBytes <= smallModel {
 		w.groups, w.pool = opts.Groups, opts.Pool
 	}
 	return w
@@ -173,57 +178,74 @@ func (w *Workspace) split(steps []Step) bool {
 func (w *Workspace) pass(k kernels.Kernels, steps []Step, base, lbase int) {
 	c := w.m.cfg
 	wt := &w.m.w
-	dim, hid, kvDim, hs := c.Dim, c.HiddenDim, c.KVDim(), c.HeadSize()
+	dim, hid, kvDim, hs, qDim := c.Dim, c.HiddenDim, c.KVDim(), c.HeadSize(), c.QDim()
+	eps := c.eps()
 	half := hs / 2
 	rows := len(steps)
 	sub := func(buf []float32, width int) []float32 { return buf[base*width : (base+rows)*width] }
-	x, xb, xb2, q := sub(w.x, dim), sub(w.xb, dim), sub(w.xb2, dim), sub(w.q, dim)
+	x, xb, xb2, q := sub(w.x, dim), sub(w.xb, dim), sub(w.xb2, qDim), sub(w.q, qDim)
 	kv, vv, hb, hb2 := sub(w.kv, kvDim), sub(w.vv, kvDim), sub(w.hb, hid), sub(w.hb2, hid)
 	att := w.att[base : base+rows]
 	row := func(buf []float32, r, width int) []float32 { return buf[r*width : (r+1)*width] }
 	heads := kernels.Heads{Heads: c.Heads, KVHeads: c.KVHeads, HeadSize: hs}
 
 	for r, s := range steps {
-		copy(row(x, r, dim), wt.tokenEmbedding[s.Token*dim:(s.Token+1)*dim])
+		wt.tokenEmbedding.row(s.Token, row(x, r, dim))
 	}
 	for l := range c.Layers {
+		ly := &wt.layers[l]
 		for r := range rows {
-			k.RMSNorm(row(xb, r, dim), row(x, r, dim), wt.rmsAtt[l*dim:(l+1)*dim])
+			k.RMSNorm(row(xb, r, dim), row(x, r, dim), ly.attnNorm, eps)
 		}
 		k.MatMul(
-			kernels.MatMul{Out: q, X: xb, W: wt.wq[l*dim*dim:], Rows: rows, N: dim, D: dim},
-			kernels.MatMul{Out: kv, X: xb, W: wt.wk[l*kvDim*dim:], Rows: rows, N: dim, D: kvDim},
-			kernels.MatMul{Out: vv, X: xb, W: wt.wv[l*kvDim*dim:], Rows: rows, N: dim, D: kvDim},
+			ly.wq.job(q, xb, rows, dim, qDim),
+			ly.wk.job(kv, xb, rows, dim, kvDim),
+			ly.wv.job(vv, xb, rows, dim, kvDim),
 		)
+		if ly.bq != nil {
+			for r := range rows {
+				addTo(row(q, r, qDim), ly.bq)
+				addTo(row(kv, r, kvDim), ly.bk)
+				addTo(row(vv, r, kvDim), ly.bv)
+			}
+		}
 		layer := l * c.SeqLen * kvDim
 		for r, s := range steps {
 			cos, sin := w.m.cos[s.Pos*half:(s.Pos+1)*half], w.m.sin[s.Pos*half:(s.Pos+1)*half]
-			qr, kr := row(q, r, dim), row(kv, r, kvDim)
-			k.RoPE(qr, cos, sin)
-			k.RoPE(kr, cos, sin)
+			qr, kr := row(q, r, qDim), row(kv, r, kvDim)
+			if ly.qNorm != nil {
+				for h := 0; h < qDim; h += hs {
+					k.RMSNorm(qr[h:h+hs], qr[h:h+hs], ly.qNorm, eps)
+				}
+				for h := 0; h < kvDim; h += hs {
+					k.RMSNorm(kr[h:h+hs], kr[h:h+hs], ly.kNorm, eps)
+				}
+			}
+			k.RoPE(qr, cos, sin, c.RopeNeox)
+			k.RoPE(kr, cos, sin, c.RopeNeox)
 			at := layer + s.Pos*kvDim
 			copy(s.Session.key[at:at+kvDim], kr)
 			copy(s.Session.value[at:at+kvDim], row(vv, r, kvDim))
 			n := s.Pos + 1
 			att[r] = kernels.Attention{
-				Out: row(xb2, r, dim), Q: qr,
+				Out: row(xb2, r, qDim), Q: qr,
 				Keys:   s.Session.key[layer : layer+n*kvDim],
 				Values: s.Session.value[layer : layer+n*kvDim],
 				Len:    n,
 			}
 		}
 		k.Attention(heads, att...)
-		k.MatMul(kernels.MatMul{Out: xb, X: xb2, W: wt.wo[l*dim*dim:], Rows: rows, N: dim, D: dim})
+		k.MatMul(ly.wo.job(xb, xb2, rows, qDim, dim))
 		addTo(x, xb)
 		for r := range rows {
-			k.RMSNorm(row(xb, r, dim), row(x, r, dim), wt.rmsFFN[l*dim:(l+1)*dim])
+			k.RMSNorm(row(xb, r, dim), row(x, r, dim), ly.ffnNorm, eps)
 		}
 		k.MatMul(
-			kernels.MatMul{Out: hb, X: xb, W: wt.w1[l*hid*dim:], Rows: rows, N: dim, D: hid},
-			kernels.MatMul{Out: hb2, X: xb, W: wt.w3[l*hid*dim:], Rows: rows, N: dim, D: hid},
+			ly.w1.job(hb, xb, rows, dim, hid),
+			ly.w3.job(hb2, xb, rows, dim, hid),
 		)
 		k.SwiGLU(hb, hb2)
-		k.MatMul(kernels.MatMul{Out: xb, X: hb, W: wt.w2[l*dim*hid:], Rows: rows, N: hid, D: dim})
+		k.MatMul(ly.w2.job(xb, hb, rows, hid, dim))
 		addTo(x, xb)
 	}
 
@@ -232,14 +254,14 @@ func (w *Workspace) pass(k kernels.Kernels, steps []Step, base, lbase int) {
 	j := 0
 	for r, s := range steps {
 		if s.Logits != nil {
-			k.RMSNorm(row(xf, j, dim), row(x, r, dim), wt.rmsFinal)
+			k.RMSNorm(row(xf, j, dim), row(x, r, dim), wt.rmsFinal, eps)
 			j++
 		}
 	}
 	if j == 0 {
 		return
 	}
-	k.MatMul(kernels.MatMul{Out: logits[:j*c.Vocab], X: xf[:j*dim], W: wt.classifier, Rows: j, N: dim, D: c.Vocab})
+	k.MatMul(wt.classifier.job(logits[:j*c.Vocab], xf[:j*dim], j, dim, c.Vocab))
 	j = 0
 	for _, s := range steps {
 		if s.Logits != nil {

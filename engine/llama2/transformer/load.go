@@ -7,32 +7,64 @@ import (
 	"math"
 	"os"
 	"unsafe"
+
+	"github.com/streamgate/streamgate/engine/internal/mmap"
+	"github.com/streamgate/streamgate/engine/llama2/kernels"
 )
 
-// weights are views of the checkpoint's tensors, stacked over layers.
-type weights struct {
-	tokenEmbedding []float32 // [vocab][dim]
-	rmsAtt         []float32 // [layers][dim]
-	wq             []float32 // [layers][dim][dim]
-	wk             []float32 // [layers][kvDim][dim]
-	wv             []float32 // [layers][kvDim][dim]
-	wo             []float32 // [layers][dim][dim]
-	rmsFFN         []float32 // [layers][dim]
-	w1             []float32 // [layers][hidden][dim]
-	w2             []float32 // [layers][dim][hidden]
-	w3             []float32 // [layers][hidden][dim]
-	rmsFinal       []float32 // [dim]
-	classifier     []float32 // [vocab][dim], the embedding table when shared
+// matrix is a weight matrix [out][in]: float32 (f), or raw blocks of a
+// quantized or half-precision type (raw), as the file holds it.
+type matrix struct {
+	typ kernels.DType
+	f   []float32
+	raw []byte
 }
 
-// Model is a loaded checkpoint. It is immutable and safe for concurrent use;
+func f32(f []float32) matrix { return matrix{typ: kernels.F32, f: f} }
+
+// row decodes row i of an [rows][n] matrix into out (n floats).
+func (m matrix) row(i int, out []float32) {
+	n := len(out)
+	if m.typ == kernels.F32 {
+		copy(out, m.f[i*n:(i+1)*n])
+		return
+	}
+	rb := m.typ.RowBytes(n)
+	kernels.Dequantize(m.typ, m.raw[i*rb:(i+1)*rb], out)
+}
+
+// job is the MatMul of x (rows of n) by m, an [d][n] matrix, into out.
+func (m matrix) job(out, x []float32, rows, n, d int) kernels.MatMul {
+	return kernels.MatMul{Out: out, X: x, W: m.f, Raw: m.raw, Type: m.typ, Rows: rows, N: n, D: d}
+}
+
+// layer is one transformer block's weights. The optional ones (biases,
+// QK-norm) are nil when the architecture has none.
+type layer struct {
+	attnNorm, ffnNorm []float32 // [dim]
+	wq, wk, wv, wo    matrix    // [qDim][dim], [kvDim][dim] twice, [dim][qDim]
+	w1, w2, w3        matrix    // gate [hidden][dim], down [dim][hidden], up [hidden][dim]
+	bq, bk, bv        []float32 // QKV biases (Qwen2)
+	qNorm, kNorm      []float32 // [headSize] RMSNorm of each head before RoPE (Qwen3)
+}
+
+// weights are views of the model file's tensors.
+type weights struct {
+	tokenEmbedding matrix // [vocab][dim]
+	layers         []layer
+	rmsFinal       []float32 // [dim]
+	classifier     matrix    // [vocab][dim], the embedding table when shared
+}
+
+// Model is a loaded model. It is immutable and safe for concurrent use;
 // per-sequence state lives in Sessions and per-pass scratch in Workspaces.
 type Model struct {
-	cfg     Config
-	w       weights
-	cos     []float32 // [seqLen][headSize/2] RoPE rotation per position
-	sin     []float32
-	release func() error
+	cfg         Config
+	w           weights
+	cos         []float32 // [seqLen][headSize/2] RoPE rotation per position
+	sin         []float32
+	weightBytes int64
+	release     func() error
 }
 
 // mmapThreshold is the size from which Load maps the file instead of
@@ -72,7 +104,7 @@ func Load(path string) (m *Model, err error) {
 	var data []byte
 	release := func() error { return nil }
 	if st.Size() >= mmapThreshold {
-		data, release, err = mapFile(f, st.Size())
+		data, release, err = mmap.Map(f, st.Size())
 	} else {
 		data, err = os.ReadFile(path)
 	}
@@ -110,39 +142,48 @@ func parse(data []byte, hdr format) (*Model, error) {
 		all = all[n:]
 		return t
 	}
+	var rmsAtt, rmsFFN, wq, wk, wv, wo, w1, w2, w3 []float32
 	var w weights
 	if hdr.version == 0 {
-		w.tokenEmbedding = take(c.Vocab * dim)
-		w.rmsAtt = take(l * dim)
-		w.wq = take(l * dim * dim)
-		w.wk = take(l * kv * dim)
-		w.wv = take(l * kv * dim)
-		w.wo = take(l * dim * dim)
-		w.rmsFFN = take(l * dim)
-		w.w1 = take(l * hid * dim)
-		w.w2 = take(l * dim * hid)
-		w.w3 = take(l * hid * dim)
+		w.tokenEmbedding = f32(take(c.Vocab * dim))
+		rmsAtt = take(l * dim)
+		wq = take(l * dim * dim)
+		wk = take(l * kv * dim)
+		wv = take(l * kv * dim)
+		wo = take(l * dim * dim)
+		rmsFFN = take(l * dim)
+		w1 = take(l * hid * dim)
+		w2 = take(l * dim * hid)
+		w3 = take(l * hid * dim)
 		w.rmsFinal = take(dim)
 		take(c.SeqLen * c.HeadSize()) // legacy freq_cis_real and freq_cis_imag
 	} else {
-		w.rmsAtt = take(l * dim)
-		w.rmsFFN = take(l * dim)
+		rmsAtt = take(l * dim)
+		rmsFFN = take(l * dim)
 		w.rmsFinal = take(dim)
-		w.tokenEmbedding = take(c.Vocab * dim)
-		w.wq = take(l * dim * dim)
-		w.wk = take(l * kv * dim)
-		w.wv = take(l * kv * dim)
-		w.wo = take(l * dim * dim)
-		w.w1 = take(l * hid * dim)
-		w.w2 = take(l * dim * hid)
-		w.w3 = take(l * hid * dim)
+		w.tokenEmbedding = f32(take(c.Vocab * dim))
+		wq = take(l * dim * dim)
+		wk = take(l * kv * dim)
+		wv = take(l * kv * dim)
+		wo = take(l * dim * dim)
+		w1 = take(l * hid * dim)
+		w2 = take(l * dim * hid)
+		w3 = take(l * hid * dim)
 	}
 	if c.SharedClassifier {
 		w.classifier = w.tokenEmbedding
 	} else {
-		w.classifier = take(c.Vocab * dim)
+		w.classifier = f32(take(c.Vocab * dim))
 	}
-	m := &Model{cfg: c, w: w, release: func() error { return nil }}
+	at := func(s []float32, i, n int) []float32 { return s[i*n : (i+1)*n : (i+1)*n] }
+	for i := range l {
+		w.layers = append(w.layers, layer{
+			attnNorm: at(rmsAtt, i, dim), ffnNorm: at(rmsFFN, i, dim),
+			wq: f32(at(wq, i, dim*dim)), wk: f32(at(wk, i, kv*dim)), wv: f32(at(wv, i, kv*dim)), wo: f32(at(wo, i, dim*dim)),
+			w1: f32(at(w1, i, hid*dim)), w2: f32(at(w2, i, dim*hid)), w3: f32(at(w3, i, hid*dim)),
+		})
+	}
+	m := &Model{cfg: c, w: w, weightBytes: 4 * c.weightFloats(false), release: func() error { return nil }}
 	m.cos, m.sin = ropeTables(c)
 	return m, nil
 }

@@ -1,0 +1,85 @@
+// Evaluates token ids with llama.cpp (node-llama-cpp's prebuilt CPU build)
+// and prints the logits after the prompt and the greedy continuation.
+//
+// Request on stdin (JSON): {"jobs": [{"model": path, "vocab": n, "tokens":
+// [ids], "steps": n, "logitSteps": n, "context": n, "tokenize": [texts]},
+// ...], "threads":
+// n}. Reply on stdout: {"results": [{"steps": [{"token": id, "logits": [n
+// floats]}, ...], "tokens": [[ids], ...]}, ...]}, one per job, in order.
+// Only the first "logitSteps" steps (default all) carry their logits; the
+// others are llama.cpp's own greedy choice. "decodeSeconds" is the wall
+// time of steps 1.. (one token each). With "bench": n instead of steps,
+// llama.cpp generates n+1 tokens greedily in its own loop and
+// "decodeSeconds" is the time of the last n.
+// "tokens" are the tokenize texts' token ids, special-token text parsed as
+// special tokens and no BOS added (llama_tokenize with parse_special).
+// Step 0's logits
+// are those after the prompt; each step's token is the argmax of its
+// logits and the input of the next step. Logits come for every step.
+//
+// The context keeps its KV cache in F32 and runs without flash attention,
+// so that llama.cpp's arithmetic is that of the plain CPU path.
+import {getLlama} from "node-llama-cpp";
+import {readFileSync} from "node:fs";
+
+const {jobs, threads} = JSON.parse(readFileSync(0, "utf8"));
+const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
+const results = [];
+for (const req of jobs) {
+  const model = await llama.loadModel({modelPath: req.model, useMmap: true});
+  const tokens = (req.tokenize ?? []).map((text) => Array.from(model.tokenize(text, true)));
+  if (!req.steps && !req.bench) {
+    results.push({steps: [], tokens});
+    await model.dispose();
+    continue;
+  }
+  const context = await model.createContext({
+    contextSize: req.context ?? 256,
+    batchSize: Math.max(req.tokens.length, 32),
+    flashAttention: false,
+    experimentalKvCacheKeyType: "F32",
+    experimentalKvCacheValueType: "F32",
+    threads: threads ?? 1,
+  });
+  const seq = context.getSequence();
+  if (req.bench) {
+    // Decode speed: llama.cpp's own generation loop, greedy, after the
+    // prompt; the clock starts at the first generated token.
+    let n = 0;
+    let start = 0;
+    for await (const tok of seq.evaluate(req.tokens, {temperature: 0})) {
+      if (n === 0) start = performance.now();
+      if (++n > req.bench) break;
+    }
+    results.push({steps: [], tokens, decodeSeconds: (performance.now() - start) / 1000});
+    await context.dispose();
+    await model.dispose();
+    continue;
+  }
+  const steps = [];
+  const logitSteps = req.logitSteps ?? req.steps;
+  const ask = (s) => (s < logitSteps ? {logits: true} : {token: true, options: {temperature: 0}});
+  let input = req.tokens.map((t, i) => (i === req.tokens.length - 1 ? [t, {generateNext: ask(0)}] : t));
+  let decodeStart = 0;
+  for (let s = 0; s < req.steps; s++) {
+    if (s === 1) decodeStart = performance.now();
+    const res = await seq.controlledEvaluate(input);
+    const next = res[res.length - 1].next;
+    let best = next.token;
+    let logits = null;
+    if (s < logitSteps) {
+      logits = new Array(req.vocab).fill(0);
+      for (const [t, v] of next.logits) logits[t] = v;
+      best = 0;
+      for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+    }
+    steps.push({token: best, logits});
+    input = [[best, {generateNext: ask(s + 1)}]];
+  }
+  const decodeSeconds = req.steps > 1 ? (performance.now() - decodeStart) / 1000 : 0;
+  results.push({steps, tokens, decodeSeconds});
+  await context.dispose();
+  await model.dispose();
+}
+process.stdout.write(JSON.stringify({results}));
+await llama.dispose();

@@ -1,0 +1,78 @@
+package kernels
+
+// activations are one MatMul job's input rows in the form its weight type
+// multiplies with.
+type activations struct {
+	q8  []q8Block  // Q8_0, Q4_0
+	q8K []q8KBlock // Q4_K, Q6_K
+	f   []float32  // BF16: rows rounded to bfloat16 (F16 weights multiply float32 rows)
+}
+
+// prepare quantizes the input rows of every job with quantized weights.
+func (c *CPU) prepare(jobs []MatMul) {
+	for len(c.acts) < len(jobs) {
+		c.acts = append(c.acts, activations{})
+	}
+	for i := range jobs {
+		m := &jobs[i]
+		a := &c.acts[i]
+		switch m.Type {
+		case Q8_0, Q4_0:
+			nb := m.N / 32
+			a.q8 = grow(a.q8, m.Rows*nb)
+			for r := range m.Rows {
+				quantizeQ8_0(m.X[r*m.N:(r+1)*m.N], a.q8[r*nb:(r+1)*nb])
+			}
+		case Q4_K, Q6_K:
+			nb := m.N / 256
+			a.q8K = grow(a.q8K, m.Rows*nb)
+			for r := range m.Rows {
+				quantizeQ8K(m.X[r*m.N:(r+1)*m.N], a.q8K[r*nb:(r+1)*nb])
+			}
+		case BF16:
+			a.f = grow(a.f, m.Rows*m.N)
+			for j, v := range m.X[:m.Rows*m.N] {
+				a.f[j] = BFloatToFloat(FloatToBFloat(v))
+			}
+		}
+	}
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// rows computes output rows [lo, hi) of job i.
+func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
+	if m.Type == F32 {
+		c.matmul(m, lo, hi)
+		return
+	}
+	a := &c.acts[i]
+	n, d := m.N, m.D
+	rb := m.Type.RowBytes(n)
+	for o := lo; o < hi; o++ {
+		w := m.Raw[o*rb : (o+1)*rb]
+		for r := range m.Rows {
+			var v float32
+			switch m.Type {
+			case Q8_0:
+				v = dotQ8_0(w, a.q8[r*n/32:(r+1)*n/32])
+			case Q4_0:
+				v = dotQ4_0(w, a.q8[r*n/32:(r+1)*n/32])
+			case Q4_K:
+				v = dotQ4K(w, a.q8K[r*n/256:(r+1)*n/256])
+			case Q6_K:
+				v = dotQ6K(w, a.q8K[r*n/256:(r+1)*n/256])
+			case F16:
+				v = dotF16(w, m.X[r*n:(r+1)*n])
+			case BF16:
+				v = dotBF16(w, a.f[r*n:(r+1)*n])
+			}
+			m.Out[r*d+o] = v
+		}
+	}
+}

@@ -59,9 +59,7 @@ func TestReadmeQuickStartFreshClone(t *testing.T) {
 	var curls []string
 	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(quick, -1) {
 		if strings.Contains(block[1], "curl ") {
-			for _, l := range strings.Split(strings.TrimSpace(block[1]), "\n") {
-				curls = append(curls, l)
-			}
+			curls = strings.Split(strings.TrimSpace(block[1]), "\n")
 			break
 		}
 	}
@@ -163,4 +161,3 @@ func shellWords(t *testing.T, line string) []string {
 	}
 	return words
 }
-

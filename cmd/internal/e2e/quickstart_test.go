@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/streamgate/streamgate/cmd/internal/cli"
 )
 
 // README.md's quick start, as a newcomer runs it: the project's tracked
@@ -77,7 +79,7 @@ func TestReadmeQuickStartFreshClone(t *testing.T) {
 	}
 	for i, line := range curls {
 		line = strings.ReplaceAll(line, "localhost:8080", gw.addr)
-		args := shellWords(t, strings.TrimPrefix(line, "curl "))
+		args := cli.ShellWords(strings.TrimPrefix(line, "curl "))
 		out, err := exec.Command(curl, append([]string{"-sS", "--fail-with-body"}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Errorf("%s: %v\n%s", line, err, out)
@@ -128,36 +130,4 @@ func section(t *testing.T, doc, heading string) string {
 		rest = rest[:j]
 	}
 	return rest
-}
-
-// shellWords splits a command line as sh would for the quoting README's
-// curl lines use: words, and single-quoted text.
-func shellWords(t *testing.T, line string) []string {
-	t.Helper()
-	var words []string
-	var w strings.Builder
-	in, quoted := false, false
-	for _, r := range line {
-		switch {
-		case r == '\'':
-			quoted = !quoted
-			in = true
-		case r == ' ' && !quoted:
-			if in {
-				words = append(words, w.String())
-				w.Reset()
-				in = false
-			}
-		default:
-			w.WriteRune(r)
-			in = true
-		}
-	}
-	if quoted || strings.ContainsAny(line, "\"$`\\") && strings.Count(line, "'") == 0 {
-		t.Fatalf("a README curl line this test cannot split: %s", line)
-	}
-	if in {
-		words = append(words, w.String())
-	}
-	return words
 }

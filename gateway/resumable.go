@@ -61,7 +61,7 @@ var (
 	// errStreamCancelled is the error event that ends an event stream
 	// cancelled by DELETE /v1/streams/{sid}, for its live client and for
 	// every reader: a cancel is no normal finish.
-	errStreamCancelled = &httpError{Status: http.StatusConflict, Code: "cancelled", Msg: "cancelled: the stream was cancelled by DELETE /v1/streams/{sid}"}
+	errStreamCancelled = &httpError{Status: http.StatusConflict, Code: "cancelled", Msg: "cancelled: the stream was cancelled, by DELETE /v1/streams/{sid} or for want of a reader within the grace period"}
 )
 
 // classifyResume maps the errors of resumable streams, and the shared

@@ -381,7 +381,7 @@ func TestReplicasResume(t *testing.T) {
 		// The live client and every reader see an explicit cancel, in
 		// the route's error shape, as the last event: not a normal finish,
 		// not a loss.
-		const cancelled = `{"error":"cancelled: the stream was cancelled by DELETE /v1/streams/{sid}"}`
+		const cancelled = `{"error":"cancelled: the stream was cancelled, by DELETE /v1/streams/{sid} or for want of a reader within the grace period"}`
 		if len(rest) == 0 || rest[len(rest)-1].Data != cancelled {
 			t.Errorf("the live client's last events after the DELETE: %v", rest[max(0, len(rest)-2):])
 		}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,8 @@ import (
 // weights) served by `streamgate serve --model FILE.gguf` streams the same
 // greedy answer over every client surface: a chat.completions frame on the
 // WebSocket, /v2 generate_stream with the prompt the template renders, and
-// the official openai SDK (node/gguf.test.mjs). Each streams several
+// the playground in headless Chromium, and the official openai SDK
+// (node/gguf.test.mjs). Each streams several
 // pieces, and the token counts are the reference tokenizer's (Hugging
 // Face's, on the prompt @huggingface/jinja renders) and max_tokens.
 func TestGGUFModelEveryClient(t *testing.T) {
@@ -30,7 +32,7 @@ func TestGGUFModelEveryClient(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "Tiny-Qwen3.gguf")
 	spec := ggufmodel.Spec{Arch: "qwen3", Type: gguf.Q8_0, Dim: 64, Hidden: 128, Layers: 1, Heads: 2, KVHeads: 1,
-		Context: 256, Seed: 5, Vocab: &v, ChatTemplate: files.Config.ChatTemplate, RopeBase: 1000000, Tied: true}
+		Context: 256, Seed: 5, Vocab: &v, ChatTemplate: files.Config.ChatTemplate, RopeBase: 1000000, OutputScale: 0.1}
 	if err := ggufmodel.Write(path, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +122,8 @@ func TestGGUFModelEveryClient(t *testing.T) {
 			events, in, out, text, promptTokens, maxTokens, content)
 	}
 
+	t.Run("playground", func(t *testing.T) { ggufPlayground(t, srv.url, model, maxTokens) })
+
 	// The official openai SDK.
 	dir, node := nodeTool(t)
 	cmd := exec.CommandContext(t.Context(), node, "--test", "--test-reporter=spec", "gguf.test.mjs")
@@ -132,5 +136,36 @@ func TestGGUFModelEveryClient(t *testing.T) {
 	t.Logf("node --test gguf.test.mjs:\n%s", o)
 	if err != nil {
 		t.Fatalf("node test failed: %v", err)
+	}
+}
+
+// ggufPlayground streams a chat from model in the playground (headless
+// Chromium): the card shows the answer the same request gets without
+// streaming, and max_tokens tokens.
+func ggufPlayground(t *testing.T, url, model string, maxTokens int) {
+	requireTool(t, "chromium", "/usr/bin/chromium")
+	page := startChromium(t).openPage(t)
+	p := &playground{t: t, s: &testStack{url: url}, page: page, c: httpClient(t)}
+	page.load(t, url+"/", fmt.Sprintf(`[...document.getElementById("model").options].some((o) => o.value === %q)`, model))
+	p.js(playgroundHelpers, nil)
+	p.js(`pgt.pick("route", "chat")`, nil)
+	p.set("model", model)
+	waitFor(t, "the chat body", func() bool { return strings.Contains(p.body(), `"model": "`+model+`"`) })
+	p.set("temperature", "0")
+	p.set("max-tokens", strconv.Itoa(maxTokens))
+	body := p.body()
+	c := p.waitCard(p.send()[0], "done", finished)
+	_, answer := p.unary("/v1/chat/completions", body)
+	var want struct {
+		Choices []struct{ Message struct{ Content string } }
+	}
+	if err := json.Unmarshal([]byte(answer), &want); err != nil || len(want.Choices) != 1 {
+		t.Fatalf("the same request without streaming: %s", answer)
+	}
+	if c.State != "done" || c.Text != want.Choices[0].Message.Content || c.Tokens != maxTokens {
+		t.Errorf("card %+v; want done, the text %q and %d tokens", c, want.Choices[0].Message.Content, maxTokens)
+	}
+	if problems := page.takeProblems(); len(problems) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(problems, "\n"))
 	}
 }

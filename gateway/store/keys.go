@@ -120,9 +120,196 @@ const (
 	keysByName = "sg:{keys}:by-name"
 )
 
-type redisKeys struct{ c redis.UniversalClient }
+// keysChanged is the pub/sub channel on which a key's change or
+// revocation is announced, with the key's hash: every replica drops it
+// from its cache.
+const keysChanged = "sg:{keys}:changed"
 
-func (s *redisKeys) init(c redis.UniversalClient) { s.c = c }
+// redisKeys keeps keys in Redis, and validated keys in a cache of this
+// replica for cacheTTL, which the keysChanged subscription keeps honest.
+type redisKeys struct {
+	c        redis.UniversalClient
+	cacheTTL time.Duration // 0: no cache
+
+	mu       sync.Mutex
+	cache    map[string]cachedKey // by hash
+	gen      uint64               // bumped by every invalidation
+	live     bool                 // subscribed: invalidations reach the cache
+	replicas int                  // subscribers of keysChanged when last asked
+	ps       *redis.PubSub        // the listener's subscription; nil: none started
+	stop     chan struct{}        // closed to stop the listener
+	stopped  chan struct{}
+	closed   bool
+	// notify, when set (tests), hears "subscribed" and "changed" after
+	// the listener applied them.
+	notify func(event string)
+}
+
+type cachedKey struct {
+	k       Key
+	expires time.Time
+}
+
+func (s *redisKeys) init(c redis.UniversalClient) {
+	s.c, s.cacheTTL = c, DefaultKeyCacheTTL
+	s.cache = map[string]cachedKey{}
+}
+
+// DefaultKeyCacheTTL is how long a replica trusts a key it validated
+// (serve's --key-cache-ttl).
+const DefaultKeyCacheTTL = time.Minute
+
+// SetKeyCacheTTL sets how long this replica keeps a validated key
+// (0: it asks Redis every time). While Redis is up, a revoked key stops
+// working on every replica within about a second (pub/sub); while it is
+// down, a cached key works until its entry expires. Call it before use.
+func (r *Redis) SetKeyCacheTTL(ttl time.Duration) { r.redisKeys.cacheTTL = ttl }
+
+// cached is the fresh cache entry for hash.
+func (s *redisKeys) cached(hash string) (Key, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.cache[hash]
+	if !ok || !time.Now().Before(e.expires) {
+		delete(s.cache, hash)
+		return Key{}, false
+	}
+	k := e.k
+	k.Models = slices.Clone(k.Models)
+	return k, true
+}
+
+// listen starts the subscription to keysChanged, once, and returns the
+// generation of invalidations and whether they reach the cache now.
+func (s *redisKeys) listen() (gen uint64, live bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ps == nil && !s.closed {
+		s.ps = s.c.Subscribe(context.Background(), keysChanged)
+		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.listenLoop(s.ps, s.stop, s.stopped)
+	}
+	return s.gen, s.live
+}
+
+// keep caches k, unless an invalidation came since gen was read (k may
+// be what was revoked) or none can come now.
+func (s *redisKeys) keep(hash string, k Key, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live && s.gen == gen {
+		k.Models = slices.Clone(k.Models)
+		s.cache[hash] = cachedKey{k: k, expires: time.Now().Add(s.cacheTTL)}
+	}
+}
+
+// invalidate drops hash ("": every key) from the cache.
+func (s *redisKeys) invalidate(hash string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	if hash == "" {
+		clear(s.cache)
+	} else {
+		delete(s.cache, hash)
+	}
+}
+
+func (s *redisKeys) setLive(live bool) {
+	s.mu.Lock()
+	s.live = live
+	s.mu.Unlock()
+}
+
+// listenQuiet is how long the listener waits for a message before it
+// counts the replicas again.
+const listenQuiet = 5 * time.Second
+
+// listenLoop applies keysChanged's messages to the cache until stop is
+// closed. Each (re)subscription empties the cache, since messages sent
+// while it was away are lost; go-redis reconnects and resubscribes after
+// a failure.
+func (s *redisKeys) listenLoop(ps *redis.PubSub, stop, stopped chan struct{}) {
+	defer close(stopped)
+	backoff := 50 * time.Millisecond
+	for {
+		msg, err := ps.ReceiveTimeout(context.Background(), listenQuiet)
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		var ne interface{ Timeout() bool }
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			s.countReplicas()
+			continue
+		case err != nil:
+			s.setLive(false)
+			t := time.NewTimer(backoff)
+			select {
+			case <-stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				s.invalidate("")
+				s.setLive(true)
+				s.countReplicas()
+				s.tell("subscribed")
+			}
+		case *redis.Message:
+			s.invalidate(m.Payload)
+			s.tell("changed")
+		}
+	}
+}
+
+func (s *redisKeys) tell(event string) {
+	if s.notify != nil {
+		s.notify(event)
+	}
+}
+
+// countReplicas asks Redis how many replicas listen to keysChanged.
+func (s *redisKeys) countReplicas() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n, err := s.c.PubSubNumSub(ctx, keysChanged).Result()
+	if err != nil || n[keysChanged] < 1 {
+		return
+	}
+	s.mu.Lock()
+	s.replicas = int(n[keysChanged])
+	s.mu.Unlock()
+}
+
+// replicaCount is the replicas last seen listening (at least 1).
+func (s *redisKeys) replicaCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(s.replicas, 1)
+}
+
+// close stops the listener.
+func (s *redisKeys) close() {
+	s.mu.Lock()
+	s.closed = true
+	ps, stop, stopped := s.ps, s.stop, s.stopped
+	s.mu.Unlock()
+	if ps != nil {
+		close(stop)
+		ps.Close()
+		<-stopped
+	}
+}
 
 var createKeyScript = redis.NewScript(`
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
@@ -144,7 +331,23 @@ func (s *redisKeys) CreateKey(ctx context.Context, k Key) error {
 	return nil
 }
 
+// LookupKey answers from this replica's cache when it can.
 func (s *redisKeys) LookupKey(ctx context.Context, hash string) (Key, error) {
+	if s.cacheTTL <= 0 {
+		return s.lookup(ctx, hash)
+	}
+	if k, ok := s.cached(hash); ok {
+		return k, nil
+	}
+	gen, _ := s.listen()
+	k, err := s.lookup(ctx, hash)
+	if err == nil {
+		s.keep(hash, k, gen)
+	}
+	return k, err
+}
+
+func (s *redisKeys) lookup(ctx context.Context, hash string) (Key, error) {
 	b, err := s.c.HGet(ctx, keysByHash, hash).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return Key{}, ErrNotFound
@@ -183,16 +386,21 @@ local h = redis.call('HGET', KEYS[2], ARGV[1])
 if not h then return 0 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[1], h)
-return 1`)
+redis.call('PUBLISH', ARGV[2], h)
+return h`)
 
+// RevokeKey deletes the key and announces it on keysChanged; this
+// replica's cache forgets it at once, the others' when they hear it.
 func (s *redisKeys) RevokeKey(ctx context.Context, name string) error {
-	n, err := revokeKeyScript.Run(ctx, s.c, []string{keysByHash, keysByName}, name).Int()
+	v, err := revokeKeyScript.Run(ctx, s.c, []string{keysByHash, keysByName}, name, keysChanged).Result()
 	if err != nil {
 		return unavailable(err)
 	}
-	if n == 0 {
+	hash, ok := v.(string)
+	if !ok {
 		return fmt.Errorf("key %q: %w", name, ErrNotFound)
 	}
+	s.invalidate(hash)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -29,8 +30,9 @@ type Take struct {
 	// one large request may still run when the key's minute is unused.
 	Tokens int
 	// Slot names a concurrency slot to hold until Settle gives it back;
-	// "" takes none. A slot not given back expires after SlotLease (its
-	// replica died).
+	// "" takes none. In Redis the replica that took it renews its lease
+	// (SlotLease) while it holds it, so the slot of a replica that died
+	// frees within SlotLease.
 	Slot string
 }
 
@@ -77,9 +79,11 @@ type Limits interface {
 	Settle(ctx context.Context, id string, l Limit, slot string, tokens int) error
 }
 
-// SlotLease is how long a concurrency slot lives when its request never
-// settles (its replica died).
-const SlotLease = 10 * time.Minute
+// SlotLease is how long a concurrency slot lives in Redis unless the
+// replica holding it renews it: every SlotLease/3 while its request
+// runs. A replica that dies (or loses Redis for longer) frees its
+// slots within SlotLease.
+const SlotLease = 15 * time.Second
 
 // limitPeriod is the window of RPM and TPM.
 const limitPeriod = time.Minute
@@ -117,16 +121,198 @@ func limitKeys(id string) []string {
 	return []string{p + "rpm", p + "tpm", p + "slots"}
 }
 
-type redisLimits struct{ c redis.UniversalClient }
+// redisLimits keeps limits in Redis, and renews the leases of the slots
+// this replica holds.
+type redisLimits struct {
+	c     redis.UniversalClient
+	lease time.Duration
+	// now is the scripts' clock; nil: Redis's own (TIME), so that
+	// replicas' clocks do not matter. Tests set it to drive leases.
+	now func() time.Time
 
-func (s *redisLimits) init(c redis.UniversalClient) { s.c = c }
+	// failClosed refuses admissions while Redis fails (ErrUnavailable);
+	// otherwise local admits them by this replica's share of each limit.
+	failClosed bool
+	local      memLimits
+	replicas   func() int                                // replicas sharing the limits, at least 1
+	localUsed  func(ctx context.Context, limited string) // counts a local admission; may be nil
+
+	mu      sync.Mutex
+	localIn map[string]struct{}            // key id + "\x00" + slot admitted locally
+	held    map[string]map[string]struct{} // key id -> slots held here
+	renewer chan struct{}                  // closed to stop the renewer; nil: none started
+	stopped chan struct{}                  // closed when the renewer has returned
+	closed  bool
+}
+
+func (s *redisLimits) init(c redis.UniversalClient, replicas func() int) {
+	s.c, s.lease, s.replicas = c, SlotLease, replicas
+	s.held = map[string]map[string]struct{}{}
+	s.localIn = map[string]struct{}{}
+	s.local.init()
+}
+
+// SetLimitsOnFailure chooses what Admit does while Redis fails: closed
+// answers ErrUnavailable (the gateway's 503); open (the default, as
+// Envoy's rate-limit filter) admits by this replica's share of each
+// limit (the limit divided by the replicas last seen, rounded up),
+// counted in streamgate.gateway.limits_local. Call it before use.
+func (r *Redis) SetLimitsOnFailure(open bool) { r.redisLimits.failClosed = !open }
+
+// share is this replica's part of l when n replicas share it.
+func share(l Limit, n int) Limit {
+	part := func(v int) int {
+		if v <= 0 {
+			return v
+		}
+		return (v + n - 1) / n
+	}
+	return Limit{RPM: part(l.RPM), TPM: part(l.TPM), Concurrency: part(l.Concurrency)}
+}
+
+// admitLocally is Admit while Redis fails, with the store open.
+func (s *redisLimits) admitLocally(ctx context.Context, id string, l Limit, t Take) (Verdict, error) {
+	v, err := s.local.Admit(ctx, id, share(l, s.replicas()), t)
+	if err != nil {
+		return v, err
+	}
+	if v.Limited == "" && t.Slot != "" {
+		s.mu.Lock()
+		s.localIn[id+"\x00"+t.Slot] = struct{}{}
+		s.mu.Unlock()
+	}
+	if s.localUsed != nil {
+		s.localUsed(ctx, v.Limited)
+	}
+	return v, nil
+}
+
+// settleLocally settles slot locally when it was admitted locally.
+func (s *redisLimits) settleLocally(ctx context.Context, id string, l Limit, slot string, tokens int) bool {
+	if slot == "" {
+		return false
+	}
+	s.mu.Lock()
+	_, ok := s.localIn[id+"\x00"+slot]
+	delete(s.localIn, id+"\x00"+slot)
+	s.mu.Unlock()
+	if ok {
+		s.local.Settle(ctx, id, share(l, s.replicas()), slot, tokens)
+	}
+	return ok
+}
+
+// clock is the scripts' now argument in µs; 0: Redis's TIME.
+func (s *redisLimits) clock() int64 {
+	if s.now == nil {
+		return 0
+	}
+	return s.now().UnixMicro()
+}
+
+// hold records that this replica holds slot of key id, and starts the
+// renewer with the first slot.
+func (s *redisLimits) hold(id, slot string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.held[id] == nil {
+		s.held[id] = map[string]struct{}{}
+	}
+	s.held[id][slot] = struct{}{}
+	if s.renewer == nil {
+		s.renewer, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.renewLoop(s.renewer, s.stopped)
+	}
+}
+
+// release forgets slot of key id.
+func (s *redisLimits) release(id, slot string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.held[id], slot)
+	if len(s.held[id]) == 0 {
+		delete(s.held, id)
+	}
+}
+
+// renewLoop renews the held slots every lease/3 until stop is closed.
+func (s *redisLimits) renewLoop(stop, stopped chan struct{}) {
+	defer close(stopped)
+	t := time.NewTicker(s.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.lease/3)
+			s.renew(ctx) // a failure is retried at the next tick
+			cancel()
+		}
+	}
+}
+
+// renewScript extends the leases of slots still in the set: KEYS slots;
+// ARGV lease (µs), now (µs, 0: TIME), slots. A slot that expired is not
+// brought back: another request may hold its place now.
+var renewScript = redis.NewScript(`
+local lease, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local n = 0
+for i = 3, #ARGV do n = n + redis.call('ZADD', KEYS[1], 'XX', 'CH', now + lease, ARGV[i]) end
+if n > 0 then redis.call('PEXPIRE', KEYS[1], math.ceil(lease / 1000)) end
+return n`)
+
+// renew extends the lease of every slot this replica holds: one round
+// trip per key that holds slots. It returns the first failure.
+func (s *redisLimits) renew(ctx context.Context) error {
+	s.mu.Lock()
+	work := make(map[string][]any, len(s.held))
+	for id, slots := range s.held {
+		args := []any{s.lease.Microseconds(), s.clock()}
+		for slot := range slots {
+			args = append(args, slot)
+		}
+		work[id] = args
+	}
+	s.mu.Unlock()
+	var first error
+	for id, args := range work {
+		if err := renewScript.Run(ctx, s.c, limitKeys(id)[2:], args...).Err(); err != nil && first == nil {
+			first = unavailable(err)
+		}
+	}
+	return first
+}
+
+// close stops the renewer; the slots still held expire within the lease.
+func (s *redisLimits) close() {
+	s.mu.Lock()
+	s.closed = true
+	stop, stopped := s.renewer, s.stopped
+	s.renewer = nil
+	s.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-stopped
+	}
+}
 
 // admitScript is Admit: KEYS rpm, tpm, slots; ARGV rpm, tpm,
-// concurrency, requests, tokens, slot, lease (µs). Times are Redis's own
-// clock (TIME), so replicas' clocks do not matter.
+// concurrency, requests, tokens, slot, lease (µs), now (µs; 0: Redis's
+// own clock, TIME).
 var admitScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(ARGV[8])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local period = 60000000
 local function take(key, limit, cost)
   if limit <= 0 then return true, now, now end
@@ -169,8 +355,11 @@ func (s *redisLimits) Admit(ctx context.Context, id string, l Limit, t Take) (Ve
 	if l.Concurrency <= 0 {
 		slot = ""
 	}
-	out, err := admitScript.Run(ctx, s.c, limitKeys(id), l.RPM, l.TPM, l.Concurrency, t.Requests, res, slot, SlotLease.Microseconds()).Slice()
+	out, err := admitScript.Run(ctx, s.c, limitKeys(id), l.RPM, l.TPM, l.Concurrency, t.Requests, res, slot, s.lease.Microseconds(), s.clock()).Slice()
 	if err != nil {
+		if !s.failClosed && errors.Is(unavailable(err), ErrUnavailable) {
+			return s.admitLocally(ctx, id, l, t)
+		}
 		return Verdict{}, unavailable(err)
 	}
 	if len(out) != 4 {
@@ -192,17 +381,24 @@ func (s *redisLimits) Admit(ctx context.Context, id string, l Limit, t Take) (Ve
 		v.RetryAfter = time.Duration(n[0]) * time.Microsecond
 	} else {
 		v.Reserved = res
+		if slot != "" {
+			s.hold(id, slot)
+		}
 	}
 	return v, nil
 }
 
-// settleScript is Settle: KEYS tpm, slots; ARGV tpm, tokens, slot.
+// settleScript is Settle: KEYS tpm, slots; ARGV tpm, tokens, slot, now
+// (µs; 0: TIME).
 var settleScript = redis.NewScript(`
 if ARGV[3] ~= '' then redis.call('ZREM', KEYS[2], ARGV[3]) end
 local tpm, delta = tonumber(ARGV[1]), tonumber(ARGV[2])
 if tpm > 0 and delta ~= 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local now = tonumber(ARGV[4])
+  if now == 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
   local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
   if tat < now then tat = now end
   local nxt = tat + math.floor(delta * 60000000 / tpm + 0.5)
@@ -215,8 +411,16 @@ end
 return 1`)
 
 func (s *redisLimits) Settle(ctx context.Context, id string, l Limit, slot string, tokens int) error {
+	if s.settleLocally(ctx, id, l, slot, tokens) {
+		return nil
+	}
+	if slot != "" {
+		// Not renewed from now on, given back or not: a slot whose
+		// settlement fails expires within the lease.
+		s.release(id, slot)
+	}
 	k := limitKeys(id)
-	if err := settleScript.Run(ctx, s.c, k[1:], l.TPM, tokens, slot).Err(); err != nil {
+	if err := settleScript.Run(ctx, s.c, k[1:], l.TPM, tokens, slot, s.clock()).Err(); err != nil {
 		return unavailable(err)
 	}
 	return nil
@@ -230,8 +434,8 @@ type memLimits struct {
 }
 
 type memLimit struct {
-	rpm, tpm int64            // tat, µs since the epoch
-	slots    map[string]int64 // slot -> expiry
+	rpm, tpm int64               // tat, µs since the epoch
+	slots    map[string]struct{} // held until Settle: their holder is this process
 }
 
 func (s *memLimits) init() {
@@ -245,7 +449,7 @@ func (s *memLimits) Admit(_ context.Context, id string, l Limit, t Take) (Verdic
 	now := s.now().UnixMicro()
 	k := s.keys[id]
 	if k == nil {
-		k = &memLimit{slots: map[string]int64{}}
+		k = &memLimit{slots: map[string]struct{}{}}
 		s.keys[id] = k
 	}
 	res := reserve(l, t)
@@ -260,11 +464,6 @@ func (s *memLimits) Admit(_ context.Context, id string, l Limit, t Take) (Verdic
 	okC := true
 	useSlot := l.Concurrency > 0 && t.Slot != ""
 	if useSlot {
-		for slot, exp := range k.slots {
-			if exp <= now {
-				delete(k.slots, slot)
-			}
-		}
 		okC = len(k.slots) < l.Concurrency
 	}
 	var v Verdict
@@ -281,7 +480,7 @@ func (s *memLimits) Admit(_ context.Context, id string, l Limit, t Take) (Verdic
 	if v.Limited == "" {
 		k.rpm, k.tpm = nextR, nextT
 		if useSlot {
-			k.slots[t.Slot] = now + SlotLease.Microseconds()
+			k.slots[t.Slot] = struct{}{}
 		}
 		v.Reserved = res
 	}

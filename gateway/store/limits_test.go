@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sync"
@@ -197,4 +198,69 @@ func BenchmarkAdmit(b *testing.B) {
 		defer s.Close()
 		run(b, s)
 	})
+}
+
+// A replica's concurrency slots live while it renews them, far past one
+// lease, and free within a lease once it stops (it died): three clients
+// of one real Redis on one test clock.
+func TestSlotLeases(t *testing.T) {
+	srv := redistest.Start(t)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMicro())
+	now := func() time.Time { return time.UnixMicro(clock.Load()) }
+	open := func() (*store.Redis, func(context.Context) error) {
+		s, err := store.Open(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		r := s.(*store.Redis)
+		return r, store.DriveSlots(r, now)
+	}
+	live, renewLive := open()
+	dead, _ := open()
+	judge, _ := open()
+	ctx := t.Context()
+	l := store.Limit{Concurrency: 2}
+	admit := func(s store.Store, slot string) string {
+		t.Helper()
+		v, err := s.Admit(ctx, "key_lease", l, store.Take{Slot: slot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Limited
+	}
+	if admit(live, "a") != "" || admit(dead, "b") != "" {
+		t.Fatal("first two slots refused")
+	}
+	dead.Close() // its replica dies: b is never settled nor renewed
+	if got := admit(judge, "x"); got != store.LimitConcurrency {
+		t.Fatalf("a third slot with two held: %q", got)
+	}
+	// Three leases pass, live renewing at every third of one.
+	for range 9 {
+		clock.Add((store.SlotLease / 3).Microseconds())
+		if err := renewLive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := admit(judge, "x"); got != "" {
+		t.Fatalf("the dead replica's slot still held after three leases: %q", got)
+	}
+	if got := admit(judge, "y"); got != store.LimitConcurrency {
+		t.Fatalf("the live replica's slot lost although renewed: %q", got)
+	}
+	if err := live.Settle(ctx, "key_lease", l, "a", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := admit(judge, "y"); got != "" {
+		t.Fatalf("a settled slot still held: %q", got)
+	}
+	// A settled slot is no longer renewed: renewing does not bring it back.
+	if err := renewLive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := judge.Client().ZCard(ctx, "sg:{key_lease}:slots").Result(); err != nil || n != 2 {
+		t.Fatalf("slots held: %d %v, want x and y", n, err)
+	}
 }

@@ -19,6 +19,18 @@ func (r *Redis) Instrument(m metric.Meter) error {
 		return err
 	}
 	r.c.AddHook(commandCounter{n})
+	local, err := m.Int64Counter("streamgate.gateway.limits_local", metric.WithUnit("{request}"),
+		metric.WithDescription("Admissions decided by this replica's share of a key's limits while the shared store failed (--limits-on-store-failure open), by result: admitted, or the limit that refused."))
+	if err != nil {
+		return err
+	}
+	r.redisLimits.localUsed = func(ctx context.Context, limited string) {
+		result := limited
+		if result == "" {
+			result = "admitted"
+		}
+		local.Add(ctx, 1, metric.WithAttributes(attribute.String("result", result)))
+	}
 	return nil
 }
 

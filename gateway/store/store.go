@@ -141,7 +141,7 @@ func NewRedis(c redis.UniversalClient) *Redis {
 	r := &Redis{c: c}
 	r.redisStreams.init(c)
 	r.redisKeys.init(c)
-	r.redisLimits.init(c)
+	r.redisLimits.init(c, r.redisKeys.replicaCount)
 	r.redisResponses.init(c)
 	return r
 }
@@ -158,7 +158,11 @@ func (r *Redis) Ping(ctx context.Context) error {
 }
 
 // Close implements Store.
-func (r *Redis) Close() error { return r.c.Close() }
+func (r *Redis) Close() error {
+	r.redisLimits.close()
+	r.redisKeys.close()
+	return r.c.Close()
+}
 
 // Memory is the in-process Store: one replica's state, lost when the
 // process exits.

@@ -310,13 +310,22 @@ func BenchmarkKeyedRequest(b *testing.B) {
 		s := newStack(b, &gateway.Options{Store: st, Keys: st})
 		run(b, s, addKey(b, st, "bench", limits))
 	})
-	b.Run("redis", func(b *testing.B) {
-		st, err := store.Open(redistest.Start(b).URL())
-		if err != nil {
-			b.Fatal(err)
+	// redis caches the key (as --key-cache-ttl does by default);
+	// redis-uncached looks it up in Redis for every request.
+	for _, ttl := range []time.Duration{store.DefaultKeyCacheTTL, 0} {
+		name := "redis"
+		if ttl == 0 {
+			name = "redis-uncached"
 		}
-		defer st.Close()
-		s := newStack(b, &gateway.Options{Store: st, Keys: st})
-		run(b, s, addKey(b, st, "bench", limits))
-	})
+		b.Run(name, func(b *testing.B) {
+			st, err := store.Open(redistest.Start(b).URL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			st.(*store.Redis).SetKeyCacheTTL(ttl)
+			s := newStack(b, &gateway.Options{Store: st, Keys: st})
+			run(b, s, addKey(b, st, "bench", limits))
+		})
+	}
 }

@@ -67,8 +67,11 @@ func createKeyCLI(t *testing.T, bin, url string, args ...string) string {
 // nginx (deploy/nginx.conf) in front of both: a key's requests per
 // minute, tokens per minute and concurrent streams hold across the
 // replicas, whichever one a request reaches. Then Redis is killed under
-// load: the streams running keep flowing, new keyed requests get 503 at
-// once, and both replicas recover by themselves once Redis is back.
+// load: the streams running keep flowing; the keys both replicas have
+// cached still work, and their limits follow each replica's policy: gw1
+// (--limits-on-store-failure closed) answers 503 at once, gw2 (open, the
+// default) admits by its share of the limits; both replicas recover by
+// themselves once Redis is back.
 func TestKeysAcrossReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs streamgate processes")
@@ -76,7 +79,7 @@ func TestKeysAcrossReplicas(t *testing.T) {
 	bin := buildStreamgate(t)
 	rd := redistest.Start(t)
 	eng := startEngineProc(t, bin, "")
-	gw1 := startGatewayProc(t, bin, eng.addr, "--redis", rd.URL())
+	gw1 := startGatewayProc(t, bin, eng.addr, "--redis", rd.URL(), "--limits-on-store-failure", "closed")
 	gw2 := startGatewayProc(t, bin, eng.addr, "--redis", rd.URL())
 	ng := startNginx(t, gw1.addr+";\n    server "+gw2.addr)
 	c := httpClient(t)
@@ -157,6 +160,29 @@ func TestKeysAcrossReplicas(t *testing.T) {
 		}
 	})
 
+	t.Run("revoked everywhere", func(t *testing.T) {
+		// Both replicas have the key cached; `streamgate keys revoke`, a
+		// process of its own, reaches them through Redis pub/sub.
+		secret := createKeyCLI(t, bin, rd.URL(), "--name", "revoked")
+		for _, base := range []string{gw1.url, gw2.url} {
+			if r := keyRequest(t, c, secret, "POST", base+"/v1/completions", completion); r.status != 200 {
+				t.Fatalf("before revoking, %s: %d %s", base, r.status, r.body)
+			}
+		}
+		revoke := exec.Command(bin, "keys", "revoke", "--redis", rd.URL(), "revoked")
+		if out, err := revoke.CombinedOutput(); err != nil {
+			t.Fatalf("keys revoke: %v\n%s", err, out)
+		}
+		revoked := time.Now()
+		for _, base := range []string{gw1.url, gw2.url} {
+			waitFor(t, "the revocation to reach "+base, func() bool {
+				r := keyRequest(t, c, secret, "POST", base+"/v1/completions", completion)
+				return r.status == 401 && strings.Contains(r.body, "invalid_api_key")
+			})
+		}
+		t.Logf("both replicas refused the revoked key %v after it was revoked", time.Since(revoked))
+	})
+
 	t.Run("redis stopped and restarted", func(t *testing.T) {
 		secret := createKeyCLI(t, bin, rd.URL(), "--name", "live", "--rpm", "1000", "--tpm", "100000", "--concurrency", "10")
 		st, err := store.Open(rd.URL())
@@ -204,20 +230,23 @@ func TestKeysAcrossReplicas(t *testing.T) {
 		<-started
 		<-started
 		rd.Stop()
-		for _, base := range []string{gw1.url, gw2.url, ng.url} {
-			start := time.Now()
-			r := keyRequest(t, c, secret, "POST", base+"/v1/completions", completion)
-			if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "unavailable") {
-				t.Errorf("with Redis down, %s: %d %s", base, r.status, r.body)
-			}
-			d := time.Since(start)
-			if d > 10*time.Second {
-				t.Errorf("with Redis down, %s answered after %v", base, d)
-			}
-			t.Logf("with Redis down, %s answered 503 in %v", base, d)
+		start := time.Now()
+		if r := keyRequest(t, c, secret, "POST", gw1.url+"/v1/completions", completion); r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "unavailable") {
+			t.Errorf("with Redis down, closed gw1: %d %s, want 503", r.status, r.body)
 		}
-		// Under load too: requests at once on both replicas all get 503
-		// at once, none hangs.
+		t.Logf("with Redis down, closed gw1 answered 503 in %v", time.Since(start))
+		start = time.Now()
+		if r := keyRequest(t, c, secret, "POST", gw2.url+"/v1/completions", completion); r.status != 200 || r.header.Get("X-Ratelimit-Limit-Requests") == "" {
+			t.Errorf("with Redis down, open gw2 and a cached key: %d %v %s, want 200 within its share", r.status, r.header, r.body)
+		}
+		t.Logf("with Redis down, open gw2 answered 200 in %v", time.Since(start))
+		// An unknown key cannot be checked anywhere: 503.
+		if r := keyRequest(t, c, "sg-unknown", "POST", gw2.url+"/v1/completions", completion); r.status != 503 {
+			t.Errorf("with Redis down, an uncached key on gw2: %d %s, want 503", r.status, r.body)
+		}
+		// Under load too: requests at once on both replicas get their
+		// replica's answer (closed 503; open 200, or 429 past its share
+		// of the key's 10 concurrent streams) and none hangs.
 		var wg sync.WaitGroup
 		statuses := make(chan int, 20)
 		for i := range 20 {
@@ -240,10 +269,12 @@ func TestKeysAcrossReplicas(t *testing.T) {
 		}
 		wg.Wait()
 		close(statuses)
+		got := map[int]int{}
 		for st := range statuses {
-			if st != 503 {
-				t.Errorf("a request under load with Redis down: status %d, want 503", st)
-			}
+			got[st]++
+		}
+		if got[503] != 10 || got[200] == 0 || got[200]+got[429] != 10 {
+			t.Errorf("requests under load with Redis down, by status: %v, want 10 503s (gw1) and 200s or 429s (gw2)", got)
 		}
 		// The streams that were running flow on to their end.
 		for range 2 {
@@ -251,8 +282,11 @@ func TestKeysAcrossReplicas(t *testing.T) {
 				t.Errorf("a stream running while Redis died: %d events, %v", r.events, r.err)
 			}
 		}
-		if n := metric(t, c, gw1.url, `streamgate_gateway_store_errors_total{op="keys"}`); n < 1 {
+		if n := metric(t, c, gw1.url, `streamgate_gateway_store_errors_total{op="limits"}`); n < 1 {
 			t.Errorf("store errors on gw1: %v", n)
+		}
+		if n := metric(t, c, gw2.url, `streamgate_gateway_limits_local_total{result="admitted"}`); n < 1 {
+			t.Errorf("local admissions on gw2: %v", n)
 		}
 		// Redis returns (empty: the test's Redis keeps nothing): with the
 		// key back, both replicas serve it again by themselves.

@@ -21,6 +21,7 @@ import (
 	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/ws"
 	"github.com/streamgate/streamgate/upstream"
 	"github.com/streamgate/streamgate/upstream/budget"
@@ -75,6 +76,11 @@ type GatewayFlags struct {
 	KeysFile string
 	// NoKeys serves without API keys even with Redis.
 	NoKeys bool
+	// KeyCacheTTL is how long a replica keeps a key it validated in Redis.
+	KeyCacheTTL time.Duration
+	// LimitsOnStoreFailure is open or closed: what per-key limits do
+	// while Redis fails.
+	LimitsOnStoreFailure string
 	// Resumable, ResumeGrace and ResumeTTL: gateway.Options'.
 	Resumable   string
 	ResumeGrace time.Duration
@@ -212,6 +218,8 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.DurationVar(&f.WSSequenceIdle, "ws-sequence-idle", 30*time.Second, "a sequence whose client sends no chunk for this long is ended (sequence_idle), sooner when the model's max_sequence_idle is shorter; negative leaves only the model's")
 	RegisterKeyStore(fs, &f.Redis, &f.KeysFile)
 	fs.BoolVar(&f.NoKeys, "no-keys", false, "serve without API keys even with --redis (behind a proxy that authenticates callers): anyone who reaches the gateway may use it, with no per-key limits")
+	fs.DurationVar(&f.KeyCacheTTL, "key-cache-ttl", store.DefaultKeyCacheTTL, "with --redis: how long a replica keeps an API key it validated (0: it asks Redis for every request); a key revoked while Redis is up stops working on every replica within about a second (pub/sub), while Redis is down a cached key works until its entry expires")
+	fs.StringVar(&f.LimitsOnStoreFailure, "limits-on-store-failure", "open", "with --redis: the `policy` of per-key limits while Redis fails: open (each replica enforces its share, the limit divided by the replicas last seen, counted in streamgate_gateway_limits_local_total) or closed (503)")
 	fs.Group("Resumable streams")
 	fs.StringVar(&f.Resumable, "resumable", gateway.ResumableOptIn, "which event streams and WebSocket requests are resumable: never, opt-in (those that ask with Streamgate-Resumable: true or \"resumable\": true) or always")
 	fs.DurationVar(&f.ResumeGrace, "resume-grace", 30*time.Second, "how long a resumable stream's request runs on once its client has left, waiting for it to resume, before it is cancelled")
@@ -371,6 +379,15 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	if g.NoKeys && g.KeysFile != "" {
 		return Config{}, errors.New("--no-keys and --keys-file: give one")
 	}
+	switch g.LimitsOnStoreFailure {
+	case "open", "closed":
+	default:
+		return cfg, fmt.Errorf("--limits-on-store-failure %q: want open or closed", g.LimitsOnStoreFailure)
+	}
+	if g.KeyCacheTTL < 0 {
+		return cfg, errors.New("--key-cache-ttl must not be negative")
+	}
+	cfg.KeyCacheTTL, cfg.LimitsOpen = g.KeyCacheTTL, g.LimitsOnStoreFailure == "open"
 	switch g.Resumable {
 	case gateway.ResumableNever, gateway.ResumableOptIn, gateway.ResumableAlways:
 	default:

@@ -66,6 +66,12 @@ type Config struct {
 	KeysFile string
 	// NoKeys leaves the gateway open with Redis (--no-keys).
 	NoKeys bool
+	// KeyCacheTTL and LimitsOpen set the Redis store's key cache and
+	// its limits while Redis fails (store.Redis.SetKeyCacheTTL,
+	// SetLimitsOnFailure). The zero Config has no cache and fails
+	// closed; the flags' defaults are 60s and open.
+	KeyCacheTTL time.Duration
+	LimitsOpen  bool
 
 	// Handler, if set, wraps the gateway's handler (a test serving a page
 	// beside the API). Default: the gateway's handler.
@@ -231,6 +237,8 @@ func (s *Stack) startGateway(cfg Config) error {
 			return err
 		}
 		if r, ok := st.(*store.Redis); ok {
+			r.SetKeyCacheTTL(cfg.KeyCacheTTL)
+			r.SetLimitsOnFailure(cfg.LimitsOpen)
 			if err := r.Instrument(tel.Meter.Meter("github.com/streamgate/streamgate/gateway/store")); err != nil {
 				return err
 			}

@@ -1,0 +1,137 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/streamgate/streamgate/gateway/store"
+	"github.com/streamgate/streamgate/gateway/store/redistest"
+)
+
+// openReplica opens one replica's client of srv and watches its key
+// listener.
+func openReplica(t *testing.T, srv *redistest.Server) (*store.Redis, <-chan string) {
+	t.Helper()
+	s, err := store.Open(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r := s.(*store.Redis)
+	return r, store.WatchKeys(r)
+}
+
+// await waits for the listener's event want (a failure guard, not a
+// measure: the event is what the test waits for).
+func await(t *testing.T, events <-chan string, want string) {
+	t.Helper()
+	guard := time.NewTimer(time.Minute)
+	defer guard.Stop()
+	for {
+		select {
+		case e := <-events:
+			if e == want {
+				return
+			}
+		case <-guard.C:
+			t.Fatalf("the key listener never said %q", want)
+		}
+	}
+}
+
+// newKey creates a key through s and returns its hash.
+func newKey(t *testing.T, s store.Store, name string) string {
+	t.Helper()
+	k, _, err := store.NewKey(name, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateKey(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	return k.Hash
+}
+
+// A key revoked through one replica stops working on another that had
+// it cached: the revocation reaches it by pub/sub.
+func TestKeyRevocationReachesEveryReplica(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := openReplica(t, srv)
+	b, events := openReplica(t, srv)
+	ctx := t.Context()
+	hash := newKey(t, a, "alice")
+	if _, err := b.LookupKey(ctx, hash); err != nil { // starts b's listener
+		t.Fatal(err)
+	}
+	await(t, events, "subscribed")
+	if _, err := b.LookupKey(ctx, hash); err != nil || !store.KeyCached(b, hash) {
+		t.Fatalf("b did not cache the key: %v", err)
+	}
+	if err := a.RevokeKey(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	await(t, events, "changed")
+	if store.KeyCached(b, hash) {
+		t.Fatal("b still caches the revoked key")
+	}
+	if _, err := b.LookupKey(ctx, hash); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("b after the revocation: %v, want ErrNotFound", err)
+	}
+}
+
+// While Redis is down a cached key still works, an unknown one gets
+// ErrUnavailable, and limits follow the replica's policy: open admits by
+// its share of the limit, closed fails. When Redis is back the replica
+// resubscribes and reads Redis again by itself.
+func TestStoreOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	open, openEvents := openReplica(t, srv)
+	closed, closedEvents := openReplica(t, srv)
+	closed.SetLimitsOnFailure(false)
+	ctx := t.Context()
+	hash := newKey(t, open, "bob")
+	closed.LookupKey(ctx, hash)
+	await(t, closedEvents, "subscribed")
+	open.LookupKey(ctx, hash)
+	await(t, openEvents, "subscribed") // it counts two replicas
+	for _, r := range []*store.Redis{open, closed} {
+		if _, err := r.LookupKey(ctx, hash); err != nil || !store.KeyCached(r, hash) {
+			t.Fatalf("not cached: %v", err)
+		}
+	}
+
+	srv.Stop()
+	l := store.Limit{RPM: 4, Concurrency: 4}
+	for _, r := range []*store.Redis{open, closed} {
+		if _, err := r.LookupKey(ctx, hash); err != nil {
+			t.Fatalf("a cached key during the outage: %v", err)
+		}
+		if _, err := r.LookupKey(ctx, store.HashSecret("sg-unknown")); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("an unknown key during the outage: %v, want ErrUnavailable", err)
+		}
+	}
+	if _, err := closed.Admit(ctx, "key_bob", l, store.Take{Requests: 1, Slot: "c1"}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("closed policy: %v, want ErrUnavailable", err)
+	}
+	// Open: this replica's share of RPM 4 with two replicas is 2.
+	for i, want := range []string{"", "", store.LimitRequests} {
+		v, err := open.Admit(ctx, "key_bob", l, store.Take{Requests: 1, Slot: string(rune('a' + i))})
+		if err != nil || v.Limited != want {
+			t.Fatalf("open policy, request %d: %+v %v, want limited %q", i+1, v, err, want)
+		}
+	}
+	// A locally admitted slot settles locally.
+	if err := open.Settle(ctx, "key_bob", l, "a", 0); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Restart() // empty: the key is gone with the old server's data
+	await(t, openEvents, "subscribed")
+	if _, err := open.LookupKey(ctx, hash); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after Redis came back: %v, want the new server's answer, ErrNotFound", err)
+	}
+	if v, err := open.Admit(ctx, "key_bob", l, store.Take{Requests: 1, Slot: "d"}); err != nil || v.Limited != "" || v.Requests.Remaining != 3 {
+		t.Fatalf("limits after Redis came back: %+v %v, want Redis's fresh minute", v, err)
+	}
+}

@@ -159,21 +159,25 @@ type q8KBlock struct {
 
 func quantizeQ8_0(x []float32, out []q8Block) {
 	for b := range out {
-		xs := x[32*b : 32*b+32]
-		amax := float32(0)
-		for _, v := range xs {
-			amax = max(amax, abs32(v))
-		}
-		d := amax / 127
-		id := float32(0)
-		if amax != 0 {
-			id = 127 / amax
-		}
-		out[b].d = halfTable[FloatToHalf(d)]
-		for j, v := range xs {
-			out[b].qs[j] = int8(math.RoundToEven(float64(v * id)))
-		}
+		out[b].d = halfTable[FloatToHalf(roundQ8(x[32*b:32*b+32], &out[b].qs))]
 	}
+}
+
+// roundQ8 rounds 32 values to int8 steps of their largest magnitude / 127
+// and returns that step (not rounded to f16).
+func roundQ8(xs []float32, qs *[32]int8) float32 {
+	amax := float32(0)
+	for _, v := range xs {
+		amax = max(amax, abs32(v))
+	}
+	id := float32(0)
+	if amax != 0 {
+		id = 127 / amax
+	}
+	for j, v := range xs {
+		qs[j] = int8(math.RoundToEven(float64(v * id)))
+	}
+	return amax / 127
 }
 
 func quantizeQ8K(x []float32, out []q8KBlock) {

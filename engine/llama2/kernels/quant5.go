@@ -25,20 +25,9 @@ type q8_1Block struct {
 
 func quantizeQ8_1(x []float32, out []q8_1Block) {
 	for b := range out {
-		xs := x[32*b : 32*b+32]
-		amax := float32(0)
-		for _, v := range xs {
-			amax = max(amax, abs32(v))
-		}
-		d := amax / 127
-		id := float32(0)
-		if amax != 0 {
-			id = 127 / amax
-		}
+		d := roundQ8(x[32*b:32*b+32], &out[b].qs)
 		sum := int32(0)
-		for j, v := range xs {
-			q := int8(math.RoundToEven(float64(v * id)))
-			out[b].qs[j] = q
+		for _, q := range out[b].qs {
 			sum += int32(q)
 		}
 		out[b].d = halfTable[FloatToHalf(d)]

@@ -75,12 +75,15 @@ func dequantizeLegacy(t DType, raw []byte, out []float32) {
 func dotQ5_0(w []byte, x []q8Block) float32 {
 	sum := float32(0)
 	for b := range x {
-		d, _, q, _ := legacyBlock(Q5_0, w[22*b:])
+		blk := w[22*b : 22*b+22]
+		qh, qs, y := binary.LittleEndian.Uint32(blk[2:]), blk[6:22], &x[b].qs
 		s := int32(0)
-		for j, v := range q {
-			s += (v - 16) * int32(x[b].qs[j])
+		for j, q := range qs {
+			lo := int32(q&15) | int32(qh>>j&1)<<4
+			hi := int32(q>>4) | int32(qh>>(j+16)&1)<<4
+			s += (lo-16)*int32(y[j]) + (hi-16)*int32(y[j+16])
 		}
-		sum += float32(s) * (d * x[b].d)
+		sum += float32(s) * (halfTable[binary.LittleEndian.Uint16(blk)] * x[b].d)
 	}
 	return sum
 }

@@ -262,26 +262,8 @@ func estimateTokens(prompt string, maxTokens *int) int {
 // model allowed, a concurrency slot and its tokens taken. done settles it
 // with the translator's usage.
 func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *job) (done func(), err error) {
-	if !kd.counted {
-		// A WebSocket request: its socket was authenticated when it
-		// opened; the key may have been revoked or changed since.
-		k, err := s.recheck(ctx, kd.key)
-		if err != nil {
-			return nil, err
-		}
-		kd = &keyed{key: k}
-	}
-	model := j.req.GetModelName()
-	if !kd.key.Allows(model) {
-		return nil, modelNotAllowed(model)
-	}
-	slot := s.ids.next("slot")
-	t := store.Take{Tokens: j.tokens, Slot: slot}
-	if !kd.counted {
-		t.Requests = 1
-	}
-	var v store.Verdict
-	if err := s.takeLimits(ctx, kd, t, &v); err != nil {
+	kd, slot, v, err := s.takeKeyed(ctx, kd, j.req.GetModelName(), j.tokens)
+	if err != nil {
 		return nil, err
 	}
 	l := kd.key.Limit
@@ -300,14 +282,65 @@ func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *job) (done func()
 		if used == v.Reserved && l.Concurrency == 0 {
 			return // nothing to give back or correct
 		}
-		// The request's own context may be done (its client left): the
-		// settlement still runs, briefly.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-		defer cancel()
-		if err := s.opts.Store.Settle(sctx, kd.key.ID, l, slot, used-v.Reserved); err != nil {
-			s.storeError(ctx, "limits", err)
-		}
+		s.settle(ctx, kd, slot, used-v.Reserved)
 	}, nil
+}
+
+// admitFrame admits a WebSocket frame that reads what a request made (a
+// resume): the socket's key looked up again, a request and a concurrency
+// slot taken, as for a new request. done gives the slot back. An open
+// gateway admits every frame.
+func (s *Server) admitFrame(ctx context.Context) (done func(), err error) {
+	kd := keyOf(ctx)
+	if kd == nil {
+		return func() {}, nil
+	}
+	kd, slot, _, err := s.takeKeyed(ctx, kd, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	if kd.key.Limit.Concurrency == 0 {
+		return func() {}, nil
+	}
+	return func() { s.settle(ctx, kd, slot, 0) }, nil
+}
+
+// takeKeyed takes tokens, a concurrency slot (named slot) and, on a
+// WebSocket, a request from the keyed request kd's limits, after checking
+// that the key may use model ("": none named). A WebSocket's key is looked
+// up again first: the key may have been revoked, expired or changed since
+// its socket opened. kd is the key as admitted.
+func (s *Server) takeKeyed(ctx context.Context, kd *keyed, model string, tokens int) (_ *keyed, slot string, v store.Verdict, err error) {
+	if !kd.counted {
+		k, err := s.recheck(ctx, kd.key)
+		if err != nil {
+			return nil, "", v, err
+		}
+		kd = &keyed{key: k}
+	}
+	if model != "" && !kd.key.Allows(model) {
+		return nil, "", v, modelNotAllowed(model)
+	}
+	slot = s.ids.next("slot")
+	t := store.Take{Tokens: tokens, Slot: slot}
+	if !kd.counted {
+		t.Requests = 1
+	}
+	if err := s.takeLimits(ctx, kd, t, &v); err != nil {
+		return nil, "", v, err
+	}
+	return kd, slot, v, nil
+}
+
+// settle gives back a keyed request's slot and corrects its tokens by
+// tokens (used minus reserved). The request's own context may be done
+// (its client left): the settlement still runs, briefly.
+func (s *Server) settle(ctx context.Context, kd *keyed, slot string, tokens int) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := s.opts.Store.Settle(sctx, kd.key.ID, kd.key.Limit, slot, tokens); err != nil {
+		s.storeError(ctx, "limits", err)
+	}
 }
 
 // settleTimeout bounds settling a request's limits when it ends.
@@ -326,6 +359,24 @@ func modelAllowed(ctx context.Context, model string) error {
 		return modelNotAllowed(model)
 	}
 	return nil
+}
+
+// tritonModelAllowed is modelAllowed on the Triton routes: a model the
+// key may not use is answered as Triton answers a model it does not have,
+// so that a key learns nothing of the others.
+func tritonModelAllowed(ctx context.Context, model string) error {
+	if kd := keyOf(ctx); kd != nil && !kd.key.Allows(model) {
+		return &httpError{Status: http.StatusNotFound, Code: "model_not_found",
+			Msg: "Request for unknown model: '" + model + "' is not found"}
+	}
+	return nil
+}
+
+// allowsAll reports whether the request with context ctx may use every
+// model (an open gateway, or a key without --models).
+func allowsAll(ctx context.Context) bool {
+	kd := keyOf(ctx)
+	return kd == nil || len(kd.key.Models) == 0
 }
 
 // storeError counts and logs a failure of the shared store.

@@ -144,7 +144,7 @@ type oneAtATime struct{ call }
 func (o *oneAtATime) TryRecv() (*pb.ModelInferResponse, bool, error) { return nil, false, nil }
 
 func benchServer() *Server {
-	return newServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	return testServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
 }
 
 // BenchmarkRelay measures the gateway's own work per relayed response on
@@ -191,7 +191,7 @@ func BenchmarkInferRoute(b *testing.B) {
 	body := append([]byte(header), make([]byte, 16)...)
 	resp := cannedResponse(tensor.NewInt32("OUT", []int64{4}, []int32{1, 2, 3, 4}))
 	start := func(context.Context, *pb.ModelInferRequest) (call, error) { return &cannedCall{resp: resp, n: 1}, nil }
-	h := newServer(start, fakeUpstream{}, nil).Handler()
+	h := testServer(start, fakeUpstream{}, nil).Handler()
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -224,7 +224,7 @@ func BenchmarkRequestTelemetry(b *testing.B) {
 			opts.TracerProvider = tp
 		}
 		b.Run(name, func(b *testing.B) {
-			h := newServer(fakeStart, fakeUpstream{}, opts).Handler()
+			h := testServer(fakeStart, fakeUpstream{}, opts).Handler()
 			b.ReportAllocs()
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodPost, "/v2/models/repeat_int32/generate_stream", strings.NewReader(body))
@@ -255,7 +255,7 @@ func BenchmarkRequest(b *testing.B) {
 	start := func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
 		return &cannedCall{resp: resp, n: 100}, nil
 	}
-	srv := newServer(start, fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	srv := testServer(start, fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
 	h := srv.Handler()
 	in := make([]string, 100)
 	for i := range in {
@@ -280,7 +280,7 @@ func BenchmarkChatRequest(b *testing.B) {
 	start := func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
 		return &cannedCall{resp: resp, n: 100}, nil
 	}
-	srv := newServer(start, fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	srv := testServer(start, fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
 	h := srv.Handler()
 	body := `{"max_tokens":100,"messages":[{"content":"` + strings.Repeat("word ", 97) + `word","role":"user"}],"model":"echo","stream":true}`
 	w := &discardWriter{h: http.Header{}}

@@ -77,6 +77,6 @@ func (s *Server) corsAllowed(origin string) bool {
 // noCORS refuses the preflight of a page on an origin not allowed.
 func (s *Server) noCORS(w http.ResponseWriter, r *http.Request, origin string) {
 	e := &httpError{Status: http.StatusForbidden, Code: "origin_not_allowed",
-		Msg: "origin " + origin + " may not call this server from a browser (see --cors-origins)"}
+		Msg: "origin " + origin + " may not call this server from a browser (see --origins)"}
 	writeJSON(w, e.Status, pathErrors(r)(e))
 }

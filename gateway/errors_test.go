@@ -100,7 +100,7 @@ func TestClassifyClientFaults(t *testing.T) {
 // (keys and limits, resumable streams, stored responses): 503 with
 // Retry-After, code unavailable, one message that names no one feature.
 func TestClassifyStoreUnavailable(t *testing.T) {
-	s := newServer(nil, nil, nil)
+	s := testServer(nil, nil, nil)
 	down := fmt.Errorf("%w: dial tcp: connection refused", store.ErrUnavailable)
 	want := classify(down)
 	if want.Status != http.StatusServiceUnavailable || want.Code != "unavailable" || !want.RetryAfter || !errors.Is(want.Err, store.ErrUnavailable) ||

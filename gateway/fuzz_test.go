@@ -120,7 +120,7 @@ func fakeStart(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
 }
 
 func fakeServer() *Server {
-	return newServer(fakeStart, fakeUpstream{}, &Options{MaxBodyBytes: 4096, SSE: &sse.Options{KeepAlive: -1}})
+	return testServer(fakeStart, fakeUpstream{}, &Options{MaxBodyBytes: 4096, SSE: &sse.Options{KeepAlive: -1}})
 }
 
 // checkResponse fails unless the recorded response is well formed for its

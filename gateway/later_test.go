@@ -95,7 +95,7 @@ func TestRelayLater(t *testing.T) {
 					context.AfterFunc(ctx, func() { c.push(nil, ctx.Err()) }) // as upstream.Call.watch
 					return c, nil
 				}
-				srv := newServer(start, fakeUpstream{}, nil)
+				srv := testServer(start, fakeUpstream{}, nil)
 				var mu sync.Mutex
 				var sent []string
 				out := &wsSink{events: srv.metrics.events.With("ws"), emit: func(p []byte) error {
@@ -159,7 +159,7 @@ func TestRelayLaterHoldsNoGoroutine(t *testing.T) {
 			calls = append(calls, c)
 			return c, nil
 		}
-		srv := newServer(start, fakeUpstream{}, &Options{MaxStreams: 1000})
+		srv := testServer(start, fakeUpstream{}, &Options{MaxStreams: 1000})
 		const n = 200
 		var mu sync.Mutex
 		sent := make([][]string, n)
@@ -251,7 +251,7 @@ func TestServeParkedAsServe(t *testing.T) {
 			context.AfterFunc(ctx, func() { c.push(nil, ctx.Err()) }) // as upstream.Call.watch
 			return c, nil
 		}
-		srv := newServer(start, fakeUpstream{}, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second}})
+		srv := testServer(start, fakeUpstream{}, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second}})
 		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
 		out := srv.newSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), tritonErrors, false)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -331,7 +331,7 @@ func TestRelayLaterPanicEndsOneRequest(t *testing.T) {
 			return c, nil
 		}
 		var logged bytes.Buffer
-		srv := newServer(start, fakeUpstream{}, &Options{
+		srv := testServer(start, fakeUpstream{}, &Options{
 			SSE:    &sse.Options{KeepAlive: 10 * time.Second},
 			Logger: slog.New(slog.NewTextHandler(&logged, nil)),
 		})

@@ -5,10 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // limiter counts inference requests in flight, in all and per client
@@ -119,18 +117,15 @@ func (s *Server) HTTP2Config() *http.HTTP2Config {
 	return &http.HTTP2Config{MaxConcurrentStreams: max(2*s.opts.MaxStreamsPerConn, 100)}
 }
 
-// idSource makes response ids: a random per-process prefix and a counter.
-type idSource struct {
-	prefix string
-	n      atomic.Uint64
-}
+// idSource makes the gateway's public ids (responses, completions,
+// request ids, limit slots): a kind and 128 bits from crypto/rand, so
+// that no id tells anything about another.
+type idSource struct{}
 
-func newIDSource() idSource {
-	var b [6]byte
+func newIDSource() idSource { return idSource{} }
+
+func (idSource) next(kind string) string {
+	var b [16]byte
 	rand.Read(b[:])
-	return idSource{prefix: hex.EncodeToString(b[:])}
-}
-
-func (s *idSource) next(kind string) string {
-	return kind + "-" + s.prefix + strconv.FormatUint(s.n.Add(1), 36)
+	return kind + "-" + hex.EncodeToString(b[:])
 }

@@ -31,7 +31,7 @@ func TestPerClientLimitKey(t *testing.T) {
 		started <- struct{}{}
 		return heldCall{ctx}, nil
 	}
-	srv := newServer(start, fakeUpstream{}, &Options{MaxStreamsPerConn: 1})
+	srv := testServer(start, fakeUpstream{}, &Options{MaxStreamsPerConn: 1})
 	// authenticate stands in for the API key hook: the X-Test-Key header
 	// names the key.
 	authenticate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,7 +111,7 @@ func TestLimitKey(t *testing.T) {
 // so the limit's 429 is what a client sees, with room for other requests.
 func TestHTTP2ConfigLeavesRoomForTheLimit(t *testing.T) {
 	for per, want := range map[int]int{0: 128, 1: 100, 64: 128, 500: 1000} {
-		srv := newServer(nil, fakeUpstream{}, &Options{MaxStreamsPerConn: per})
+		srv := testServer(nil, fakeUpstream{}, &Options{MaxStreamsPerConn: per})
 		if got := srv.HTTP2Config().MaxConcurrentStreams; got != want {
 			t.Errorf("MaxStreamsPerConn %d: MaxConcurrentStreams %d, want %d", per, got, want)
 		}

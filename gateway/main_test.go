@@ -13,3 +13,17 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
+
+// testServer is newServer for requests made by httptest.NewRequest, whose
+// Host is example.com: a name the open gateway's guard refuses unless
+// allowed.
+func testServer(start startFunc, inspect Inspector, opts *Options) *Server {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.AllowedHosts == nil {
+		o.AllowedHosts = []string{"example.com"}
+	}
+	return newServer(start, inspect, &o)
+}

@@ -89,7 +89,7 @@ func TestRelaySSEBatchesAndKeepsAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
 		rd := sdkmetric.NewManualReader()
-		srv := newServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second},
+		srv := testServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second},
 			MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))})
 		out := srv.newSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), tritonErrors, false)
 		if err := out.start(); err != nil {

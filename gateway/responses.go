@@ -29,24 +29,32 @@ import (
 // any replica, for Options.ResponseTTL. A background response runs on
 // when its client leaves.
 
-// DefaultResponseTTL is Options.ResponseTTL's default.
-const DefaultResponseTTL = 24 * time.Hour
+// Defaults of Options.ResponseTTL, KeyStorage and StorageCap.
+const (
+	DefaultResponseTTL = 24 * time.Hour
+	DefaultKeyStorage  = 64 << 20
+	DefaultStorageCap  = 1 << 30
+)
 
 // responseData is what the gateway stores of a response beside its
 // object (store.StoredResponse.Data).
 type responseData struct {
 	// Input is the response's own input items, as messages.
 	Input []openai.ChatMessage `json:"input"`
-	// History is the conversation it continues (previous_response_id),
-	// without instructions, which are not carried over.
+	// Previous is the response it continues (previous_response_id),
+	// whose record holds the conversation before it: a chain stores each
+	// turn once.
+	Previous string `json:"previous,omitempty"`
+	// History is the conversation it continues, as records written
+	// before Previous kept it (read, never written).
 	History []openai.ChatMessage `json:"history,omitempty"`
 	// Stream is the id of a background response's resumable stream.
 	Stream string `json:"stream,omitempty"`
 }
 
-// conversation is the conversation a response continuing this one
-// starts from: the history, the input, the answer.
-func (d *responseData) conversation(answer string) []openai.ChatMessage {
+// turn is what this response adds to its conversation: the history an
+// old record kept, the input, the answer.
+func (d *responseData) turn(answer string) []openai.ChatMessage {
 	out := append(append([]openai.ChatMessage{}, d.History...), d.Input...)
 	return append(out, openai.ChatMessage{Role: "assistant", Content: answer})
 }
@@ -94,13 +102,17 @@ func (s *Server) loadResponse(ctx context.Context, id, param string) (*openai.Re
 
 // saveResponse writes resp, created by the caller of ctx, to the store:
 // its first record, or (update) a later one, which is not written when
-// the record has been deleted meanwhile.
+// the record has been deleted meanwhile. The first record must fit in the
+// key's storage budget and the gateway's cap (chargeStorage).
 func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *responseData, update bool) error {
 	d, err := json.Marshal(data)
 	if err != nil {
 		return err
 	}
 	rec := store.StoredResponse{Owner: callerKey(ctx), Object: resp.JSON(), Data: d}
+	if err := s.chargeStorage(ctx, resp.ID, int64(len(rec.Object)+len(rec.Data)), !update); err != nil {
+		return err
+	}
 	if update {
 		err = s.opts.Store.UpdateResponse(ctx, resp.ID, rec, s.opts.ResponseTTL)
 		if errors.Is(err, store.ErrNoResponse) {
@@ -109,6 +121,69 @@ func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *
 		return s.responseStoreError(ctx, err)
 	}
 	return s.responseStoreError(ctx, s.opts.Store.PutResponse(ctx, resp.ID, rec, s.opts.ResponseTTL))
+}
+
+// storageBudget is the bytes of stored responses the caller of ctx may
+// keep: its key's own budget, else Options.KeyStorage; 0 on an open
+// gateway, where only the cap applies.
+func (s *Server) storageBudget(ctx context.Context) int64 {
+	kd := keyOf(ctx)
+	switch {
+	case kd == nil:
+		return 0
+	case kd.key.Storage > 0:
+		return kd.key.Storage
+	}
+	return s.opts.KeyStorage
+}
+
+// chargeStorage counts size bytes for stored response id against its
+// owner's budget and the gateway's cap (Options.StorageCap), for as long
+// as the record lives. With limit false (a response's later record, its
+// request admitted) it counts without refusing.
+func (s *Server) chargeStorage(ctx context.Context, id string, size int64, limit bool) error {
+	budget, capacity := s.storageBudget(ctx), s.opts.StorageCap
+	if !limit {
+		budget, capacity = 0, 0
+	}
+	owner := callerKey(ctx)
+	ttl := s.opts.ResponseTTL
+	if owner != "" {
+		ok, err := s.opts.Store.ChargeStorage(ctx, owner, id, size, ttl, budget)
+		if err != nil {
+			return s.responseStoreError(ctx, err)
+		}
+		if !ok {
+			return errStorageFull("this API key", budget, "keys create --storage, or --key-storage for every key")
+		}
+	}
+	ok, err := s.opts.Store.ChargeStorage(ctx, store.GlobalOwner, id, size, ttl, capacity)
+	switch {
+	case err != nil:
+		err = s.responseStoreError(ctx, err)
+	case !ok:
+		err = errStorageFull("this gateway", capacity, "--storage-cap")
+	}
+	if err != nil && owner != "" { // what the key's budget counted goes back
+		_ = s.responseStoreError(ctx, s.opts.Store.ReleaseStorage(context.WithoutCancel(ctx), owner, id))
+	}
+	return err
+}
+
+// releaseStorage gives back what deleted response id counted.
+func (s *Server) releaseStorage(ctx context.Context, id string) {
+	if owner := callerKey(ctx); owner != "" {
+		_ = s.responseStoreError(ctx, s.opts.Store.ReleaseStorage(ctx, owner, id))
+	}
+	_ = s.responseStoreError(ctx, s.opts.Store.ReleaseStorage(ctx, store.GlobalOwner, id))
+}
+
+// errStorageFull is the answer to a response that would not fit in the
+// stored bytes whose limit is limit.
+func errStorageFull(whose string, limit int64, setting string) *httpError {
+	return &httpError{Status: http.StatusBadRequest, Code: "storage_limit_exceeded", Param: "store",
+		Msg: fmt.Sprintf("Storing this response would take the stored responses of %s past their limit of %d bytes (%s): delete stored responses, wait for them to expire, or send store: false.",
+			whose, limit, setting)}
 }
 
 // responseJob turns a Responses API request into a job whose payloads
@@ -134,29 +209,45 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 		tokens: estimateTokens(prompt, rr.Params.MaxTokens), prompt: promptTokens(prompt)}, tr, nil
 }
 
+// maxChain bounds the responses one conversation chains.
+const maxChain = 1000
+
 // history is the conversation a request continues: that of its
-// previous_response_id, if any. The conversation with the request's
-// input must fit in Options.MaxBodyBytes, as a request that sent it all
-// would: a chain of responses cannot grow without bound.
+// previous_response_id, if any, read turn by turn back along the chain of
+// responses (each record names the one it continues). The conversation
+// with the request's input must fit in Options.MaxBodyBytes, as a request
+// that sent it all would: a chain of responses cannot grow without bound.
+// A response of the chain that is gone (deleted, expired) is 404.
 func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
-	if rr.PreviousResponseID == "" {
-		return nil, nil
-	}
-	prev, data, err := s.loadResponse(ctx, rr.PreviousResponseID, "previous_response_id")
-	if err != nil {
-		return nil, err
-	}
-	conv := data.conversation(prev.OutputText())
 	size := int64(0)
-	for _, m := range slices.Concat(conv, rr.Input) {
+	for _, m := range rr.Input {
 		size += int64(len(m.Content))
 	}
-	if size > s.opts.MaxBodyBytes {
-		return nil, &httpError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
-			Msg: fmt.Sprintf("The conversation of previous_response_id '%s' with this input holds %d bytes of text, more than the %d bytes a request may send (--max-body): start a new conversation.",
-				truncate(rr.PreviousResponseID, 64), size, s.opts.MaxBodyBytes)}
+	var turns [][]openai.ChatMessage // the latest first
+	for id := rr.PreviousResponseID; id != ""; {
+		if len(turns) == maxChain {
+			return nil, &httpError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
+				Msg: fmt.Sprintf("The conversation of previous_response_id '%s' chains more than %d responses: start a new conversation.",
+					truncate(rr.PreviousResponseID, 64), maxChain)}
+		}
+		prev, data, err := s.loadResponse(ctx, id, "previous_response_id")
+		if err != nil {
+			return nil, err
+		}
+		turn := data.turn(prev.OutputText())
+		for _, m := range turn {
+			size += int64(len(m.Content))
+		}
+		if size > s.opts.MaxBodyBytes {
+			return nil, &httpError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
+				Msg: fmt.Sprintf("The conversation of previous_response_id '%s' with this input holds more than the %d bytes of text a request may send (--max-body): start a new conversation.",
+					truncate(rr.PreviousResponseID, 64), s.opts.MaxBodyBytes)}
+		}
+		turns = append(turns, turn)
+		id = data.Previous
 	}
-	return conv, nil
+	slices.Reverse(turns)
+	return slices.Concat(turns...), nil
 }
 
 // createResponse serves POST /v1/responses.
@@ -203,7 +294,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 			cancel(nil)
 		}
 	}()
-	data := &responseData{Input: rr.Input, History: history}
+	data := &responseData{Input: rr.Input, Previous: rr.PreviousResponseID}
 	saveCtx := context.WithoutCancel(ctx) // the end is stored however the request ended
 	tr.save = func(resp *openai.Response) {
 		_ = s.saveResponse(saveCtx, resp, data, true) // a failure is counted and logged
@@ -387,6 +478,7 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return s.responseStoreError(r.Context(), err)
 	}
+	s.releaseStorage(r.Context(), id)
 	writeJSON(w, http.StatusOK, jsonOf(struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`

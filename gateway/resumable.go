@@ -206,10 +206,16 @@ func (s *Server) wsResumable(ctx context.Context, req *ws.Request, j *job, out *
 	return err
 }
 
-// wsResume serves a resume frame: the stream's events after req.After
+// wsResume serves a resume frame, admitted as a new request is (its key
+// looked up again, its limits taken): the stream's events after req.After
 // as data frames (seq = event id - 1), then the live ones, then the
 // stream's own terminal frame.
 func (s *Server) wsResume(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
+	done, err := s.admitFrame(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	rd, err := s.resume.Open(ctx, req.Stream, callerKey(ctx), req.After)
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ func newResumeRig(t *testing.T, opts *Options) *resumeRig {
 	if opts.SSE == nil {
 		opts.SSE = &sse.Options{KeepAlive: 50 * time.Millisecond} // headers go out before the first response
 	}
-	srv := newServer(start, fakeUpstream{}, opts)
+	srv := testServer(start, fakeUpstream{}, opts)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if k := r.Header.Get("X-Test-Key"); k != "" {
 			r = r.WithContext(withLimitKey(r.Context(), k))

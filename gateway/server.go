@@ -71,22 +71,30 @@ type Options struct {
 	// is always set by the gateway.
 	WebSocket *ws.Options
 
-	// WebSocketOriginPatterns are the cross-origin hosts allowed to open
-	// /v1/ws (see websocket.AcceptOptions.OriginPatterns). Default: same
-	// origin only.
+	// WebSocketOriginPatterns are more cross-origin hosts allowed to open
+	// /v1/ws, as path.Match patterns of the Origin's host[:port]; the
+	// origins of CORSOrigins may too. Default: same origin only.
 	WebSocketOriginPatterns []string
 
 	// WebSocketSkipOriginCheck accepts sockets from any origin. Default
 	// false: cross-origin browser pages are refused.
 	WebSocketSkipOriginCheck bool
 
-	// CORSOrigins are the origins whose browser pages may call the HTTP
-	// routes (CORS; /v1/ws has WebSocketOriginPatterns instead), as
-	// path.Match patterns of the Origin header or of its host[:port]:
+	// CORSOrigins are the origins whose browser pages may call the
+	// gateway: the HTTP routes (CORS) and /v1/ws, as path.Match patterns
+	// of the Origin header or of its host[:port]:
 	// "https://app.example.com", "*.example.org", "*". Preflights are
 	// answered on every route. Default none: no CORS headers, and
 	// preflights get 405.
 	CORSOrigins []string
+
+	// AllowedHosts are the names (path.Match patterns of the Host
+	// header's name, "*" for any) an open gateway answers besides
+	// localhost, names under .localhost and IP addresses; any other Host
+	// gets 403 host_not_allowed, so that a page whose name rebinds to the
+	// gateway's address cannot use it. With Keys the Host is checked only
+	// when AllowedHosts is set. Default none.
+	AllowedHosts []string
 
 	// ChatTemplate is the default chat template source (Go text/template,
 	// see openai.Template), for models whose config carries no Jinja chat
@@ -174,6 +182,18 @@ type Options struct {
 	// it was last written (its end). Default 24h.
 	ResponseTTL time.Duration
 
+	// KeyStorage is the bytes of stored responses an API key may keep
+	// (their records, until they expire or are deleted), unless the key
+	// sets its own (store.Key.Storage); beyond it POST /v1/responses with
+	// store gets 400 storage_limit_exceeded. Default DefaultKeyStorage.
+	KeyStorage int64
+
+	// StorageCap is the bytes of stored responses the gateway keeps for
+	// every key (or, open, every client) together; beyond it POST
+	// /v1/responses with store gets 400 storage_limit_exceeded. Default
+	// DefaultStorageCap.
+	StorageCap int64
+
 	// Keys are the API keys requests must present (Authorization: Bearer,
 	// or on /v1/ws the subprotocol streamgate.key.KEY); each key's limits
 	// are kept in Store. Default nil: the gateway is open and requests
@@ -241,6 +261,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.ResponseTTL <= 0 {
 		c.ResponseTTL = DefaultResponseTTL
+	}
+	if c.KeyStorage <= 0 {
+		c.KeyStorage = DefaultKeyStorage
+	}
+	if c.StorageCap <= 0 {
+		c.StorageCap = DefaultStorageCap
 	}
 	if c.Resumable == "" {
 		c.Resumable = ResumableOptIn
@@ -330,7 +356,7 @@ func (h topHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.instrument, s.cors)
+	r.Use(s.instrument, s.guard, s.cors)
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.noRoute)
 
@@ -348,7 +374,7 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v2/models/stats", triton(s.modelStats))
 	for _, base := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
 		r.Get(base, triton(s.modelMetadata))
-		r.Get(base+"/ready", s.modelReady)
+		r.Get(base+"/ready", triton(s.modelReady))
 		r.Post(base+"/generate", triton(s.generate))
 		r.Post(base+"/generate_stream", triton(s.generateStream))
 		r.Post(base+"/infer", triton(s.infer))

@@ -68,7 +68,7 @@ func TestTokenPathDoesNotAllocate(t *testing.T) {
 	defer mp.Shutdown(context.Background())
 	tp := sdktrace.NewTracerProvider()
 	defer tp.Shutdown(context.Background())
-	srv := newServer(nil, nil, &Options{MeterProvider: mp, TracerProvider: tp})
+	srv := testServer(nil, nil, &Options{MeterProvider: mp, TracerProvider: tp})
 	ctx, server := tp.Tracer("test").Start(context.Background(), "server")
 	defer server.End()
 
@@ -120,7 +120,7 @@ func TestWSEventsCountedPerBatch(t *testing.T) {
 	rd := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 	defer mp.Shutdown(context.Background())
-	srv := newServer(nil, nil, &Options{MeterProvider: mp})
+	srv := testServer(nil, nil, &Options{MeterProvider: mp})
 	out := &wsSink{emit: func([]byte) error { return nil }, events: srv.metrics.events.With("ws")}
 	count := func() int64 {
 		return counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "ws"))

@@ -114,15 +114,25 @@ func (s *Server) serverReady(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) {
+// modelReady answers 200 or 503, as health does; with API keys, a model
+// the key may not use is never ready.
+func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
+	if tritonModelAllowed(r.Context(), model) != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return nil
+	}
 	s.health(w, r, func(ctx context.Context) (bool, error) {
 		return s.inspect.ModelReady(ctx, model, version)
 	})
+	return nil
 }
 
 func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
+	if err := tritonModelAllowed(r.Context(), model); err != nil {
+		return err
+	}
 	md, err := s.metadata(r.Context(), model, version)
 	if err != nil {
 		return err
@@ -155,6 +165,7 @@ func (s *Server) generateJob(ctx context.Context, model, version string, body []
 	} else {
 		j.tr = &generateEvents{id: gr.ID}
 	}
+	s.countTokens(ctx, model, version, j, len(body), gr.Inputs, gr.Parameters)
 	return j, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"compress/zlib"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/streamgate/streamgate/gateway/tritonhttp"
@@ -49,6 +50,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
 	}
 	a := &inferAnswer{req: req}
 	j := &job{req: req.Proto(model, version), tr: a}
+	s.countTokens(r.Context(), model, version, j, len(body), req.Inputs, j.req.GetParameters())
 	return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w, header: a.header})
 }
 
@@ -137,6 +139,9 @@ func errNotSingle(n int) error {
 // it.
 func (s *Server) modelConfigJSON(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
+	if err := tritonModelAllowed(r.Context(), model); err != nil {
+		return err
+	}
 	cfg, err := s.modelConfig(r.Context(), model, version)
 	if err != nil {
 		return err
@@ -145,12 +150,22 @@ func (s *Server) modelConfigJSON(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// modelStats is GET /v2/models/stats (every model) and .../stats.
+// modelStats is GET /v2/models/stats (every model the key may use) and
+// .../stats.
 func (s *Server) modelStats(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
+	if model != "" && tritonModelAllowed(r.Context(), model) != nil {
+		// As the statistics of a model upstream does not have.
+		return &httpError{Status: http.StatusBadRequest, Code: "invalid_argument",
+			Msg: "requested model '" + model + "' is not available"}
+	}
 	st, err := s.inspect.ModelStatistics(r.Context(), model, version)
 	if err != nil {
 		return s.notFound(r.Context(), model, err)
+	}
+	if !allowsAll(r.Context()) {
+		st = &pb.ModelStatisticsResponse{ModelStats: slices.DeleteFunc(slices.Clone(st.GetModelStats()),
+			func(m *pb.ModelStatistics) bool { return tritonModelAllowed(r.Context(), m.GetName()) != nil })}
 	}
 	writeJSON(w, http.StatusOK, tritonhttp.Statistics(st))
 	return nil
@@ -170,6 +185,12 @@ func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) error {
 	models, err := s.inspect.RepositoryIndex(r.Context())
 	if err != nil {
 		return err
+	}
+	if !allowsAll(r.Context()) {
+		models = slices.DeleteFunc(slices.Clone(models),
+			func(m *pb.RepositoryIndexResponse_ModelIndex) bool {
+				return tritonModelAllowed(r.Context(), m.GetName()) != nil
+			})
 	}
 	writeJSON(w, http.StatusOK, tritonhttp.RepositoryIndex(models, ready))
 	return nil

@@ -71,6 +71,9 @@ func New(targets []string, opts *Options) (*Client, error) {
 	if o.Transport != TransportGRPC && o.Transport != TransportH2 {
 		return nil, fmt.Errorf("upstream: unknown transport %q (want %s or %s)", o.Transport, TransportGRPC, TransportH2)
 	}
+	if len(o.DialOptions) > 0 && o.Transport != TransportGRPC {
+		return nil, fmt.Errorf("upstream: DialOptions need transport %s: transport %s's connections cannot honour them", TransportGRPC, o.Transport)
+	}
 	c := &Client{opts: o, idPrefix: newIDPrefix(), resolved: make(chan struct{})}
 	c.lim = queueLimits{own: int64(o.QueueBytes), bud: o.Memory, stall: max(o.StallTimeout, 0), now: monoClock()}
 	c.errStalled = stallError(c.lim.stall)

@@ -62,8 +62,8 @@ type h2Stream struct {
 
 	wmu sync.Mutex // guards bw and the framer's writes (lockWrite)
 	bw  *bufio.Writer
-	// writeTimeout bounds every write (keepalive plus its timeout; zero
-	// without keepalive).
+	// writeTimeout bounds every write: keepalive plus its timeout, or
+	// h2WriteTimeout without keepalive.
 	writeTimeout time.Duration
 
 	// Send flow control and the end of the stream, under fmu.
@@ -81,6 +81,7 @@ type h2Stream struct {
 	heard      bool   // DATA or HEADERS arrived since the last keepalive ping
 	goAway     string // the server's GOAWAY, its code and debug data
 	onPings    func() // h2Options.tooManyPings
+	onGoAway   func() // h2Options.goingAway; nil once called
 	unackedStr int    // bytes received and not yet credited back
 	unackedCon int
 
@@ -105,7 +106,21 @@ type h2Options struct {
 	// tooManyPings, if set, is called when the server closes the
 	// connection with GOAWAY "too_many_pings" (reader only).
 	tooManyPings func()
+	// goingAway, if set, is called once when the server sends a GOAWAY
+	// that lets the stream run on (graceful: a connection age, a server
+	// stopping): the pool stops placing requests on it at once, so it
+	// ends with its last request rather than when the server's grace
+	// runs out (reader only).
+	goingAway func()
 }
+
+// maxWindow is the largest flow-control window HTTP/2 allows.
+const maxWindow = 1<<31 - 1
+
+// h2WriteTimeout bounds a write on a connection without keepalive: a peer
+// that takes nothing for that long, while we have something to say, is
+// gone (keepalive's default bound, 10 s plus 5 s, with room to spare).
+const h2WriteTimeout = 30 * time.Second
 
 // tritonPingGap is pingGap for any target: grpc core (Triton) counts a
 // strike for every ping that comes within 5 minutes of the last one while
@@ -169,10 +184,12 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 		peerWindow: 65535,
 		peerFrame:  16384,
 		onPings:    o.tooManyPings,
+		onGoAway:   o.goingAway,
 	}
 	h.cond = sync.NewCond(&h.fmu)
 	var r io.Reader = conn
 	var ka *kaReader
+	h.writeTimeout = h2WriteTimeout
 	if o.keepalive > 0 {
 		h.writeTimeout = o.keepalive + o.kaTimeout
 		ka = &kaReader{h: h, time: o.keepalive, timeout: o.kaTimeout, gap: o.pingGap, busy: busy}
@@ -307,7 +324,11 @@ func (h *h2Stream) Close() error {
 }
 
 // fail ends the stream with err unless it ended already, closing the
-// connection; it returns the stream's end.
+// connection; it returns the stream's end. The peer is told first, when
+// no write is stuck: a stream we cancel gets RST_STREAM CANCEL, and the
+// connection a GOAWAY (NO_ERROR, or FLOW_CONTROL_ERROR for the peer's
+// overflowed window), so that it sees the end at
+// once rather than a dropped connection.
 func (h *h2Stream) fail(err error) error {
 	h.fmu.Lock()
 	first := h.err == nil
@@ -318,9 +339,37 @@ func (h *h2Stream) fail(err error) error {
 	err = h.err
 	h.fmu.Unlock()
 	if first {
+		h.sayGoodbye(err)
 		h.conn.Close()
 	}
 	return err
+}
+
+// errFlowControl ends a connection whose peer overflowed a flow-control
+// window; fail says so in its GOAWAY.
+var errFlowControl = status.Error(codes.Internal, "connection error: FLOW_CONTROL_ERROR: the server's WINDOW_UPDATE overflows the window")
+
+// sayGoodbye writes, best effort and within a second, RST_STREAM CANCEL when
+// we cancel the stream, then GOAWAY with the code err calls for. It skips
+// both while another write holds the connection (stuck, or failing).
+func (h *h2Stream) sayGoodbye(err error) {
+	if h.fr == nil || !h.wmu.TryLock() {
+		return
+	}
+	defer h.wmu.Unlock()
+	h.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	code := http2.ErrCodeNo
+	switch {
+	case err == errFlowControl:
+		code = http2.ErrCodeFlowControl
+	case status.Code(err) == codes.Canceled || status.Code(err) == codes.DeadlineExceeded:
+		if h.fr.WriteRSTStream(h2StreamID, http2.ErrCodeCancel) != nil {
+			return
+		}
+	}
+	if h.fr.WriteGoAway(h2StreamID, code, nil) == nil {
+		h.bw.Flush()
+	}
 }
 
 // ended returns the stream's end, nil while it lasts.
@@ -489,14 +538,23 @@ func (h *h2Stream) readFrame(inMsg bool) error {
 		return h.settings(f)
 	case *http2.WindowUpdateFrame:
 		h.fmu.Lock()
+		overflow := false
 		switch f.StreamID {
 		case 0:
 			h.sendConn += int64(f.Increment)
+			overflow = h.sendConn > maxWindow
 		case h2StreamID:
 			h.sendStream += int64(f.Increment)
+			overflow = h.sendStream > maxWindow
 		}
 		h.cond.Broadcast()
 		h.fmu.Unlock()
+		if overflow {
+			// RFC 9113 6.9.1: a window above 2^31-1 is a flow-control
+			// error (the stream's would end only the stream, but the
+			// connection carries just this one).
+			return h.fail(errFlowControl)
+		}
 	case *http2.PingFrame:
 		if f.IsAck() {
 			return nil
@@ -517,6 +575,10 @@ func (h *h2Stream) readFrame(inMsg bool) error {
 		}
 		if f.LastStreamID < h2StreamID {
 			return h.fail(status.Errorf(codes.Unavailable, "upstream: the server sent %s before the stream started", h.goAway))
+		}
+		if h.onGoAway != nil {
+			h.onGoAway()
+			h.onGoAway = nil
 		}
 	case *http2.PushPromiseFrame:
 		return h.fail(status.Error(codes.Internal, "upstream: PUSH_PROMISE, push is disabled"))

@@ -11,11 +11,13 @@ import (
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +25,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -422,6 +425,74 @@ func TestH2DialDeadline(t *testing.T) {
 	})
 }
 
+// TestH2CloseSaysGoodbye: closing a stream the server still serves sends
+// RST_STREAM CANCEL and GOAWAY NO_ERROR before the connection closes.
+func TestH2CloseSaysGoodbye(t *testing.T) {
+	got := make(chan []string, 1)
+	addr := serveOnce(t, func(conn net.Conn) {
+		s := &rawH2{t: t, conn: conn, fr: http2.NewFramer(conn, conn)}
+		s.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		preface := make([]byte, len(http2.ClientPreface))
+		_, err := io.ReadFull(conn, preface)
+		s.check(err)
+		s.check(s.fr.WriteSettings())
+		s.read() // the request's HEADERS
+		s.respond()
+		s.data(grpcMsg([]byte("one")))
+		var frames []string
+		for {
+			f, err := s.fr.ReadFrame()
+			if err != nil {
+				break
+			}
+			switch f := f.(type) {
+			case *http2.RSTStreamFrame:
+				frames = append(frames, "RST_STREAM "+f.ErrCode.String())
+			case *http2.GoAwayFrame:
+				frames = append(frames, "GOAWAY "+f.ErrCode.String())
+			}
+		}
+		got <- frames
+	})
+	h := dialTest(t, t.Context(), addr, 1<<20)
+	wantMessage(t, h, "one")
+	h.Close()
+	if frames := <-got; !slices.Equal(frames, []string{"RST_STREAM CANCEL", "GOAWAY NO_ERROR"}) {
+		t.Fatalf("the server saw %q before the connection closed, want RST_STREAM CANCEL and GOAWAY NO_ERROR", frames)
+	}
+}
+
+// TestH2WindowOverflow: a WINDOW_UPDATE that takes a window past 2^31-1 is
+// a connection error: the stream fails and the server gets GOAWAY
+// FLOW_CONTROL_ERROR.
+func TestH2WindowOverflow(t *testing.T) {
+	for _, id := range []uint32{0, h2StreamID} {
+		t.Run(fmt.Sprint("stream ", id), func(t *testing.T) {
+			goaway := make(chan http2.ErrCode, 1)
+			addr := serveRawH2(t, nil, func(s *rawH2) {
+				s.respond()
+				s.check(s.fr.WriteWindowUpdate(id, 1<<31-1))
+				for {
+					f, err := s.fr.ReadFrame()
+					if err != nil {
+						goaway <- 0
+						return
+					}
+					if g, ok := f.(*http2.GoAwayFrame); ok {
+						goaway <- g.ErrCode
+						return
+					}
+				}
+			})
+			h := dialTest(t, t.Context(), addr, 1<<20)
+			wantStatus(t, h.RecvMsg(&wireMsg{}), codes.Internal, "FLOW_CONTROL_ERROR")
+			if code := <-goaway; code != http2.ErrCodeFlowControl {
+				t.Fatalf("the server got GOAWAY %v, want FLOW_CONTROL_ERROR", code)
+			}
+		})
+	}
+}
+
 // TestH2RSTStream: RST_STREAM ends the stream with grpc-go's code for it.
 func TestH2RSTStream(t *testing.T) {
 	for ec, code := range map[http2.ErrCode]codes.Code{
@@ -452,8 +523,14 @@ func TestH2GoAway(t *testing.T) {
 			s.data(grpcMsg([]byte("after goaway")))
 			s.trailers(codes.OK, "")
 		})
-		h := dialTest(t, t.Context(), addr, 1<<20)
+		goingAway := make(chan struct{})
+		h := dialTestOpts(t, t.Context(), h2Options{addr: addr, maxRecv: 1 << 20, goingAway: func() { close(goingAway) }})
 		wantMessage(t, h, "after goaway")
+		select {
+		case <-goingAway: // the pool was told before the message came
+		default:
+			t.Fatal("goingAway was not called at the GOAWAY")
+		}
 		if err := h.RecvMsg(&wireMsg{}); !errors.Is(err, io.EOF) {
 			t.Fatalf("end: %v, want io.EOF", err)
 		}
@@ -708,6 +785,22 @@ func TestUnknownTransport(t *testing.T) {
 	if _, err := New([]string{"127.0.0.1:1"}, &Options{Transport: "h3"}); err == nil || !strings.Contains(err.Error(), "h3") {
 		t.Fatalf("err = %v, want unknown transport", err)
 	}
+}
+
+// TestDialOptionsNeedGRPC: DialOptions with the h2 transport, named or
+// by default, are refused, not honoured by switching transports.
+func TestDialOptionsNeedGRPC(t *testing.T) {
+	dial := []grpc.DialOption{grpc.WithUserAgent("x")}
+	for _, tr := range []string{"", TransportH2} {
+		if _, err := New([]string{"127.0.0.1:1"}, &Options{Transport: tr, DialOptions: dial}); err == nil || !strings.Contains(err.Error(), "DialOptions need transport grpc") {
+			t.Errorf("transport %q: err = %v, want DialOptions refused", tr, err)
+		}
+	}
+	c, err := New([]string{"127.0.0.1:1"}, &Options{Transport: TransportGRPC, DialOptions: dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 }
 
 // TestH2TLS: over TLS, the h2 transport checks the target's certificate

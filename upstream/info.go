@@ -34,12 +34,18 @@ func modelKey(name, version string) string { return name + "\x00" + version }
 // target whose last health check failed is not asked while c knows an
 // earlier answer, and an earlier answer stands in when asking fails
 // because t does not answer (see cache.get): a stopped target's metadata
-// stays readable, at once.
+// stays readable, at once. A down target is never asked: without an
+// earlier answer the lookup fails at once with errNoHealthy
+// (KindUnavailable).
 func lookup[V any](ctx context.Context, t *target, c *cache[V], key string, rpc func(context.Context) (V, error)) (V, error) {
 	if t.down.Load() {
+		// pick chose a down target: every target is down. Asking would
+		// wait MetadataTimeout for nothing; refuse at once, as Start does.
 		if v, ok := c.peek(key); ok {
 			return v, nil
 		}
+		var zero V
+		return zero, errNoHealthy
 	}
 	return c.get(ctx, key, func(ctx context.Context) (V, error) {
 		ctx, cancel := context.WithTimeout(ctx, t.c.opts.MetadataTimeout)

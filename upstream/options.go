@@ -186,8 +186,9 @@ type Options struct {
 	// Transport carries the pooled ModelStreamInfer streams: TransportH2
 	// on an HTTP/2 connection of each stream's own, read without grpc-go
 	// (see h2Stream), or TransportGRPC on the target's grpc-go
-	// connection. Default ("") TransportH2, or TransportGRPC when
-	// DialOptions are given: only grpc-go's connection honours them.
+	// connection. Default ("") TransportH2. DialOptions need
+	// TransportGRPC (New refuses them otherwise): only grpc-go's
+	// connection honours them.
 	//
 	// Health checks, metadata, every unary call and the dedicated streams
 	// of CancelStream stay on grpc-go either way. TransportH2 keeps the
@@ -207,7 +208,9 @@ type Options struct {
 
 	// DialOptions are appended to the client's own (transport
 	// credentials, keepalive, message limits, reconnect backoff), so they
-	// can override any of them.
+	// can override any of them. They need Transport TransportGRPC: New
+	// refuses them with TransportH2, whose connections cannot honour
+	// them.
 	DialOptions []grpc.DialOption
 
 	// Logger receives stream breaks, ejections and re-admissions. Default:
@@ -286,9 +289,6 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Transport == "" {
 		c.Transport = TransportH2
-		if len(c.DialOptions) > 0 {
-			c.Transport = TransportGRPC
-		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -195,10 +195,20 @@ func (s *stream) finishClosingLocked() {
 
 // drain stops s taking calls, to half-close it once the calls on it are
 // done (the target is shutting down), and drops it from the pool.
-func (s *stream) drain() {
+func (s *stream) drain() { s.stopTaking(true) }
+
+// goingAway is drain for a stream whose connection the server is
+// closing gracefully (GOAWAY): the same, except that the stream ending
+// with an error rather than its half-close still counts as a break (the
+// connection may be lost rather than closed).
+func (s *stream) goingAway() { s.stopTaking(false) }
+
+// stopTaking drains s; self says the close is ours alone (see
+// selfClosed).
+func (s *stream) stopTaking(self bool) {
 	s.mu.Lock()
 	if s.state <= stateOpen {
-		s.selfClosed.Store(true)
+		s.selfClosed.Store(self)
 		s.state = stateClosing
 		s.closed.Store(true)
 		if len(s.calls) == 0 {
@@ -206,7 +216,7 @@ func (s *stream) drain() {
 		}
 	}
 	s.mu.Unlock()
-	s.t.forget(s)
+	s.t.drained(s)
 }
 
 // run is the stream's sender goroutine: it waits out the target's backoff,
@@ -224,7 +234,7 @@ func (s *stream) run() {
 			return
 		}
 	}
-	rpc, err := s.t.openStream(s.ctx, s.dedicated, func() bool { return s.load.Load() > 0 })
+	rpc, err := s.t.openStream(s.ctx, s.dedicated, func() bool { return s.load.Load() > 0 }, s.goingAway)
 	if err != nil {
 		s.closeWith(err)
 		return

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -52,9 +53,10 @@ type target struct {
 	mu        sync.Mutex
 	streams   []*stream // pooled streams, in order of creation
 	dedicated map[*stream]struct{}
-	checking  chan struct{} // closed when the recheck in flight ends; nil when none
-	pins      int           // callers about to use t (see pin)
-	retired   bool          // reaped: its connection is closed for good
+	draining  map[*stream]struct{} // out of the pool, finishing their calls
+	checking  chan struct{}        // closed when the recheck in flight ends; nil when none
+	pins      int                  // callers about to use t (see pin)
+	retired   bool                 // reaped: its connection is closed for good
 }
 
 // HTTP/2 flow-control windows of every target connection (see newTarget).
@@ -110,6 +112,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 		conn:      conn,
 		rpc:       pb.NewGRPCInferenceServiceClient(conn),
 		dedicated: map[*stream]struct{}{},
+		draining:  map[*stream]struct{}{},
 	}
 	if o.Transport == TransportH2 {
 		t.h2 = &h2Options{
@@ -128,7 +131,34 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 	t.info.init(o.MetadataTTL)
 	t.healthy.Store(true) // until a check or a stream says otherwise
 	t.lastAnswer.Store(time.Now().UnixNano())
+	if t.h2 == nil {
+		go t.watchConn()
+	}
 	return t, nil
+}
+
+// watchConn drains the pooled streams on t's grpc-go connection when it
+// leaves READY, until the connection is closed: after a graceful GOAWAY
+// (Triton's --grpc-max-connection-age, a server stopping) the old
+// connection's streams carry on, but a pooled stream lives as long as
+// requests keep coming, so it would hold the old connection, taking new
+// requests, until the server's grace ends and cuts it off. Drained
+// streams finish their requests and half-close; new ones open on the new
+// connection. (h2 connections tell their stream themselves: goingAway.)
+func (t *target) watchConn() {
+	state := t.conn.GetState()
+	for state != connectivity.Shutdown && t.conn.WaitForStateChange(context.Background(), state) {
+		prev := state
+		state = t.conn.GetState()
+		if prev == connectivity.Ready && state != connectivity.Ready && state != connectivity.Shutdown {
+			t.mu.Lock()
+			ss := slices.Clone(t.streams)
+			t.mu.Unlock()
+			for _, s := range ss {
+				s.goingAway()
+			}
+		}
+	}
 }
 
 // transportCredentials secures a target's connection with cfg, or leaves
@@ -157,12 +187,14 @@ func (t *target) close() { t.conn.Close() }
 // a connection of its own with TransportH2, unless dedicated to one
 // request (CancelStream), otherwise on the target's grpc-go connection. A
 // dedicated stream lasts one request: a connection, or a TLS handshake,
-// per request would cost more than grpc-go's multiplexing.
-func (t *target) openStream(ctx context.Context, dedicated bool, busy func() bool) (streamRPC, error) {
+// per request would cost more than grpc-go's multiplexing. goingAway is
+// called when the server sends a graceful GOAWAY on an h2 connection.
+func (t *target) openStream(ctx context.Context, dedicated bool, busy func() bool, goingAway func()) (streamRPC, error) {
 	if t.h2 != nil && !dedicated {
 		t.mu.Lock()
 		o := *t.h2
 		t.mu.Unlock()
+		o.goingAway = goingAway
 		return dialH2(ctx, o, busy)
 	}
 	return t.rpc.ModelStreamInfer(ctx)
@@ -300,7 +332,7 @@ func (t *target) startStream(s *stream) bool {
 	return false
 }
 
-// forget drops s from the pool.
+// forget drops s from the pool: it has ended.
 func (t *target) forget(s *stream) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -308,6 +340,22 @@ func (t *target) forget(s *stream) {
 		t.streams = slices.Delete(t.streams, i, i+1)
 	}
 	delete(t.dedicated, s)
+	delete(t.draining, s)
+}
+
+// drained moves s, draining, out of the pool until it ends (forget).
+func (t *target) drained(s *stream) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if i := slices.Index(t.streams, s); i >= 0 {
+		t.streams = slices.Delete(t.streams, i, i+1)
+	}
+	s.mu.Lock()
+	dead := s.state == stateDead
+	s.mu.Unlock()
+	if !dead {
+		t.draining[s] = struct{}{}
+	}
 }
 
 // openDelay is how long a new stream waits before opening: zero normally,
@@ -387,11 +435,29 @@ func (t *target) answered() {
 	t.down.Store(false)
 }
 
-// unanswered notes a health check that got no answer.
+// unanswered notes a health check that got no answer. A target that
+// goes down has its streams ended at once: they delivered nothing during
+// the checks that went unanswered (check counts a check as answered when
+// they did), so their requests fail over, or end with KindUnavailable,
+// within the time it takes to find the target down (downAfter checks and
+// downSilence) rather than keepalive's.
 func (t *target) unanswered() {
 	quiet := time.Since(time.Unix(0, t.lastAnswer.Load()))
-	if t.silent.Add(1) >= downAfter && quiet >= downSilence {
-		t.down.Store(true)
+	if t.silent.Add(1) >= downAfter && quiet >= downSilence && !t.down.Swap(true) {
+		t.c.opts.Logger.Warn("upstream target down: it answers nothing; ending its streams", "target", t.addr)
+		t.mu.Lock()
+		ss := slices.Clone(t.streams)
+		for s := range t.dedicated {
+			ss = append(ss, s)
+		}
+		for s := range t.draining {
+			ss = append(ss, s)
+		}
+		t.mu.Unlock()
+		why := newError(KindUnavailable, codes.Unavailable, "target "+t.addr+" answers nothing")
+		for _, s := range ss {
+			s.closeWith(why)
+		}
 	}
 }
 

@@ -54,7 +54,7 @@ flight finish within --shutdown-grace.`,
 				Examples: []cli.Example{
 					{Comment: "In front of one engine (streamgate engine, or tritonserver's gRPC port)", Line: "streamgate gateway --upstream 127.0.0.1:8001"},
 					{Comment: "Every engine a DNS name resolves to, on every interface", Line: "streamgate gateway --http 0.0.0.0:8080 --upstream dns:///engines.internal:8001"},
-					{Comment: "A Triton over TLS, HTTPS to clients, pages of app.example.com allowed", Line: "streamgate gateway --upstream triton.internal:8001 --upstream-tls --upstream-ca ca.pem --tls-cert cert.pem --tls-key key.pem --cors-origins https://app.example.com"},
+					{Comment: "A Triton over TLS, HTTPS to clients, pages of app.example.com allowed", Line: "streamgate gateway --upstream triton.internal:8001 --upstream-tls --upstream-ca ca.pem --tls-cert cert.pem --tls-key key.pem --origins https://app.example.com"},
 				},
 				Setup: stackSetup("gateway"),
 			},

@@ -85,3 +85,38 @@ func lineDiff(a, b string) string {
 	}
 	return out.String()
 }
+
+// `streamgate keys` runs beside the server whose keys it manages (the same
+// shell, the same container): none of its flags may share a STREAMGATE_
+// variable with another command's flag of a different meaning, or a value
+// set for the server would reach the key (STREAMGATE_MODELS, a model
+// directory for serve, once limited keys create to a model of that name).
+func TestKeysVariablesDistinct(t *testing.T) {
+	var ref bytes.Buffer
+	if err := cli.WriteMarkdown(&ref, commands(), 2); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{}
+	for line := range strings.Lines(ref.String()) {
+		_, rest, ok := strings.Cut(line, "`"+cli.EnvPrefix)
+		if !ok || !strings.HasPrefix(line, "|") {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, "`")
+		rows[name] = append(rows[name], line)
+	}
+	if len(rows) == 0 {
+		t.Fatal("no variables found in the reference")
+	}
+	for name, lines := range rows {
+		if len(lines) < 2 {
+			continue
+		}
+		for _, l := range lines {
+			if cols := strings.Split(l, " | "); len(cols) > 1 && strings.Contains(cols[1], "keys") {
+				t.Errorf("%s%s names flags of different commands, one of them keys:\n%s", cli.EnvPrefix, name, strings.Join(lines, ""))
+				break
+			}
+		}
+	}
+}

@@ -34,32 +34,34 @@ printed once, by create, alone on stdout.`,
 			Purpose: "make a key; its secret goes alone to stdout, its details to stderr",
 			Examples: []cli.Example{
 				{Line: "streamgate keys create --redis redis://127.0.0.1:6379/0 --name alice --rpm 60"},
-				{Comment: "Only stories15m, for 30 days", Line: "streamgate keys create --keys-file keys.json --name demo --models stories15m --expires 30d"},
+				{Comment: "Only stories15m, for 30 days", Line: "streamgate keys create --keys-file keys.json --name demo --allowed-models stories15m --expires 30d"},
 			},
 			Setup: func(fs *cli.FlagSet) cli.Run {
 				ks := keyStoreFlags(fs)
 				var name, models, expires string
+				var storage int64
 				var l store.Limit
 				fs.Group("Key")
 				fs.StringVar(&name, "name", "", "the key's `name`, unique (letters, digits, '.', '_', '-'); list and revoke use it")
 				fs.IntVar(&l.RPM, "rpm", 0, "requests per minute the key may make, on all replicas together; 0: no limit")
 				fs.IntVar(&l.TPM, "tpm", 0, "tokens per minute (prompt plus completion, reserved from max_tokens and settled from the model's count); 0: no limit")
 				fs.IntVar(&l.Concurrency, "concurrency", 0, "inference requests the key may have in flight at once; 0: no limit")
-				fs.StringVar(&models, "models", "", "the `models` the key may use, comma-separated; empty: all")
+				fs.StringVar(&models, "allowed-models", "", "the `models` the key may use, comma-separated; empty: all (not --models, whose STREAMGATE_MODELS is serve's model directory)")
+				fs.Int64Var(&storage, "storage", 0, "`bytes` of stored responses the key may keep; 0: the gateway's --key-storage")
 				fs.StringVar(&expires, "expires", "", "how long the key works, as a `duration` (720h, 30d); empty: until revoked")
 				return func(ctx context.Context, _ []string, stdout, stderr io.Writer) error {
 					if name == "" {
 						return errors.New("keys create: --name is required")
 					}
-					if l.RPM < 0 || l.TPM < 0 || l.Concurrency < 0 {
-						return errors.New("keys create: --rpm, --tpm and --concurrency must not be negative")
+					if l.RPM < 0 || l.TPM < 0 || l.Concurrency < 0 || storage < 0 {
+						return errors.New("keys create: --rpm, --tpm, --concurrency and --storage must not be negative")
 					}
 					now := time.Now()
 					k, secret, err := store.NewKey(name, now)
 					if err != nil {
 						return err
 					}
-					k.Limit, k.Models = l, stack.SplitList(models)
+					k.Limit, k.Models, k.Storage = l, stack.SplitList(models), storage
 					if expires != "" {
 						d, err := parseDays(expires)
 						if err != nil || d <= 0 {

@@ -47,7 +47,7 @@ func TestKeysCommand(t *testing.T) {
 	bin := buildBinary(t)
 	run := func(t *testing.T, where ...string) {
 		at := func(sub string, args ...string) []string { return append(append([]string{sub}, where...), args...) }
-		out, errOut := runKeys(t, bin, 0, at("create", "--name", "alice", "--rpm", "60", "--tpm", "1000", "--concurrency", "2", "--models", "echo,stories260k", "--expires", "30d")...)
+		out, errOut := runKeys(t, bin, 0, at("create", "--name", "alice", "--rpm", "60", "--tpm", "1000", "--concurrency", "2", "--allowed-models", "echo,stories260k", "--expires", "30d")...)
 		secret := strings.TrimSuffix(out, "\n")
 		if strings.Count(out, "\n") != 1 || !strings.HasPrefix(secret, "sg-") || strings.ContainsAny(secret, " \t") {
 			t.Fatalf("stdout %q: want the secret alone on one line", out)

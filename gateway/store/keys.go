@@ -30,6 +30,9 @@ type Key struct {
 	Hash string `json:"hash"`
 	// Limits are the key's per-minute and concurrency limits (zero: none).
 	Limit
+	// Storage is the bytes of stored responses the key may keep; 0: the
+	// gateway's default (gateway.Options.KeyStorage).
+	Storage int64 `json:"storage,omitempty"`
 	// Models are the models the key may use; empty: all.
 	Models  []string  `json:"models,omitempty"`
 	Created time.Time `json:"created"`

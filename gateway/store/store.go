@@ -12,12 +12,14 @@ import (
 
 // Store is the state shared by gateway replicas. Its parts are defined
 // beside their implementations: Streams (resumable stream logs), Keys
-// (API keys), Limits (per-key limits) and Responses (stored responses).
+// (API keys), Limits (per-key limits), Responses (stored responses) and
+// Storage (the bytes each key keeps).
 type Store interface {
 	Streams
 	Keys
 	Limits
 	Responses
+	Storage
 
 	// Ping reports whether the store answers; Memory always does.
 	Ping(ctx context.Context) error
@@ -134,6 +136,7 @@ type Redis struct {
 	redisKeys
 	redisLimits
 	redisResponses
+	redisStorage
 }
 
 // NewRedis returns a Store on c; Close closes c.
@@ -143,6 +146,7 @@ func NewRedis(c redis.UniversalClient) *Redis {
 	r.redisKeys.init(c)
 	r.redisLimits.init(c, r.redisKeys.replicaCount)
 	r.redisResponses.init(c)
+	r.redisStorage.init(c)
 	return r
 }
 
@@ -171,6 +175,7 @@ type Memory struct {
 	memKeys
 	memLimits
 	memResponses
+	memStorage
 }
 
 // NewMemory returns an empty in-process store.
@@ -180,6 +185,7 @@ func NewMemory() *Memory {
 	m.memKeys.init()
 	m.memLimits.init()
 	m.memResponses.init()
+	m.memStorage.init()
 	return m
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -237,6 +238,10 @@ func (s *Session) Run(ctx context.Context) error {
 		}
 		if typ != websocket.MessageText {
 			s.handleBinary(ctx, data)
+			continue
+		}
+		if !utf8.Valid(data) { // RFC 6455 section 8.1: fail the connection
+			s.close(websocket.StatusInvalidFramePayloadData, "text frame is not valid UTF-8", false)
 			continue
 		}
 		s.handleFrame(ctx, data)

@@ -473,3 +473,17 @@ func TestSessionSlotFreeAtTerminal(t *testing.T) {
 	}
 	c.Close(websocket.StatusNormalClosure, "")
 }
+
+// A text frame that is not UTF-8 fails the connection with 1007 (RFC 6455
+// section 8.1), requests on the socket or not.
+func TestSessionInvalidUTF8Closes(t *testing.T) {
+	srv := newServer(t, func(ctx context.Context, req *Request, emit func([]byte) error) error { return nil }, nil)
+	c := dial(t, srv.url)
+	if err := c.Write(t.Context(), websocket.MessageText, []byte("{\"type\":\"cancel\",\"id\":\"\xff\"}")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := c.Read(t.Context())
+	if websocket.CloseStatus(err) != websocket.StatusInvalidFramePayloadData {
+		t.Errorf("after a text frame that is not UTF-8: %v, want close 1007", err)
+	}
+}

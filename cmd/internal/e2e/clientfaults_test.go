@@ -71,7 +71,7 @@ func TestAbortedUpload(t *testing.T) {
 		{"/v1/chat/completions", "POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n", "a\r\n{\"model\":\"\r\n"},
 	} {
 		c := dialRaw(t, s)
-		fmt.Fprintf(c, "%sHost: x\r\nContent-Type: application/json\r\n\r\n%s", tc.head, tc.part)
+		fmt.Fprintf(c, "%sHost: localhost\r\nContent-Type: application/json\r\n\r\n%s", tc.head, tc.part)
 		c.Close()
 		series := `streamgate_gateway_http_requests_total{code="499",route="` + tc.route + `"}`
 		waitFor(t, tc.route+" counted as 499", func() bool { return s.metricValue(t, series) == 1 })
@@ -88,7 +88,7 @@ func TestMalformedChunkedBody(t *testing.T) {
 		{"/v1/completions", `{"error":{"message":"malformed request body: invalid byte in chunk length","type":"invalid_request_error","param":null,"code":"bad_request"}}`},
 	} {
 		c := dialRaw(t, s)
-		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", tc.path)
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", tc.path)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			t.Fatal(err)

@@ -55,8 +55,8 @@ func TestCORSHeaders(t *testing.T) {
 		t.Errorf("GET /v1/models from an allowed origin: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
 	for _, tc := range []struct{ path, want string }{
-		{"/v1/completions", `{"error":{"message":"origin https://evil.example may not call this server from a browser (see --cors-origins)","type":"invalid_request_error","param":null,"code":"origin_not_allowed"}}`},
-		{"/v2/models/m/generate", `{"error":"origin https://evil.example may not call this server from a browser (see --cors-origins)"}`},
+		{"/v1/completions", `{"error":{"message":"origin https://evil.example may not call this server from a browser (see --origins)","type":"invalid_request_error","param":null,"code":"origin_not_allowed"}}`},
+		{"/v2/models/m/generate", `{"error":"origin https://evil.example may not call this server from a browser (see --origins)"}`},
 	} {
 		resp, body := do(http.MethodOptions, tc.path, "https://evil.example", "Access-Control-Request-Method", "POST")
 		if resp.StatusCode != http.StatusForbidden || body != tc.want || resp.Header.Get("Access-Control-Allow-Origin") != "" {

@@ -53,7 +53,7 @@ func (cs *connStates) count(st http.ConnState) int {
 // model (one event per word, then the final one).
 func streamRequest(model, text string) string {
 	body := `{"text_input":"` + text + `","stream":true}`
-	return fmt.Sprintf("POST /v2/models/%s/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", model, len(body), body)
+	return fmt.Sprintf("POST /v2/models/%s/generate_stream HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", model, len(body), body)
 }
 
 // readStream reads one event-stream response from br and returns its
@@ -123,7 +123,7 @@ func TestDetachedStreamPipelined(t *testing.T) {
 	c := dialRaw(t, s)
 	br := bufio.NewReader(c)
 	// The second request arrives with the first: net/http has read it.
-	if _, err := io.WriteString(c, streamRequest("echo", words(3))+"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, streamRequest("echo", words(3))+"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	if evs := readStream(t, br); len(evs) != 4 {
@@ -292,7 +292,7 @@ func TestStopClosesHandedBack(t *testing.T) {
 	readStream(t, idleR)
 	piped := dialRaw(t, s)
 	pipedR := bufio.NewReader(piped)
-	if _, err := io.WriteString(piped, streamRequest("echo", words(3))+"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(piped, streamRequest("echo", words(3))+"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	readStream(t, pipedR)

@@ -38,4 +38,14 @@
 //
 // STREAMGATE_E2E_NGINX_CONF names another nginx configuration to test
 // instead of deploy/nginx.conf (same shape: one upstream block, one listen).
+//
+// The interop tests (interop_test.go) run the gateway against a Triton
+// stand-in on grpc core (cmd/internal/coretriton: python3-grpcio,
+// python3-protobuf, protobuf-compiler, protobuf-compiler-grpc;
+// STREAMGATE_REQUIRE_GRPCIO=1 makes them required). tritonclient_test.go
+// runs NVIDIA's tritonclient and Triton's QA tests from the folder
+// STREAMGATE_TRITONCLIENT_DIR names (the client's source, Triton's QA
+// tests and a setup script on Debian packages; CI sets it, and
+// STREAMGATE_REQUIRE_TRITONCLIENT=1 makes it required). Users install
+// tritonclient from PyPI.
 package e2e

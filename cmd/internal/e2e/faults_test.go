@@ -513,7 +513,7 @@ func slowBodies(t *testing.T, url, addr string, n int) {
 				path = "/v1/completions"
 				want = `{"error":{"message":"the request body arrived too slowly","type":"invalid_request_error","param":null,"code":"request_timeout"}}`
 			}
-			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", path)
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", path)
 			stop := make(chan struct{})
 			var trickle sync.WaitGroup
 			trickle.Go(func() {

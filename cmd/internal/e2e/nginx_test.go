@@ -24,6 +24,7 @@ import (
 type nginx struct {
 	addr string // host:port it listens on
 	url  string // http://addr
+	dir  string // its files: access.log
 }
 
 var (
@@ -32,6 +33,7 @@ var (
 	listenRE        = regexp.MustCompile(`(?m)^(\s*)listen\s+[^;]*;[^\n]*\n?`)
 	httpBlockRE     = regexp.MustCompile(`(?m)^\s*http\s*\{`)
 	userRE          = regexp.MustCompile(`(?m)^\s*user\s`)
+	accessLogRE     = regexp.MustCompile(`\baccess_log\s+[^\s;]+`)
 )
 
 // renderNginxConf is the shipped configuration with only what differs in
@@ -69,15 +71,20 @@ func renderNginxConf(conf, gatewayAddr, listen, dir string) (string, error) {
 
 // nginxTempPaths puts nginx's temporary files and access log in dir.
 func nginxTempPaths(conf, dir string) (string, error) {
-	loc := httpBlockRE.FindStringIndex(conf)
-	if loc == nil {
-		return "", fmt.Errorf("no http block")
-	}
 	var paths strings.Builder
 	for _, d := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
 		fmt.Fprintf(&paths, "\n  %s_temp_path %s;", d, filepath.Join(dir, d+"_temp"))
 	}
-	fmt.Fprintf(&paths, "\n  access_log %s;", filepath.Join(dir, "access.log"))
+	logPath := filepath.Join(dir, "access.log")
+	if accessLogRE.MatchString(conf) { // the shipped log, in its format, written here
+		conf = accessLogRE.ReplaceAllLiteralString(conf, "access_log "+logPath)
+	} else {
+		fmt.Fprintf(&paths, "\n  access_log %s;", logPath)
+	}
+	loc := httpBlockRE.FindStringIndex(conf)
+	if loc == nil {
+		return "", fmt.Errorf("no http block")
+	}
 	return conf[:loc[1]] + paths.String() + conf[loc[1]:], nil
 }
 
@@ -100,7 +107,7 @@ func startNginx(t *testing.T, gatewayAddr string) *nginx {
 	if err != nil {
 		t.Fatalf("%s: %v (update renderNginxConf with the file)", src, err)
 	}
-	n := &nginx{addr: addr, url: "http://" + addr}
+	n := &nginx{addr: addr, url: "http://" + addr, dir: dir}
 	runNginx(t, bin, src, conf, dir, httpClient(t), n.url+"/healthz")
 	return n
 }
@@ -150,6 +157,26 @@ func runNginx(t *testing.T, bin, src, conf, dir string, c *http.Client, ready st
 
 // TestNginxSSE runs the streaming routes through nginx configured by
 // deploy/nginx.conf, against the engine and gateway of `streamgate serve`.
+// deploy/nginx.conf's access log leaves query strings out: an
+// EventSource's API key (?token=) on /v1/streams is never written.
+func TestNginxLogsNoQuery(t *testing.T) {
+	s := newStack(t, nil)
+	ng := startNginx(t, s.addr)
+	resp, err := httpClient(t).Get(ng.url + "/v1/streams/nope?token=sg-secret-in-query&last_event_id=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var log []byte
+	waitFor(t, "the request in the access log", func() bool {
+		log, _ = os.ReadFile(filepath.Join(ng.dir, "access.log"))
+		return strings.Contains(string(log), "/v1/streams/nope")
+	})
+	if strings.Contains(string(log), "sg-secret") || strings.Contains(string(log), "token=") {
+		t.Errorf("the access log has the query string:\n%s", log)
+	}
+}
+
 func TestNginxSSE(t *testing.T) {
 	requireTool(t, "nginx", "/usr/sbin/nginx")
 	s := startStack(t)

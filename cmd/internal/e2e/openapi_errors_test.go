@@ -225,6 +225,11 @@ func TestOpenAPIErrorStatuses(t *testing.T) {
 	}
 	expect(t, s, "GET /v1/ws", http.StatusUpgradeRequired, "GET", "/v1/ws", nil, nil)
 	expect(t, s, "GET /v1/ws", http.StatusForbidden, "GET", "/v1/ws", nil, upgrade("http://elsewhere.example"))
+	// An open gateway asked for by a name it does not answer (DNS
+	// rebinding): every route.
+	for _, p := range []string{"/", "/healthz", "/readyz", "/metrics", "/v2/health/live", "/v2/health/ready"} {
+		expect(t, s, "GET "+p, http.StatusForbidden, "GET", p, nil, http.Header{"Host": {"rebind.example"}})
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	s.gw.Drain(ctx) // nothing runs: it returns at once
@@ -315,6 +320,13 @@ func TestOpenAPIErrorStatuses(t *testing.T) {
 		keyed.do(t, "GET", "/v1/models", nil, bearer(once))
 		expect(t, keyed, op, http.StatusTooManyRequests, o.method, path, o.bodyFor(""), bearer(once))
 		expect(t, shared, op, http.StatusServiceUnavailable, o.method, path, o.bodyFor(""), bearer(sharedKey))
+	}
+	for i, p := range []string{"/v2/models/echo/ready", "/v2/models/echo/versions/1/ready"} {
+		op := "GET " + strings.Replace(strings.Replace(p, "echo", "{model}", 1), "/1/", "/{version}/", 1)
+		expect(t, keyed, op, http.StatusUnauthorized, "GET", p, nil, nil)
+		once := addKey(t, st, "rpm1-ready-"+strconv.Itoa(i), store.Limit{RPM: 1})
+		keyed.do(t, "GET", "/v1/models", nil, bearer(once))
+		expect(t, keyed, op, http.StatusTooManyRequests, "GET", p, nil, bearer(once))
 	}
 	// Redis back (empty: the key is gone): the store's connection pool
 	// recovers and stops redialling.

@@ -156,6 +156,9 @@ func (s *testStack) do(t testing.TB, method, path string, body []byte, header ht
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	if h := header.Get("Host"); h != "" {
+		req.Host = h
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -136,11 +136,15 @@ type GatewayFlags struct {
 	WSSequenceQueue int
 	WSSequenceIdle  time.Duration
 
-	// Browsers on other origins.
-	CORSOrigins string
+	// Browsers on other origins, and the names an open gateway answers.
+	Origins      string
+	CORSOrigins  string
+	AllowedHosts string
 
 	// Responses API.
 	ResponseTTL time.Duration
+	KeyStorage  int64
+	StorageCap  int64
 }
 
 func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
@@ -204,7 +208,6 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.DurationVar(&f.SSEWriteTimeout, "sse-write-timeout", 30*time.Second, "bound of writing one batch of SSE events; a client that does not read for this long is dropped; negative disables")
 	fs.Group("WebSocket")
 	fs.IntVar(&f.WSMaxInFlight, "ws-max-in-flight", 64, "requests in flight per WebSocket (too_many_requests beyond)")
-	fs.StringVar(&f.WSOrigins, "ws-origins", "", "cross-origin hosts allowed to open /v1/ws, comma-separated `patterns` (e.g. app.example.com,*.example.org); empty allows the same origin only")
 	fs.BoolVar(&f.WSSkipOriginCheck, "ws-skip-origin-check", false, "accept WebSockets from any origin (unsafe for browsers with credentials)")
 	fs.DurationVar(&f.WSWriteTimeout, "ws-write-timeout", 30*time.Second, "bound of writing one WebSocket frame; past it the socket is dropped")
 	fs.Int64Var(&f.WSQueueBytes, "ws-queue-bytes", 4<<20, "frames waiting for one WebSocket's client, in bytes, beyond which the socket is closed with 1008 at once")
@@ -226,8 +229,13 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.DurationVar(&f.ResumeTTL, "resume-ttl", 10*time.Minute, "how long a resumable stream can be read again after its end")
 	fs.Group("Responses API")
 	fs.DurationVar(&f.ResponseTTL, "response-ttl", gateway.DefaultResponseTTL, "how long a stored response (POST /v1/responses with store, the default) can be read, continued, cancelled and deleted after its last write")
-	fs.Group("Browsers on other origins (CORS)")
-	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "origins whose browser pages may call the HTTP routes (CORS), comma-separated `patterns` of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty sends no CORS headers")
+	fs.Int64Var(&f.KeyStorage, "key-storage", gateway.DefaultKeyStorage, "`bytes` of stored responses an API key may keep until they expire or are deleted, unless the key sets its own (keys create --storage); beyond it storing gets 400 storage_limit_exceeded")
+	fs.Int64Var(&f.StorageCap, "storage-cap", gateway.DefaultStorageCap, "`bytes` of stored responses the gateway keeps for all keys (or, without keys, all clients) together; beyond it storing gets 400 storage_limit_exceeded")
+	fs.Group("Browsers on other origins (CORS, WebSocket) and host names")
+	fs.StringVar(&f.Origins, "origins", "", "origins whose browser pages may call the HTTP routes (CORS) and open /v1/ws, comma-separated `patterns` of the origin or its host (e.g. https://app.example.com,*.example.org, or * for any); empty: the gateway's own origin only")
+	fs.StringVar(&f.CORSOrigins, "cors-origins", "", "the same as --origins (its former name), added to it")
+	fs.StringVar(&f.WSOrigins, "ws-origins", "", "the same as --origins (the former list of /v1/ws only), added to it")
+	fs.StringVar(&f.AllowedHosts, "allowed-hosts", "", "host `names` (comma-separated patterns, * for any) a gateway without API keys answers besides localhost and IP addresses; any other Host header gets 403, so that a page whose name rebinds to this address cannot use it; with keys, set it to check the Host too")
 }
 
 // commands are the commands whose flags Register defines: the stack's
@@ -421,12 +429,14 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 			SequenceQueue: g.WSSequenceQueue,
 			SequenceIdle:  g.WSSequenceIdle,
 		},
-		WebSocketOriginPatterns:  SplitList(g.WSOrigins),
 		WebSocketSkipOriginCheck: g.WSSkipOriginCheck,
-		CORSOrigins:              SplitList(g.CORSOrigins),
+		CORSOrigins:              SplitList(g.Origins + "," + g.CORSOrigins + "," + g.WSOrigins),
+		AllowedHosts:             SplitList(g.AllowedHosts),
 		ChatTemplates:            ChatTemplates(),
 		UnloadedModels:           UnloadedModels(),
 		ResponseTTL:              g.ResponseTTL,
+		KeyStorage:               g.KeyStorage,
+		StorageCap:               g.StorageCap,
 	}
 	return cfg, nil
 }

@@ -1,5 +1,5 @@
 // Package llamacpp runs llama.cpp itself, through node-llama-cpp's
-// prebuilt CPU libraries (the npm project in this folder; `npm ci
+// prebuilt CPU libraries (the npm project in this folder; `npm install
 // --omit=optional --ignore-scripts` here first), as the reference for the
 // engine's GGUF tests: logits and greedy continuations of token ids, and
 // the token ids of texts, all on the same file the engine loads.
@@ -75,7 +75,7 @@ func dir(t testing.TB) string {
 	}
 	_, errNode := exec.LookPath("node")
 	_, errPkg := os.Stat(filepath.Join(d, "node_modules", "node-llama-cpp", "package.json"))
-	why := fmt.Sprintf("node: %v; node_modules: %v (run npm ci --omit=optional --ignore-scripts in %s)", errNode, errPkg, d)
+	why := fmt.Sprintf("node: %v; node_modules: %v (run npm install --omit=optional --ignore-scripts in %s)", errNode, errPkg, d)
 	if os.Getenv("STREAMGATE_REQUIRE_LLAMACPP") != "" {
 		t.Fatalf("llama.cpp reference unavailable and STREAMGATE_REQUIRE_LLAMACPP is set: %s", why)
 	}

@@ -67,9 +67,9 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 			var v float32
 			switch m.Type {
 			case Q8_0:
-				v = dotQ8_0(w, a.q8[r*n/32:(r+1)*n/32])
+				v = dotQ8_0Fast(w, a.q8[r*n/32:(r+1)*n/32])
 			case Q4_0:
-				v = dotQ4_0(w, a.q8[r*n/32:(r+1)*n/32])
+				v = dotQ4_0Fast(w, a.q8[r*n/32:(r+1)*n/32])
 			case Q4_K:
 				v = dotQ4K(w, a.q8K[r*n/256:(r+1)*n/256])
 			case Q6_K:

@@ -244,16 +244,7 @@ func dotQ4K(w []byte, x []q8KBlock) float32 {
 		y := &x[b]
 		sc, mn := scaleMinK4(blk[4:16])
 		qs := blk[16:144]
-		isum, msum := int32(0), int32(0)
-		for j := range 4 {
-			lo, hi := int32(0), int32(0)
-			q8 := y.qs[64*j : 64*j+64]
-			for l, q := range qs[32*j : 32*j+32] {
-				lo += int32(q&15) * int32(q8[l])
-				hi += int32(q>>4) * int32(q8[l+32])
-			}
-			isum += int32(sc[2*j])*lo + int32(sc[2*j+1])*hi
-		}
+		isum, msum := q4KSum(qs, &y.qs, &sc), int32(0)
 		for j := range 8 {
 			msum += int32(mn[j]) * (y.bsums[2*j] + y.bsums[2*j+1])
 		}
@@ -264,30 +255,58 @@ func dotQ4K(w []byte, x []q8KBlock) float32 {
 	return sum
 }
 
+// q4KSum returns Σ sc[g]·(group g's values · q8's) over the eight groups
+// of 32 values of a Q4_K block's 128 bytes qs: the Go code below, or the
+// assembly (qdot_amd64.s) where the CPU allows; both are exact.
+var q4KSum = q4KSumGo
+
+func q4KSumGo(qs []byte, q8 *[256]int8, sc *[8]uint8) int32 {
+	isum := int32(0)
+	for j := range 4 {
+		lo, hi := int32(0), int32(0)
+		for l, q := range qs[32*j : 32*j+32] {
+			lo += int32(q&15) * int32(q8[64*j+l])
+			hi += int32(q>>4) * int32(q8[64*j+32+l])
+		}
+		isum += int32(sc[2*j])*lo + int32(sc[2*j+1])*hi
+	}
+	return isum
+}
+
 func dotQ6K(w []byte, x []q8KBlock) float32 {
 	sum := float32(0)
 	for b := range x {
 		blk := w[210*b : 210*b+210]
 		y := &x[b]
-		var s [16]int32
-		for n := range 2 {
-			ql, qh, q8 := blk[64*n:64*n+64], blk[128+32*n:128+32*n+32], y.qs[128*n:128*n+128]
-			g := s[8*n : 8*n+8]
-			for l := range 32 {
-				is := l / 16
-				g[is] += int32(int8(ql[l]&15|(qh[l]&3)<<4)-32) * int32(q8[l])
-				g[is+2] += int32(int8(ql[l+32]&15|(qh[l]>>2&3)<<4)-32) * int32(q8[l+32])
-				g[is+4] += int32(int8(ql[l]>>4|(qh[l]>>4&3)<<4)-32) * int32(q8[l+64])
-				g[is+6] += int32(int8(ql[l+32]>>4|(qh[l]>>6&3)<<4)-32) * int32(q8[l+96])
-			}
-		}
-		isum := int32(0)
-		for g, v := range s {
-			isum += int32(int8(blk[192+g])) * v
-		}
+		isum := q6KSum(blk, &y.qs)
 		sum += halfTable[binary.LittleEndian.Uint16(blk[208:])] * y.d * float32(isum)
 	}
 	return sum
+}
+
+// q6KSum returns Σ scale[g]·(group g's values · q8's) over the sixteen
+// groups of 16 values of a Q6_K block: the Go code below, or the assembly
+// (qdot_amd64.s) where the CPU allows; both are exact.
+var q6KSum = q6KSumGo
+
+func q6KSumGo(blk []byte, q8 *[256]int8) int32 {
+	var s [16]int32
+	for n := range 2 {
+		ql, qh, q8 := blk[64*n:64*n+64], blk[128+32*n:128+32*n+32], q8[128*n:128*n+128]
+		g := s[8*n : 8*n+8]
+		for l := range 32 {
+			is := l / 16
+			g[is] += int32(int8(ql[l]&15|(qh[l]&3)<<4)-32) * int32(q8[l])
+			g[is+2] += int32(int8(ql[l+32]&15|(qh[l]>>2&3)<<4)-32) * int32(q8[l+32])
+			g[is+4] += int32(int8(ql[l]>>4|(qh[l]>>4&3)<<4)-32) * int32(q8[l+64])
+			g[is+6] += int32(int8(ql[l+32]>>4|(qh[l]>>6&3)<<4)-32) * int32(q8[l+96])
+		}
+	}
+	isum := int32(0)
+	for g, v := range s {
+		isum += int32(int8(blk[192+g])) * v
+	}
+	return isum
 }
 
 func dotF16(w []byte, x []float32) float32 {

@@ -36,7 +36,10 @@ const OTHER = "\u0000other"; // the model select's "Other…" option
 // parsed JSON when it is JSON.
 async function api(path, send) {
   const init = { headers: authHeaders(), cache: "no-store" };
-  if (send !== undefined) Object.assign(init, { method: "POST", body: send });
+  if (send !== undefined) {
+    // JSON by name: the gateway refuses text bodies (a browser sends them from any site).
+    Object.assign(init, { method: "POST", body: send, headers: authHeaders({ "Content-Type": "application/json" }) });
+  }
   const resp = await fetch(path, init);
   const text = await resp.text();
   let body = text;

@@ -1,0 +1,73 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "unsafe"
+
+// The quantized dot products of qdot_amd64.s, used when the CPU has AVX2,
+// FMA and F16C (hasQuantAVX2); their results are bit for bit those of
+// dotQ8_0 and dotQ4_0, and q4KSum's and q6KSum's (Q4_K, Q6_K) those of q4KSumGo and q6KSumGo.
+
+//go:noescape
+func dotQ8_0AVX(w *byte, x *q8Block, nb int) float32
+
+//go:noescape
+func dotQ4_0AVX(w *byte, x *q8Block, nb int) float32
+
+// hasQuantAVX2 reports whether the assembly quantized dot products can run:
+// AVX2 with the OS saving YMM (hasAVX2FMA) and F16C for the block scales.
+var hasQuantAVX2 = func() bool {
+	_, _, c1, _ := cpuid(1, 0)
+	return hasAVX2FMA && c1&(1<<29) != 0
+}()
+
+// q4KSumAVX is q4KSumGo for qs of 128 bytes.
+//
+//go:noescape
+func q4KSumAVX(qs *byte, q8 *int8, sc *uint8) int32
+
+func q4KSumAsm(qs []byte, q8 *[256]int8, sc *[8]uint8) int32 {
+	_ = qs[127]
+	return q4KSumAVX(&qs[0], &q8[0], &sc[0])
+}
+
+// q6KSumAVX is q6KSumGo for one 210-byte block.
+//
+//go:noescape
+func q6KSumAVX(blk *byte, q8 *int8) int32
+
+func q6KSumAsm(blk []byte, q8 *[256]int8) int32 {
+	_ = blk[209]
+	return q6KSumAVX(&blk[0], &q8[0])
+}
+
+func init() {
+	if hasQuantAVX2 {
+		q4KSum, q6KSum = q4KSumAsm, q6KSumAsm
+	}
+	// The assembly reads x as packed 36-byte blocks, d first.
+	if unsafe.Sizeof(q8Block{}) != 36 || unsafe.Offsetof(q8Block{}.qs) != 4 {
+		panic("kernels: q8Block layout changed")
+	}
+}
+
+// dotQ8_0Fast is dotQ8_0, in assembly where the CPU allows.
+func dotQ8_0Fast(w []byte, x []q8Block) float32 {
+	if !hasQuantAVX2 || len(x) == 0 {
+		return dotQ8_0(w, x)
+	}
+	_ = w[34*len(x)-1]
+	return dotQ8_0AVX(&w[0], &x[0], len(x))
+}
+
+// dotQ4_0Fast is dotQ4_0, in assembly where the CPU allows.
+func dotQ4_0Fast(w []byte, x []q8Block) float32 {
+	if !hasQuantAVX2 || len(x) == 0 {
+		return dotQ4_0(w, x)
+	}
+	_ = w[18*len(x)-1]
+	return dotQ4_0AVX(&w[0], &x[0], len(x))
+}
+
+// The assembly K-quant group sums, for the tests and benchmarks.
+var q4KSumAsmForBench, q6KSumAsmForBench = q4KSumAsm, q6KSumAsm

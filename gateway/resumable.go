@@ -58,6 +58,10 @@ var (
 	errStreamNotFound = &httpError{Status: http.StatusNotFound, Code: "stream_not_found", Msg: "no such stream: it never existed, has expired, or belongs to another API key"}
 	errStreamLost     = &httpError{Status: http.StatusBadGateway, Code: "stream_lost", Msg: "the stream was lost: the replica producing it is gone, and the events above are all that were stored"}
 	errStreamTrimmed  = &httpError{Status: http.StatusGone, Code: "stream_truncated", Msg: "the events asked for are no longer stored"}
+	// errStreamCancelled is the error event that ends an event stream
+	// cancelled by DELETE /v1/streams/{sid}, for its live client and for
+	// every reader: a cancel is no normal finish.
+	errStreamCancelled = &httpError{Status: http.StatusConflict, Code: "cancelled", Msg: "cancelled: the stream was cancelled, by DELETE /v1/streams/{sid} or for want of a reader within the grace period"}
 )
 
 // classifyResume maps the errors of resumable streams, and the shared
@@ -170,6 +174,22 @@ func (s *Server) serveResumable(r *http.Request, j *job, out *sseSink, errs erro
 	stop := context.AfterFunc(r.Context(), p.Detach)
 	defer stop()
 	err := s.serve(ctx, r.RemoteAddr, j, out)
+	if errors.Is(context.Cause(ctx), resume.ErrCancelled) && format != formatResponses {
+		// The error event takes the end event's id, as readers of the
+		// log get it (followStream); it is not logged itself.
+		id := p.NextID()
+		s.endLog(p, ctx, err, out.failed, errs)
+		if out.gone || !out.started {
+			return errClientGone
+		}
+		out.countEvents()
+		out.sw.SetNextID(id)
+		out.append(errs(errStreamCancelled))
+		if out.sw.Flush() == nil {
+			out.events.Inc()
+		}
+		return nil
+	}
 	s.endLog(p, ctx, err, out.failed, errs)
 	if err != nil && out.gone {
 		return errClientGone
@@ -333,7 +353,12 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string
 	if err != nil && !errors.Is(err, resume.ErrLost) {
 		return err
 	}
-	if err == nil && len(events) == 1 && events[0].End != "" {
+	named := rd.Meta().Format == formatResponses
+	// A stream ended before the first event read: 204, which stops an
+	// EventSource, unless it was cancelled and this reader has not yet
+	// seen its cancel event (which carries the end event's id).
+	if err == nil && len(events) == 1 && events[0].End != "" &&
+		(events[0].End != resume.EndCancelled || named || events[0].ID <= after) {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
@@ -348,7 +373,6 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string
 		return nil
 	}
 	errs := formatErrors(rd.Meta().Format)
-	named := rd.Meta().Format == formatResponses
 	if named { // the Responses API's error event, numbered after the last event sent
 		errs = func(e *httpError) []byte { return openai.ErrorEvent(int(rd.After()), e.Code, e.Msg, e.Param) }
 	}
@@ -373,6 +397,10 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string
 			return nil
 		}
 		for _, e := range events {
+			if e.End == resume.EndCancelled && !named && e.ID > after {
+				sw.SetNextID(e.ID)
+				sw.Append(errs(errStreamCancelled))
+			}
 			if e.End != "" {
 				_ = sw.Flush()
 				return nil

@@ -236,7 +236,8 @@ func testResumableStreamDelete(t *testing.T, st store.Store) {
 	resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: "true"}, repeatBody)
 	c := rig.call()
 	c.ch <- repeatResp(0)
-	open(resp).events(t, 1)
+	live := open(resp)
+	live.events(t, 1)
 	sid := resp.Header.Get(headerStreamID)
 	if got := rig.do("DELETE", "/v1/streams/"+sid, "", nil, ""); got.StatusCode != 204 {
 		t.Fatalf("DELETE: %d", got.StatusCode)
@@ -245,6 +246,22 @@ func testResumableStreamDelete(t *testing.T, st store.Store) {
 	case <-c.ctx.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call was not cancelled")
+	}
+	// The live client, and every reader after it, sees the cancel as an
+	// error event (Triton's shape here) with the end event's id, 2; a
+	// reader already past it gets 204, which stops an EventSource.
+	const cancelled = `2:{"error":"cancelled: the stream was cancelled, by DELETE /v1/streams/{sid} or for want of a reader within the grace period"}`
+	if got := live.rest(t); len(got) != 1 || got[0] != cancelled {
+		t.Errorf("the live client after DELETE: %q", got)
+	}
+	if got := open(rig.do("GET", "/v1/streams/"+sid, "", nil, "")).rest(t); len(got) != 2 || got[0] != wantEvent(1, 0) || got[1] != cancelled {
+		t.Errorf("a reader from the start: %q", got)
+	}
+	if got := open(rig.do("GET", "/v1/streams/"+sid, "", map[string]string{headerLastEvent: "1"}, "")).rest(t); len(got) != 1 || got[0] != cancelled {
+		t.Errorf("a reader after the last event: %q", got)
+	}
+	if got := rig.do("GET", "/v1/streams/"+sid, "", map[string]string{headerLastEvent: "2"}, ""); got.StatusCode != 204 {
+		t.Errorf("a reader after the cancel event: %d", got.StatusCode)
 	}
 }
 

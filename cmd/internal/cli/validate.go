@@ -59,7 +59,7 @@ func invocations(line, prog string) [][]string {
 		}
 		cmd = nil
 	}
-	for _, w := range shellWords(line) {
+	for _, w := range ShellWords(line) {
 		switch w {
 		case "&&", "||", ";", "|", "&":
 			end()
@@ -71,9 +71,9 @@ func invocations(line, prog string) [][]string {
 	return out
 }
 
-// shellWords splits s at whitespace outside single or double quotes,
+// ShellWords splits s at whitespace outside single or double quotes,
 // and removes the quotes.
-func shellWords(s string) []string {
+func ShellWords(s string) []string {
 	var words []string
 	var w strings.Builder
 	in, quote := false, rune(0)

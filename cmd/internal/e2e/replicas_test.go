@@ -378,13 +378,60 @@ func TestReplicasResume(t *testing.T) {
 		if len(rest) > 150 {
 			t.Errorf("%d more events after the DELETE", len(rest))
 		}
-		// Readers see the stream's end, not a loss.
+		// The live client and every reader see an explicit cancel, in
+		// the route's error shape, as the last event: not a normal finish,
+		// not a loss.
+		const cancelled = `{"error":"cancelled: the stream was cancelled, by DELETE /v1/streams/{sid} or for want of a reader within the grace period"}`
+		if len(rest) == 0 || rest[len(rest)-1].Data != cancelled {
+			t.Errorf("the live client's last events after the DELETE: %v", rest[max(0, len(rest)-2):])
+		}
 		after := rs.open(t, t.Context(), "GET", rs.gw[1].url+"/v1/streams/"+sid, "").read(t, -1)
-		for _, ev := range after {
-			if strings.Contains(ev.Data, "error") {
-				t.Errorf("a reader of the cancelled stream got %s", ev.Data)
+		for i, ev := range after {
+			if last := i == len(after)-1; last != (ev.Data == cancelled) {
+				t.Errorf("a reader of the cancelled stream, event %d of %d: %s", i+1, len(after), ev.Data)
 			}
 		}
+	})
+
+	t.Run("DELETE ends a WebSocket stream and its resume with reason cancelled", func(t *testing.T) {
+		c1 := dialWSURL(t, rs.gw[0].url)
+		body := strings.Replace(storiesCompletion, `,"stream":true`, "", 1)
+		wsSend(t, c1, `{"type":"completions","id":"a","resumable":true,"body":`+body+`}`)
+		f, raw, err := wsRead(t, c1)
+		var first struct{ Stream string }
+		json.Unmarshal(raw, &first)
+		if err != nil || f.Type != "data" || first.Stream == "" {
+			t.Fatalf("first frame %s: %v", raw, err)
+		}
+		req, _ := http.NewRequest("DELETE", rs.gw[1].url+"/v1/streams/"+first.Stream, nil)
+		resp, err := rs.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE: %d", resp.StatusCode)
+		}
+		end := func(c *websocket.Conn, id string) {
+			t.Helper()
+			for {
+				f, raw, err := wsRead(t, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.Type == "data" && f.ID == id {
+					continue
+				}
+				if f.Type != "done" || f.ID != id || f.Reason != "cancelled" {
+					t.Fatalf("the end of cancelled stream %s: %s, want done with reason cancelled", id, raw)
+				}
+				return
+			}
+		}
+		end(c1, "a")
+		c2 := dialWSURL(t, rs.gw[1].url)
+		wsSend(t, c2, fmt.Sprintf(`{"type":"resume","id":"r1","stream":%q,"after":0}`, first.Stream))
+		end(c2, "r1")
 	})
 
 	t.Run("another key", func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 
 	"github.com/streamgate/streamgate/engine/gguf"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
@@ -24,8 +25,14 @@ import (
 
 // Spec is a model file to write.
 type Spec struct {
-	Arch                                string    // llama, qwen2 or qwen3
-	Type                                gguf.Type // of every weight matrix (norms and biases are F32)
+	Arch string    // llama, qwen2 or qwen3
+	Type gguf.Type // of every weight matrix (norms and biases are F32)
+	// Types overrides Type for the matrices whose tensor name ends with a
+	// key (llama.cpp's Q4_K_M keeps attn_v and ffn_down in Q6_K). A K-quant
+	// matrix whose rows are not a whole number of 256-element super-blocks
+	// falls back as llama.cpp's quantizer does: Q4_K to Q5_0, Q5_K to Q5_1,
+	// Q6_K to Q8_0.
+	Types                               map[string]gguf.Type
 	Dim, Hidden, Layers, Heads, KVHeads int
 	HeadDim                             int // 0: Dim/Heads
 	Context                             int
@@ -138,10 +145,10 @@ func Build(s Spec) ([]gguf.KV, []gguf.NewTensor, error) {
 		tensors = append(tensors, gguf.NewTensor{Name: name, Dims: dims, Type: typ, Data: encode(typ, x)})
 	}
 	mat := func(name string, in, out int, gain float64) {
-		add(name, s.Type, normal(in*out, gain/math.Sqrt(float64(in))), uint64(in), uint64(out))
+		add(name, s.matType(name, in), normal(in*out, gain/math.Sqrt(float64(in))), uint64(in), uint64(out))
 	}
 	emb := normal(vocab*s.Dim, 1)
-	add("token_embd.weight", s.Type, emb, uint64(s.Dim), uint64(vocab))
+	add("token_embd.weight", s.matType("token_embd.weight", s.Dim), emb, uint64(s.Dim), uint64(vocab))
 	add("output_norm.weight", gguf.F32, around1(s.Dim), uint64(s.Dim))
 	if !s.Tied {
 		scale := s.OutputScale
@@ -156,7 +163,7 @@ func Build(s Spec) ([]gguf.KV, []gguf.NewTensor, error) {
 				dst[i] += scale * v
 			}
 		}
-		add("output.weight", s.Type, out, uint64(s.Dim), uint64(vocab))
+		add("output.weight", s.matType("output.weight", s.Dim), out, uint64(s.Dim), uint64(vocab))
 	}
 	if s.RopeFreqs {
 		f := make([]float32, hs/2)
@@ -189,16 +196,34 @@ func Build(s Spec) ([]gguf.KV, []gguf.NewTensor, error) {
 	return meta, tensors, nil
 }
 
+// matType is the type of the matrix name with rows of in elements.
+func (s Spec) matType(name string, in int) gguf.Type {
+	t := s.Type
+	for suffix, o := range s.Types {
+		if strings.HasSuffix(name, suffix) {
+			t = o
+		}
+	}
+	if in%t.BlockSize() != 0 {
+		t = map[gguf.Type]gguf.Type{gguf.Q4_K: gguf.Q5_0, gguf.Q5_K: gguf.Q5_1, gguf.Q6_K: gguf.Q8_0}[t]
+	}
+	return t
+}
+
 func encode(t gguf.Type, x []float32) []byte {
 	k := map[gguf.Type]kernels.DType{
 		gguf.F32: kernels.F32, gguf.F16: kernels.F16, gguf.BF16: kernels.BF16, gguf.Q8_0: kernels.Q8_0,
 		gguf.Q4_0: kernels.Q4_0, gguf.Q4_K: kernels.Q4_K, gguf.Q6_K: kernels.Q6_K,
+		gguf.Q4_1: kernels.Q4_1, gguf.Q5_0: kernels.Q5_0, gguf.Q5_1: kernels.Q5_1, gguf.Q5_K: kernels.Q5_K,
 	}[t]
 	return kernels.Quantize(k, x)
 }
 
 // fileType is general.file_type (llama.cpp's LLAMA_FTYPE) of a file whose
-// matrices are all of type t.
+// matrices are mostly of type t (Q4_K is Q4_K_M, Q5_K is Q5_K_M).
 func fileType(t gguf.Type) int {
-	return map[gguf.Type]int{gguf.F32: 0, gguf.F16: 1, gguf.Q4_0: 2, gguf.Q8_0: 7, gguf.Q4_K: 15, gguf.Q6_K: 18, gguf.BF16: 32}[t]
+	return map[gguf.Type]int{
+		gguf.F32: 0, gguf.F16: 1, gguf.Q4_0: 2, gguf.Q4_1: 3, gguf.Q8_0: 7, gguf.Q5_0: 8, gguf.Q5_1: 9,
+		gguf.Q4_K: 15, gguf.Q5_K: 17, gguf.Q6_K: 18, gguf.BF16: 32,
+	}[t]
 }

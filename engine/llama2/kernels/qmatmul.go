@@ -3,9 +3,10 @@ package kernels
 // activations are one MatMul job's input rows in the form its weight type
 // multiplies with.
 type activations struct {
-	q8  []q8Block  // Q8_0, Q4_0
-	q8K []q8KBlock // Q4_K, Q6_K
-	f   []float32  // BF16: rows rounded to bfloat16 (F16 weights multiply float32 rows)
+	q8  []q8Block   // Q8_0, Q4_0, Q5_0
+	q81 []q8_1Block // Q4_1, Q5_1
+	q8K []q8KBlock  // Q4_K, Q5_K, Q6_K
+	f   []float32   // BF16: rows rounded to bfloat16 (F16 weights multiply float32 rows)
 }
 
 // prepare quantizes the input rows of every job with quantized weights.
@@ -17,13 +18,19 @@ func (c *CPU) prepare(jobs []MatMul) {
 		m := &jobs[i]
 		a := &c.acts[i]
 		switch m.Type {
-		case Q8_0, Q4_0:
+		case Q8_0, Q4_0, Q5_0:
 			nb := m.N / 32
 			a.q8 = grow(a.q8, m.Rows*nb)
 			for r := range m.Rows {
 				quantizeQ8_0(m.X[r*m.N:(r+1)*m.N], a.q8[r*nb:(r+1)*nb])
 			}
-		case Q4_K, Q6_K:
+		case Q4_1, Q5_1:
+			nb := m.N / 32
+			a.q81 = grow(a.q81, m.Rows*nb)
+			for r := range m.Rows {
+				quantizeQ8_1(m.X[r*m.N:(r+1)*m.N], a.q81[r*nb:(r+1)*nb])
+			}
+		case Q4_K, Q5_K, Q6_K:
 			nb := m.N / 256
 			a.q8K = grow(a.q8K, m.Rows*nb)
 			for r := range m.Rows {
@@ -67,6 +74,12 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 				v = dotQ4K(w, a.q8K[r*n/256:(r+1)*n/256])
 			case Q6_K:
 				v = dotQ6K(w, a.q8K[r*n/256:(r+1)*n/256])
+			case Q5_0:
+				v = dotQ5_0(w, a.q8[r*n/32:(r+1)*n/32])
+			case Q4_1, Q5_1:
+				v = dotQ8_1(m.Type, w, a.q81[r*n/32:(r+1)*n/32])
+			case Q5_K:
+				v = dotQ5K(w, a.q8K[r*n/256:(r+1)*n/256])
 			case F16:
 				v = dotF16(w, m.X[r*n:(r+1)*n])
 			case BF16:

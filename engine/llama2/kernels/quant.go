@@ -21,6 +21,10 @@ const (
 	Q4_0       // blocks of 32: f16 scale, 16 bytes of 4-bit values (offset 8)
 	Q4_K       // super-blocks of 256: f16 d and dmin, 12 bytes of 6-bit scales and mins, 128 bytes of 4-bit values
 	Q6_K       // super-blocks of 256: 128 bytes low 4 bits, 64 bytes high 2 bits, 16 int8 scales, f16 d
+	Q4_1       // blocks of 32: f16 scale and offset, 16 bytes of 4-bit values (quant5.go)
+	Q5_0       // blocks of 32: f16 scale, 4 bytes of fifth bits, 16 bytes of low 4 bits (offset 16)
+	Q5_1       // blocks of 32: f16 scale and offset, 4 bytes of fifth bits, 16 bytes of low 4 bits
+	Q5_K       // super-blocks of 256: as Q4_K plus 32 bytes of fifth bits
 )
 
 var dtypes = [...]struct {
@@ -30,6 +34,7 @@ var dtypes = [...]struct {
 	F32: {"F32", 1, 4}, F16: {"F16", 1, 2}, BF16: {"BF16", 1, 2},
 	Q8_0: {"Q8_0", 32, 34}, Q4_0: {"Q4_0", 32, 18},
 	Q4_K: {"Q4_K", 256, 144}, Q6_K: {"Q6_K", 256, 210},
+	Q4_1: {"Q4_1", 32, 20}, Q5_0: {"Q5_0", 32, 22}, Q5_1: {"Q5_1", 32, 24}, Q5_K: {"Q5_K", 256, 176},
 }
 
 func (t DType) String() string {
@@ -105,6 +110,10 @@ func Dequantize(t DType, raw []byte, out []float32) {
 				y[i] = d * float32(int8(blk[192+i/16])) * float32(q[i])
 			}
 		}
+	case Q4_1, Q5_0, Q5_1:
+		dequantizeLegacy(t, raw, out)
+	case Q5_K:
+		dequantizeQ5K(raw, out)
 	}
 }
 
@@ -150,21 +159,25 @@ type q8KBlock struct {
 
 func quantizeQ8_0(x []float32, out []q8Block) {
 	for b := range out {
-		xs := x[32*b : 32*b+32]
-		amax := float32(0)
-		for _, v := range xs {
-			amax = max(amax, abs32(v))
-		}
-		d := amax / 127
-		id := float32(0)
-		if amax != 0 {
-			id = 127 / amax
-		}
-		out[b].d = halfTable[FloatToHalf(d)]
-		for j, v := range xs {
-			out[b].qs[j] = int8(math.RoundToEven(float64(v * id)))
-		}
+		out[b].d = halfTable[FloatToHalf(roundQ8(x[32*b:32*b+32], &out[b].qs))]
 	}
+}
+
+// roundQ8 rounds 32 values to int8 steps of their largest magnitude / 127
+// and returns that step (not rounded to f16).
+func roundQ8(xs []float32, qs *[32]int8) float32 {
+	amax := float32(0)
+	for _, v := range xs {
+		amax = max(amax, abs32(v))
+	}
+	id := float32(0)
+	if amax != 0 {
+		id = 127 / amax
+	}
+	for j, v := range xs {
+		qs[j] = int8(math.RoundToEven(float64(v * id)))
+	}
+	return amax / 127
 }
 
 func quantizeQ8K(x []float32, out []q8KBlock) {

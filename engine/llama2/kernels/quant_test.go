@@ -22,8 +22,8 @@ func TestQuantRoundTrip(t *testing.T) {
 	}
 	pool := NewPool(2)
 	defer pool.Close()
-	tol := map[DType]float64{F32: 0, F16: 3e-3, BF16: 0.025, Q8_0: 0.02, Q4_0: 0.35, Q4_K: 0.3, Q6_K: 0.09}
-	for _, typ := range []DType{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K} {
+	tol := map[DType]float64{F32: 0, F16: 3e-3, BF16: 0.025, Q8_0: 0.02, Q4_0: 0.35, Q4_K: 0.3, Q6_K: 0.09, Q4_1: 0.3, Q5_0: 0.17, Q5_1: 0.15, Q5_K: 0.15}
+	for _, typ := range []DType{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, Q5_K} {
 		raw := Quantize(typ, w)
 		back := make([]float32, len(w))
 		Dequantize(typ, raw, back)

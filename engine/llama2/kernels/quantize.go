@@ -64,19 +64,38 @@ func Quantize(t DType, x []float32) []byte {
 		for b := 0; b < len(x)/256; b++ {
 			quantizeQ6KBlock(x[256*b:256*b+256], out[210*b:210*b+210])
 		}
+	case Q4_1, Q5_0, Q5_1:
+		quantizeLegacy(t, x, out)
+	case Q5_K:
+		for b := 0; b < len(x)/256; b++ {
+			quantizeQ5KBlock(x[256*b:256*b+256], out[176*b:176*b+176])
+		}
 	}
 	return out
 }
 
 func quantizeQ4KBlock(x []float32, o []byte) {
-	var scale, mins [8]float32 // per 32: value = scale·q - min, q in 0..15
+	q := quantizeKScaleMin(x, o[:16], 15)
+	qs := o[16:144]
+	for j := range 4 {
+		for l := range 32 {
+			qs[32*j+l] = q[64*j+l] | q[64*j+32+l]<<4
+		}
+	}
+}
+
+// quantizeKScaleMin writes the f16 d and dmin and the packed 6-bit scales
+// and mins of a Q4_K or Q5_K block (16 bytes) and returns its values,
+// 0..levels: value = d·scale·q - dmin·min per 32 elements.
+func quantizeKScaleMin(x []float32, o []byte, levels float32) (q [256]uint8) {
+	var scale, mins [8]float32
 	var maxScale, maxMin float32
 	for j := range 8 {
 		lo, hi := float32(0), float32(0)
 		for _, v := range x[32*j : 32*j+32] {
 			lo, hi = min(lo, v), max(hi, v)
 		}
-		scale[j], mins[j] = (hi-lo)/15, -lo
+		scale[j], mins[j] = (hi-lo)/levels, -lo
 		maxScale, maxMin = max(maxScale, scale[j]), max(maxMin, mins[j])
 	}
 	d, dmin := maxScale/63, maxMin/63
@@ -98,21 +117,15 @@ func quantizeQ4KBlock(x []float32, o []byte) {
 		s[j+4] = mn[j] | (mn[j+4]>>4)<<6
 		s[j+8] = sc[j+4]&15 | (mn[j+4]&15)<<4
 	}
-	var q [256]uint8
 	for j := range 8 {
 		ds, m := d*float32(sc[j]), dmin*float32(mn[j])
 		for l := range 32 {
 			if ds > 0 {
-				q[32*j+l] = uint8(min(15, max(0, math.Round(float64((x[32*j+l]+m)/ds)))))
+				q[32*j+l] = uint8(min(float64(levels), max(0, math.Round(float64((x[32*j+l]+m)/ds)))))
 			}
 		}
 	}
-	qs := o[16:144]
-	for j := range 4 {
-		for l := range 32 {
-			qs[32*j+l] = q[64*j+l] | q[64*j+32+l]<<4
-		}
-	}
+	return q
 }
 
 func quantizeQ6KBlock(x []float32, o []byte) {

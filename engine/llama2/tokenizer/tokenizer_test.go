@@ -27,7 +27,7 @@ func sharedModels(t testing.TB, file string) string {
 	if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
 		t.Fatalf("model file %s not found and STREAMGATE_REQUIRE_MODELS=1", file)
 	}
-	t.Skipf("model file %s not found", file)
+	t.Skipf("model file %s not found (set STREAMGATE_MODEL_DIR to a folder holding it)", file)
 	return ""
 }
 

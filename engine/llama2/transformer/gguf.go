@@ -27,10 +27,11 @@ var Architectures = []string{"llama", "qwen2", "qwen3"}
 var dtypes = map[gguf.Type]kernels.DType{
 	gguf.F32: kernels.F32, gguf.F16: kernels.F16, gguf.BF16: kernels.BF16,
 	gguf.Q8_0: kernels.Q8_0, gguf.Q4_0: kernels.Q4_0, gguf.Q4_K: kernels.Q4_K, gguf.Q6_K: kernels.Q6_K,
+	gguf.Q4_1: kernels.Q4_1, gguf.Q5_0: kernels.Q5_0, gguf.Q5_1: kernels.Q5_1, gguf.Q5_K: kernels.Q5_K,
 }
 
 // SupportedTypes names the tensor types FromGGUF accepts.
-const SupportedTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K"
+const SupportedTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
 
 // GGUFOptions configure FromGGUF.
 type GGUFOptions struct {

@@ -35,6 +35,13 @@ func BenchmarkGGUFDecode(b *testing.B) {
 		return ggufmodel.Spec{Arch: "qwen2", Type: typ, Dim: 896, Hidden: 4864, Layers: 24, Heads: 14, KVHeads: 2,
 			Context: 1024, RopeBase: 1e6, Tied: true, Seed: 1, Vocab: &v}
 	}
+	// llama.cpp's Q4_K_M of Qwen2.5-0.5B: the 896-wide rows fall back to
+	// Q5_0, so only ffn_down (4864 wide) is in K-quants, half of them Q6_K.
+	q4km := qwen05(gguf.Q4_K)
+	q4km.Types = map[string]gguf.Type{}
+	for l := 0; l < 24; l += 2 {
+		q4km.Types[fmt.Sprintf("blk.%d.ffn_down.weight", l)] = gguf.Q6_K
+	}
 	for _, c := range []struct {
 		name string
 		spec ggufmodel.Spec
@@ -44,6 +51,7 @@ func BenchmarkGGUFDecode(b *testing.B) {
 		{"small-F32", ggufmodel.Small("qwen2", gguf.F32, 1)},
 		{"qwen2.5-0.5b-Q8_0", qwen05(gguf.Q8_0)},
 		{"qwen2.5-0.5b-F16", qwen05(gguf.F16)},
+		{"qwen2.5-0.5b-Q4_K_M", q4km},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			dir := os.Getenv("STREAMGATE_BENCH_GGUF_DIR")

@@ -22,6 +22,7 @@ import (
 // for llama.cpp's other CPU variants.
 var logitTolerance = map[gguf.Type]float64{
 	gguf.F32: 1e-4, gguf.F16: 2e-2, gguf.BF16: 2e-2, gguf.Q8_0: 0.1, gguf.Q4_0: 0.1, gguf.Q4_K: 0.1, gguf.Q6_K: 0.1,
+	gguf.Q4_1: 0.1, gguf.Q5_0: 0.1, gguf.Q5_1: 0.1, gguf.Q5_K: 0.1,
 }
 
 // TestGGUFParityLlamaCpp writes a random-weight GGUF file for every
@@ -41,7 +42,7 @@ func TestGGUFParityLlamaCpp(t *testing.T) {
 	var jobs []llamacpp.Job
 	prompt := []int{1, 270, 300, 262, 301, 263, 302, 280}
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
-		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_K, gguf.Q6_K} {
+		for _, typ := range []gguf.Type{gguf.F32, gguf.F16, gguf.BF16, gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 			f := file{name: arch + "-" + typ.String(), typ: typ}
 			f.path = filepath.Join(dir, f.name+".gguf")
 			if err := ggufmodel.Write(f.path, ggufmodel.Small(arch, typ, 7)); err != nil {
@@ -61,6 +62,23 @@ func TestGGUFParityLlamaCpp(t *testing.T) {
 	}
 	files = append(files, tied)
 	jobs = append(jobs, llamacpp.Job{Model: tied.path, Vocab: len(ggufmodel.SmallVocab("qwen3").Tokens), Tokens: prompt, Steps: steps, Context: 256})
+	// A Q4_K_M-like file, as llama.cpp quantizes Qwen2.5-0.5B: Q4_K with
+	// one layer's ffn_down in Q6_K, and every matrix whose rows (384 wide)
+	// are not whole 256-element super-blocks in the fallback types, Q5_0
+	// for Q4_K and Q8_0 for Q6_K (output.weight).
+	mixed := file{name: "qwen2-mixed-Q4_K_M", typ: gguf.Q4_K, path: filepath.Join(dir, "mixed.gguf")}
+	s = ggufmodel.Small("qwen2", gguf.Q4_K, 9)
+	s.Dim, s.Hidden, s.Heads, s.KVHeads = 384, 768, 6, 2
+	s.Types = map[string]gguf.Type{"blk.0.ffn_down.weight": gguf.Q6_K, "output.weight": gguf.Q6_K}
+	if err := ggufmodel.Write(mixed.path, s); err != nil {
+		t.Fatal(err)
+	}
+	checkTypes(t, mixed.path, map[string]gguf.Type{
+		"blk.0.attn_q.weight": gguf.Q5_0, "blk.1.ffn_down.weight": gguf.Q4_K,
+		"blk.0.ffn_down.weight": gguf.Q6_K, "output.weight": gguf.Q8_0,
+	})
+	files = append(files, mixed)
+	jobs = append(jobs, llamacpp.Job{Model: mixed.path, Vocab: len(ggufmodel.SmallVocab("qwen2").Tokens), Tokens: prompt, Steps: steps, Context: 256})
 	ref := llamacpp.Run(t, jobs...)
 	for i, f := range files {
 		t.Run(f.name, func(t *testing.T) {
@@ -76,5 +94,20 @@ func TestGGUFParityLlamaCpp(t *testing.T) {
 			defer m.Close()
 			llamacpp.Compare(t, llamacpp.Greedy(t, m, prompt, steps), ref[i].Steps, logitTolerance[f.typ])
 		})
+	}
+}
+
+// checkTypes checks the types of some of a file's tensors.
+func checkTypes(t *testing.T, path string, want map[string]gguf.Type) {
+	t.Helper()
+	g, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for name, typ := range want {
+		if info, _, ok := g.Tensor(name); !ok || info.Type != typ {
+			t.Errorf("%s: %s has type %s, want %s", path, name, info.Type, typ)
+		}
 	}
 }

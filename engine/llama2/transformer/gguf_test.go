@@ -59,11 +59,11 @@ func TestFromGGUFConfig(t *testing.T) {
 }
 
 func TestFromGGUFRefuses(t *testing.T) {
-	q5k := func(meta []gguf.KV, ts []gguf.NewTensor) ([]gguf.KV, []gguf.NewTensor) {
+	q3k := func(meta []gguf.KV, ts []gguf.NewTensor) ([]gguf.KV, []gguf.NewTensor) {
 		for i := range ts {
 			if ts[i].Name == "blk.0.ffn_up.weight" {
-				ts[i].Type = gguf.Q5_K
-				ts[i].Data = make([]byte, 256/256*176*512)
+				ts[i].Type = gguf.Q3_K
+				ts[i].Data = make([]byte, 256/256*110*512)
 			}
 		}
 		return meta, ts
@@ -85,7 +85,7 @@ func TestFromGGUFRefuses(t *testing.T) {
 		want        string
 	}{
 		"architecture": {setMeta("general.architecture", "gemma2"), true, `architecture "gemma2" (supported: llama, qwen2, qwen3)`},
-		"tensor type":  {q5k, true, "tensor blk.0.ffn_up.weight has type Q5_K (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)"},
+		"tensor type":  {q3k, true, "tensor blk.0.ffn_up.weight has type Q3_K (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)"},
 		"yarn":         {setMeta("qwen2.rope.scaling.type", "yarn"), true, `RoPE scaling "yarn"`},
 		"missing bias": {drop("blk.1.attn_k.bias"), false, "tensor blk.1.attn_k.bias is missing"},
 		"heads":        {setMeta("qwen2.attention.head_count", uint32(0)), false, "qwen2.attention.head_count = 0"},

@@ -112,6 +112,14 @@ func TestHostileTenant(t *testing.T) {
 		if err := hs.st.RevokeKey(ctx, "revoked-on-socket"); err != nil {
 			t.Fatal(err)
 		}
+		// hs.st is another Redis client than b's: the revocation reaches
+		// b's key cache through pub/sub, within about a second. Once a
+		// new request on b is refused, a resume on the open socket must be
+		// too.
+		waitFor(t, "the revocation to reach replica b", func() bool {
+			resp, _ := hs.b.do(t, http.MethodGet, "/v1/models", nil, bearer(secret))
+			return resp.StatusCode == http.StatusUnauthorized
+		})
 		if f := lastFrame(t, c, resume); !strings.Contains(f, `"code":"invalid_api_key"`) {
 			t.Errorf("resume after the key was revoked: %s", f)
 		}

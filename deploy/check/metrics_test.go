@@ -435,10 +435,15 @@ func scrapeServing(t *testing.T, redisServer, models string, uses []selectorUse)
 	expect("over --max-streams", post(key, "/v1/chat/completions", chat+`}`), 503)
 	left.Body.Close() // the client leaves: a cancel upstream
 
-	// Redis goes away: the key's lookup fails.
+	// Redis goes away. A key this replica has validated is cached and its
+	// limits fall back to the replica's share (--limits-on-store-failure
+	// open, the default): still served. A key it never saw cannot be
+	// looked up: 503.
+	unseen := newKey(t, redisURL, "--name", "unseen")
 	redis.cmd.Process.Kill()
 	<-redis.done
-	expect("Redis down", post(key, "/v1/chat/completions", chat+`}`), 503)
+	expect("Redis down, a cached key", post(key, "/v1/chat/completions", chat+`}`), 200)
+	expect("Redis down, a key not cached", post(unseen, "/v1/chat/completions", chat+`}`), 503)
 
 	// SIGTERM: the gateway drains while the held stream runs.
 	if err := serve.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,69 +120,6 @@ func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *
 		return s.responseStoreError(ctx, err)
 	}
 	return s.responseStoreError(ctx, s.opts.Store.PutResponse(ctx, resp.ID, rec, s.opts.ResponseTTL))
-}
-
-// storageBudget is the bytes of stored responses the caller of ctx may
-// keep: its key's own budget, else Options.KeyStorage; 0 on an open
-// gateway, where only the cap applies.
-func (s *Server) storageBudget(ctx context.Context) int64 {
-	kd := keyOf(ctx)
-	switch {
-	case kd == nil:
-		return 0
-	case kd.key.Storage > 0:
-		return kd.key.Storage
-	}
-	return s.opts.KeyStorage
-}
-
-// chargeStorage counts size bytes for stored response id against its
-// owner's budget and the gateway's cap (Options.StorageCap), for as long
-// as the record lives. With limit false (a response's later record, its
-// request admitted) it counts without refusing.
-func (s *Server) chargeStorage(ctx context.Context, id string, size int64, limit bool) error {
-	budget, capacity := s.storageBudget(ctx), s.opts.StorageCap
-	if !limit {
-		budget, capacity = 0, 0
-	}
-	owner := callerKey(ctx)
-	ttl := s.opts.ResponseTTL
-	if owner != "" {
-		ok, err := s.opts.Store.ChargeStorage(ctx, owner, id, size, ttl, budget)
-		if err != nil {
-			return s.responseStoreError(ctx, err)
-		}
-		if !ok {
-			return errStorageFull("this API key", budget, "keys create --storage, or --key-storage for every key")
-		}
-	}
-	ok, err := s.opts.Store.ChargeStorage(ctx, store.GlobalOwner, id, size, ttl, capacity)
-	switch {
-	case err != nil:
-		err = s.responseStoreError(ctx, err)
-	case !ok:
-		err = errStorageFull("this gateway", capacity, "--storage-cap")
-	}
-	if err != nil && owner != "" { // what the key's budget counted goes back
-		_ = s.responseStoreError(ctx, s.opts.Store.ReleaseStorage(context.WithoutCancel(ctx), owner, id))
-	}
-	return err
-}
-
-// releaseStorage gives back what deleted response id counted.
-func (s *Server) releaseStorage(ctx context.Context, id string) {
-	if owner := callerKey(ctx); owner != "" {
-		_ = s.responseStoreError(ctx, s.opts.Store.ReleaseStorage(ctx, owner, id))
-	}
-	_ = s.responseStoreError(ctx, s.opts.Store.ReleaseStorage(ctx, store.GlobalOwner, id))
-}
-
-// errStorageFull is the answer to a response that would not fit in the
-// stored bytes whose limit is limit.
-func errStorageFull(whose string, limit int64, setting string) *httpError {
-	return &httpError{Status: http.StatusBadRequest, Code: "storage_limit_exceeded", Param: "store",
-		Msg: fmt.Sprintf("Storing this response would take the stored responses of %s past their limit of %d bytes (%s): delete stored responses, wait for them to expire, or send store: false.",
-			whose, limit, setting)}
 }
 
 // responseJob turns a Responses API request into a job whose payloads
@@ -506,89 +442,6 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, resp.JSON())
 	return nil
-}
-
-// inputItem is an item of GET /v1/responses/{id}/input_items.
-type inputItem struct {
-	ID      string              `json:"id"`
-	Type    string              `json:"type"`
-	Role    string              `json:"role"`
-	Status  string              `json:"status"`
-	Content []inputItemTextPart `json:"content"`
-}
-
-type inputItemTextPart struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-// responseInputItems serves GET /v1/responses/{id}/input_items: the
-// response's own input, as message items, in order.
-func (s *Server) responseInputItems(w http.ResponseWriter, r *http.Request) error {
-	id := urlParam(r, "id")
-	_, data, err := s.loadResponse(r.Context(), id, "")
-	if err != nil {
-		return err
-	}
-	items := make([]inputItem, len(data.Input))
-	for i, m := range data.Input {
-		typ := "input_text"
-		if m.Role == "assistant" {
-			typ = "output_text"
-		}
-		items[i] = inputItem{ID: "msg-" + strings.TrimPrefix(id, "resp-") + "-" + strconv.Itoa(i), Type: "message", Role: m.Role,
-			Status: "completed", Content: []inputItemTextPart{{Type: typ, Text: m.Content}}}
-	}
-	items, more, err := pageInputItems(r.URL.Query(), items)
-	if err != nil {
-		return err
-	}
-	list := struct {
-		Object  string      `json:"object"`
-		Data    []inputItem `json:"data"`
-		FirstID *string     `json:"first_id"`
-		LastID  *string     `json:"last_id"`
-		HasMore bool        `json:"has_more"`
-	}{Object: "list", Data: items, HasMore: more}
-	if len(items) > 0 {
-		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
-	}
-	writeJSON(w, http.StatusOK, jsonOf(list))
-	return nil
-}
-
-// pageInputItems is the page of items (in input order) that q asks for:
-// order (asc, the default, or desc), after (an item's id: the items
-// after it in that order) and limit (1 to 100; default all). more is
-// whether items follow the page.
-func pageInputItems(q url.Values, items []inputItem) (page []inputItem, more bool, err error) {
-	switch q.Get("order") {
-	case "", "asc":
-	case "desc":
-		slices.Reverse(items)
-	default:
-		return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "order",
-			Msg: "Invalid value for 'order': '" + truncate(q.Get("order"), 64) + "' is not one of 'asc', 'desc'."}
-	}
-	if after := q.Get("after"); after != "" {
-		i := slices.IndexFunc(items, func(it inputItem) bool { return it.ID == after })
-		if i < 0 {
-			return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "after",
-				Msg: "Invalid value for 'after': '" + truncate(after, 64) + "' is not an input item of this response."}
-		}
-		items = items[i+1:]
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "limit",
-				Msg: "Invalid value for 'limit': '" + truncate(v, 64) + "' must be an integer between 1 and 100."}
-		}
-		if len(items) > n {
-			return items[:n], true, nil
-		}
-	}
-	return items, false, nil
 }
 
 // jsonOf is v's JSON; v is one of the gateway's own types, which always

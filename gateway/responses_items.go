@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// inputItem is an item of GET /v1/responses/{id}/input_items.
+type inputItem struct {
+	ID      string              `json:"id"`
+	Type    string              `json:"type"`
+	Role    string              `json:"role"`
+	Status  string              `json:"status"`
+	Content []inputItemTextPart `json:"content"`
+}
+
+type inputItemTextPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// responseInputItems serves GET /v1/responses/{id}/input_items: the
+// response's own input, as message items, in order.
+func (s *Server) responseInputItems(w http.ResponseWriter, r *http.Request) error {
+	id := urlParam(r, "id")
+	_, data, err := s.loadResponse(r.Context(), id, "")
+	if err != nil {
+		return err
+	}
+	items := make([]inputItem, len(data.Input))
+	for i, m := range data.Input {
+		typ := "input_text"
+		if m.Role == "assistant" {
+			typ = "output_text"
+		}
+		items[i] = inputItem{ID: "msg-" + strings.TrimPrefix(id, "resp-") + "-" + strconv.Itoa(i), Type: "message", Role: m.Role,
+			Status: "completed", Content: []inputItemTextPart{{Type: typ, Text: m.Content}}}
+	}
+	items, more, err := pageInputItems(r.URL.Query(), items)
+	if err != nil {
+		return err
+	}
+	list := struct {
+		Object  string      `json:"object"`
+		Data    []inputItem `json:"data"`
+		FirstID *string     `json:"first_id"`
+		LastID  *string     `json:"last_id"`
+		HasMore bool        `json:"has_more"`
+	}{Object: "list", Data: items, HasMore: more}
+	if len(items) > 0 {
+		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
+	}
+	writeJSON(w, http.StatusOK, jsonOf(list))
+	return nil
+}
+
+// pageInputItems is the page of items (in input order) that q asks for:
+// order (asc, the default, or desc), after (an item's id: the items
+// after it in that order) and limit (1 to 100; default all). more is
+// whether items follow the page.
+func pageInputItems(q url.Values, items []inputItem) (page []inputItem, more bool, err error) {
+	switch q.Get("order") {
+	case "", "asc":
+	case "desc":
+		slices.Reverse(items)
+	default:
+		return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "order",
+			Msg: "Invalid value for 'order': '" + truncate(q.Get("order"), 64) + "' is not one of 'asc', 'desc'."}
+	}
+	if after := q.Get("after"); after != "" {
+		i := slices.IndexFunc(items, func(it inputItem) bool { return it.ID == after })
+		if i < 0 {
+			return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "after",
+				Msg: "Invalid value for 'after': '" + truncate(after, 64) + "' is not an input item of this response."}
+		}
+		items = items[i+1:]
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "limit",
+				Msg: "Invalid value for 'limit': '" + truncate(v, 64) + "' must be an integer between 1 and 100."}
+		}
+		if len(items) > n {
+			return items[:n], true, nil
+		}
+	}
+	return items, false, nil
+}

@@ -395,7 +395,9 @@ func TestReplicasResume(t *testing.T) {
 
 	t.Run("DELETE ends a WebSocket stream and its resume with reason cancelled", func(t *testing.T) {
 		c1 := dialWSURL(t, rs.gw[0].url)
-		body := strings.Replace(storiesCompletion, `,"stream":true`, "", 1)
+		// A paced echo cannot finish before the DELETE lands (stories260k
+		// could: its 150 tokens take a few milliseconds).
+		body := `{"model":"echo","prompt":"` + words(2000) + `","delay_ms":20}`
 		wsSend(t, c1, `{"type":"completions","id":"a","resumable":true,"body":`+body+`}`)
 		f, raw, err := wsRead(t, c1)
 		var first struct{ Stream string }

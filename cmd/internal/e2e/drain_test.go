@@ -77,8 +77,8 @@ func drainNow(t *testing.T, s *testStack) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Drain = %v", err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Drain still runs 20s after its context ended: it waits for a client that does not read")
+	case <-time.After(waitHang):
+		t.Fatalf("Drain still runs %v after its context ended: it waits for a client that does not read", waitHang)
 	}
 }
 

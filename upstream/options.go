@@ -122,8 +122,8 @@ type Options struct {
 	// HealthTimeout bounds one ServerReady check. Default 5s, whatever
 	// HealthInterval: a check that misses it is an unanswered check, and
 	// a target that answers a trivial RPC within a few seconds is up even
-	// when its machine is saturated. Checks never overlap: the next one
-	// starts HealthInterval after the last has ended.
+	// when its machine is saturated. The periodic checks never overlap:
+	// the next one starts HealthInterval after the last has ended.
 	HealthTimeout time.Duration
 
 	// IdleStreamTimeout closes a pooled stream that has carried no request

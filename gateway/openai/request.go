@@ -442,7 +442,8 @@ var commonFields = []string{"model", "stream", "stream_options", "max_tokens", "
 	"top_k", "min_p", "repetition_penalty", "delay_ms"}
 
 // MaxDelayMs is the largest delay_ms, streamgate's extension that paces a
-// model that honours it (echo) so that its stream can be watched.
+// model that honours it (echo, the llama2 engine's text models) so that its
+// stream can be watched.
 const MaxDelayMs = 10_000
 
 func accepted(extra ...string) map[string]bool {

@@ -299,7 +299,9 @@ type offlineError struct {
 	err  error
 }
 
-func (e *offlineError) Error() string { return fmt.Sprintf("cannot reach %s (offline?): %v", e.host, e.err) }
+func (e *offlineError) Error() string {
+	return fmt.Sprintf("cannot reach %s (offline?): %v", e.host, e.err)
+}
 func (e *offlineError) Unwrap() error { return e.err }
 
 func unreachable(f File, err error) error {

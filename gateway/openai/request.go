@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
+	"github.com/streamgate/streamgate/gateway/internal/nearest"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 )
 
@@ -114,7 +115,18 @@ func (f *fields) checkKnown(accepted map[string]bool) error {
 		return nil
 	}
 	sort.Strings(unknown)
-	return &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s", unknown[0]), Param: unknown[0], Code: "unknown_parameter"}
+	msg := "Unrecognized request argument supplied: " + unknown[0]
+	names := make([]string, 0, len(accepted))
+	for k, ok := range accepted {
+		if ok {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	if alt := nearest.Name(unknown[0], names); alt != "" {
+		msg += "; did you mean '" + alt + "'?"
+	}
+	return &RequestError{Message: msg, Param: unknown[0], Code: "unknown_parameter"}
 }
 
 func isNull(raw json.RawMessage) bool { return raw == nil || string(bytes.TrimSpace(raw)) == "null" }

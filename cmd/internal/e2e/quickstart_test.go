@@ -171,8 +171,10 @@ func walkStories(p *playground) {
 	p.set("model", "stories260k")
 	p.set("prompt", "Once upon a time")
 	p.set("max-tokens", "8")
-	p.set("delay-ms", "40")
-	if b := p.body(); !strings.Contains(b, `"delay_ms": 40`) || !strings.Contains(b, `"model": "stories260k"`) {
+	// 100 ms apart: the page would have to stall for most of a second to
+	// see the 8 tokens as one batch.
+	p.set("delay-ms", "100")
+	if b := p.body(); !strings.Contains(b, `"delay_ms": 100`) || !strings.Contains(b, `"model": "stories260k"`) {
 		t.Fatalf("the request body lacks the model or delay_ms: %s", b)
 	}
 	// fetch first: its answer tells the page that streams are resumable,

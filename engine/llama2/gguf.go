@@ -59,6 +59,7 @@ func vocabOf(f *gguf.File) (tokenizer.Vocab, error) {
 	}
 	v := tokenizer.NewVocab(model)
 	v.Pre, _ = f.String("tokenizer.ggml.pre")
+	v.Name, _ = f.String("general.name")
 	var bad []string
 	list := func(key string, out any) {
 		val, ok := f.Metadata[key]

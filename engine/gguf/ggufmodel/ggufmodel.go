@@ -44,6 +44,8 @@ type Spec struct {
 	Vocab *tokenizer.Vocab
 	// ChatTemplate is tokenizer.chat_template ("" for none).
 	ChatTemplate string
+	// Name is general.name ("": "random ARCH TYPE").
+	Name string
 	// OutputScale scales the output matrix (0: 0.1); larger makes the
 	// logits more peaked.
 	OutputScale float32
@@ -99,9 +101,12 @@ func Build(s Spec) ([]gguf.KV, []gguf.NewTensor, error) {
 	qDim, kvDim := s.Heads*hs, s.KVHeads*hs
 	vocab := len(s.Vocab.Tokens)
 	a := s.Arch
+	if s.Name == "" {
+		s.Name = fmt.Sprintf("random %s %s", a, s.Type)
+	}
 	meta := []gguf.KV{
 		{Key: "general.architecture", Value: a},
-		{Key: "general.name", Value: fmt.Sprintf("random %s %s", a, s.Type)},
+		{Key: "general.name", Value: s.Name},
 		{Key: "general.file_type", Value: uint32(fileType(s.Type))},
 		{Key: a + ".context_length", Value: uint32(s.Context)},
 		{Key: a + ".embedding_length", Value: uint32(s.Dim)},

@@ -11,6 +11,8 @@
 // time of steps 1.. (one token each). With "bench": n instead of steps,
 // llama.cpp generates n+1 tokens greedily in its own loop and
 // "decodeSeconds" is the time of the last n.
+// With "pieces": true, "pieces" holds each of the vocab tokens' text
+// alone, hex-encoded UTF-8.
 // "tokens" are the tokenize texts' token ids, special-token text parsed as
 // special tokens and no BOS added (llama_tokenize with parse_special).
 // Step 0's logits
@@ -28,8 +30,13 @@ const results = [];
 for (const req of jobs) {
   const model = await llama.loadModel({modelPath: req.model, useMmap: true});
   const tokens = (req.tokenize ?? []).map((text) => Array.from(model.tokenize(text, true)));
+  // Each token's piece alone (llama_token_to_piece without special
+  // tokens), as UTF-8 in hex: a piece may be part of a code point.
+  const pieces = req.pieces
+    ? Array.from({length: req.vocab}, (_, i) => Buffer.from(model.detokenize([i], false), "utf8").toString("hex"))
+    : undefined;
   if (!req.steps && !req.bench) {
-    results.push({steps: [], tokens});
+    results.push({steps: [], tokens, pieces});
     await model.dispose();
     continue;
   }

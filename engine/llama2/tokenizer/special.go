@@ -1,5 +1,7 @@
 package tokenizer
 
+import "strings"
+
 // llama.cpp does not take a GGUF vocabulary's token types as they are: it
 // recognises control tokens by their text (tokenizer.ggml.token_type often
 // marks them normal or user-defined), and decides which tokens end a
@@ -81,5 +83,49 @@ func (g *GGUF) classify() {
 	if id, ok := g.ids["</s>"]; ok && g.eog[id] && has("<|tool_response>") {
 		delete(g.eog, id)
 		g.types[id] = TypeNormal
+	}
+}
+
+// strip is a special token's lstrip and rstrip attributes: where it is
+// found in text, the spaces before it (lstrip) or after it (rstrip) go
+// with it.
+type strip uint8
+
+const (
+	lstrip strip = 1 << iota
+	rstrip
+)
+
+// cSpaces are the bytes C's isspace accepts, which llama.cpp strips.
+const cSpaces = " \t\n\v\f\r"
+
+// stripAttrs sets g.strip as llama.cpp does, by general.name, which is
+// the only place it takes them from: a Phi-3 model's special tokens (and
+// </s>) take the spaces after them, except <unk>, <s> and <|endoftext|>;
+// ModernBERT's [MASK] takes the spaces before it. (llama.cpp refuses a
+// Phi-3 file that lacks one of those four tokens; here they are left out.)
+func (g *GGUF) stripAttrs() {
+	g.strip = map[int32]strip{}
+	name := strings.ToLower(g.v.Name)
+	switch {
+	case strings.Contains(name, "phi-3") || strings.Contains(name, "phi3"):
+		for i := range g.types {
+			switch g.types[i] {
+			case TypeControl, TypeUserDefined, TypeUnknown:
+				g.strip[int32(i)] |= rstrip
+			}
+		}
+		if id, ok := g.ids["</s>"]; ok {
+			g.strip[id] |= rstrip
+		}
+		for _, t := range []string{"<unk>", "<s>", "<|endoftext|>"} {
+			if id, ok := g.ids[t]; ok {
+				g.strip[id] &^= rstrip
+			}
+		}
+	case strings.Contains(name, "modern-bert"):
+		if id, ok := g.ids["[MASK]"]; ok {
+			g.strip[id] |= lstrip
+		}
 	}
 }

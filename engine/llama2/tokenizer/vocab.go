@@ -55,6 +55,10 @@ type Vocab struct {
 	AddBOS         bool // tokenizer.ggml.add_bos_token
 	AddEOS         bool // tokenizer.ggml.add_eos_token
 	AddSpacePrefix bool // tokenizer.ggml.add_space_prefix (llama)
+
+	// Name is general.name, which llama.cpp reads for some models' special
+	// token attributes (special.go).
+	Name string
 }
 
 // NoToken is the id of an absent special token in a Vocab.
@@ -66,10 +70,6 @@ func NewVocab(model string) Vocab {
 	return Vocab{Model: model, BOS: NoToken, EOS: NoToken, UNK: NoToken, PAD: NoToken, EOT: NoToken, EOM: NoToken}
 }
 
-// Pre-tokenizers of gpt2 vocabularies (tokenizer.ggml.pre) that FromVocab
-// supports.
-var preTokenizers = []string{"gpt2", "llama-bpe", "qwen2", "smollm"}
-
 // GGUF is a tokenizer built from GGUF metadata by FromVocab. It is
 // immutable and safe for concurrent use.
 type GGUF struct {
@@ -79,6 +79,7 @@ type GGUF struct {
 	types   []int32  // token types, with llama.cpp's overrides (special.go)
 	eog     map[int32]bool
 	special []int32 // tokens matched in text before tokenizing, longest first
+	strip   map[int32]strip
 	maxTok  int
 
 	bpe *bpeModel
@@ -123,11 +124,12 @@ func FromVocab(v Vocab) (*GGUF, error) {
 		}
 	}
 	g.classify()
+	g.stripAttrs()
 	var err error
 	switch v.Model {
 	case "gpt2":
-		if !slices.Contains(preTokenizers, v.Pre) {
-			return nil, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q of a gpt2 vocabulary (supported: %s)", v.Pre, strings.Join(preTokenizers, ", "))
+		if _, ok := preKinds[v.Pre]; !ok {
+			return nil, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q of a gpt2 vocabulary (supported: %s)", v.Pre, supportedPre())
 		}
 		g.bpe, err = newBPE(g)
 	case "llama":
@@ -261,6 +263,7 @@ func (g *GGUF) encodeText(ctx context.Context, out []int, text string, parseSpec
 			continue
 		}
 		sp := g.v.Tokens[id]
+		st := g.strip[id]
 		var next []fragment
 		for _, f := range frags {
 			if f.tok != NoToken || !strings.Contains(f.text, sp) {
@@ -270,6 +273,9 @@ func (g *GGUF) encodeText(ctx context.Context, out []int, text string, parseSpec
 			rest := f.text
 			for {
 				before, after, found := strings.Cut(rest, sp)
+				if found && st&lstrip != 0 {
+					before = strings.TrimRight(before, cSpaces)
+				}
 				if before != "" {
 					next = append(next, fragment{text: before, tok: NoToken})
 				}
@@ -278,6 +284,9 @@ func (g *GGUF) encodeText(ctx context.Context, out []int, text string, parseSpec
 				}
 				next = append(next, fragment{tok: id})
 				rest = after
+				if st&rstrip != 0 {
+					rest = strings.TrimLeft(rest, cSpaces)
+				}
 			}
 		}
 		frags = next

@@ -17,8 +17,9 @@ var eogTexts = []string{
 	"<｜end▁of▁sentence｜>", "[e~[",
 }
 
-// fimTexts are fill-in-the-middle tokens, each a control token; those of
-// the last three kinds (pad, repo, file separator) also end a generation.
+// fimTexts are fill-in-the-middle tokens (by kind: prefix, suffix,
+// middle, pad, repo, file separator), each a control token; those of the
+// last three kinds also end a generation.
 var fimTexts = [][]string{
 	{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"},
 	{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"},
@@ -51,6 +52,14 @@ func (g *GGUF) classify() {
 		return id, ok
 	}
 	for i, texts := range fimTexts {
+		// A file's fim_*_token_id names the token; only without one is it
+		// found by its text, and made a control token.
+		if id := v.FIM[i]; id != NoToken {
+			if i >= 3 {
+				g.eog[id] = true
+			}
+			continue
+		}
 		for _, t := range texts {
 			if id, ok := control(t); ok && i >= 3 {
 				g.eog[id] = true

@@ -51,6 +51,10 @@ type Vocab struct {
 	Merges []string  // tokenizer.ggml.merges, "left right", best first (gpt2)
 
 	BOS, EOS, UNK, PAD, EOT, EOM int32 // tokenizer.ggml.*_token_id
+	// FIM holds the fill-in-the-middle tokens' ids, tokenizer.ggml.fim_
+	// {pre,suf,mid,pad,rep,sep}_token_id in that order; where one is
+	// absent, the token is found by its text (special.go).
+	FIM [6]int32
 
 	AddBOS         bool // tokenizer.ggml.add_bos_token
 	AddEOS         bool // tokenizer.ggml.add_eos_token
@@ -67,7 +71,18 @@ const NoToken int32 = -1
 // NewVocab returns a Vocab of the given model with every special token
 // absent.
 func NewVocab(model string) Vocab {
-	return Vocab{Model: model, BOS: NoToken, EOS: NoToken, UNK: NoToken, PAD: NoToken, EOT: NoToken, EOM: NoToken}
+	v := Vocab{Model: model, BOS: NoToken, EOS: NoToken, UNK: NoToken, PAD: NoToken, EOT: NoToken, EOM: NoToken}
+	for i := range v.FIM {
+		v.FIM[i] = NoToken
+	}
+	return v
+}
+
+// DefaultAddBOS reports whether llama.cpp adds BOS to a vocabulary of the
+// given model and pre-tokenizer whose file does not say
+// (tokenizer.ggml.add_bos_token): SentencePiece ones and Llama 3's do.
+func DefaultAddBOS(model, pre string) bool {
+	return model == "llama" || model == "gpt2" && preKinds[pre] == preLlama3
 }
 
 // GGUF is a tokenizer built from GGUF metadata by FromVocab. It is
@@ -106,7 +121,8 @@ func FromVocab(v Vocab) (*GGUF, error) {
 	for _, s := range []struct {
 		name string
 		id   int32
-	}{{"bos", v.BOS}, {"eos", v.EOS}, {"unknown", v.UNK}, {"padding", v.PAD}, {"eot", v.EOT}, {"eom", v.EOM}} {
+	}{{"bos", v.BOS}, {"eos", v.EOS}, {"unknown", v.UNK}, {"padding", v.PAD}, {"eot", v.EOT}, {"eom", v.EOM},
+		{"fim_pre", v.FIM[0]}, {"fim_suf", v.FIM[1]}, {"fim_mid", v.FIM[2]}, {"fim_pad", v.FIM[3]}, {"fim_rep", v.FIM[4]}, {"fim_sep", v.FIM[5]}} {
 		if s.id < NoToken || s.id >= int32(n) {
 			return nil, fmt.Errorf("tokenizer: %s_token_id %d is outside the vocabulary of %d tokens", s.name, s.id, n)
 		}

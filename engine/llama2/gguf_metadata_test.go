@@ -2,7 +2,6 @@ package llama2
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -42,17 +41,8 @@ func generalKeys(basename, size string) []gguf.KV {
 // the token ids of the corpus, and 16 greedy tokens after a prompt (which
 // RoPE scaling and alignment would move).
 func TestGGUFMetadataLlamaCpp(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(modelDir(t), "tokenizer.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bpe := func(name, pre string) tokenizer.Vocab {
-		v, err := hfref.Load(t, name).Vocab(pre)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	data := llama2cTokenizer(t)
+	bpe := func(name, pre string) tokenizer.Vocab { return hfVocab(t, name, pre) }
 	id := func(v tokenizer.Vocab, text string) uint32 {
 		i := slices.Index(v.Tokens, text)
 		if i < 0 {

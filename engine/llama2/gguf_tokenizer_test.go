@@ -43,12 +43,35 @@ func phi3Vocab(data []byte) tokenizer.Vocab {
 	return v
 }
 
+// llama2cTokenizer returns the real 32k tokenizer.bin (Llama 2's
+// vocabulary as llama2.c exports it).
+func llama2cTokenizer(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(modelDir(t), "tokenizer.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// hfVocab returns the GGUF vocabulary of the reference tokenizer name with
+// pre-tokenizer pre.
+func hfVocab(t *testing.T, name, pre string) tokenizer.Vocab {
+	t.Helper()
+	v, err := hfref.Load(t, name).Vocab(pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // TestGGUFTokenizerLlamaCpp checks the tokenizer the engine reads from a
 // GGUF file against llama.cpp's on the same file: the token ids of the
 // corpus (special-token text parsed, no BOS added) and each token's text
 // on its own, for SentencePiece vocabularies (the real Llama 2 one that
 // TinyLlama carries, and a 32k Mistral-style one) and byte-level BPE with
-// the smollm, gpt2 and default pre-tokenizers and with none named.
+// the smollm, gpt-2 and default pre-tokenizers and with none named, and
+// Phi-3's vocabulary, whose special tokens llama.cpp gives rstrip by name.
 func TestGGUFTokenizerLlamaCpp(t *testing.T) {
 	type setup struct {
 		name   string
@@ -56,21 +79,12 @@ func TestGGUFTokenizerLlamaCpp(t *testing.T) {
 		gname  string // general.name
 		pieces bool   // compare each token's text (llama.cpp's cleans spaces for gpt2 and default)
 	}
-	data, err := os.ReadFile(filepath.Join(modelDir(t), "tokenizer.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := llama2cTokenizer(t)
 	spm2, err := hfref.Load(t, "llama2").SPMVocab()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bpe := func(name, pre string) tokenizer.Vocab {
-		v, err := hfref.Load(t, name).Vocab(pre)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	bpe := func(name, pre string) tokenizer.Vocab { return hfVocab(t, name, pre) }
 	setups := []setup{
 		{name: "tinyllama-spm", vocab: hfref.Llama2cVocab(data), pieces: true},
 		{name: "mistral-spm", vocab: spm2, pieces: true},

@@ -25,7 +25,7 @@ var tokenizerTexts = []string{
 	"<|im_start|> spaced <|im_end|>  two", "<|endoftext|>\n", "<|eot_id|> x",
 	"1234567 12 3 4567890 ١٢٣٤٥ ۱۲۳", "a+b=c; d<e>f ^ g|h ~i $j", "¿Qué? «bien» — ok… 。、",
 	"don't 'quote' \"double\"", "x  \n  y\t\tz", "€100 ¥5 £3",
-	"<|user|>\nHi there <|end|>\n<|assistant|>\n", "a </s>  b", "<|endoftext|> x", "<|system|> \t\n sys<|end|>",
+	"<|user|>\nHi there <|end|>\n<|assistant|>\n", "a </s>  b", "<|endoftext|> x", "<|system|> \t\n sys<|end|>", "<|placeholder5|> <|placeholder6|>",
 }
 
 // phi3Vocab is Phi-3's vocabulary: Llama 2's (from llama2.c's
@@ -40,6 +40,10 @@ func phi3Vocab(data []byte) tokenizer.Vocab {
 		v.Scores = append(v.Scores, 0)
 		v.Types = append(v.Types, tokenizer.TypeControl)
 	}
+	// Two tokens of types llama.cpp reads as undefined (0, and one it does
+	// not know): they stand for nothing and are no special tokens.
+	v.Types = slices.Clone(v.Types)
+	v.Types[len(v.Types)-3], v.Types[len(v.Types)-2] = tokenizer.TypeUndefined, 9
 	return v
 }
 
@@ -92,7 +96,7 @@ func TestGGUFTokenizerLlamaCpp(t *testing.T) {
 		{name: "llama3-gpt2", vocab: bpe("llama3", "gpt-2")},
 		{name: "llama3-default", vocab: bpe("llama3", "default")},
 		{name: "qwen3-no-pre", vocab: bpe("qwen3", "")},
-		{name: "phi3-spm", vocab: phi3Vocab(data), gname: "Phi-3 mini 4k instruct"},
+		{name: "phi3-spm", vocab: phi3Vocab(data), gname: "Phi-3 mini 4k instruct", pieces: true},
 	}
 	texts := append(hfref.Corpus(), tokenizerTexts...)
 	dir := t.TempDir()
@@ -150,7 +154,9 @@ func TestGGUFTokenizerLlamaCpp(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%d texts and %d token texts identical to llama.cpp's", len(texts), len(ref.Pieces))
+			if !t.Failed() {
+				t.Logf("%d texts and %d token texts identical to llama.cpp's", len(texts), len(ref.Pieces))
+			}
 		})
 	}
 }

@@ -96,7 +96,7 @@ func newBPE(g *GGUF) (*bpeModel, error) {
 	}
 	for i, tok := range g.v.Tokens {
 		switch g.tokenType(int32(i)) {
-		case TypeControl, TypeUnknown, TypeUnused:
+		case TypeControl, TypeUnknown, TypeUnused, TypeUndefined:
 		case TypeUserDefined:
 			g.decoded[i] = tok
 		default:

@@ -39,9 +39,13 @@ func (g *GGUF) classify() {
 	v := g.v
 	g.types = make([]int32, len(v.Tokens))
 	for i := range g.types {
-		g.types[i] = TypeNormal
-		if v.Types != nil && v.Types[i] != TypeUndefined {
+		switch {
+		case v.Types == nil:
+			g.types[i] = TypeNormal
+		case v.Types[i] >= TypeNormal && v.Types[i] <= TypeByte:
 			g.types[i] = v.Types[i]
+		default: // undefined, or a type llama.cpp does not know: it stands for nothing
+			g.types[i] = TypeUndefined
 		}
 	}
 	control := func(text string) (int32, bool) {

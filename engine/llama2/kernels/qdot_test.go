@@ -121,8 +121,8 @@ func BenchmarkQuantDot(b *testing.B) {
 	const nb = 4864 / 32
 	x := randQ8Blocks(rng, nb, false)
 	for _, c := range []struct {
-		name   string
-		size   int
+		name string
+		size int
 		t    DType
 	}{{"Q8_0", 34, Q8_0}, {"Q4_0", 18, Q4_0}, {"Q5_0", 22, Q5_0}} {
 		w := randQuantBlocks(rng, 4*nb, c.size, false, 0)

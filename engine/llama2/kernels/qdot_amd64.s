@@ -149,6 +149,10 @@ done: \
 loop: \
 	VMOVDQU 4(DI), Y1 \
 	VBROADCASTSS (DI), Y11 \
+	PREFETCHT0 PF(SI) \
+	PREFETCHT0 PF(R10) \
+	PREFETCHT0 PF(R11) \
+	PREFETCHT0 PF(R12) \
 	load(SI) \
 	LANES(SI, Y5) \
 	load(R10) \
@@ -176,6 +180,9 @@ done: \
 	VMOVSS X8, 12(DX) \
 	VZEROUPPER \
 	RET
+
+// PF is how far ahead of each row the x4 loops prefetch.
+#define PF 2048
 
 #define Q4CONSTS \
 	VMOVDQU ones16<>(SB), Y15 \

@@ -99,9 +99,7 @@ func (c *CPU) rowsQ8(i int, m *MatMul, lo, hi int) {
 	for ; o+4 <= hi; o += 4 {
 		w := m.Raw[o*rb : (o+4)*rb]
 		for r := range m.Rows {
-			var out [4]float32
-			dotQ8x4Fast(m.Type, w, rb, x[r*nb:(r+1)*nb], &out)
-			copy(m.Out[r*d+o:r*d+o+4], out[:])
+			dotQ8x4Fast(m.Type, w, rb, x[r*nb:(r+1)*nb], (*[4]float32)(m.Out[r*d+o:r*d+o+4]))
 		}
 	}
 	for ; o < hi; o++ {

@@ -156,7 +156,7 @@ func FromGGUF(f *gguf.File, opts GGUFOptions) (*Model, error) {
 	}
 	release := f.Close
 	if !opts.KeepMapped && mmap.HugePages {
-		free, err := w.copyToHugePages()
+		free, err := w.copyToHugePages(f.Mapped())
 		if err != nil {
 			return nil, err
 		}
@@ -307,9 +307,9 @@ func (l *ggufLoader) vector(name string, n int) []float32 {
 
 // copyToHugePages moves the raw weight matrices into one region of
 // anonymous memory on huge pages (mmap.Anon), each once even where two
-// matrices share it (tied embeddings), and drops their file pages. The
-// function it returns frees the region.
-func (w *weights) copyToHugePages() (func() error, error) {
+// matrices share it (tied embeddings), and with mapped drops their file
+// pages from the resident set. The function it returns frees the region.
+func (w *weights) copyToHugePages(mapped bool) (func() error, error) {
 	ms := []*matrix{&w.tokenEmbedding, &w.classifier}
 	for i := range w.layers {
 		ly := &w.layers[i]
@@ -338,7 +338,9 @@ func (w *weights) copyToHugePages() (func() error, error) {
 		to := mem[:len(m.raw):len(m.raw)]
 		mem = mem[len(m.raw):]
 		copy(to, m.raw)
-		mmap.Drop(m.raw)
+		if mapped {
+			mmap.Drop(m.raw)
+		}
 		moved[&m.raw[0]] = to
 		m.raw = to
 	}

@@ -226,6 +226,10 @@ TEXT ·dotQ5_0x4AVX(SB), NOSPLIT, $0-40
 	Q5CONSTS
 	ROW4(W5_0, 22)
 
+// PFK is how far ahead the K-quant group sums prefetch: a few blocks on,
+// in the same row or the next (rows are contiguous).
+#define PFK 1024
+
 // SCALEDSUM adds to Y10 the products of the unsigned bytes in Y0 and the
 // signed bytes at off(DI), pairs summed and times scale byte soff(BX).
 #define SCALEDSUM(off, soff) \
@@ -249,6 +253,7 @@ TEXT ·q4KSumAVX(SB), NOSPLIT, $0-28
 	VPXOR Y10, Y10, Y10
 	MOVQ $4, CX
 q4kloop:
+	PREFETCHT0 PFK(SI)
 	VMOVDQU (SI), Y2
 	VPAND Y14, Y2, Y0
 	SCALEDSUM(0, 0)
@@ -301,6 +306,8 @@ TEXT ·q6KSumAVX(SB), NOSPLIT, $0-20
 	VPXOR Y10, Y10, Y10
 	MOVQ $2, CX
 q6kloop:
+	PREFETCHT0 PFK(SI)
+	PREFETCHT0 PFK+64(SI)
 	VMOVDQU (SI), Y6
 	VMOVDQU 32(SI), Y7
 	VMOVDQU (R8), Y8

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/streamgate/streamgate/engine/backend"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -74,8 +77,8 @@ func TestBadRequestParameters(t *testing.T) {
 	} {
 		c := call{params: tc.params, reqParams: map[string]*pb.InferParameter{tc.name: tc.p}}
 		_, err := tryRun(t, context.Background(), b, c)
-		if err == nil || err.Error() != tc.msg {
-			t.Errorf("%s=%s: err = %v, want %q", tc.name, paramText(tc.p), err, tc.msg)
+		if code, _ := backend.CodeOf(err); err == nil || err.Error() != tc.msg || code != codes.InvalidArgument {
+			t.Errorf("%s=%s: err = %v (%v), want %q (InvalidArgument)", tc.name, paramText(tc.p), err, code, tc.msg)
 		}
 	}
 	// A request parameter is checked even when sampling_parameters has an

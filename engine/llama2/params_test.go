@@ -62,7 +62,7 @@ func TestBadRequestParameters(t *testing.T) {
 		p      *pb.InferParameter
 		msg    string
 	}{
-		{"max_token", "", i64Param(3), `llama2: unknown request parameter "max_token" (supported: delay_ms, temperature, top_p, top_k, min_p, repetition_penalty, frequency_penalty, presence_penalty, max_tokens, seed, stop, ignore_eos)`},
+		{"max_token", "", i64Param(3), `llama2: unknown request parameter "max_token" (supported: delay_ms, ` + strings.Join(paramNames, ", ") + ")"},
 		{"max_tokens", `{"max_tokens":3}`, i64Param(3), "llama2: max_tokens is given both as a request parameter and in sampling_parameters; give it once"},
 		{"max_tokens", "", stringParam("3"), `llama2: parameter max_tokens must be an integer >= 1, got "3"`},
 		{"max_tokens", "", floatParam(2.5), "llama2: parameter max_tokens must be an integer >= 1, got 2.5"},
@@ -80,6 +80,9 @@ func TestBadRequestParameters(t *testing.T) {
 		if code, _ := backend.CodeOf(err); err == nil || err.Error() != tc.msg || code != codes.InvalidArgument {
 			t.Errorf("%s=%s: err = %v (%v), want %q (InvalidArgument)", tc.name, paramText(tc.p), err, code, tc.msg)
 		}
+	}
+	if !strings.Contains(strings.Join(paramNames, ","), "temperature,top_p,top_k,min_p,repetition_penalty,frequency_penalty,presence_penalty,max_tokens,seed,stop,ignore_eos") {
+		t.Errorf("supported settings: %v", paramNames)
 	}
 	// A request parameter is checked even when sampling_parameters has an
 	// error of its own later in the list: the first fault is reported.

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -144,4 +145,21 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// Pause stops the server with SIGSTOP: it holds its connections and
+// answers nothing, as a hung Redis does, until Continue.
+func (s *Server) Pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("redis-server SIGSTOP: %v", err)
+	}
+}
+
+// Continue resumes a paused server with SIGCONT.
+func (s *Server) Continue() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatalf("redis-server SIGCONT: %v", err)
+	}
 }

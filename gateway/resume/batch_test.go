@@ -118,6 +118,32 @@ func TestBatchBytes(t *testing.T) {
 	})
 }
 
+// Once the live client has left, what is pending and every later batch
+// are written at once: a client resuming finds what it missed.
+func TestDetachWritesAtOnce(t *testing.T) {
+	oneStore(t, func(t *testing.T, st store.Streams) {
+		a, b := resume.New(st, long(resume.Options{FlushInterval: time.Hour})), resume.New(st, nil)
+		p := a.Start(store.StreamMeta{Owner: "k"}, causes(make(chan error, 1)).cancel)
+		<-p.Created()
+		r, err := b.Open(t.Context(), p.ID(), "k", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Append([]byte("sent to the live client"))
+		p.Flush()
+		p.Detach()
+		if got := readAll(t, r, 1); string(got[0].Data) != "sent to the live client" {
+			t.Fatalf("read %+v", got)
+		}
+		p.Append([]byte("after it left"))
+		p.Flush()
+		if got := readAll(t, r, 1); string(got[0].Data) != "after it left" {
+			t.Fatalf("read %+v", got)
+		}
+		p.Close(resume.EndFinal, nil)
+	})
+}
+
 // logs collects what a Manager logs.
 type logs struct {
 	mu sync.Mutex

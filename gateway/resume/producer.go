@@ -73,7 +73,7 @@ func (p *Producer) NextID() uint64 { return p.next }
 
 // Flush hands the batch to the writer, which writes it behind the caller
 // within Options.FlushInterval (at once when the pending bytes reach
-// Options.BatchBytes). The batch's bytes are taken from Options.Memory
+// Options.BatchBytes, or after Detach). The batch's bytes are taken from Options.Memory
 // until they are written; when they cannot be, the log is given up.
 func (p *Producer) Flush() {
 	if len(p.batch) == 0 {
@@ -94,7 +94,7 @@ func (p *Producer) Flush() {
 		default:
 			p.size += n
 			p.pending = append(p.pending, p.batch...)
-			wake = wake || p.size >= p.m.opts.BatchBytes
+			wake = wake || p.size >= p.m.opts.BatchBytes || !p.detachedAt.IsZero()
 		}
 	}
 	p.mu.Unlock()
@@ -120,20 +120,29 @@ func (p *Producer) giveUp(why string) {
 	p.pending, p.size = nil, 0
 }
 
-// full reports whether the pending bytes reach Options.BatchBytes.
-func (p *Producer) full() bool {
+// due reports whether the pending batch should be written without
+// waiting for the interval: it reaches Options.BatchBytes, or the live
+// client has left.
+func (p *Producer) due() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.size >= p.m.opts.BatchBytes
+	return p.size >= p.m.opts.BatchBytes || !p.detachedAt.IsZero()
 }
 
 // Detach notes that the live client left: unless a reader follows the
 // stream, it is cancelled with ErrAbandoned after the grace period.
+// From then on the writer writes each batch at once, without gathering
+// for FlushInterval: a client that left is likely to resume, and what it
+// missed should be in the store when it does.
 func (p *Producer) Detach() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.detachedAt.IsZero() {
 		p.detachedAt = time.Now()
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -244,12 +253,12 @@ func (p *Producer) run() {
 }
 
 // hold waits, once a batch is pending, until Options.FlushInterval has
-// passed since the last write, the batch is full, or Close is called
+// passed since the last write, the batch is due, or Close is called
 // (then it returns true): the batching that makes a stream cost the store
 // a few round trips a second rather than one per event.
 func (p *Producer) hold(timer *time.Timer, wrote time.Time) (closing bool) {
 	d := p.m.opts.FlushInterval - time.Since(wrote)
-	if d <= 0 || p.full() {
+	if d <= 0 || p.due() {
 		return false
 	}
 	timer.Reset(d)
@@ -261,7 +270,7 @@ func (p *Producer) hold(timer *time.Timer, wrote time.Time) (closing bool) {
 		case <-p.closing:
 			return true
 		case <-p.wake:
-			if p.full() {
+			if p.due() {
 				return false
 			}
 		}

@@ -35,7 +35,9 @@ type Options struct {
 	// store about one write per interval however fast its events come,
 	// and readers following it live (not its live client) see its events
 	// up to this late. A replica that dies loses at most about this much
-	// of its streams' logs. Negative: write each flushed batch at once.
+	// of its streams' logs. Once a stream's live client has left
+	// (Producer.Detach) its batches go at once, so that a client resuming
+	// finds what it missed. Negative: write each flushed batch at once.
 	// Default 100ms.
 	FlushInterval time.Duration
 	// BatchBytes: a producer writes at once, without waiting for

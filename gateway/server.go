@@ -174,7 +174,7 @@ type Options struct {
 
 	// ResumeFlushInterval is how long a resumable stream's events gather
 	// before they go to the store in one write (resume.Options'
-	// FlushInterval); negative writes each batch at once. Default 100ms.
+	// FlushInterval); negative writes each batch at once. Default 150ms.
 	ResumeFlushInterval time.Duration
 
 	// ResumeMemory, when set, bounds the bytes of every resumable

@@ -259,3 +259,49 @@ func TestHungRedis(t *testing.T) {
 		t.Fatalf("after SIGCONT: %+v", got)
 	}
 }
+
+// BenchmarkLogCost runs streams of tokens at a fixed cadence on a real
+// redis-server and reports what the log costs Redis per token: the
+// producer's round trips (store writes) and Redis's commands. Each op is
+// one stream of 50 tokens 20ms apart, 64 at a time:
+//
+//	go test -run '^$' -bench LogCost -benchtime 256x ./gateway/resume/
+func BenchmarkLogCost(b *testing.B) {
+	for _, flush := range []time.Duration{-1, 100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond} {
+		b.Run("flush="+flush.String(), func(b *testing.B) {
+			srv := redistest.Start(b)
+			st, err := store.Open(srv.URL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			c := &counting{Streams: st}
+			m := resume.New(c, &resume.Options{FlushInterval: flush})
+			const tokens, cadence = 50, 20 * time.Millisecond
+			sem := make(chan struct{}, 64)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range b.N {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					p := m.Start(store.StreamMeta{}, func(error) {})
+					<-p.Created()
+					tick := time.NewTicker(cadence)
+					defer tick.Stop()
+					for range tokens {
+						<-tick.C
+						p.Append([]byte(`{"text_output":"token"}`))
+						p.Flush()
+					}
+					p.Close(resume.EndFinal, nil)
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			n := float64(b.N * tokens)
+			b.ReportMetric(float64(c.appends.Load())/n, "roundtrips/token")
+			b.ReportMetric(float64(srv.CommandsProcessed(b))/n, "cmds/token")
+		})
+	}
+}

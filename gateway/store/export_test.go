@@ -31,3 +31,6 @@ func KeyCached(r *Redis, hash string) bool {
 	_, ok := r.redisKeys.cached(hash)
 	return ok
 }
+
+// DriveLocalLog makes r's log of local admissions read now.
+func DriveLocalLog(r *Redis, now func() time.Time) { r.redisLimits.localLog.now = now }

@@ -228,7 +228,7 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.StringVar(&f.Resumable, "resumable", gateway.ResumableOptIn, "which event streams and WebSocket requests are resumable: never, opt-in (those that ask with Streamgate-Resumable: true or \"resumable\": true) or always")
 	fs.DurationVar(&f.ResumeGrace, "resume-grace", 30*time.Second, "how long a resumable stream's request runs on once its client has left, waiting for it to resume, before it is cancelled")
 	fs.DurationVar(&f.ResumeTTL, "resume-ttl", 10*time.Minute, "how long a resumable stream can be read again after its end")
-	fs.DurationVar(&f.ResumeFlush, "resume-flush-interval", 100*time.Millisecond, "how long a resumable stream's events gather before they are written to the store in one round trip; readers following it live see them up to this late (its live client does not wait), and a replica that dies loses at most about this much of its logs; 0 writes each batch at once")
+	fs.DurationVar(&f.ResumeFlush, "resume-flush-interval", 150*time.Millisecond, "how long a resumable stream's events gather before they are written to the store in one round trip; readers following it live see them up to this late (its live client does not wait), and a replica that dies loses at most about this much of its logs; 0 writes each batch at once")
 	fs.Group("Responses API")
 	fs.DurationVar(&f.ResponseTTL, "response-ttl", gateway.DefaultResponseTTL, "how long a stored response (POST /v1/responses with store, the default) can be read, continued, cancelled and deleted after its last write")
 	fs.Int64Var(&f.KeyStorage, "key-storage", gateway.DefaultKeyStorage, "`bytes` of stored responses an API key may keep until they expire or are deleted, unless the key sets its own (keys create --storage); beyond it storing gets 400 storage_limit_exceeded")
@@ -418,7 +418,6 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 		ResumeGrace:         g.ResumeGrace,
 		ResumeTTL:           g.ResumeTTL,
 		ResumeFlushInterval: flush,
-		ResumeMemory:        mem,
 		MaxBodyBytes:        g.MaxBody,
 		BodyTimeout:         g.BodyTimeout,
 		BodyMinRate:         g.BodyMinRate,

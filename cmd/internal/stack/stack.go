@@ -231,6 +231,9 @@ func (s *Stack) startGateway(cfg Config) error {
 	}
 	s.Upstream = up
 	gopts := *cfg.Gateway
+	if gopts.ResumeMemory == nil { // resume logs waiting for the store share the relay's budget
+		gopts.ResumeMemory = uopts.Memory
+	}
 	if gopts.Store == nil {
 		st, err := store.Open(cfg.Redis)
 		if err != nil {
@@ -239,6 +242,7 @@ func (s *Stack) startGateway(cfg Config) error {
 		if r, ok := st.(*store.Redis); ok {
 			r.SetKeyCacheTTL(cfg.KeyCacheTTL)
 			r.SetLimitsOnFailure(cfg.LimitsOpen)
+			r.SetLogger(s.log)
 			if err := r.Instrument(tel.Meter.Meter("github.com/streamgate/streamgate/gateway/store")); err != nil {
 				return err
 			}

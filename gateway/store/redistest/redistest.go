@@ -163,3 +163,32 @@ func (s *Server) Continue() {
 		s.t.Fatalf("redis-server SIGCONT: %v", err)
 	}
 }
+
+// CommandsProcessed is the server's total_commands_processed (INFO
+// stats): every command it ran since it started.
+func (s *Server) CommandsProcessed(t testing.TB) int64 {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("INFO stats\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("INFO stats: %v", err)
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+}

@@ -25,6 +25,7 @@ type Server struct {
 	t    testing.TB
 	Addr string // host:port
 	dir  string
+	args []string // more redis-server arguments
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -36,13 +37,25 @@ func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 // ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
+	need(t, "redis-server")
+	return start(t)
+}
+
+// need skips t (fails it under STREAMGATE_REQUIRE_REDIS) without tool.
+func need(t testing.TB, tool string) {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
 		if os.Getenv("STREAMGATE_REQUIRE_REDIS") != "" {
-			t.Fatalf("redis-server not found and STREAMGATE_REQUIRE_REDIS is set: %v", err)
+			t.Fatalf("%s not found and STREAMGATE_REQUIRE_REDIS is set: %v", tool, err)
 		}
-		t.Skipf("redis-server not found: %v", err)
+		t.Skipf("%s not found: %v", tool, err)
 	}
-	s := &Server{t: t, dir: t.TempDir()}
+}
+
+// start starts a redis-server with args on a free port.
+func start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, dir: t.TempDir(), args: args}
 	var err error
 	for range 5 { // a free port can be taken between finding and binding it
 		s.Addr = freeAddr(t)
@@ -86,6 +99,7 @@ func (s *Server) start() error {
 	host, port, _ := net.SplitHostPort(s.Addr)
 	cmd := exec.Command("redis-server", "--port", port, "--bind", host, "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--protected-mode", "no", "--loglevel", "warning")
+	cmd.Args = append(cmd.Args, s.args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

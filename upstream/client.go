@@ -200,6 +200,10 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 		if !t.pin() {
 			return nil, c.seqs.lose(plan.r, newError(KindUnavailable, codes.Unavailable, "target "+t.addr+" left"))
 		}
+		if t.down.Load() { // its health checks get no answer: neither will the sequence
+			t.unpin()
+			return nil, c.seqs.lose(plan.r, newError(KindUnavailable, codes.Unavailable, "target "+t.addr+" is down"))
+		}
 	} else if t, release, err = c.pickTarget(ctx, nil); err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func targetDown(c *Client, addr string) bool {
 func TestSequenceSharedAcrossClients(t *testing.T) {
 	a, b := startEngineWith(t, "", accSequence(t)), startEngineWith(t, "", accSequence(t))
 	st := &mapSequences{m: map[string]string{}}
-	opts := &Options{Sequences: st, HealthInterval: 50 * time.Millisecond}
+	opts := &Options{Sequences: st, HealthInterval: -1} // no check times out on a busy machine
 	cs := []*Client{newTestClient(t, []string{a.addr, b.addr}, opts), newTestClient(t, []string{b.addr, a.addr}, opts)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -77,8 +77,10 @@ func TestSequenceSharedAcrossClients(t *testing.T) {
 		t.Fatalf("sequences per target %v", perTarget)
 	}
 
-	// Started through client 0; its engine stops; client 1 has no route
-	// of its own and finds the sequence lost.
+	// Started through client 0; its engine stops; a third client, which
+	// checks its targets' health and has no route of its own, finds the
+	// sequence lost.
+	cs = append(cs, newTestClient(t, []string{a.addr, b.addr}, &Options{Sequences: st, HealthInterval: 50 * time.Millisecond}))
 	_, target, err := one(ctx, t, cs[0], seqChunk("acc_seq", 9000, true, false, 1))
 	if err != nil {
 		t.Fatal(err)
@@ -89,8 +91,8 @@ func TestSequenceSharedAcrossClients(t *testing.T) {
 	}
 	before := inferenceCount(t, live, "acc_seq")
 	dead.stop()
-	waitFor(t, 10*time.Second, "client 1 to see the engine down", func() bool { return targetDown(cs[1], dead.addr) })
-	_, _, err = one(ctx, t, cs[1], seqChunk("acc_seq", 9000, false, false, 2))
+	waitFor(t, 10*time.Second, "client 2 to see the engine down", func() bool { return targetDown(cs[2], dead.addr) })
+	_, _, err = one(ctx, t, cs[2], seqChunk("acc_seq", 9000, false, false, 2))
 	wantKind(t, err, KindSequenceLost)
 	if inferenceCount(t, live, "acc_seq") != before {
 		t.Fatal("a request of the lost sequence reached the other engine")

@@ -25,8 +25,8 @@ func TestReplicasHTTPSequence(t *testing.T) {
 	engA, engB := startEngineProc(t, bin, ""), startEngineProc(t, bin, "")
 	ups := engA.addr + "," + engB.addr
 	gw := []*sgProcess{
-		startGatewayProc(t, bin, ups, "--redis", rd.URL(), "--no-keys", "--health-interval", "200ms"),
-		startGatewayProc(t, bin, ups, "--redis", rd.URL(), "--no-keys", "--health-interval", "200ms"),
+		startGatewayProc(t, bin, ups, "--redis", rd.URL(), "--no-keys"),
+		startGatewayProc(t, bin, ups, "--redis", rd.URL(), "--no-keys"),
 	}
 	ng := startNginx(t, gw[0].addr+";\n    server "+gw[1].addr)
 	c := httpClient(t)

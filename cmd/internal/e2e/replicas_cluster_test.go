@@ -13,7 +13,9 @@ import (
 // (real redis-server processes, made with redis-cli --cluster create),
 // one engine, nginx in front: a resumable stream cut on one replica is
 // resumed on the other; a key's requests per minute hold across the
-// replicas; a revoked key stops working on both. Every multi-key
+// replicas; with every master hung (SIGSTOP) live streams flow on and
+// keyed requests follow each replica's outage policy; a revoked key
+// stops working on both. Every multi-key
 // operation keeps its keys in one slot (hash tags), or Redis would
 // refuse it (CROSSSLOT).
 func TestReplicasOnRedisCluster(t *testing.T) {
@@ -25,9 +27,10 @@ func TestReplicasOnRedisCluster(t *testing.T) {
 	url := cl.URL()
 	rs := &replicaSet{bin: buildStreamgate(t), c: httpClient(t)}
 	rs.eng = startEngineProc(t, rs.bin, dir)
-	for i := range rs.gw {
-		rs.gw[i] = startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", url, "--sse-keepalive", "1s")
-	}
+	// Replica 0 keeps limits open while the store fails (the default),
+	// replica 1 closed.
+	rs.gw[0] = startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", url, "--sse-keepalive", "1s")
+	rs.gw[1] = startGatewayProc(t, rs.bin, rs.eng.addr, "--redis", url, "--sse-keepalive", "1s", "--limits-on-store-failure", "closed")
 	rs.nginx = startNginx(t, rs.gw[0].addr+";\n    server "+rs.gw[1].addr)
 	completion := `{"model":"echo","prompt":"one two three","max_tokens":3}`
 
@@ -61,6 +64,51 @@ func TestReplicasOnRedisCluster(t *testing.T) {
 			if r := keyRequest(t, rs.c, secret, "POST", base+"/v1/completions", completion); r.status != 429 {
 				t.Errorf("5th request on %s: %d %s", base, r.status, r.body)
 			}
+		}
+	})
+
+	t.Run("the cluster hung", func(t *testing.T) {
+		// Every master SIGSTOPped under live keyed streams: the streams
+		// flow to their end; a cached key is served by the open replica
+		// within its share and refused (503) by the closed one; both
+		// serve again once the masters continue.
+		secret := createKeyCLI(t, rs.bin, url, "--name", "hung", "--rpm", "1000", "--concurrency", "10")
+		for _, g := range rs.gw {
+			if r := keyRequest(t, rs.c, secret, "POST", g.url+"/v1/completions", completion); r.status != 200 {
+				t.Fatalf("before: %s: %d %s", g.url, r.status, r.body)
+			}
+		}
+		const events = 20
+		var streams []*sseStream
+		var firsts [][]sseEvent
+		for _, g := range rs.gw {
+			s := rs.open(t, t.Context(), "POST", g.url+"/v2/models/repeat_int32/generate_stream", repeatBody(events, 0, 0, 100),
+				"Authorization", "Bearer "+secret, "Streamgate-Resumable", "true")
+			streams, firsts = append(streams, s), append(firsts, s.read(t, 1))
+		}
+		for _, n := range cl.Nodes {
+			n.Pause()
+		}
+		open := keyRequest(t, rs.c, secret, "POST", rs.gw[0].url+"/v1/completions", completion)
+		closed := keyRequest(t, rs.c, secret, "POST", rs.gw[1].url+"/v1/completions", completion)
+		for _, n := range cl.Nodes {
+			n.Continue()
+		}
+		if open.status != 200 {
+			t.Errorf("open replica, the cluster hung: %d %s, want 200", open.status, open.body)
+		}
+		if closed.status != 503 {
+			t.Errorf("closed replica, the cluster hung: %d %s, want 503", closed.status, closed.body)
+		}
+		for i, s := range streams {
+			if got := append(firsts[i], s.read(t, -1)...); len(got) != events {
+				t.Errorf("a live stream across the hang: %d events, want %d", len(got), events)
+			}
+		}
+		for _, g := range rs.gw {
+			waitFor(t, g.url+" to serve the key again", func() bool {
+				return keyRequest(t, rs.c, secret, "POST", g.url+"/v1/completions", completion).status == 200
+			})
 		}
 	})
 

@@ -27,7 +27,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	c := &Cluster{}
 	args := []string{"create"}
 	for range n {
-		s := start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		s := start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "15000")
 		c.Nodes = append(c.Nodes, s)
 		args = append(args, s.Addr)
 	}

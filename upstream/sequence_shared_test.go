@@ -91,7 +91,7 @@ func TestSequenceSharedAcrossClients(t *testing.T) {
 	}
 	before := inferenceCount(t, live, "acc_seq")
 	dead.stop()
-	waitFor(t, 10*time.Second, "client 2 to see the engine down", func() bool { return targetDown(cs[2], dead.addr) })
+	waitFor(t, "client 2 to see the engine down", func() bool { return targetDown(cs[2], dead.addr) })
 	_, _, err = one(ctx, t, cs[2], seqChunk("acc_seq", 9000, false, false, 2))
 	wantKind(t, err, KindSequenceLost)
 	if inferenceCount(t, live, "acc_seq") != before {

@@ -30,6 +30,7 @@ const (
 	paramGGUF         = "gguf"
 	paramMaxContext   = "max_context"
 	paramKVCacheMB    = "kv_cache_mb"
+	paramNoMmap       = "no_mmap"
 )
 
 // Backend generates text with a llama2.c checkpoint. One scheduler
@@ -130,6 +131,10 @@ func open(cfg backend.Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	noMmap, err := configBool(m, paramNoMmap)
+	if err != nil {
+		return nil, err
+	}
 
 	b := &Backend{bos: -1, sleep: backend.Sleep}
 	if _, ok := m.GetParameters()[paramGGUF]; ok {
@@ -137,7 +142,7 @@ func open(cfg backend.Config) (*Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		if b.model, b.tok, b.bos, err = loadGGUF(p, maxContext); err != nil {
+		if b.model, b.tok, b.bos, err = loadGGUF(p, maxContext, noMmap); err != nil {
 			return nil, fmt.Errorf("parameters.%s: %w", paramGGUF, err)
 		}
 		b.chat = true
@@ -201,6 +206,19 @@ func promptByteLimit(seqLen, perToken int) int {
 		return 0
 	}
 	return (seqLen - 1) * perToken
+}
+
+// configBool reads a "true"/"false" config parameter; absent is false.
+func configBool(m *pb.ModelConfig, key string) (bool, error) {
+	p, ok := m.GetParameters()[key]
+	if !ok {
+		return false, nil
+	}
+	v, err := strconv.ParseBool(p.GetStringValue())
+	if err != nil {
+		return false, fmt.Errorf("parameters.%s: %q is not true or false", key, p.GetStringValue())
+	}
+	return v, nil
 }
 
 func intParam(m *pb.ModelConfig, key string, def, lo, hi int) (int, error) {

@@ -21,7 +21,7 @@ const (
 
 // loadGGUF opens a GGUF model: the transformer, its tokenizer, and the BOS
 // token to put in front of prompts (-1: none).
-func loadGGUF(path string, maxContext int) (*transformer.Model, tokenizer.Codec, int, error) {
+func loadGGUF(path string, maxContext int, noMmap bool) (*transformer.Model, tokenizer.Codec, int, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, nil, -1, err
@@ -36,7 +36,7 @@ func loadGGUF(path string, maxContext int) (*transformer.Model, tokenizer.Codec,
 		f.Close()
 		return nil, nil, -1, fmt.Errorf("gguf %s: %w", path, err)
 	}
-	m, err := transformer.FromGGUF(f, transformer.GGUFOptions{MaxContext: maxContext})
+	m, err := transformer.FromGGUF(f, transformer.GGUFOptions{MaxContext: maxContext, HugePages: noMmap})
 	if err != nil {
 		f.Close()
 		return nil, nil, -1, fmt.Errorf("gguf %s: %w", path, err)

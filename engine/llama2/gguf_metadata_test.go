@@ -136,7 +136,7 @@ func TestGGUFMetadataLlamaCpp(t *testing.T) {
 		if err := ggufmodel.Write(path, f.spec); err != nil {
 			t.Fatal(err)
 		}
-		m, tok, _, err := loadGGUF(path, 256)
+		m, tok, _, err := loadGGUF(path, 256, false)
 		if err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
@@ -152,7 +152,7 @@ func TestGGUFMetadataLlamaCpp(t *testing.T) {
 	for i, f := range files {
 		t.Run(f.name, func(t *testing.T) {
 			ref := refs[i]
-			m, codec, bos, err := loadGGUF(jobs[i].Model, 256)
+			m, codec, bos, err := loadGGUF(jobs[i].Model, 256, false)
 			if err != nil {
 				t.Fatal(err)
 			}

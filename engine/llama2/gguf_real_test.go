@@ -37,7 +37,7 @@ func TestGGUFRealVocabularyLlamaCpp(t *testing.T) {
 			if err := ggufmodel.Write(path, s); err != nil {
 				t.Fatal(err)
 			}
-			m, tok, _, err := loadGGUF(path, 256)
+			m, tok, _, err := loadGGUF(path, 256, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/gguf"
 	"github.com/streamgate/streamgate/engine/gguf/ggufmodel"
+	"github.com/streamgate/streamgate/engine/internal/mmap"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
@@ -95,5 +96,27 @@ func TestGGUFKVBudget(t *testing.T) {
 	cfg.Parameters[paramMaxContext] = &pb.ModelParameter{StringValue: "8192"}
 	if _, err := New(backend.Config{Model: cfg}); err == nil || !strings.Contains(err.Error(), "cannot hold the KV cache of one sequence") {
 		t.Errorf("8192 positions in 1 MiB: %v", err)
+	}
+}
+
+// TestGGUFNoMmap: the no_mmap parameter (serve --no-mmap) reaches the
+// loader: the weights are copied onto huge pages where the platform has
+// them and stay mapped without it; a value that is not a boolean is
+// refused.
+func TestGGUFNoMmap(t *testing.T) {
+	for _, v := range []string{"", "false", "true"} {
+		params := map[string]string{}
+		if v != "" {
+			params[paramNoMmap] = v
+		}
+		b, _ := ggufBackend(t, params)
+		if want := v == "true" && mmap.HugePages; b.model.HugePages() != want {
+			t.Errorf("no_mmap %q: weights on huge pages %v, want %v", v, b.model.HugePages(), want)
+		}
+	}
+	_, cfg := ggufBackend(t, nil)
+	cfg.Parameters[paramNoMmap] = &pb.ModelParameter{StringValue: "yes please"}
+	if _, err := New(backend.Config{Model: cfg}); err == nil || !strings.Contains(err.Error(), `parameters.no_mmap: "yes please" is not true or false`) {
+		t.Errorf("no_mmap \"yes please\": %v", err)
 	}
 }

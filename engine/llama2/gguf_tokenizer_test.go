@@ -109,7 +109,7 @@ func TestGGUFTokenizerLlamaCpp(t *testing.T) {
 		if err := ggufmodel.Write(path, spec); err != nil {
 			t.Fatal(err)
 		}
-		m, tok, _, err := loadGGUF(path, 64)
+		m, tok, _, err := loadGGUF(path, 64, false)
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}

@@ -55,6 +55,10 @@ type EngineFlags struct {
 	// GGUF model's KV-cache memory (0: the backend's defaults).
 	MaxContext int
 	KVCacheMB  int
+	// NoMmap copies a GGUF model's weights into memory (onto huge pages
+	// where the OS has them) instead of reading them where the file is
+	// mapped.
+	NoMmap bool
 	// Readiness: how long a model may make no progress with work queued
 	// before it reports not ready, and whether one such model makes the
 	// whole server not ready (Triton's strict readiness).
@@ -161,6 +165,7 @@ func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
 	fs.StringVar(&f.ModelDir, "model-dir", "", "`directory` with llama2.c weights (stories260K.bin, tok512.bin; stories15M.bin, tokenizer.bin; ...), searched first; then shared/models in and above the working directory and the binary's, then the model cache")
 	fs.StringVar(&f.Model, "model", "", "models to serve: `NAME[,NAME...]`, each a name 'streamgate models list' shows or the path of a GGUF file (served under its file name, lower-case, without .gguf), each an error when not found; empty serves stories260k and every other known model that is found, GGUF files in the model cache included")
 	fs.IntVar(&f.MaxContext, "max-context", llama2.DefaultMaxContext, "cap on a GGUF model's context length in `tokens` (the file's own length when smaller)")
+	fs.BoolVar(&f.NoMmap, "no-mmap", false, "copy a GGUF model's weights into memory, on huge pages where the OS has them, instead of mapping the file: faster decoding (about 1.5x on the machine measured), at the cost of one copy at load and no page cache shared with other processes")
 	fs.IntVar(&f.KVCacheMB, "kv-cache-mb", llama2.DefaultKVCacheMB, "KV-cache memory of each GGUF model in `MiB`: concurrent generations are limited to what fits (at most 16)")
 	RegisterModelCache(fs, &f.ModelCache)
 	fs.Group("Readiness")

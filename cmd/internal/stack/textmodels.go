@@ -45,6 +45,7 @@ func TextModels(cfg EngineFlags, log *slog.Logger) ([]*pb.ModelConfig, error) {
 		}
 		c.Parameters["max_context"] = &pb.ModelParameter{StringValue: strconv.Itoa(cfg.MaxContext)}
 		c.Parameters["kv_cache_mb"] = &pb.ModelParameter{StringValue: strconv.Itoa(cfg.KVCacheMB)}
+		c.Parameters["no_mmap"] = &pb.ModelParameter{StringValue: strconv.FormatBool(cfg.NoMmap)}
 		log.Info(name+" GGUF model found", "path", path)
 		served[name], pulled = true, true
 		out = append(out, c)

@@ -21,7 +21,7 @@ func TestTextModelsGGUF(t *testing.T) {
 	}
 	log := slog.New(slog.DiscardHandler)
 	for _, arg := range []string{path, "tiny-qwen2-q8_0", "Tiny-Qwen2-Q8_0"} {
-		cfgs, err := TextModels(EngineFlags{Model: arg, ModelCache: cache, MaxContext: 128, KVCacheMB: 64}, log)
+		cfgs, err := TextModels(EngineFlags{Model: arg, ModelCache: cache, MaxContext: 128, KVCacheMB: 64, NoMmap: true}, log)
 		if err != nil {
 			t.Fatalf("--model %s: %v", arg, err)
 		}
@@ -30,7 +30,7 @@ func TestTextModelsGGUF(t *testing.T) {
 		}
 		p := cfgs[0].GetParameters()
 		if p["gguf"].GetStringValue() != path || p["max_context"].GetStringValue() != "128" ||
-			p["kv_cache_mb"].GetStringValue() != "64" || !strings.Contains(p["chat_template"].GetStringValue(), "<|im_start|>") {
+			p["kv_cache_mb"].GetStringValue() != "64" || p["no_mmap"].GetStringValue() != "true" || !strings.Contains(p["chat_template"].GetStringValue(), "<|im_start|>") {
 			t.Errorf("--model %s: parameters %v", arg, p)
 		}
 	}

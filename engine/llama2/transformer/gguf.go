@@ -164,14 +164,15 @@ func FromGGUF(f *gguf.File, opts GGUFOptions) (*Model, error) {
 		size += int64(t.Bytes())
 	}
 	release := f.Close
-	if opts.HugePages && mmap.HugePages {
+	copied := opts.HugePages && mmap.HugePages
+	if copied {
 		free, err := w.copyToHugePages(f.Mapped())
 		if err != nil {
 			return nil, err
 		}
 		release = func() error { return errors.Join(free(), f.Close()) }
 	}
-	m := &Model{cfg: c, w: w, weightBytes: size, release: release}
+	m := &Model{cfg: c, w: w, weightBytes: size, release: release, hugePages: copied}
 	m.cos, m.sin = ggmlRopeTables(c, freqScale, factors)
 	return m, nil
 }

@@ -65,6 +65,7 @@ type Model struct {
 	sin         []float32
 	weightBytes int64
 	release     func() error
+	hugePages   bool // the weights were copied onto huge pages
 }
 
 // mmapThreshold is the size from which Load maps the file instead of
@@ -241,3 +242,8 @@ func (m *Model) Close() error {
 	m.release = func() error { return nil }
 	return r()
 }
+
+// HugePages reports whether the weights were copied onto huge pages at
+// load (GGUFOptions.HugePages on a platform that has them) rather than
+// read where the file is mapped.
+func (m *Model) HugePages() bool { return m.hugePages }

@@ -1,0 +1,321 @@
+package constrain
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+)
+
+// Vocab is a model's vocabulary arranged for masking: the tokens' bytes in
+// a trie, so that tokens sharing a prefix walk it once, and the tokens
+// that end a generation. Build it once per model; it is read-only and safe
+// for concurrent use.
+type Vocab struct {
+	size  int
+	nodes []trieNode
+	edges []trieEdge
+	ends  []int32 // tokens, grouped by the node they end at
+	eog   []int32
+}
+
+type trieNode struct {
+	edges, edgesEnd int32 // range of edges
+	ends, endsEnd   int32 // range of ends
+}
+
+type trieEdge struct {
+	b     byte
+	child int32
+}
+
+// NewVocab arranges pieces (token i stands for the bytes pieces[i]);
+// eog(i) reports whether token i ends a generation. Tokens with no bytes
+// that do not end a generation are never allowed.
+func NewVocab(pieces []string, eog func(int) bool) *Vocab {
+	v := &Vocab{size: len(pieces)}
+	var ids []int32
+	for i, p := range pieces {
+		if eog(i) {
+			v.eog = append(v.eog, int32(i))
+		} else if p != "" {
+			ids = append(ids, int32(i))
+		}
+	}
+	slices.SortFunc(ids, func(a, b int32) int {
+		if pieces[a] < pieces[b] {
+			return -1
+		}
+		if pieces[a] > pieces[b] {
+			return 1
+		}
+		return int(a - b)
+	})
+	v.build(pieces, ids, 0)
+	return v
+}
+
+// build adds the node of the tokens ids (sorted, sharing their first depth
+// bytes) and returns its index.
+func (v *Vocab) build(pieces []string, ids []int32, depth int) int32 {
+	idx := int32(len(v.nodes))
+	v.nodes = append(v.nodes, trieNode{})
+	n := trieNode{ends: int32(len(v.ends))}
+	i := 0
+	for i < len(ids) && len(pieces[ids[i]]) == depth {
+		v.ends = append(v.ends, ids[i])
+		i++
+	}
+	n.endsEnd = int32(len(v.ends))
+	type group struct {
+		b      byte
+		lo, hi int
+	}
+	var groups []group
+	for i < len(ids) {
+		b := pieces[ids[i]][depth]
+		j := i
+		for j < len(ids) && pieces[ids[j]][depth] == b {
+			j++
+		}
+		groups = append(groups, group{b, i, j})
+		i = j
+	}
+	// Edges of a node are contiguous: reserve them before the children.
+	n.edges = int32(len(v.edges))
+	for _, g := range groups {
+		v.edges = append(v.edges, trieEdge{b: g.b})
+	}
+	n.edgesEnd = int32(len(v.edges))
+	for k, g := range groups {
+		c := v.build(pieces, ids[g.lo:g.hi], depth+1)
+		v.edges[n.edges+int32(k)].child = c
+	}
+	v.nodes[idx] = n
+	return idx
+}
+
+// Size returns the number of tokens.
+func (v *Vocab) Size() int { return v.size }
+
+// maxCacheWords bounds one Matcher's mask cache (8 MiB).
+const maxCacheWords = 1 << 20
+
+// Matcher is one generation's constraint: the automaton's state, and the
+// masks of the states met so far. It is not safe for concurrent use.
+type Matcher struct {
+	v      *Vocab
+	stacks []*frame
+	next   []*frame
+	key    []byte
+	cache  map[string][]uint64
+	words  int
+	// scratch per trie depth for Mask's walk
+	levels [][]*frame
+	// Misses and Hits count Mask's cache lookups.
+	Misses, Hits int
+}
+
+// Matcher returns a matcher of g's outputs over v's tokens.
+func (g *Grammar) Matcher(v *Vocab) *Matcher {
+	root := &frame{node: &node{kind: kindRoot, alts: []*node{g.root}}}
+	return &Matcher{v: v, stacks: []*frame{root}, cache: map[string][]uint64{}}
+}
+
+// Advance feeds the bytes of a sampled token. It returns false (and leaves
+// the state unusable) if they break the constraint.
+func (m *Matcher) Advance(piece string) bool {
+	for i := 0; i < len(piece); i++ {
+		m.next = m.next[:0]
+		for _, f := range m.stacks {
+			m.next = step(m.next, f, piece[i])
+		}
+		m.stacks, m.next = dedupe(m.next), m.stacks
+		if len(m.stacks) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Accepting reports whether the output so far is a complete value.
+func (m *Matcher) Accepting() bool {
+	for _, f := range m.stacks {
+		if accepting(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// Finished reports whether the output is complete and nothing may follow.
+func (m *Matcher) Finished() bool {
+	for _, f := range m.stacks {
+		if !finished(f) {
+			return false
+		}
+	}
+	return true
+}
+
+// finished reports whether f's stack is complete and takes no more bytes:
+// only complete literals that no longer literal extends lie above the root.
+func finished(f *frame) bool {
+	for f.node.kind == kindLiteral && canEnd(f) {
+		for i, l := range f.node.lits {
+			if f.seen&(1<<i) != 0 && int(f.n) < len(l) {
+				return false
+			}
+		}
+		f = done(f)
+	}
+	return f.node.kind == kindRoot && f.st == rootDone
+}
+
+func accepting(f *frame) bool {
+	for {
+		if f.node.kind == kindRoot {
+			return f.st == rootDone
+		}
+		if !canEnd(f) {
+			return false
+		}
+		f = done(f)
+	}
+}
+
+// Mask returns the set of tokens allowed next, a bit per token (token i is
+// bit i%64 of word i/64): those whose bytes continue the output within the
+// constraint, and the end-of-generation tokens once the output is
+// complete. The slice is cached per state and must not be changed.
+func (m *Matcher) Mask() []uint64 {
+	m.key = m.appendKey(m.key[:0])
+	if mask, ok := m.cache[string(m.key)]; ok {
+		m.Hits++
+		return mask
+	}
+	m.Misses++
+	mask := make([]uint64, (m.v.size+63)/64)
+	m.walk(mask, 0, m.stacks, 0)
+	if m.Accepting() {
+		for _, t := range m.v.eog {
+			mask[t/64] |= 1 << (t % 64)
+		}
+	}
+	if m.words+len(mask) <= maxCacheWords {
+		m.cache[string(m.key)] = mask
+		m.words += len(mask)
+	}
+	return mask
+}
+
+// walk marks the tokens below trie node at, reached with stacks.
+func (m *Matcher) walk(mask []uint64, at int32, stacks []*frame, depth int) {
+	for len(m.levels) <= depth {
+		m.levels = append(m.levels, nil)
+	}
+	n := m.v.nodes[at]
+	for e := n.edges; e < n.edgesEnd; e++ {
+		edge := m.v.edges[e]
+		next := m.levels[depth][:0]
+		for _, f := range stacks {
+			next = step(next, f, edge.b)
+		}
+		m.levels[depth] = next
+		if len(next) == 0 {
+			continue
+		}
+		c := m.v.nodes[edge.child]
+		for _, t := range m.v.ends[c.ends:c.endsEnd] {
+			mask[t/64] |= 1 << (t % 64)
+		}
+		if c.edges < c.edgesEnd {
+			m.walk(mask, edge.child, next, depth+1)
+		}
+	}
+	if depth < len(m.levels) {
+		clear(m.levels[depth][:cap(m.levels[depth])])
+	}
+}
+
+// Apply sets the logits of the tokens Mask does not allow to -Inf. It
+// returns false when no token is allowed.
+func (m *Matcher) Apply(logits []float32) bool {
+	mask := m.Mask()
+	any := false
+	inf := float32(math.Inf(-1))
+	for w, bits := range mask {
+		lo := w * 64
+		hi := min(lo+64, len(logits))
+		if bits == ^uint64(0) {
+			any = true
+			continue
+		}
+		if bits != 0 {
+			any = true
+		}
+		for i := lo; i < hi; i++ {
+			if bits&(1<<(i-lo)) == 0 {
+				logits[i] = inf
+			}
+		}
+	}
+	for i := len(mask) * 64; i < len(logits); i++ {
+		logits[i] = inf
+	}
+	return any
+}
+
+// dedupe drops stacks equal to an earlier one, and keeps at most maxAlive.
+func dedupe(s []*frame) []*frame {
+	if len(s) < 2 {
+		return s
+	}
+	out := s[:0]
+	for i, f := range s {
+		if !slices.ContainsFunc(s[:i], func(g *frame) bool { return sameStack(f, g) }) {
+			out = append(out, f)
+		}
+	}
+	if len(out) > maxAlive {
+		out = out[:maxAlive]
+	}
+	return out
+}
+
+func sameStack(a, b *frame) bool {
+	for a != nil && b != nil {
+		if a == b {
+			return true
+		}
+		if a.node != b.node || a.st != b.st || a.spaced != b.spaced || a.cur != b.cur || a.n != b.n ||
+			a.n2 != b.n2 || a.seen != b.seen || a.cand != b.cand || a.key != b.key {
+			return false
+		}
+		a, b = a.parent, b.parent
+	}
+	return a == b
+}
+
+// appendKey encodes the state: two states with equal keys accept the same
+// continuations.
+func (m *Matcher) appendKey(b []byte) []byte {
+	for _, top := range m.stacks {
+		b = binary.AppendUvarint(b, uint64(top.depth))
+		for f := top; f != nil; f = f.parent {
+			flags := byte(0)
+			if f.spaced {
+				flags |= 1
+			}
+			if f.key {
+				flags |= 2
+			}
+			b = binary.AppendVarint(b, int64(f.node.id))
+			b = append(b, f.st, flags, f.cur)
+			b = binary.AppendUvarint(b, uint64(f.n))
+			b = binary.AppendUvarint(b, uint64(f.n2))
+			b = binary.AppendUvarint(b, f.seen)
+			b = binary.AppendUvarint(b, f.cand)
+		}
+	}
+	return b
+}

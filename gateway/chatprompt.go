@@ -24,6 +24,10 @@ const (
 	// paramToolParser names the format the model writes tool calls in
 	// (hermes or llama3), where its chat template does not tell.
 	paramToolParser = "tool_parser"
+	// paramGuidedDecoding lists the kinds of vLLM's guided_decoding the
+	// model's sampling_parameters honour ("json": JSON schemas and
+	// json_object).
+	paramGuidedDecoding = "guided_decoding"
 )
 
 // jinjaTemplates caches parsed model chat templates by model name; an

@@ -4,18 +4,32 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"strings"
+	"unicode/utf8"
 )
 
 // Vocab is a model's vocabulary arranged for masking: the tokens' bytes in
-// a trie, so that tokens sharing a prefix walk it once, and the tokens
-// that end a generation. Build it once per model; it is read-only and safe
-// for concurrent use.
+// a trie, so that tokens sharing a prefix walk it once; the tokens that
+// are plain string content (no quote, backslash or control byte, whole
+// UTF-8 characters), by their length in characters, since inside a string
+// those are allowed by length alone; and the tokens that end a
+// generation. Build it once per model; it is read-only and safe for
+// concurrent use.
 type Vocab struct {
-	size  int
+	size int
+	all  trie // every token with bytes
+	odd  trie // the tokens that are not plain string content
+	// atMost[k] is the set of plain tokens of at most k characters; the
+	// last entry holds them all.
+	atMost [][]uint64
+	eog    []int32
+}
+
+// trie holds token byte strings; node 0 is the root.
+type trie struct {
 	nodes []trieNode
 	edges []trieEdge
 	ends  []int32 // tokens, grouped by the node they end at
-	eog   []int32
 }
 
 type trieNode struct {
@@ -33,39 +47,80 @@ type trieEdge struct {
 // that do not end a generation are never allowed.
 func NewVocab(pieces []string, eog func(int) bool) *Vocab {
 	v := &Vocab{size: len(pieces)}
-	var ids []int32
+	var all, odd []int32
+	plain := make([]int, len(pieces))
+	longest := 0
 	for i, p := range pieces {
-		if eog(i) {
+		plain[i] = -1
+		switch {
+		case eog(i):
 			v.eog = append(v.eog, int32(i))
-		} else if p != "" {
-			ids = append(ids, int32(i))
+			continue
+		case p == "":
+			continue
+		}
+		all = append(all, int32(i))
+		if n, ok := plainChars(p); ok {
+			plain[i] = n
+			longest = max(longest, n)
+		} else {
+			odd = append(odd, int32(i))
 		}
 	}
-	slices.SortFunc(ids, func(a, b int32) int {
-		if pieces[a] < pieces[b] {
-			return -1
+	v.all.build(pieces, all)
+	v.odd.build(pieces, odd)
+	words := (len(pieces) + 63) / 64
+	v.atMost = make([][]uint64, longest+1)
+	for k := range v.atMost {
+		v.atMost[k] = make([]uint64, words)
+		if k > 0 {
+			copy(v.atMost[k], v.atMost[k-1])
 		}
-		if pieces[a] > pieces[b] {
-			return 1
+	}
+	for i, n := range plain {
+		if n >= 0 {
+			for k := n; k <= longest; k++ {
+				v.atMost[k][i/64] |= 1 << (i % 64)
+			}
 		}
-		return int(a - b)
-	})
-	v.build(pieces, ids, 0)
+	}
 	return v
 }
 
-// build adds the node of the tokens ids (sorted, sharing their first depth
+// plainChars returns the characters of p if it is plain string content.
+func plainChars(p string) (int, bool) {
+	n := 0
+	for _, r := range p {
+		if r == utf8.RuneError || r < 0x20 || r == '"' || r == '\\' {
+			return 0, false // RuneError: also invalid or cut UTF-8
+		}
+		n++
+	}
+	return n, true
+}
+
+func (t *trie) build(pieces []string, ids []int32) {
+	slices.SortFunc(ids, func(a, b int32) int {
+		if c := strings.Compare(pieces[a], pieces[b]); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	t.node(pieces, ids, 0)
+}
+
+// node adds the node of the tokens ids (sorted, sharing their first depth
 // bytes) and returns its index.
-func (v *Vocab) build(pieces []string, ids []int32, depth int) int32 {
-	idx := int32(len(v.nodes))
-	v.nodes = append(v.nodes, trieNode{})
-	n := trieNode{ends: int32(len(v.ends))}
+func (t *trie) node(pieces []string, ids []int32, depth int) int32 {
+	idx := int32(len(t.nodes))
+	t.nodes = append(t.nodes, trieNode{})
+	n := trieNode{ends: int32(len(t.ends))}
 	i := 0
 	for i < len(ids) && len(pieces[ids[i]]) == depth {
-		v.ends = append(v.ends, ids[i])
+		t.ends = append(t.ends, ids[i])
 		i++
 	}
-	n.endsEnd = int32(len(v.ends))
+	n.endsEnd = int32(len(t.ends))
 	type group struct {
 		b      byte
 		lo, hi int
@@ -81,16 +136,16 @@ func (v *Vocab) build(pieces []string, ids []int32, depth int) int32 {
 		i = j
 	}
 	// Edges of a node are contiguous: reserve them before the children.
-	n.edges = int32(len(v.edges))
+	n.edges = int32(len(t.edges))
 	for _, g := range groups {
-		v.edges = append(v.edges, trieEdge{b: g.b})
+		t.edges = append(t.edges, trieEdge{b: g.b})
 	}
-	n.edgesEnd = int32(len(v.edges))
+	n.edgesEnd = int32(len(t.edges))
 	for k, g := range groups {
-		c := v.build(pieces, ids[g.lo:g.hi], depth+1)
-		v.edges[n.edges+int32(k)].child = c
+		c := t.node(pieces, ids[g.lo:g.hi], depth+1)
+		t.edges[n.edges+int32(k)].child = c
 	}
-	v.nodes[idx] = n
+	t.nodes[idx] = n
 	return idx
 }
 
@@ -119,6 +174,19 @@ type Matcher struct {
 func (g *Grammar) Matcher(v *Vocab) *Matcher {
 	root := &frame{node: &node{kind: kindRoot, alts: []*node{g.root}}}
 	return &Matcher{v: v, stacks: []*frame{root}, cache: map[string][]uint64{}}
+}
+
+// root returns the root node of f's stack.
+func (f *frame) root() *node {
+	for f.parent != nil {
+		f = f.parent
+	}
+	return f.node
+}
+
+// Reset starts the output over, keeping the masks cached so far.
+func (m *Matcher) Reset() {
+	m.stacks = append(m.stacks[:0], &frame{node: m.stacks[len(m.stacks)-1].root()})
 }
 
 // Advance feeds the bytes of a sampled token. It returns false (and leaves
@@ -195,7 +263,17 @@ func (m *Matcher) Mask() []uint64 {
 	}
 	m.Misses++
 	mask := make([]uint64, (m.v.size+63)/64)
-	m.walk(mask, 0, m.stacks, 0)
+	if top := m.stacks[0]; len(m.stacks) == 1 && top.node.kind == kindString && top.st == strChar && top.n2 == 0 {
+		// Inside a string: plain tokens by length, the others walked.
+		k := len(m.v.atMost) - 1
+		if top.node.maxLen >= 0 {
+			k = min(k, top.node.maxLen-int(top.n))
+		}
+		copy(mask, m.v.atMost[k])
+		m.walk(mask, &m.v.odd, 0, m.stacks, 0)
+	} else {
+		m.walk(mask, &m.v.all, 0, m.stacks, 0)
+	}
 	if m.Accepting() {
 		for _, t := range m.v.eog {
 			mask[t/64] |= 1 << (t % 64)
@@ -209,13 +287,13 @@ func (m *Matcher) Mask() []uint64 {
 }
 
 // walk marks the tokens below trie node at, reached with stacks.
-func (m *Matcher) walk(mask []uint64, at int32, stacks []*frame, depth int) {
+func (m *Matcher) walk(mask []uint64, t *trie, at int32, stacks []*frame, depth int) {
 	for len(m.levels) <= depth {
 		m.levels = append(m.levels, nil)
 	}
-	n := m.v.nodes[at]
+	n := t.nodes[at]
 	for e := n.edges; e < n.edgesEnd; e++ {
-		edge := m.v.edges[e]
+		edge := t.edges[e]
 		next := m.levels[depth][:0]
 		for _, f := range stacks {
 			next = step(next, f, edge.b)
@@ -224,12 +302,12 @@ func (m *Matcher) walk(mask []uint64, at int32, stacks []*frame, depth int) {
 		if len(next) == 0 {
 			continue
 		}
-		c := m.v.nodes[edge.child]
-		for _, t := range m.v.ends[c.ends:c.endsEnd] {
-			mask[t/64] |= 1 << (t % 64)
+		c := t.nodes[edge.child]
+		for _, tok := range t.ends[c.ends:c.endsEnd] {
+			mask[tok/64] |= 1 << (tok % 64)
 		}
 		if c.edges < c.edgesEnd {
-			m.walk(mask, edge.child, next, depth+1)
+			m.walk(mask, t, edge.child, next, depth+1)
 		}
 	}
 	if depth < len(m.levels) {

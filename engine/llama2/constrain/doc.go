@@ -6,6 +6,6 @@
 // automaton state, so a state met again costs a map lookup.
 //
 // The output is compact JSON: at most one space between tokens, none
-// after the value. Numbers have at most 16 digits in each part. Objects
+// before or after the value (a streaming client parses from the first byte). Numbers have at most 16 digits in each part. Objects
 // take their declared properties only, each at most once, in any order.
 package constrain

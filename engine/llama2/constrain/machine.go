@@ -166,12 +166,7 @@ func step(out []*frame, f *frame, b byte) []*frame {
 		if f.st != rootStart {
 			return out // nothing follows the value
 		}
-		if b == ' ' && !f.spaced {
-			g := clone(f)
-			g.spaced = true
-			return append(out, g)
-		}
-		return start(out, f, f.node.alts[0], b, 0)
+		return start(out, f, f.node.alts[0], b, 0) // no space before the value
 	}
 	if b == ' ' && gap(f) && !f.spaced {
 		g := clone(f)
@@ -439,7 +434,7 @@ func stepNumber(out []*frame, f *frame, b byte) []*frame {
 		return next(numDot, 0)
 	case (f.st == numDot || f.st == numFrac) && digit(b):
 		return next(numFrac, f.n+1)
-	case (f.st == numInt || f.st == numZero || f.st == numFrac) && (b == 'e' || b == 'E') && !integer:
+	case (f.st == numInt || f.st == numZero || f.st == numFrac) && (b == 'e' || b == 'E') && !integer && !f.node.noExp:
 		return next(numE, 0)
 	case f.st == numE && (b == '+' || b == '-'):
 		return next(numESign, 0)

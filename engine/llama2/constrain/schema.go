@@ -30,7 +30,10 @@ var freeKey = &node{id: -1, kind: kindString, maxItems: -1, maxLen: -1}
 const (
 	maxProps    = 64 // properties of one object: a bit each in a uint64
 	maxLiterals = 64 // enum values of one node
-	maxDigits   = 16 // digits of a number's integer part, fraction, or exponent
+	maxDigits   = 15 // digits of a number's integer part, fraction, or exponent
+	// numberBound is what maxDigits keeps an integer part within: numbers
+	// without exponent lie strictly inside ±numberBound.
+	numberBound = 1e15
 	maxNodes    = 4096
 	maxDepth    = 64 // nesting of schema objects while compiling
 )
@@ -54,6 +57,8 @@ type node struct {
 	minLen, maxLen int // kindString, characters; maxLen < 0: no limit
 
 	lits [][]byte // kindLiteral: canonical JSON texts
+
+	noExp bool // kindNumber: no exponent (the schema bounds it)
 }
 
 type prop struct {
@@ -91,7 +96,8 @@ func AnyJSON() *Grammar {
 // Supported lists the JSON Schema keywords Compile understands; any other
 // keyword (besides annotations such as title and description) is refused.
 var Supported = []string{"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-	"enum", "const", "anyOf", "$ref", "$defs", "definitions", "minLength", "maxLength"}
+	"enum", "const", "anyOf", "$ref", "$defs", "definitions", "minLength", "maxLength",
+	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
 
 // annotations are keywords that do not constrain a value.
 var annotations = []string{"title", "description", "$schema", "$id", "$comment", "default", "examples", "strict", "nullable"}
@@ -196,10 +202,10 @@ func (c *compiler) object(s map[string]any, path string, depth int) (*node, erro
 		if !ok || len(list) == 0 {
 			return nil, &SchemaError{Path: path + "/enum", Msg: "must be a non-empty array"}
 		}
-		return c.literals(list, path+"/enum")
+		return c.typedLiterals(s, list, path+"/enum")
 	}
 	if e, ok := s["const"]; ok {
-		return c.literals([]any{e}, path+"/const")
+		return c.typedLiterals(s, []any{e}, path+"/const")
 	}
 	if a, ok := s["anyOf"]; ok {
 		list, ok := a.([]any)
@@ -269,8 +275,8 @@ func (c *compiler) typed(t string, s map[string]any, path string, depth int) (*n
 		"object":  {"properties", "required", "additionalProperties"},
 		"array":   {"items", "minItems", "maxItems"},
 		"string":  {"minLength", "maxLength"},
-		"number":  nil,
-		"integer": nil,
+		"number":  {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
+		"integer": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
 		"boolean": nil,
 		"null":    nil,
 	}
@@ -292,10 +298,28 @@ func (c *compiler) typed(t string, s map[string]any, path string, depth int) (*n
 		return c.literals([]any{true, false}, path)
 	case "null":
 		return c.literals([]any{nil}, path)
-	case "number":
-		return c.newNode(kindNumber)
-	case "integer":
-		return c.newNode(kindInteger)
+	case "number", "integer":
+		k := kindNumber
+		if t == "integer" {
+			k = kindInteger
+		}
+		n, err := c.newNode(k)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			v, ok := s[b]
+			if !ok {
+				continue
+			}
+			num, _ := v.(json.Number)
+			f, err := num.Float64()
+			if err != nil || (strings.HasSuffix(b, "inimum") && f > -numberBound) || (strings.HasSuffix(b, "aximum") && f < numberBound) {
+				return nil, &SchemaError{Path: path + "/" + b, Msg: fmt.Sprintf("only bounds beyond ±%g are supported (such as JavaScript's safe integers), got %v", numberBound, v)}
+			}
+			n.noExp = true
+		}
+		return n, nil
 	case "string":
 		n, err := c.newNode(kindString)
 		if err != nil {
@@ -409,6 +433,57 @@ func count(s map[string]any, k string, def int, path string) (int, error) {
 		}
 	}
 	return 0, &SchemaError{Path: path + "/" + k, Msg: "must be an integer from 0 to 1048576"}
+}
+
+// typedLiterals compiles enum or const values, keeping those of the
+// schema's type when it has one.
+func (c *compiler) typedLiterals(s map[string]any, vals []any, path string) (*node, error) {
+	var types []string
+	switch t := s["type"].(type) {
+	case string:
+		types = []string{t}
+	case []any:
+		for _, e := range t {
+			if name, ok := e.(string); ok {
+				types = append(types, name)
+			}
+		}
+	}
+	if types == nil {
+		return c.literals(vals, path)
+	}
+	var kept []any
+	for _, v := range vals {
+		if slices.Contains(types, jsonType(v)) || jsonType(v) == "integer" && slices.Contains(types, "number") {
+			kept = append(kept, v)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, &SchemaError{Path: path, Msg: "no value is of the schema's type"}
+	}
+	return c.literals(kept, path)
+}
+
+// jsonType names the JSON Schema type of a decoded value.
+func jsonType(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	case json.Number:
+		if strings.ContainsAny(string(x), ".eE") {
+			return "number"
+		}
+		return "integer"
+	}
+	return ""
 }
 
 // literals compiles enum values to their canonical JSON texts.

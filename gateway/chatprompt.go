@@ -136,6 +136,12 @@ func (s *Server) renderJinja(model, src string, params map[string]*pb.ModelParam
 		in.Messages[i] = tm
 	}
 	prompt, err := tmpl.Render(in)
+	if err != nil && !chattemplate.IsRaised(err) && retryWithEmptyContent(in.Messages) {
+		// Some templates (Qwen3's) treat every assistant content as a
+		// string; the SDKs send null beside tool_calls. Such a template
+		// gets "" there, as it would from a client that sent "".
+		prompt, err = tmpl.Render(in)
+	}
 	switch {
 	case chattemplate.IsRaised(err): // the template refuses this conversation
 		return "", &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: param,
@@ -145,6 +151,19 @@ func (s *Server) renderJinja(model, src string, params map[string]*pb.ModelParam
 			Msg: "The chat template of model '" + model + "' failed: " + err.Error()}
 	}
 	return prompt, nil
+}
+
+// retryWithEmptyContent gives the assistant messages that carry only tool
+// calls an empty content instead of none, reporting whether any did.
+func retryWithEmptyContent(msgs []chattemplate.Message) bool {
+	changed := false
+	for i := range msgs {
+		if msgs[i].NoContent {
+			msgs[i].NoContent = false
+			changed = true
+		}
+	}
+	return changed
 }
 
 // renderGo renders msgs with a Go text/template chat template.

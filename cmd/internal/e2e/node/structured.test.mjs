@@ -21,7 +21,8 @@ const Person = z.object({
   pet: z.object({ kind: z.literal('cat'), lives: z.number().int() }).nullable(),
 });
 const messages = [{ role: 'user', content: 'Tell me about Lily.' }];
-const seeds = [1, 2, 3, 4, 5];
+// A large vocabulary's forward passes are slow: its caller may ask for fewer seeds.
+const seeds = [1, 2, 3, 4, 5].slice(0, Number(process.env.STREAMGATE_STRUCTURED_SEEDS || 5));
 
 test('json_schema from zod, not streamed: parse() validates every answer', { skip }, async () => {
   for (const seed of seeds) {

@@ -78,6 +78,10 @@ func TestMatcherTable(t *testing.T) {
 		ok:     []string{`"a"`},
 		bad:    []string{`1`},
 	}, {
+		schema: `{"anyOf":[{"type":"integer"},{"type":"array","items":{"$ref":"#/anyOf/0"}}]}`,
+		ok:     []string{`1`, `[1,2]`},
+		bad:    []string{`[[1]]`, `["a"]`},
+	}, {
 		schema: `{"enum":[1,12,123]}`,
 		ok:     []string{`1`, `12`, `123`},
 		bad:    []string{`1234`, `2`, `13`},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -519,11 +520,17 @@ func (c *compiler) ref(r, path string, depth int) (*node, error) {
 	if r != "#" {
 		for _, part := range strings.Split(strings.TrimPrefix(r, "#/"), "/") {
 			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-			m, ok := target.(map[string]any)
-			if !ok {
-				return nil, &SchemaError{Path: path, Msg: fmt.Sprintf("%q does not resolve", r)}
+			var ok bool
+			switch x := target.(type) {
+			case map[string]any:
+				target, ok = x[part]
+			case []any:
+				i, err := strconv.Atoi(part)
+				if ok = err == nil && i >= 0 && i < len(x); ok {
+					target = x[i]
+				}
 			}
-			if target, ok = m[part]; !ok {
+			if !ok {
 				return nil, &SchemaError{Path: path, Msg: fmt.Sprintf("%q does not resolve", r)}
 			}
 		}

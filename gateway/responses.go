@@ -130,6 +130,11 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 	if err != nil {
 		return nil, nil, err
 	}
+	if rr.Params.Guided != nil {
+		if err := s.checkGuided(ctx, rr.Model, "text.format", rr.Format, "'text'"); err != nil {
+			return nil, nil, err
+		}
+	}
 	prompt, _, err := s.chatPrompt(ctx, rr.Model, rr.Messages(history), nil, "input")
 	if err != nil {
 		return nil, nil, err

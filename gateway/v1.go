@@ -53,12 +53,16 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkGuided(ctx, cr, toolGuide != nil); err != nil {
-		return nil, err
-	}
-	if toolGuide != nil {
+	switch {
+	case toolGuide != nil:
+		if err := s.checkGuided(ctx, cr.Model, "tool_choice", cr.ToolChoice, "'auto' or 'none'"); err != nil {
+			return nil, err
+		}
 		cr.Params.Guided = toolGuide
-	} else if cr.Guided != nil {
+	case cr.Guided != nil:
+		if err := s.checkGuided(ctx, cr.Model, "response_format", cr.ResponseFormat, "'text'"); err != nil {
+			return nil, err
+		}
 		cr.Params.Guided = cr.Guided
 	}
 	tools := cr.Tools
@@ -89,16 +93,13 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 }
 
 // checkGuided refuses a request that needs guided decoding (a required or
-// named tool choice, or a JSON response format) when model's config does
-// not say that it honours guided_decoding's json kind (the config
-// parameter guided_decoding, a comma-separated list of vLLM's kinds: the
-// engine's text models set it to "json"). Without it, the output would
-// be unvalidated, so the client is told instead.
-func (s *Server) checkGuided(ctx context.Context, cr *openai.ChatRequest, tool bool) error {
-	if !tool && cr.Guided == nil {
-		return nil
-	}
-	cfg, err := s.modelConfig(ctx, cr.Model, "")
+// named tool choice, or a JSON response format: param's value) when
+// model's config does not say that it honours guided_decoding's json kind
+// (the config parameter guided_decoding, a comma-separated list of vLLM's
+// kinds: the engine's text models set it to "json"). Without it, the
+// output would be unvalidated, so the client is told instead.
+func (s *Server) checkGuided(ctx context.Context, model, param, value, instead string) error {
+	cfg, err := s.modelConfig(ctx, model, "")
 	if err != nil && status.Code(err) != codes.Unimplemented {
 		return err
 	}
@@ -107,14 +108,9 @@ func (s *Server) checkGuided(ctx context.Context, cr *openai.ChatRequest, tool b
 			return nil
 		}
 	}
-	if tool {
-		return &httpError{Status: http.StatusBadRequest, Code: "unsupported_value", Param: "tool_choice",
-			Msg: "Unsupported value: 'tool_choice' " + cr.ToolChoice + " needs constrained decoding, which model '" + cr.Model +
-				"' does not offer on this server (its config has no parameter guided_decoding listing json); use 'auto' or 'none'."}
-	}
-	return &httpError{Status: http.StatusBadRequest, Code: "unsupported_value", Param: "response_format",
-		Msg: "Unsupported value: 'response_format' " + cr.ResponseFormat + " needs constrained decoding, which model '" + cr.Model +
-			"' does not offer on this server (its config has no parameter guided_decoding listing json); use 'text'."}
+	return &httpError{Status: http.StatusBadRequest, Code: "unsupported_value", Param: param,
+		Msg: "Unsupported value: '" + param + "' " + value + " needs constrained decoding, which model '" + model +
+			"' does not offer on this server (its config has no parameter guided_decoding listing json); use " + instead + "."}
 }
 
 // completionJob turns a completions request into a job whose payloads

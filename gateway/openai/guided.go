@@ -46,28 +46,37 @@ func (f *fields) responseFormat(r *ChatRequest) error {
 		if rf.JSONSchema == nil {
 			return &RequestError{Message: "Missing required parameter: 'response_format.json_schema'.", Param: "response_format.json_schema", Code: "missing_required_parameter"}
 		}
-		js := &fields{m: rf.JSONSchema}
-		name, err := js.str("name", true)
-		if err != nil || !validFunctionName(name) {
-			return valueError("response_format.json_schema.name", "a name matching '^[a-zA-Z0-9_-]{1,64}$' is required.")
+		if err := jsonSchemaFormat(rf.JSONSchema, "response_format.json_schema", &r.Guided); err != nil {
+			return err
 		}
-		if s, ok := rf.JSONSchema["strict"]; ok && !isNull(s) {
-			if _, ok := unmarshalBool(s); !ok {
-				return typeError("response_format.json_schema.strict", "a boolean", s)
-			}
-		}
-		schema := json.RawMessage("{}")
-		if s, ok := rf.JSONSchema["schema"]; ok && !isNull(s) {
-			if c := bytes.TrimSpace(s); len(c) == 0 || c[0] != '{' {
-				return typeError("response_format.json_schema.schema", "an object (a JSON schema)", s)
-			}
-			schema = s
-		}
-		r.Guided = append(append(json.RawMessage(`{"json":`), schema...), '}')
 	default:
 		return valueError("response_format.type", fmt.Sprintf("'%s' is not one of 'text', 'json_object' or 'json_schema'.", *rf.Type))
 	}
 	r.ResponseFormat = *rf.Type
+	return nil
+}
+
+// jsonSchemaFormat reads a json_schema format's name, strict and schema
+// (chat's response_format.json_schema, the Responses API's text.format)
+// into guided; param names the object.
+func jsonSchemaFormat(m map[string]json.RawMessage, param string, guided *json.RawMessage) error {
+	name, err := (&fields{m: m}).str("name", true)
+	if err != nil || !validFunctionName(name) {
+		return valueError(param+".name", "a name matching '^[a-zA-Z0-9_-]{1,64}$' is required.")
+	}
+	if s, ok := m["strict"]; ok && !isNull(s) {
+		if _, ok := unmarshalBool(s); !ok {
+			return typeError(param+".strict", "a boolean", s)
+		}
+	}
+	schema := json.RawMessage("{}")
+	if s, ok := m["schema"]; ok && !isNull(s) {
+		if c := bytes.TrimSpace(s); len(c) == 0 || c[0] != '{' {
+			return typeError(param+".schema", "an object (a JSON schema)", s)
+		}
+		schema = s
+	}
+	*guided = append(append(json.RawMessage(`{"json":`), schema...), '}')
 	return nil
 }
 

@@ -41,6 +41,22 @@ func TestResponseFormatGuided(t *testing.T) {
 	}
 }
 
+func TestResponsesTextFormatGuided(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"type":"text"}`:        "",
+		`{"type":"json_object"}`: `{"json_object":true}`,
+		`{"type":"json_schema","name":"p","strict":true,"schema":{"type":"integer"}}`: `{"json":{"type":"integer"}}`,
+	} {
+		r, err := ParseResponses([]byte(`{"model":"m","input":"x","text":{"format":` + body + `}}`))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if string(r.Params.Guided) != want {
+			t.Errorf("%s: guided %s, want %s", body, r.Params.Guided, want)
+		}
+	}
+}
+
 func TestToolGuide(t *testing.T) {
 	tools := `"tools":[
 		{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"where":{"$ref":"#/$defs/city"}},"required":["where"],"$defs":{"city":{"enum":["Paris","Rome"]}}}}},

@@ -315,8 +315,9 @@ func TestParseResponses(t *testing.T) {
 var responsesErrors = []struct{ body, param, code string }{
 	{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools", "unsupported_parameter"},
 	{`{"model":"m","input":"x","tool_choice":"required"}`, "tool_choice", "unsupported_parameter"},
-	{`{"model":"m","input":"x","text":{"format":{"type":"json_schema"}}}`, "text.format", "unsupported_parameter"},
-	{`{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`, "text.format", "unsupported_parameter"},
+	{`{"model":"m","input":"x","text":{"format":{"type":"json_schema"}}}`, "text.format.name", "invalid_value"},
+	{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"a","schema":"x"}}}`, "text.format.schema", "invalid_type"},
+	{`{"model":"m","input":"x","text":{"format":{"type":"xml"}}}`, "text.format.type", "invalid_value"},
 	{`{"model":"m","input":"x","text":{"verbosity":"low"}}`, "text.verbosity", "unsupported_parameter"},
 	{`{"model":"m","input":"x","text":{"other":1}}`, "text.other", "unknown_parameter"},
 	{`{"model":"m","input":"x","reasoning":{"effort":"low"}}`, "reasoning", "unsupported_parameter"},

@@ -116,7 +116,10 @@ func NewResponse(id string, createdAt int64, r *ResponsesRequest) *Response {
 	if resp.Metadata == nil {
 		resp.Metadata = map[string]string{}
 	}
-	resp.Text.Format.Type = "text"
+	resp.Text.Format.Type = FormatText
+	if r.Format != "" {
+		resp.Text.Format.Type = r.Format
+	}
 	if r.PreviousResponseID != "" {
 		p := r.PreviousResponseID
 		resp.PreviousResponseID = &p

@@ -35,8 +35,10 @@ type ResponsesRequest struct {
 	PreviousResponseID string
 	User               *string
 	// Params hold max_output_tokens as MaxTokens (nil: no limit but the
-	// model's context).
+	// model's context), and text.format's guided decoding as Guided.
 	Params textmodel.Params
+	// Format is text.format's type (FormatText when absent).
+	Format string
 }
 
 // maxMetadata bounds metadata as OpenAI does: 16 pairs, keys of 64
@@ -87,7 +89,7 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 	if err := f.refuse(responsesRefused); err != nil {
 		return nil, err
 	}
-	r := &ResponsesRequest{Store: true}
+	r := &ResponsesRequest{Store: true, Format: FormatText}
 	if r.Model, err = f.str("model", true); err != nil {
 		return nil, err
 	}
@@ -171,7 +173,7 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 	} else if t != "" && t != "disabled" {
 		return nil, unsupported("truncation", "must be 'disabled': this server does not drop input to fit the context.")
 	}
-	if err := f.textFormat(); err != nil {
+	if err := f.textFormat(r); err != nil {
 		return nil, err
 	}
 	if r.Metadata, err = f.metadata(); err != nil {
@@ -201,10 +203,10 @@ func allNull(raw json.RawMessage) bool {
 	return true
 }
 
-// textFormat accepts text.format of type "text" (the default) and
-// text.verbosity "medium" (the default); other formats need structured
-// output, which a text model cannot promise.
-func (f *fields) textFormat() error {
+// textFormat reads text.format (text, the default; json_object; or
+// json_schema, which become Guided) and accepts text.verbosity "medium"
+// (the default).
+func (f *fields) textFormat(r *ResponsesRequest) error {
 	raw, ok := f.m["text"]
 	if !ok || isNull(raw) {
 		return nil
@@ -225,14 +227,8 @@ func (f *fields) textFormat() error {
 			if isNull(v) {
 				continue
 			}
-			var format struct {
-				Type string `json:"type"`
-			}
-			if json.Unmarshal(v, &format) != nil {
-				return typeError("text.format", "an object", v)
-			}
-			if format.Type != "text" {
-				return unsupported("text.format", fmt.Sprintf("of type '%s' is not supported by this server: only type 'text' is (no structured output).", format.Type))
+			if err := r.textFormatType(v); err != nil {
+				return err
 			}
 		case "verbosity":
 			var s *string
@@ -246,6 +242,32 @@ func (f *fields) textFormat() error {
 			return &RequestError{Message: "Unrecognized request argument supplied: text." + k, Param: "text." + k, Code: "unknown_parameter"}
 		}
 	}
+	return nil
+}
+
+// textFormatType reads text.format: the Responses API's json_schema has
+// name, schema and strict beside its type (no json_schema member).
+func (r *ResponsesRequest) textFormatType(v json.RawMessage) error {
+	var format map[string]json.RawMessage
+	if json.Unmarshal(v, &format) != nil || format == nil {
+		return typeError("text.format", "an object", v)
+	}
+	typ, err := (&fields{m: format}).str("type", true)
+	if err != nil {
+		return &RequestError{Message: "Missing required parameter: 'text.format.type'.", Param: "text.format.type", Code: "missing_required_parameter"}
+	}
+	switch typ {
+	case FormatText:
+	case FormatJSONObject:
+		r.Params.Guided = json.RawMessage(`{"json_object":true}`)
+	case FormatJSONSchema:
+		if err := jsonSchemaFormat(format, "text.format", &r.Params.Guided); err != nil {
+			return err
+		}
+	default:
+		return valueError("text.format.type", fmt.Sprintf("'%s' is not one of 'text', 'json_object' or 'json_schema'.", typ))
+	}
+	r.Format = typ
 	return nil
 }
 

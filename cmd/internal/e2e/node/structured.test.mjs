@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { zodResponseFormat, zodFunction } from 'openai/helpers/zod';
+import { zodResponseFormat, zodFunction, zodTextFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 
 const client = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: 'unused', maxRetries: 0 });
@@ -66,6 +66,38 @@ test('json_object: an object from the first byte, JSON whenever the answer ends'
       assert.ok(typeof v === 'object' && v !== null && !Array.isArray(v));
     }
   }
+});
+
+test('Responses API text.format json_schema from zod: parse() and stream()', { skip }, async () => {
+  for (const seed of seeds.slice(0, 2)) {
+    const r = await client.responses.parse({
+      model, input: 'Tell me about Lily.', temperature: 1, max_output_tokens: 400, store: false,
+      text: { format: zodTextFormat(Person, 'person') },
+    });
+    assert.equal(r.status, 'completed', r.output_text);
+    assert.deepEqual(r.output_parsed, Person.parse(JSON.parse(r.output_text)));
+  }
+  const stream = client.responses.stream({
+    model, input: 'Tell me about Lily.', temperature: 1, max_output_tokens: 400, store: false,
+    text: { format: zodTextFormat(Person, 'person') },
+  });
+  let deltas = 0;
+  stream.on('response.output_text.delta', () => deltas++);
+  const final = await stream.finalResponse();
+  assert.ok(deltas > 1);
+  Person.parse(final.output_parsed);
+});
+
+test('Responses API text.format json_schema on a model without guided decoding: 400 naming text.format', async (t) => {
+  const models = await client.models.list();
+  if (!models.data.some((m) => m.id === 'echo')) return t.skip('no echo model here');
+  await assert.rejects(client.responses.create({
+    model: 'echo', input: 'x', text: { format: zodTextFormat(Person, 'person') },
+  }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'text.format');
+    return true;
+  });
 });
 
 const weather = zodFunction({

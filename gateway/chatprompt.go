@@ -22,7 +22,7 @@ const (
 	paramBOSToken     = "bos_token"
 	paramEOSToken     = "eos_token"
 	// paramToolParser names the format the model writes tool calls in
-	// (hermes or llama3), where its chat template does not tell.
+	// (hermes, llama3 or mistral), where its chat template does not tell.
 	paramToolParser = "tool_parser"
 	// paramGuidedDecoding lists the kinds of vLLM's guided_decoding the
 	// model's sampling_parameters honour ("json": JSON schemas and
@@ -88,7 +88,7 @@ func (s *Server) chatPrompt(ctx context.Context, model string, msgs []openai.Cha
 		f, ok := openai.ParseToolFormat(v)
 		if !ok {
 			return "", format, &httpError{Status: http.StatusInternalServerError, Code: "chat_template_error",
-				Msg: "The tool_parser '" + v + "' of model '" + model + "' is not one of hermes, llama3."}
+				Msg: "The tool_parser '" + v + "' of model '" + model + "' is not one of hermes, llama3, mistral."}
 		}
 		format = f
 	}

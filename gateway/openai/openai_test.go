@@ -313,8 +313,12 @@ func TestParseResponses(t *testing.T) {
 }
 
 var responsesErrors = []struct{ body, param, code string }{
-	{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools", "unsupported_parameter"},
-	{`{"model":"m","input":"x","tool_choice":"required"}`, "tool_choice", "unsupported_parameter"},
+	{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", "unsupported_parameter"},
+	{`{"model":"m","input":"x","tools":[{"type":"function","name":"bad name"}]}`, "tools[0].name", "invalid_value"},
+	{`{"model":"m","input":"x","tools":[{"type":"function","name":"f","parameters":{},"extra":1}]}`, "tools[0].extra", "unknown_parameter"},
+	{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{"}]}`, "input[0].arguments", "invalid_value"},
+	{`{"model":"m","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id", "missing_required_parameter"},
+	{`{"model":"m","input":"x","tool_choice":"required"}`, "tool_choice", "invalid_value"},
 	{`{"model":"m","input":"x","text":{"format":{"type":"json_schema"}}}`, "text.format.name", "invalid_value"},
 	{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"a","schema":"x"}}}`, "text.format.schema", "invalid_type"},
 	{`{"model":"m","input":"x","text":{"format":{"type":"xml"}}}`, "text.format.type", "invalid_value"},

@@ -39,6 +39,24 @@ type ResponsesRequest struct {
 	Params textmodel.Params
 	// Format is text.format's type (FormatText when absent).
 	Format string
+	// Tools, ToolChoice, ToolChoiceName and ParallelToolCalls are the
+	// function tools, as chat completions reads them (Tools[i].Raw in
+	// chat's shape, {"type": "function", "function": {...}}).
+	Tools             []Tool
+	ToolChoice        string
+	ToolChoiceName    string
+	ParallelToolCalls bool
+	// RawTools and RawToolChoice are tools and tool_choice as sent, for
+	// the Response object.
+	RawTools      []json.RawMessage
+	RawToolChoice json.RawMessage
+}
+
+// Chat is the request's tool settings as a chat request's, whose
+// ToolGuide and tool parsing the Responses API shares.
+func (r *ResponsesRequest) Chat() *ChatRequest {
+	return &ChatRequest{Model: r.Model, Tools: r.Tools, ToolChoice: r.ToolChoice, ToolChoiceName: r.ToolChoiceName,
+		ParallelToolCalls: r.ParallelToolCalls}
 }
 
 // maxMetadata bounds metadata as OpenAI does: 16 pairs, keys of 64
@@ -62,8 +80,6 @@ func init() {
 }
 
 var responsesRefused = map[string]string{
-	"tools":        "is not supported by this server (no tool calling).",
-	"tool_choice":  "is not supported by this server (no tool calling).",
 	"include":      "is not supported by this server: there is nothing to include.",
 	"reasoning":    "is not supported by this server: its models do not reason.",
 	"conversation": "is not supported by this server; continue a response with previous_response_id.",
@@ -160,10 +176,8 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 			return nil, err
 		}
 	}
-	for _, name := range []string{"parallel_tool_calls"} {
-		if _, err := f.boolean(name); err != nil {
-			return nil, err
-		}
+	if err := f.responsesTools(r); err != nil {
+		return nil, err
 	}
 	if _, err := f.integer("max_tool_calls", 1, math.MaxInt32); err != nil {
 		return nil, err
@@ -322,6 +336,10 @@ func (f *fields) input() ([]ChatMessage, error) {
 		if err != nil {
 			return nil, err
 		}
+		if n := len(out); n > 0 && len(m.ToolCalls) > 0 && len(out[n-1].ToolCalls) > 0 && out[n-1].Content == "" {
+			out[n-1].ToolCalls = append(out[n-1].ToolCalls, m.ToolCalls...) // parallel calls: one assistant turn
+			continue
+		}
 		out = append(out, m)
 	}
 	return out, nil
@@ -337,8 +355,12 @@ func inputItem(param string, raw json.RawMessage) (ChatMessage, error) {
 	if err != nil {
 		return ChatMessage{}, typeError(param+".type", "a string", obj["type"])
 	}
-	if typ != "" && typ != "message" {
-		return ChatMessage{}, unsupported(param+".type", fmt.Sprintf("'%s' is not supported by this server: input items are messages (no tools, files or item references).", typ))
+	switch typ {
+	case "", "message":
+	case "function_call", "function_call_output":
+		return functionItem(param, typ, f)
+	default:
+		return ChatMessage{}, unsupported(param+".type", fmt.Sprintf("'%s' is not supported by this server: input items are messages, function_call and function_call_output (no files or item references).", typ))
 	}
 	for k := range obj {
 		switch k {

@@ -162,3 +162,21 @@ test('a schema the engine cannot enforce is refused with 400 naming the keyword'
     return true;
   });
 });
+
+test('Responses API: tool_choice required, the call answered by function_call_output after previous_response_id', { skip }, async () => {
+  const rtools = tools.map((t) => ({ type: 'function', name: t.function.name, parameters: t.function.parameters, strict: true }));
+  for (const stream of [false, true]) {
+    const body = { model, input: 'Tell me about Lily.', tools: rtools, tool_choice: 'required', temperature: 1, max_output_tokens: 200 };
+    const r = stream ? await client.responses.stream(body).finalResponse() : await client.responses.create(body);
+    assert.equal(r.status, 'completed');
+    const calls = r.output.filter((o) => o.type === 'function_call');
+    assert.equal(calls.length, 1, JSON.stringify(r.output));
+    assert.equal(r.output.filter((o) => o.type === 'message').length, 0, 'only the call');
+    const args = JSON.parse(calls[0].arguments);
+    if (calls[0].name === 'get_weather') z.object({ city: z.enum(['Paris', 'Rome', 'Oslo']), days: z.number().int() }).strict().parse(args);
+    else z.object({ zone: z.string().max(10) }).strict().parse(args);
+    const answer = await client.responses.create({ model, previous_response_id: r.id, tools: rtools, max_output_tokens: 20, temperature: 0,
+      input: [{ type: 'function_call_output', call_id: calls[0].call_id, output: 'Sunny, 21C.' }] });
+    assert.ok(['completed', 'incomplete'].includes(answer.status));
+  }
+});

@@ -3,6 +3,7 @@ package constrain
 import (
 	"encoding/binary"
 	"math"
+	mbits "math/bits"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -322,17 +323,12 @@ func (m *Matcher) Apply(logits []float32) bool {
 	any := false
 	inf := float32(math.Inf(-1))
 	for w, bits := range mask {
-		lo := w * 64
-		hi := min(lo+64, len(logits))
-		if bits == ^uint64(0) {
-			any = true
-			continue
-		}
 		if bits != 0 {
 			any = true
 		}
-		for i := lo; i < hi; i++ {
-			if bits&(1<<(i-lo)) == 0 {
+		lo := w * 64
+		for off := ^bits; off != 0; off &= off - 1 { // the disallowed tokens
+			if i := lo + mbits.TrailingZeros64(off); i < len(logits) {
 				logits[i] = inf
 			}
 		}

@@ -33,7 +33,7 @@ func TestGGUFStructuredOutputs(t *testing.T) {
 	cmd := exec.CommandContext(t.Context(), node, "--test", "--test-reporter=spec", "structured.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+srv.url+"/v1", "OPENAI_API_KEY=unused", "NO_COLOR=1",
-		"STREAMGATE_TEXT_MODEL=tiny-qwen3", "STREAMGATE_STRUCTURED_SEEDS=2")
+		"STREAMGATE_TEXT_MODEL=tiny-qwen3", "STREAMGATE_STRUCTURED_SEEDS=1")
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test structured.test.mjs:\n%s", out)
 	if err != nil {

@@ -10,7 +10,16 @@
 // others are llama.cpp's own greedy choice. "decodeSeconds" is the wall
 // time of steps 1.. (one token each). With "bench": n instead of steps,
 // llama.cpp generates n+1 tokens greedily in its own loop and
-// "decodeSeconds" is the time of the last n.
+// "decodeSeconds" is the time of the last n; "promptSeconds" is the time
+// from the call to the first token (the prompt in one batch, and one
+// sampling), "decodeCPUSeconds" and "promptCPUSeconds" the process's CPU
+// time (user and system) in the same spans, and "rss" its resident bytes
+// after the loop.
+// With "special": true, "special" holds the vocabulary's BOS, EOS and EOT
+// ids (-1: none), whether it adds BOS and EOS, and every token id that
+// ends a generation ("eog").
+// With "pieces": true, "pieces" holds each of the vocab tokens' text
+// alone, hex-encoded UTF-8.
 // "tokens" are the tokenize texts' token ids, special-token text parsed as
 // special tokens and no BOS added (llama_tokenize with parse_special).
 // Step 0's logits
@@ -28,8 +37,22 @@ const results = [];
 for (const req of jobs) {
   const model = await llama.loadModel({modelPath: req.model, useMmap: true});
   const tokens = (req.tokenize ?? []).map((text) => Array.from(model.tokenize(text, true)));
+  // Each token's piece alone (llama_token_to_piece without special
+  // tokens), as UTF-8 in hex: a piece may be part of a code point.
+  const pieces = req.pieces
+    ? Array.from({length: req.vocab}, (_, i) => Buffer.from(model.detokenize([i], false), "utf8").toString("hex"))
+    : undefined;
+  // The vocabulary's special tokens as llama.cpp reads them.
+  const m = model._model;
+  const special = req.special
+    ? {
+        bos: m.tokenBos(), eos: m.tokenEos(), eot: m.eotToken(),
+        addBos: m.shouldPrependBosToken(), addEos: m.shouldAppendEosToken(),
+        eog: Array.from({length: req.vocab}, (_, i) => i).filter((i) => m.isEogToken(i)),
+      }
+    : undefined;
   if (!req.steps && !req.bench) {
-    results.push({steps: [], tokens});
+    results.push({steps: [], tokens, pieces, special});
     await model.dispose();
     continue;
   }
@@ -47,11 +70,24 @@ for (const req of jobs) {
     // prompt; the clock starts at the first generated token.
     let n = 0;
     let start = 0;
+    let cpuStart = null;
+    const called = performance.now();
+    const cpuCalled = process.cpuUsage();
     for await (const tok of seq.evaluate(req.tokens, {temperature: 0})) {
-      if (n === 0) start = performance.now();
+      if (n === 0) {
+        start = performance.now();
+        cpuStart = process.cpuUsage();
+      }
       if (++n > req.bench) break;
     }
-    results.push({steps: [], tokens, decodeSeconds: (performance.now() - start) / 1000});
+    results.push({steps: [], tokens, special, decodeSeconds: (performance.now() - start) / 1000});
+    const cpuEnd = process.cpuUsage();
+    const cpu = (a, b) => (b.user + b.system - a.user - a.system) / 1e6;
+    Object.assign(results[results.length - 1], {
+      promptSeconds: (start - called) / 1000,
+      decodeCPUSeconds: cpu(cpuStart, cpuEnd), promptCPUSeconds: cpu(cpuCalled, cpuStart),
+      rss: process.memoryUsage().rss,
+    });
     await context.dispose();
     await model.dispose();
     continue;
@@ -77,7 +113,7 @@ for (const req of jobs) {
     input = [[best, {generateNext: ask(s + 1)}]];
   }
   const decodeSeconds = req.steps > 1 ? (performance.now() - decodeStart) / 1000 : 0;
-  results.push({steps, tokens, decodeSeconds});
+  results.push({steps, tokens, pieces, special, decodeSeconds});
   await context.dispose();
   await model.dispose();
 }

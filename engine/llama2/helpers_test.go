@@ -162,10 +162,11 @@ func (r *recorder) sent() []string {
 
 // call is one request.
 type call struct {
-	prompt  string
-	stream  bool
-	params  string // sampling_parameters JSON, "" to omit
-	exclude *bool
+	prompt    string
+	stream    bool
+	params    string // sampling_parameters JSON, "" to omit
+	exclude   *bool
+	reqParams map[string]*pb.InferParameter // request parameters
 }
 
 func (c call) request() *backend.Request {
@@ -179,7 +180,7 @@ func (c call) request() *backend.Request {
 	if c.exclude != nil {
 		in[inputExclude] = tensor.NewBool(inputExclude, []int64{1}, []bool{*c.exclude})
 	}
-	return &backend.Request{ID: "r", ModelName: "test", Inputs: in}
+	return &backend.Request{ID: "r", ModelName: "test", Inputs: in, Parameters: c.reqParams}
 }
 
 // result is the decoded final response.

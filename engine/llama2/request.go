@@ -97,7 +97,11 @@ func parseRequest(req *backend.Request) (request, error) {
 			return r, err
 		}
 	}
-	if r.params, err = parseSamplingParams(raw); err != nil {
+	fields, err := samplingFields(raw, req.Parameters)
+	if err != nil {
+		return r, err
+	}
+	if r.params, err = parseSamplingParams(fields); err != nil {
 		return r, err
 	}
 	if r.delay, err = parseDelay(req.Parameters[paramDelay]); err != nil {
@@ -167,23 +171,73 @@ func optionalBool(req *backend.Request, name string) (bool, error) {
 	return v[0], nil
 }
 
-// parseSamplingParams decodes the sampling_parameters JSON object; "" means
-// all defaults. A null value means the default; unknown keys are errors, so
-// that a misspelt parameter is not silently ignored.
-func parseSamplingParams(raw string) (samplingParams, error) {
+// samplingField is one sampling setting as JSON text, and where it came
+// from for error messages.
+type samplingField struct {
+	value json.RawMessage
+	from  string // "sampling_parameters:" or "parameter", for errors
+}
+
+// samplingFields gathers the sampling settings of a request: the keys of
+// the sampling_parameters JSON object raw ("": none) and the request
+// parameters other than delay_ms. A setting given both ways is an error,
+// as is a request parameter that is not a sampling setting, so that a
+// misspelt one is not silently ignored.
+func samplingFields(raw string, params map[string]*pb.InferParameter) (map[string]samplingField, error) {
+	fields := map[string]samplingField{}
+	if raw != "" {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(raw), &obj); err != nil || obj == nil {
+			if err == nil {
+				err = fmt.Errorf("got null")
+			}
+			return nil, fmt.Errorf("llama2: %s must be a JSON object: %v", inputParams, err)
+		}
+		for k, v := range obj {
+			fields[k] = samplingField{value: v, from: inputParams + ":"}
+		}
+	}
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if k == paramDelay {
+			continue
+		}
+		if !slices.Contains(paramNames, k) {
+			return nil, fmt.Errorf("llama2: unknown request parameter %q (supported: %s, %s)", k, paramDelay, strings.Join(paramNames, ", "))
+		}
+		if _, ok := fields[k]; ok {
+			return nil, fmt.Errorf("llama2: %s is given both as a request parameter and in %s; give it once", k, inputParams)
+		}
+		fields[k] = samplingField{value: paramJSON(params[k]), from: "parameter"}
+	}
+	return fields, nil
+}
+
+// paramJSON is a request parameter's value as JSON text, so that it is
+// checked like the same key in sampling_parameters: an int64, uint64 or
+// double parameter is a number, a bool one a boolean, a string one a
+// string. A non-finite double is left as text that no number check takes.
+func paramJSON(p *pb.InferParameter) json.RawMessage {
+	switch v := p.GetParameterChoice().(type) {
+	case *pb.InferParameter_StringParam:
+		b, _ := json.Marshal(v.StringParam)
+		return b
+	case nil:
+		return json.RawMessage(`"no value"`)
+	}
+	return json.RawMessage(paramText(p))
+}
+
+// parseSamplingParams checks the sampling settings of fields; a missing
+// or null one takes its default, as in vLLM.
+func parseSamplingParams(fields map[string]samplingField) (samplingParams, error) {
 	p := samplingParams{
 		Options:   sampler.Options{Temperature: defaultTemperature, TopP: defaultTopP, Seed: rand.Uint64()},
 		maxTokens: defaultMaxTokens,
-	}
-	if raw == "" {
-		return p, nil
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(raw), &fields); err != nil || fields == nil {
-		if err == nil {
-			err = fmt.Errorf("got null")
-		}
-		return p, fmt.Errorf("llama2: sampling_parameters must be a JSON object: %v", err)
 	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
@@ -191,7 +245,7 @@ func parseSamplingParams(raw string) (samplingParams, error) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		v := fields[k]
+		v, from := fields[k].value, fields[k].from
 		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 			if !slices.Contains(paramNames, k) {
 				return p, unknownParam(k)
@@ -199,7 +253,7 @@ func parseSamplingParams(raw string) (samplingParams, error) {
 			continue
 		}
 		bad := func(want string) error {
-			return fmt.Errorf("llama2: sampling_parameters: %s must be %s, got %s", k, want, v)
+			return fmt.Errorf("llama2: %s %s must be %s, got %s", from, k, want, v)
 		}
 		switch k {
 		case "temperature":
@@ -230,7 +284,7 @@ func parseSamplingParams(raw string) (samplingParams, error) {
 				return p, bad("a 64-bit integer")
 			}
 		case "stop":
-			stops, err := parseStops(v)
+			stops, err := parseStops(from, v)
 			if err != nil {
 				return p, err
 			}
@@ -345,20 +399,20 @@ func number(v json.RawMessage) (float64, bool) {
 }
 
 // parseStops accepts a string or an array of strings.
-func parseStops(v json.RawMessage) ([]string, error) {
+func parseStops(from string, v json.RawMessage) ([]string, error) {
 	var stops []string
 	var one string
 	if err := json.Unmarshal(v, &one); err == nil {
 		stops = []string{one}
 	} else if err := json.Unmarshal(v, &stops); err != nil {
-		return nil, fmt.Errorf("llama2: sampling_parameters: stop must be a string or an array of strings, got %s", v)
+		return nil, fmt.Errorf("llama2: %s stop must be a string or an array of strings, got %s", from, v)
 	}
 	if len(stops) > maxStops {
-		return nil, fmt.Errorf("llama2: sampling_parameters: stop has %d sequences, at most %d are allowed", len(stops), maxStops)
+		return nil, fmt.Errorf("llama2: %s stop has %d sequences, at most %d are allowed", from, len(stops), maxStops)
 	}
 	for i, s := range stops {
 		if s == "" || len(s) > maxStopLen {
-			return nil, fmt.Errorf("llama2: sampling_parameters: stop sequence %d must be 1 to %d bytes long, got %d", i, maxStopLen, len(s))
+			return nil, fmt.Errorf("llama2: %s stop sequence %d must be 1 to %d bytes long, got %d", from, i, maxStopLen, len(s))
 		}
 	}
 	return stops, nil

@@ -38,14 +38,15 @@ const SupportedTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K
 type GGUFOptions struct {
 	// MaxContext caps the context length the file declares (0: no cap).
 	MaxContext int
-	// KeepMapped leaves the weight matrices where the file maps them. By
-	// default, where the platform has huge pages (Linux), the quantized
-	// and half-precision matrices are copied once into memory on huge
-	// pages and the file's pages are dropped from the resident set:
-	// decoding streams every weight once per token, and on 4 KiB file
-	// pages that is a TLB miss every 4 KiB (about 1.5x slower on the box
-	// this was measured on).
-	KeepMapped bool
+	// HugePages copies the quantized and half-precision matrices once into
+	// memory on huge pages (where the platform has them: Linux) and drops
+	// the file's pages from the resident set. Decoding streams every weight
+	// once per token, and on 4 KiB file pages that is a TLB miss every
+	// 4 KiB (about 1.5x slower on the box this was measured on). The zero
+	// value leaves the weights memory-mapped: no copy, instant load, pages
+	// shared through the page cache (llama.cpp's --no-mmap is the opposite
+	// switch).
+	HugePages bool
 }
 
 // FromGGUF builds a model from a parsed GGUF file of a supported
@@ -163,7 +164,7 @@ func FromGGUF(f *gguf.File, opts GGUFOptions) (*Model, error) {
 		size += int64(t.Bytes())
 	}
 	release := f.Close
-	if !opts.KeepMapped && mmap.HugePages {
+	if opts.HugePages && mmap.HugePages {
 		free, err := w.copyToHugePages(f.Mapped())
 		if err != nil {
 			return nil, err

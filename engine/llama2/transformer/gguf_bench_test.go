@@ -122,7 +122,7 @@ func benchGGUF(b *testing.B, path string, threads int, prompt []int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := transformer.FromGGUF(f, transformer.GGUFOptions{MaxContext: 1024})
+	m, err := transformer.FromGGUF(f, transformer.GGUFOptions{MaxContext: 1024, HugePages: true})
 	if err != nil {
 		f.Close()
 		b.Fatal(err)

@@ -117,12 +117,12 @@ func TestFromGGUFHugePages(t *testing.T) {
 			t.Fatal(err)
 		}
 		var runs [2][][]float32
-		for i, keep := range []bool{false, true} {
+		for i, huge := range []bool{true, false} {
 			f, err := gguf.Open(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := transformer.FromGGUF(f, transformer.GGUFOptions{MaxContext: 64, KeepMapped: keep})
+			m, err := transformer.FromGGUF(f, transformer.GGUFOptions{MaxContext: 64, HugePages: huge})
 			if err != nil {
 				f.Close()
 				t.Fatal(err)

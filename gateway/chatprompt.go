@@ -22,8 +22,12 @@ const (
 	paramBOSToken     = "bos_token"
 	paramEOSToken     = "eos_token"
 	// paramToolParser names the format the model writes tool calls in
-	// (hermes or llama3), where its chat template does not tell.
+	// (hermes, llama3 or mistral), where its chat template does not tell.
 	paramToolParser = "tool_parser"
+	// paramGuidedDecoding lists the kinds of vLLM's guided_decoding the
+	// model's sampling_parameters honour ("json": JSON schemas and
+	// json_object).
+	paramGuidedDecoding = "guided_decoding"
 )
 
 // jinjaTemplates caches parsed model chat templates by model name; an
@@ -84,7 +88,7 @@ func (s *Server) chatPrompt(ctx context.Context, model string, msgs []openai.Cha
 		f, ok := openai.ParseToolFormat(v)
 		if !ok {
 			return "", format, &httpError{Status: http.StatusInternalServerError, Code: "chat_template_error",
-				Msg: "The tool_parser '" + v + "' of model '" + model + "' is not one of hermes, llama3."}
+				Msg: "The tool_parser '" + v + "' of model '" + model + "' is not one of hermes, llama3, mistral."}
 		}
 		format = f
 	}
@@ -132,6 +136,12 @@ func (s *Server) renderJinja(model, src string, params map[string]*pb.ModelParam
 		in.Messages[i] = tm
 	}
 	prompt, err := tmpl.Render(in)
+	if err != nil && !chattemplate.IsRaised(err) && retryWithEmptyContent(in.Messages) {
+		// Some templates (Qwen3's) treat every assistant content as a
+		// string; the SDKs send null beside tool_calls. Such a template
+		// gets "" there, as it would from a client that sent "".
+		prompt, err = tmpl.Render(in)
+	}
 	switch {
 	case chattemplate.IsRaised(err): // the template refuses this conversation
 		return "", &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: param,
@@ -141,6 +151,19 @@ func (s *Server) renderJinja(model, src string, params map[string]*pb.ModelParam
 			Msg: "The chat template of model '" + model + "' failed: " + err.Error()}
 	}
 	return prompt, nil
+}
+
+// retryWithEmptyContent gives the assistant messages that carry only tool
+// calls an empty content instead of none, reporting whether any did.
+func retryWithEmptyContent(msgs []chattemplate.Message) bool {
+	changed := false
+	for i := range msgs {
+		if msgs[i].NoContent {
+			msgs[i].NoContent = false
+			changed = true
+		}
+	}
+	return changed
 }
 
 // renderGo renders msgs with a Go text/template chat template.

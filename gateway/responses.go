@@ -53,9 +53,9 @@ type responseData struct {
 
 // turn is what this response adds to its conversation: the history an
 // old record kept, the input, the answer.
-func (d *responseData) turn(answer string) []openai.ChatMessage {
+func (d *responseData) turn(answer string, calls []openai.ToolCall) []openai.ChatMessage {
 	out := append(append([]openai.ChatMessage{}, d.History...), d.Input...)
-	return append(out, openai.ChatMessage{Role: "assistant", Content: answer})
+	return append(out, openai.ChatMessage{Role: "assistant", Content: answer, ToolCalls: calls})
 }
 
 func responseNotFound(id, param string) *httpError {
@@ -130,9 +130,32 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 	if err != nil {
 		return nil, nil, err
 	}
-	prompt, _, err := s.chatPrompt(ctx, rr.Model, rr.Messages(history), nil, "input")
+	cr := rr.Chat()
+	toolGuide, err := cr.ToolGuide()
 	if err != nil {
 		return nil, nil, err
+	}
+	switch {
+	case toolGuide != nil:
+		if err := s.checkGuided(ctx, rr.Model, "tool_choice", rr.ToolChoice, "'auto' or 'none'"); err != nil {
+			return nil, nil, err
+		}
+		rr.Params.Guided = toolGuide
+	case rr.Params.Guided != nil:
+		if err := s.checkGuided(ctx, rr.Model, "text.format", rr.Format, "'text'"); err != nil {
+			return nil, nil, err
+		}
+	}
+	tools := rr.Tools
+	if rr.ToolChoice == openai.ToolChoiceNone {
+		tools = nil
+	}
+	prompt, format, err := s.chatPrompt(ctx, rr.Model, rr.Messages(history), tools, "input")
+	if err != nil {
+		return nil, nil, err
+	}
+	if toolGuide != nil {
+		format = openai.ToolFormatLlama3 // the guide's {"name", "arguments"}
 	}
 	req, err := ad.Request(rr.Model, "", prompt, rr.Params)
 	if err != nil {
@@ -140,7 +163,14 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 	}
 	resp := openai.NewResponse(s.ids.next("resp"), s.opts.Now().Unix(), rr)
 	tr := &responseEvents{textReader: textReader{ad: ad}, stream: f != formBody,
-		r: &openai.Responder{Resp: resp, ItemID: s.ids.next("msg")}}
+		r: &openai.Responder{Resp: resp, ItemID: s.ids.next("msg"), Lazy: len(tools) > 0}}
+	if len(tools) > 0 {
+		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(resp.ID, "resp-") + "_", Single: !cr.ParallelToolCalls}
+		for _, t := range tools {
+			tr.tools.Tools = append(tr.tools.Tools, t.Name)
+		}
+		tr.callID = func() string { return s.ids.next("fc") }
+	}
 	return &job{req: req, tr: tr, op: opChat,
 		tokens: estimateTokens(prompt, rr.Params.MaxTokens), prompt: promptTokens(prompt)}, tr, nil
 }
@@ -170,7 +200,7 @@ func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]op
 		if err != nil {
 			return nil, err
 		}
-		turn := data.turn(prev.OutputText())
+		turn := data.turn(prev.OutputText(), prev.Calls())
 		for _, m := range turn {
 			size += int64(len(m.Content))
 		}
@@ -528,7 +558,12 @@ type responseEvents struct {
 	// that tell the client.
 	save func(*openai.Response)
 
-	text    strings.Builder
+	text strings.Builder
+	// tools parses the answer's function calls (nil without tools);
+	// calls are those found so far, callID makes their items' ids.
+	tools   *openai.ToolParser
+	calls   []openai.ToolCall
+	callID  func() string
 	event   []byte    // the last delta event, reused
 	nextOut [1][]byte // what next returns: event
 	ended   bool      // the Response has its end
@@ -553,26 +588,45 @@ func (t *responseEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	if err != nil || len(delta) == 0 {
 		return nil, err
 	}
+	if t.tools != nil {
+		var calls []openai.ToolCall
+		delta, calls = t.tools.Feed(delta)
+		t.calls = append(t.calls, calls...)
+		if len(delta) == 0 {
+			return nil, nil
+		}
+	}
 	t.text.Write(delta)
 	if !t.stream {
 		return nil, nil
 	}
 	t.event = t.r.AppendDelta(t.event[:0], delta)
 	t.nextOut[0] = t.event
+	if open := t.r.Open(); open != nil { // a Lazy message's first text
+		return append(open, t.event), nil
+	}
 	return t.nextOut[:], nil
 }
 
 func (t *responseEvents) end() ([][]byte, error) {
 	tail := t.tail()
+	if t.tools != nil {
+		content, calls := t.tools.Feed([]byte(tail))
+		rest, more := t.tools.Finish()
+		tail = string(append(content, rest...))
+		t.calls = append(append(t.calls, calls...), more...)
+	}
 	t.text.WriteString(tail)
 	in, out := t.tokens()
 	t.r.Resp.Finish(t.r.ItemID, t.text.String(), t.reason, openai.NewUsage(in, out))
+	t.r.Resp.AddCalls(t.calls, t.callID)
 	t.stored()
 	if !t.stream {
 		return [][]byte{t.r.Resp.JSON()}, nil
 	}
 	var ps [][]byte
 	if tail != "" {
+		ps = append(ps, t.r.Open()...)
 		ps = append(ps, t.r.AppendDelta(nil, []byte(tail)))
 	}
 	return append(ps, t.r.End()...), nil

@@ -9,12 +9,18 @@ import (
 )
 
 // inputItem is an item of GET /v1/responses/{id}/input_items.
+// A message has Role and Content, a function_call CallID, Name and
+// Arguments, a function_call_output CallID and Output.
 type inputItem struct {
-	ID      string              `json:"id"`
-	Type    string              `json:"type"`
-	Role    string              `json:"role"`
-	Status  string              `json:"status"`
-	Content []inputItemTextPart `json:"content"`
+	ID        string              `json:"id"`
+	Type      string              `json:"type"`
+	Role      string              `json:"role,omitempty"`
+	Status    string              `json:"status"`
+	Content   []inputItemTextPart `json:"content,omitempty"`
+	CallID    string              `json:"call_id,omitempty"`
+	Name      string              `json:"name,omitempty"`
+	Arguments string              `json:"arguments,omitempty"`
+	Output    *string             `json:"output,omitempty"`
 }
 
 type inputItemTextPart struct {
@@ -30,14 +36,25 @@ func (s *Server) responseInputItems(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	items := make([]inputItem, len(data.Input))
-	for i, m := range data.Input {
-		typ := "input_text"
-		if m.Role == "assistant" {
-			typ = "output_text"
+	items := make([]inputItem, 0, len(data.Input))
+	itemID := func() string { return "msg-" + strings.TrimPrefix(id, "resp-") + "-" + strconv.Itoa(len(items)) }
+	for _, m := range data.Input {
+		switch {
+		case m.Role == "tool":
+			out := m.Content
+			items = append(items, inputItem{ID: itemID(), Type: "function_call_output", Status: "completed", CallID: m.ToolCallID, Output: &out})
+		case len(m.ToolCalls) > 0:
+			for _, c := range m.ToolCalls {
+				items = append(items, inputItem{ID: itemID(), Type: "function_call", Status: "completed", CallID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			}
+		default:
+			typ := "input_text"
+			if m.Role == "assistant" {
+				typ = "output_text"
+			}
+			items = append(items, inputItem{ID: itemID(), Type: "message", Role: m.Role,
+				Status: "completed", Content: []inputItemTextPart{{Type: typ, Text: m.Content}}})
 		}
-		items[i] = inputItem{ID: "msg-" + strings.TrimPrefix(id, "resp-") + "-" + strconv.Itoa(i), Type: "message", Role: m.Role,
-			Status: "completed", Content: []inputItemTextPart{{Type: typ, Text: m.Content}}}
 	}
 	items, more, err := pageInputItems(r.URL.Query(), items)
 	if err != nil {

@@ -7,6 +7,9 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -46,10 +49,21 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 	if err != nil {
 		return nil, err
 	}
-	if cr.ToolChoice == openai.ToolChoiceRequired || cr.ToolChoice == "function" {
-		return nil, &httpError{Status: http.StatusBadRequest, Code: "unsupported_value", Param: "tool_choice",
-			Msg: "Unsupported value: 'tool_choice' " + cr.ToolChoice + " needs constrained decoding, which model '" + cr.Model +
-				"' does not offer on this server; use 'auto' or 'none'."}
+	toolGuide, err := cr.ToolGuide()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case toolGuide != nil:
+		if err := s.checkGuided(ctx, cr.Model, "tool_choice", cr.ToolChoice, "'auto' or 'none'"); err != nil {
+			return nil, err
+		}
+		cr.Params.Guided = toolGuide
+	case cr.Guided != nil:
+		if err := s.checkGuided(ctx, cr.Model, "response_format", cr.ResponseFormat, "'text'"); err != nil {
+			return nil, err
+		}
+		cr.Params.Guided = cr.Guided
 	}
 	tools := cr.Tools
 	if cr.ToolChoice == openai.ToolChoiceNone {
@@ -65,6 +79,9 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 	}
 	ch := &openai.Chunker{ID: s.ids.next("chatcmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
 	tr := newTextEvents(ad, ch, f, "")
+	if toolGuide != nil {
+		format = openai.ToolFormatLlama3 // the guide's {"name", "arguments"}
+	}
 	if len(tools) > 0 {
 		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(ch.ID, "chatcmpl-") + "_", Single: !cr.ParallelToolCalls}
 		for _, t := range tools {
@@ -73,6 +90,27 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 	}
 	return &job{req: req, tr: tr, op: opChat,
 		tokens: estimateTokens(prompt, cr.Params.MaxTokens), prompt: promptTokens(prompt)}, nil
+}
+
+// checkGuided refuses a request that needs guided decoding (a required or
+// named tool choice, or a JSON response format: param's value) when
+// model's config does not say that it honours guided_decoding's json kind
+// (the config parameter guided_decoding, a comma-separated list of vLLM's
+// kinds: the engine's text models set it to "json"). Without it, the
+// output would be unvalidated, so the client is told instead.
+func (s *Server) checkGuided(ctx context.Context, model, param, value, instead string) error {
+	cfg, err := s.modelConfig(ctx, model, "")
+	if err != nil && status.Code(err) != codes.Unimplemented {
+		return err
+	}
+	for _, k := range strings.Split(cfg.GetParameters()[paramGuidedDecoding].GetStringValue(), ",") {
+		if strings.TrimSpace(k) == "json" {
+			return nil
+		}
+	}
+	return &httpError{Status: http.StatusBadRequest, Code: "unsupported_value", Param: param,
+		Msg: "Unsupported value: '" + param + "' " + value + " needs constrained decoding, which model '" + model +
+			"' does not offer on this server (its config has no parameter guided_decoding listing json); use " + instead + "."}
 }
 
 // completionJob turns a completions request into a job whose payloads

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/streamgate/streamgate/engine/backend"
+	"github.com/streamgate/streamgate/engine/llama2/constrain"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
 	"github.com/streamgate/streamgate/engine/llama2/tokenizer"
 	"github.com/streamgate/streamgate/engine/llama2/transformer"
@@ -54,6 +55,9 @@ type Backend struct {
 	// promptBytes is the longest prompt, in bytes, that can fit the
 	// context; 0 when the vocabulary sets no bound (see promptByteLimit).
 	promptBytes int
+
+	guideOnce sync.Once
+	guides    *constrain.Vocab // guideVocab's
 
 	mu       sync.Mutex
 	closing  bool
@@ -273,7 +277,11 @@ func (b *Backend) Execute(ctx context.Context, req *backend.Request, r backend.R
 	if len(prompt) > seqLen {
 		return nil, backend.Errorf(codes.InvalidArgument, "llama2: prompt is %d tokens, longer than the model's context of %d tokens", len(prompt), seqLen)
 	}
-	s := newSequence(in, prompt)
+	var guides *constrain.Vocab
+	if in.params.guided != nil {
+		guides = b.guideVocab()
+	}
+	s := newSequence(in, prompt, guides)
 	if err := b.admit(s); err != nil {
 		return nil, err
 	}
@@ -314,6 +322,19 @@ func (b *Backend) Execute(ctx context.Context, req *backend.Request, r backend.R
 			return finalResponse(in, len(prompt), fin), nil
 		}
 	}
+}
+
+// guideVocab returns the vocabulary arranged for guided decoding, built on
+// first use.
+func (b *Backend) guideVocab() *constrain.Vocab {
+	b.guideOnce.Do(func() {
+		pieces := make([]string, b.tok.Vocab())
+		for i := range pieces {
+			pieces[i] = b.tok.Piece(-1, i)
+		}
+		b.guides = constrain.NewVocab(pieces, b.tok.EndOfGeneration)
+	})
+	return b.guides
 }
 
 // pace waits n times the request's delay_ms before its next output, on the

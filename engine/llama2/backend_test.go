@@ -171,7 +171,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"repetition_penalty": "x"}`, "repetition_penalty must be a number > 0"},
 		{`{"frequency_penalty": 2.5}`, "frequency_penalty must be a number in [-2, 2], got 2.5"},
 		{`{"presence_penalty": -3}`, "presence_penalty must be a number in [-2, 2], got -3"},
-		{`{"best_of": 2}`, `unknown key "best_of" (supported: temperature, top_p, top_k, min_p, repetition_penalty, frequency_penalty, presence_penalty, max_tokens, seed, stop, ignore_eos)`},
+		{`{"best_of": 2}`, `unknown key "best_of" (supported: temperature, top_p, top_k, min_p, repetition_penalty, frequency_penalty, presence_penalty, max_tokens, seed, stop, ignore_eos, guided_decoding)`},
 		{`{"best_of": null}`, `unknown key "best_of"`},
 	} {
 		_, err := tryRun(t, context.Background(), b, call{params: tc.params})

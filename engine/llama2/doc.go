@@ -21,6 +21,18 @@
 // top_k and top_p), exclude_input_in_output (BOOL [1], default false).
 // Unknown keys and values out of range are INVALID_ARGUMENT errors.
 //
+// Guided decoding: sampling_parameters' guided_decoding, as vLLM and
+// Triton's vLLM backend take it (an object, or a JSON string holding one),
+// constrains the output to JSON: {"json": schema} (the schema an object or
+// a JSON string) to a value of a JSON schema, {"json_object": true} to any
+// JSON object. vLLM's other kinds (regex, choice, grammar) are
+// INVALID_ARGUMENT, and so are schema keywords the constrain package cannot
+// enforce (the error names the keyword's path). Each step masks the logits
+// of the tokens that would break the constraint, and generation ends
+// ("stop") as soon as the value is complete. The model configuration
+// advertises it with the parameter guided_decoding = "json", which the
+// gateway reads before it sends a constraint.
+//
 // Outputs: text_output (BYTES [-1]), finish_reason (BYTES [1], "stop" for
 // an end-of-text token or a stop sequence, "length" for max_tokens or the
 // context length), num_input_tokens and num_output_tokens (UINT32 [1]; the

@@ -17,6 +17,15 @@ const (
 	TokenizerFile  = "tok512.bin"
 )
 
+// ParamGuidedDecoding is the config parameter by which a model tells the
+// gateway which of vLLM's guided_decoding kinds its sampling_parameters
+// honour (a comma-separated list); GuidedJSON is the kind of JSON schemas
+// and json_object.
+const (
+	ParamGuidedDecoding = "guided_decoding"
+	GuidedJSON          = "json"
+)
+
 // Defaults of the optional config parameters.
 const (
 	DefaultMaxSequences = 16 // parameters.max_sequences: KV caches, i.e. concurrent generations
@@ -61,6 +70,9 @@ func Config(name, checkpoint, tokenizer string) *pb.ModelConfig {
 		Parameters: map[string]*pb.ModelParameter{
 			paramCheckpoint: str(checkpoint),
 			paramTokenizer:  str(tokenizer),
+			// Guided decoding: sampling_parameters.guided_decoding takes
+			// {"json": schema} and {"json_object": true}.
+			ParamGuidedDecoding: str(GuidedJSON),
 		},
 		ModelTransactionPolicy: &pb.ModelTransactionPolicy{Decoupled: true},
 	}

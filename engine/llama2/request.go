@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/engine/backend"
+	"github.com/streamgate/streamgate/engine/llama2/constrain"
 	"github.com/streamgate/streamgate/engine/llama2/sampler"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -67,6 +68,8 @@ type samplingParams struct {
 	maxTokens int
 	stop      []string
 	ignoreEOS bool
+	// guided is the constraint of guided_decoding, nil when none.
+	guided *constrain.Grammar
 }
 
 // parseRequest decodes and checks req's inputs. Errors are meant for the
@@ -314,6 +317,12 @@ func parseSamplingParams(fields map[string]samplingField) (samplingParams, error
 			} else {
 				p.PresencePenalty = float32(f)
 			}
+		case "guided_decoding":
+			g, err := parseGuided(v)
+			if err != nil {
+				return p, err
+			}
+			p.guided = g
 		case "ignore_eos":
 			if err := json.Unmarshal(v, &p.ignoreEOS); err != nil {
 				return p, bad("true or false")
@@ -327,7 +336,53 @@ func parseSamplingParams(fields map[string]samplingField) (samplingParams, error
 
 var paramNames = []string{
 	"temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty",
-	"max_tokens", "seed", "stop", "ignore_eos",
+	"max_tokens", "seed", "stop", "ignore_eos", "guided_decoding",
+}
+
+// parseGuided decodes guided_decoding, vLLM's structured-output
+// parameters (an object, or a JSON string holding one, as Triton's vLLM
+// backend takes them): {"json": schema} (the schema as an object or a JSON
+// string) or {"json_object": true}. vLLM's other kinds (regex, choice,
+// grammar) are refused.
+func parseGuided(v json.RawMessage) (*constrain.Grammar, error) {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		v = json.RawMessage(s)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(v, &fields); err != nil || fields == nil {
+		return nil, fmt.Errorf("llama2: sampling_parameters: guided_decoding must be an object such as {\"json\": schema} or {\"json_object\": true}, got %s", v)
+	}
+	var g *constrain.Grammar
+	for k, f := range fields {
+		switch k {
+		case "json":
+			schema := []byte(f)
+			if json.Unmarshal(f, &s) == nil {
+				schema = []byte(s)
+			}
+			var err error
+			if g, err = constrain.Compile(schema); err != nil {
+				return nil, fmt.Errorf("llama2: sampling_parameters: guided_decoding.json: %v", err)
+			}
+		case "json_object":
+			var on bool
+			if json.Unmarshal(f, &on) != nil || !on {
+				return nil, fmt.Errorf("llama2: sampling_parameters: guided_decoding.json_object must be true, got %s", f)
+			}
+			if g == nil {
+				g = constrain.AnyJSON()
+			}
+		case "backend", "whitespace_pattern":
+			// vLLM's choice of implementation and whitespace: ours is fixed.
+		default:
+			return nil, fmt.Errorf("llama2: sampling_parameters: guided_decoding.%s is not supported (supported: json, json_object)", k)
+		}
+	}
+	if g == nil {
+		return nil, fmt.Errorf("llama2: sampling_parameters: guided_decoding needs json or json_object")
+	}
+	return g, nil
 }
 
 func unknownParam(k string) error {

@@ -8,10 +8,13 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/streamgate/streamgate/engine/backend"
+	"github.com/streamgate/streamgate/engine/llama2/constrain"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
 	"github.com/streamgate/streamgate/engine/llama2/sampler"
 	"github.com/streamgate/streamgate/engine/llama2/transformer"
 )
+
+var errGuideStuck = backend.Errorf(codes.Internal, "llama2: guided_decoding: no token of the vocabulary continues the output within the constraint")
 
 var errClosing = backend.Errorf(codes.Unavailable, "llama2: model is being unloaded")
 
@@ -39,6 +42,7 @@ type sequence struct {
 	req     request
 	prompt  []int
 	sampler *sampler.Sampler
+	guide   *constrain.Matcher // nil without guided_decoding
 	text    textStream
 	full    strings.Builder // released text of a non-streaming request
 
@@ -69,15 +73,19 @@ type slot struct {
 	logits []float32
 }
 
-func newSequence(in request, prompt []int) *sequence {
+func newSequence(in request, prompt []int, guides *constrain.Vocab) *sequence {
 	p := in.params
-	return &sequence{
+	s := &sequence{
 		req:     in,
 		prompt:  prompt,
 		sampler: sampler.New(p.Options, prompt),
 		text:    textStream{stops: p.stop},
 		notify:  make(chan struct{}, 1),
 	}
+	if p.guided != nil {
+		s.guide = p.guided.Matcher(guides)
+	}
+	return s
 }
 
 // take returns and clears the released pieces and the outcome, if any.
@@ -290,15 +298,22 @@ func (sc *scheduler) advance() {
 		if st.Logits == nil {
 			continue
 		}
+		if s.guide != nil && !s.guide.Apply(st.Logits) {
+			sc.retire(s, &finish{err: errGuideStuck})
+			continue
+		}
 		tok := s.sampler.Sample(st.Logits)
 		s.generated++
-		if sc.b.tok.EndOfGeneration(tok) && !s.req.params.ignoreEOS {
+		if sc.b.tok.EndOfGeneration(tok) && (!s.req.params.ignoreEOS || s.guide != nil) {
 			sc.end(s, finishStop)
 			continue
 		}
-		text, stop := s.text.push(sc.b.tok.Piece(st.Token, tok))
+		piece := sc.b.tok.Piece(st.Token, tok)
+		text, stop := s.text.push(piece)
 		s.emit(text)
 		switch {
+		case s.guide != nil && (!s.guide.Advance(piece) || s.guide.Finished()):
+			sc.end(s, finishStop) // Advance fails only on a bug: the mask allowed tok
 		case stop:
 			sc.end(s, finishStop)
 		case s.generated >= s.req.params.maxTokens || s.pos >= seqLen:

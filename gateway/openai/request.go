@@ -65,6 +65,10 @@ type ChatRequest struct {
 	ToolChoice        string
 	ToolChoiceName    string
 	ParallelToolCalls bool
+	// ResponseFormat is response_format's type (FormatText when absent);
+	// Guided is the guided_decoding it asks for (nil for text).
+	ResponseFormat string
+	Guided         json.RawMessage
 }
 
 // CompletionRequest is a validated completions request.
@@ -500,13 +504,8 @@ func ParseChat(body []byte) (*ChatRequest, error) {
 	if r.Model, r.Stream, r.IncludeUsage, r.Params, err = f.common("max_tokens", "max_completion_tokens"); err != nil {
 		return nil, err
 	}
-	if raw, ok := f.m["response_format"]; ok && !isNull(raw) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(raw, &rf) != nil || rf.Type != "text" {
-			return nil, unsupported("response_format", "is only supported with type 'text'.")
-		}
+	if err = f.responseFormat(r); err != nil {
+		return nil, err
 	}
 	if err = f.tools(r); err != nil {
 		return nil, err

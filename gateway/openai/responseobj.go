@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/streamgate/streamgate/gateway/internal/jsonstr"
@@ -35,8 +36,8 @@ type Response struct {
 	Store              bool               `json:"store"`
 	Temperature        float64            `json:"temperature"`
 	Text               textConfig         `json:"text"`
-	ToolChoice         string             `json:"tool_choice"`
-	Tools              []struct{}         `json:"tools"`
+	ToolChoice         json.RawMessage    `json:"tool_choice"`
+	Tools              []json.RawMessage  `json:"tools"`
 	TopP               float64            `json:"top_p"`
 	Truncation         string             `json:"truncation"`
 	Usage              *ResponseUsage     `json:"usage"`
@@ -66,13 +67,48 @@ type IncompleteDetails struct {
 	Reason string `json:"reason"`
 }
 
-// OutputMessage is the one output item of a text response.
+// OutputMessage is an output item of a response: the message (Type
+// "message") or a function call (Type "function_call", with CallID, Name
+// and Arguments instead of Role and Content).
 type OutputMessage struct {
+	Type      string       `json:"type"`
+	ID        string       `json:"id"`
+	Status    string       `json:"status"`
+	Role      string       `json:"role,omitempty"`
+	Content   []OutputText `json:"content,omitempty"`
+	CallID    string       `json:"call_id,omitempty"`
+	Name      string       `json:"name,omitempty"`
+	Arguments string       `json:"arguments,omitempty"`
+}
+
+type messageItem struct {
 	Type    string       `json:"type"`
 	ID      string       `json:"id"`
 	Status  string       `json:"status"`
 	Role    string       `json:"role"`
 	Content []OutputText `json:"content"`
+}
+
+type functionCallItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
+}
+
+// MarshalJSON writes the fields of the item's type, all of them (a
+// message's content even when empty, a call's arguments even when "").
+func (m OutputMessage) MarshalJSON() ([]byte, error) {
+	if m.Type == "function_call" {
+		return json.Marshal(functionCallItem{Type: m.Type, ID: m.ID, CallID: m.CallID, Name: m.Name, Arguments: m.Arguments, Status: m.Status})
+	}
+	content := m.Content
+	if content == nil {
+		content = []OutputText{}
+	}
+	return json.Marshal(messageItem{Type: m.Type, ID: m.ID, Status: m.Status, Role: m.Role, Content: content})
 }
 
 // OutputText is an output_text content part.
@@ -107,8 +143,8 @@ func NewResponse(id string, createdAt int64, r *ResponsesRequest) *Response {
 	resp := &Response{
 		ID: id, Object: "response", CreatedAt: createdAt, Status: StatusInProgress, Background: r.Background,
 		Instructions: r.Instructions, MaxOutputTokens: r.Params.MaxTokens, Model: r.Model,
-		Output: []OutputMessage{}, ParallelToolCalls: true, Store: r.Store, Temperature: 1, ToolChoice: "auto",
-		Tools: []struct{}{}, TopP: 1, Truncation: "disabled", User: r.User, Metadata: r.Metadata,
+		Output: []OutputMessage{}, ParallelToolCalls: true, Store: r.Store, Temperature: 1, ToolChoice: json.RawMessage(`"auto"`),
+		Tools: []json.RawMessage{}, TopP: 1, Truncation: "disabled", User: r.User, Metadata: r.Metadata,
 	}
 	if r.Background {
 		resp.Status = StatusQueued
@@ -116,7 +152,19 @@ func NewResponse(id string, createdAt int64, r *ResponsesRequest) *Response {
 	if resp.Metadata == nil {
 		resp.Metadata = map[string]string{}
 	}
-	resp.Text.Format.Type = "text"
+	if r.RawTools != nil {
+		resp.Tools = r.RawTools
+	}
+	if r.RawToolChoice != nil {
+		resp.ToolChoice = r.RawToolChoice
+	}
+	if r.Tools != nil {
+		resp.ParallelToolCalls = r.ParallelToolCalls
+	}
+	resp.Text.Format.Type = FormatText
+	if r.Format != "" {
+		resp.Text.Format.Type = r.Format
+	}
 	if r.PreviousResponseID != "" {
 		p := r.PreviousResponseID
 		resp.PreviousResponseID = &p
@@ -143,6 +191,32 @@ func (resp *Response) Finish(itemID, text, finishReason string, u *ResponseUsage
 	}
 	resp.Output = []OutputMessage{item}
 	resp.Usage = u
+}
+
+// AddCalls appends calls as function_call items, with ids from itemID;
+// the message goes when it is empty (the answer is only calls).
+func (resp *Response) AddCalls(calls []ToolCall, itemID func() string) {
+	if len(calls) == 0 {
+		return
+	}
+	if len(resp.Output) == 1 && resp.Output[0].Type == "message" && resp.OutputText() == "" {
+		resp.Output = resp.Output[:0]
+	}
+	for _, c := range calls {
+		resp.Output = append(resp.Output, OutputMessage{Type: "function_call", ID: itemID(), Status: StatusCompleted,
+			CallID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+}
+
+// Calls is the function calls of resp's output.
+func (resp *Response) Calls() []ToolCall {
+	var out []ToolCall
+	for _, m := range resp.Output {
+		if m.Type == "function_call" {
+			out = append(out, ToolCall{ID: m.CallID, Name: m.Name, Arguments: m.Arguments})
+		}
+	}
+	return out
 }
 
 // Fail sets resp's end as failed with code and message.
@@ -175,6 +249,10 @@ func newOutputText(text string) OutputText {
 type Responder struct {
 	Resp   *Response
 	ItemID string
+	// Lazy holds the message item back until its first text (Open): a
+	// response with tools may answer with calls only.
+	Lazy   bool
+	opened bool
 
 	seq         int
 	deltaPrefix []byte // a delta's JSON after its sequence_number up to its text
@@ -230,15 +308,26 @@ func (r *Responder) item(status string, content []OutputText) OutputMessage {
 }
 
 // Start is the events that open the stream: response.created (status
-// queued for a background response), response.in_progress, the message's
-// response.output_item.added and its text part's
-// response.content_part.added.
+// queued for a background response), response.in_progress, and unless
+// Lazy the message's events of Open.
 func (r *Responder) Start() [][]byte {
 	created := r.responseEvent("response.created")
 	r.Resp.Status = StatusInProgress
+	out := [][]byte{created, r.responseEvent("response.in_progress")}
+	if !r.Lazy {
+		out = append(out, r.Open()...)
+	}
+	return out
+}
+
+// Open is the message's response.output_item.added and its text part's
+// response.content_part.added, once; nil after the first time.
+func (r *Responder) Open() [][]byte {
+	if r.opened {
+		return nil
+	}
+	r.opened = true
 	return [][]byte{
-		created,
-		r.responseEvent("response.in_progress"),
 		mustJSON(itemEvent{Type: "response.output_item.added", SequenceNumber: r.next(), Item: r.item(StatusInProgress, []OutputText{})}),
 		mustJSON(partEvent{Type: "response.content_part.added", SequenceNumber: r.next(), ItemID: r.ItemID, Part: newOutputText("")}),
 	}
@@ -259,22 +348,44 @@ func (r *Responder) AppendDelta(dst, text []byte) []byte {
 	return append(b, `,"logprobs":[]}`...)
 }
 
-// End is the events that close a stream whose response Finish has ended:
-// the text's done events, then response.completed or
-// response.incomplete.
+// End is the events that close a stream whose response Finish (and
+// AddCalls) has ended: the message's done events, each call's item and
+// arguments events, then response.completed or response.incomplete.
 func (r *Responder) End() [][]byte {
-	item := r.Resp.Output[0]
-	text := item.Content[0]
+	var out [][]byte
+	for i, item := range r.Resp.Output {
+		if item.Type == "function_call" {
+			added := item
+			added.Arguments, added.Status = "", StatusInProgress
+			out = append(out,
+				mustJSON(itemEvent{Type: "response.output_item.added", SequenceNumber: r.next(), OutputIndex: i, Item: added}),
+				mustJSON(argsEvent{Type: "response.function_call_arguments.delta", SequenceNumber: r.next(), ItemID: item.ID, OutputIndex: i, Delta: item.Arguments}),
+				mustJSON(argsEvent{Type: "response.function_call_arguments.done", SequenceNumber: r.next(), ItemID: item.ID, OutputIndex: i, Name: item.Name, Arguments: item.Arguments}),
+				mustJSON(itemEvent{Type: "response.output_item.done", SequenceNumber: r.next(), OutputIndex: i, Item: item}))
+			continue
+		}
+		out = append(out, r.Open()...)
+		text := item.Content[0]
+		out = append(out,
+			mustJSON(textDoneEvent{Type: "response.output_text.done", SequenceNumber: r.next(), ItemID: r.ItemID, OutputIndex: i, Text: text.Text, Logprobs: []struct{}{}}),
+			mustJSON(partEvent{Type: "response.content_part.done", SequenceNumber: r.next(), ItemID: r.ItemID, OutputIndex: i, Part: text}),
+			mustJSON(itemEvent{Type: "response.output_item.done", SequenceNumber: r.next(), OutputIndex: i, Item: item}))
+	}
 	final := "response.completed"
 	if r.Resp.Status == StatusIncomplete {
 		final = "response.incomplete"
 	}
-	return [][]byte{
-		mustJSON(textDoneEvent{Type: "response.output_text.done", SequenceNumber: r.next(), ItemID: r.ItemID, Text: text.Text, Logprobs: []struct{}{}}),
-		mustJSON(partEvent{Type: "response.content_part.done", SequenceNumber: r.next(), ItemID: r.ItemID, Part: text}),
-		mustJSON(itemEvent{Type: "response.output_item.done", SequenceNumber: r.next(), Item: item}),
-		r.responseEvent(final),
-	}
+	return append(out, r.responseEvent(final))
+}
+
+type argsEvent struct {
+	Type           string `json:"type"`
+	SequenceNumber int    `json:"sequence_number"`
+	ItemID         string `json:"item_id"`
+	OutputIndex    int    `json:"output_index"`
+	Delta          string `json:"delta,omitempty"`
+	Name           string `json:"name,omitempty"`
+	Arguments      string `json:"arguments,omitempty"`
 }
 
 // Failed is the response.failed event of a response Fail has ended.

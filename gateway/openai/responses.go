@@ -35,8 +35,28 @@ type ResponsesRequest struct {
 	PreviousResponseID string
 	User               *string
 	// Params hold max_output_tokens as MaxTokens (nil: no limit but the
-	// model's context).
+	// model's context), and text.format's guided decoding as Guided.
 	Params textmodel.Params
+	// Format is text.format's type (FormatText when absent).
+	Format string
+	// Tools, ToolChoice, ToolChoiceName and ParallelToolCalls are the
+	// function tools, as chat completions reads them (Tools[i].Raw in
+	// chat's shape, {"type": "function", "function": {...}}).
+	Tools             []Tool
+	ToolChoice        string
+	ToolChoiceName    string
+	ParallelToolCalls bool
+	// RawTools and RawToolChoice are tools and tool_choice as sent, for
+	// the Response object.
+	RawTools      []json.RawMessage
+	RawToolChoice json.RawMessage
+}
+
+// Chat is the request's tool settings as a chat request's, whose
+// ToolGuide and tool parsing the Responses API shares.
+func (r *ResponsesRequest) Chat() *ChatRequest {
+	return &ChatRequest{Model: r.Model, Tools: r.Tools, ToolChoice: r.ToolChoice, ToolChoiceName: r.ToolChoiceName,
+		ParallelToolCalls: r.ParallelToolCalls}
 }
 
 // maxMetadata bounds metadata as OpenAI does: 16 pairs, keys of 64
@@ -60,8 +80,6 @@ func init() {
 }
 
 var responsesRefused = map[string]string{
-	"tools":        "is not supported by this server (no tool calling).",
-	"tool_choice":  "is not supported by this server (no tool calling).",
 	"include":      "is not supported by this server: there is nothing to include.",
 	"reasoning":    "is not supported by this server: its models do not reason.",
 	"conversation": "is not supported by this server; continue a response with previous_response_id.",
@@ -87,7 +105,7 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 	if err := f.refuse(responsesRefused); err != nil {
 		return nil, err
 	}
-	r := &ResponsesRequest{Store: true}
+	r := &ResponsesRequest{Store: true, Format: FormatText}
 	if r.Model, err = f.str("model", true); err != nil {
 		return nil, err
 	}
@@ -158,10 +176,8 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 			return nil, err
 		}
 	}
-	for _, name := range []string{"parallel_tool_calls"} {
-		if _, err := f.boolean(name); err != nil {
-			return nil, err
-		}
+	if err := f.responsesTools(r); err != nil {
+		return nil, err
 	}
 	if _, err := f.integer("max_tool_calls", 1, math.MaxInt32); err != nil {
 		return nil, err
@@ -171,7 +187,7 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 	} else if t != "" && t != "disabled" {
 		return nil, unsupported("truncation", "must be 'disabled': this server does not drop input to fit the context.")
 	}
-	if err := f.textFormat(); err != nil {
+	if err := f.textFormat(r); err != nil {
 		return nil, err
 	}
 	if r.Metadata, err = f.metadata(); err != nil {
@@ -201,10 +217,10 @@ func allNull(raw json.RawMessage) bool {
 	return true
 }
 
-// textFormat accepts text.format of type "text" (the default) and
-// text.verbosity "medium" (the default); other formats need structured
-// output, which a text model cannot promise.
-func (f *fields) textFormat() error {
+// textFormat reads text.format (text, the default; json_object; or
+// json_schema, which become Guided) and accepts text.verbosity "medium"
+// (the default).
+func (f *fields) textFormat(r *ResponsesRequest) error {
 	raw, ok := f.m["text"]
 	if !ok || isNull(raw) {
 		return nil
@@ -225,14 +241,8 @@ func (f *fields) textFormat() error {
 			if isNull(v) {
 				continue
 			}
-			var format struct {
-				Type string `json:"type"`
-			}
-			if json.Unmarshal(v, &format) != nil {
-				return typeError("text.format", "an object", v)
-			}
-			if format.Type != "text" {
-				return unsupported("text.format", fmt.Sprintf("of type '%s' is not supported by this server: only type 'text' is (no structured output).", format.Type))
+			if err := r.textFormatType(v); err != nil {
+				return err
 			}
 		case "verbosity":
 			var s *string
@@ -246,6 +256,32 @@ func (f *fields) textFormat() error {
 			return &RequestError{Message: "Unrecognized request argument supplied: text." + k, Param: "text." + k, Code: "unknown_parameter"}
 		}
 	}
+	return nil
+}
+
+// textFormatType reads text.format: the Responses API's json_schema has
+// name, schema and strict beside its type (no json_schema member).
+func (r *ResponsesRequest) textFormatType(v json.RawMessage) error {
+	var format map[string]json.RawMessage
+	if json.Unmarshal(v, &format) != nil || format == nil {
+		return typeError("text.format", "an object", v)
+	}
+	typ, err := (&fields{m: format}).str("type", true)
+	if err != nil {
+		return &RequestError{Message: "Missing required parameter: 'text.format.type'.", Param: "text.format.type", Code: "missing_required_parameter"}
+	}
+	switch typ {
+	case FormatText:
+	case FormatJSONObject:
+		r.Params.Guided = json.RawMessage(`{"json_object":true}`)
+	case FormatJSONSchema:
+		if err := jsonSchemaFormat(format, "text.format", &r.Params.Guided); err != nil {
+			return err
+		}
+	default:
+		return valueError("text.format.type", fmt.Sprintf("'%s' is not one of 'text', 'json_object' or 'json_schema'.", typ))
+	}
+	r.Format = typ
 	return nil
 }
 
@@ -300,6 +336,10 @@ func (f *fields) input() ([]ChatMessage, error) {
 		if err != nil {
 			return nil, err
 		}
+		if n := len(out); n > 0 && len(m.ToolCalls) > 0 && len(out[n-1].ToolCalls) > 0 && out[n-1].Content == "" {
+			out[n-1].ToolCalls = append(out[n-1].ToolCalls, m.ToolCalls...) // parallel calls: one assistant turn
+			continue
+		}
 		out = append(out, m)
 	}
 	return out, nil
@@ -315,8 +355,12 @@ func inputItem(param string, raw json.RawMessage) (ChatMessage, error) {
 	if err != nil {
 		return ChatMessage{}, typeError(param+".type", "a string", obj["type"])
 	}
-	if typ != "" && typ != "message" {
-		return ChatMessage{}, unsupported(param+".type", fmt.Sprintf("'%s' is not supported by this server: input items are messages (no tools, files or item references).", typ))
+	switch typ {
+	case "", "message":
+	case "function_call", "function_call_output":
+		return functionItem(param, typ, f)
+	default:
+		return ChatMessage{}, unsupported(param+".type", fmt.Sprintf("'%s' is not supported by this server: input items are messages, function_call and function_call_output (no files or item references).", typ))
 	}
 	for k := range obj {
 		switch k {

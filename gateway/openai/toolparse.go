@@ -20,12 +20,17 @@ const (
 	// {"name", "parameters"} (or several, separated by ';'), optionally
 	// after <|python_tag|>.
 	ToolFormatLlama3 ToolFormat = "llama3"
+	// ToolFormatMistral is Mistral's: the answer starts with [TOOL_CALLS],
+	// then a JSON array of {"name", "arguments"} (v3 tokenizers) or, per
+	// call, name[ARGS]{...} (v11 on; [TOOL_CALLS] before each call, and
+	// [CALL_ID]id before [ARGS] in some).
+	ToolFormatMistral ToolFormat = "mistral"
 )
 
 // ParseToolFormat reads a per-model tool_parser option.
 func ParseToolFormat(s string) (ToolFormat, bool) {
 	switch f := ToolFormat(s); f {
-	case ToolFormatHermes, ToolFormatLlama3:
+	case ToolFormatHermes, ToolFormatLlama3, ToolFormatMistral:
 		return f, true
 	}
 	return "", false
@@ -33,8 +38,12 @@ func ParseToolFormat(s string) (ToolFormat, bool) {
 
 // TemplateToolFormat guesses the format from a chat template's source:
 // one that mentions <tool_call> is Hermes', one that mentions
-// "parameters" with tools (Llama 3.1+'s) is Llama 3's; otherwise Hermes'.
+// "parameters" with tools (Llama 3.1+'s) is Llama 3's, one that mentions
+// [TOOL_CALLS] Mistral's; otherwise Hermes'.
 func TemplateToolFormat(src string) ToolFormat {
+	if strings.Contains(src, mistralTag) {
+		return ToolFormatMistral
+	}
 	if strings.Contains(src, "<tool_call>") {
 		return ToolFormatHermes
 	}
@@ -48,6 +57,9 @@ const (
 	hermesOpen  = "<tool_call>"
 	hermesClose = "</tool_call>"
 	pythonTag   = "<|python_tag|>"
+	mistralTag  = "[TOOL_CALLS]"
+	mistralArgs = "[ARGS]"
+	mistralID   = "[CALL_ID]"
 )
 
 // ToolParser splits a model's streamed output into content and tool
@@ -74,8 +86,11 @@ type ToolParser struct {
 // Feed takes the next piece of output.
 func (p *ToolParser) Feed(text []byte) (content []byte, calls []ToolCall) {
 	p.buf = append(p.buf, text...)
-	if p.Format == ToolFormatLlama3 {
-		return p.feedLlama3()
+	switch p.Format {
+	case ToolFormatLlama3:
+		return p.feedWhole('{', pythonTag)
+	case ToolFormatMistral:
+		return p.feedWhole(0, mistralTag)
 	}
 	for {
 		if !p.inCall {
@@ -118,16 +133,18 @@ func (p *ToolParser) holdSpace(content []byte) []byte {
 	return trimmed
 }
 
-func (p *ToolParser) feedLlama3() (content []byte, calls []ToolCall) {
+// feedWhole reads a format whose answer is either all calls or all
+// content, decided by its start: the byte first (0: none) or tag.
+func (p *ToolParser) feedWhole(first byte, tag string) (content []byte, calls []ToolCall) {
 	if !p.decided {
 		rest := bytes.TrimLeft(p.buf, " \t\r\n")
 		if len(rest) == 0 {
 			return nil, nil
 		}
-		if rest[0] == '{' || bytes.HasPrefix(rest, []byte(pythonTag)) {
+		if first != 0 && rest[0] == first || bytes.HasPrefix(rest, []byte(tag)) {
 			p.decided, p.whole = true, true
-		} else if partialSuffix(rest, pythonTag) == len(rest) {
-			return nil, nil // maybe <|python_tag|>
+		} else if partialSuffix(rest, tag) == len(rest) {
+			return nil, nil // maybe the tag
 		} else {
 			p.decided = true
 		}
@@ -158,6 +175,11 @@ func (p *ToolParser) Finish() (content []byte, calls []ToolCall) {
 			out = p.keep(out, c)
 		}
 		return nil, out
+	case p.Format == ToolFormatMistral && p.whole:
+		if out, ok := p.mistralCalls(bytes.TrimSpace(p.buf)); ok {
+			return nil, out
+		}
+		return append([]byte{}, p.buf...), nil
 	case p.inCall: // an unclosed <tool_call>: a call if its JSON is whole
 		if c, ok := p.call(p.buf, "arguments"); ok {
 			return nil, p.keep(nil, c)
@@ -168,6 +190,51 @@ func (p *ToolParser) Finish() (content []byte, calls []ToolCall) {
 		return nil, nil // the space after the calls
 	}
 	return append([]byte{}, p.buf...), nil
+}
+
+// mistralCalls parses the calls after each [TOOL_CALLS] of body.
+func (p *ToolParser) mistralCalls(body []byte) ([]ToolCall, bool) {
+	var out []ToolCall
+	for _, part := range bytes.Split(body, []byte(mistralTag)) {
+		part = bytes.TrimSpace(part)
+		switch {
+		case len(part) == 0:
+			continue
+		case part[0] == '[': // a JSON array of calls
+			var list []json.RawMessage
+			if json.Unmarshal(part, &list) != nil || len(list) == 0 {
+				return nil, false
+			}
+			for _, raw := range list {
+				c, ok := p.call(raw, "arguments")
+				if !ok {
+					return nil, false
+				}
+				out = p.keep(out, c)
+			}
+		default: // name[ARGS]{...}, maybe name[CALL_ID]id[ARGS]{...}
+			head, args, ok := bytes.Cut(part, []byte(mistralArgs))
+			if !ok {
+				return nil, false
+			}
+			name, _, _ := bytes.Cut(head, []byte(mistralID))
+			obj, err := json.Marshal(map[string]json.RawMessage{"name": jsonString(string(bytes.TrimSpace(name))), "arguments": args})
+			if err != nil {
+				return nil, false
+			}
+			c, ok := p.call(obj, "arguments")
+			if !ok {
+				return nil, false
+			}
+			out = p.keep(out, c)
+		}
+	}
+	return out, len(out) > 0
+}
+
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
 }
 
 func (p *ToolParser) keep(calls []ToolCall, c ToolCall) []ToolCall {

@@ -29,6 +29,13 @@ func TestToolParser(t *testing.T) {
 			[]ToolCall{weather, {ID: "call_1", Name: "now", Arguments: `{}`}}},
 		{ToolFormatLlama3, "  The weather is fine.  ", "  The weather is fine.  ", nil},
 		{ToolFormatLlama3, "{not json", "{not json", nil},
+		{ToolFormatMistral, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"now\", \"arguments\": {}}]", "",
+			[]ToolCall{weather, {ID: "call_1", Name: "now", Arguments: `{}`}}},
+		{ToolFormatMistral, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]now[CALL_ID]a1b2c3d4e[ARGS]{}", "",
+			[]ToolCall{weather, {ID: "call_1", Name: "now", Arguments: `{}`}}},
+		{ToolFormatMistral, "It is sunny [TOOL_CALLS] in Paris.", "It is sunny [TOOL_CALLS] in Paris.", nil},
+		{ToolFormatMistral, "[TOOL_CALLS]rm_rf[ARGS]{}", "[TOOL_CALLS]rm_rf[ARGS]{}", nil},
+		{ToolFormatMistral, "[TOOL_CALLS]get_weather{}", "[TOOL_CALLS]get_weather{}", nil},
 	}
 	for _, tc := range cases {
 		for _, step := range []int{len(tc.out), 1, 3} {
@@ -68,6 +75,9 @@ func TestTemplateToolFormat(t *testing.T) {
 	if f := TemplateToolFormat(`Respond in the format {"name": function name, "parameters": dictionary}`); f != ToolFormatLlama3 {
 		t.Errorf("llama: %s", f)
 	}
+	if f := TemplateToolFormat(`{{- "[TOOL_CALLS]" + tool_calls|tojson }}`); f != ToolFormatMistral {
+		t.Errorf("mistral: %s", f)
+	}
 }
 
 // FuzzToolParser checks that feeding an output in pieces gives what
@@ -76,11 +86,12 @@ func FuzzToolParser(f *testing.F) {
 	f.Add("a <tool_call>{\"name\":\"now\",\"arguments\":{}}</tool_call> b", 2)
 	f.Add("<|python_tag|>{\"name\": \"now\", \"parameters\": {}}", 1)
 	f.Add("<tool_call><tool_call>{}</tool_call>", 3)
+	f.Add("[TOOL_CALLS]now[ARGS]{}", 2)
 	f.Fuzz(func(t *testing.T, out string, step int) {
 		if step <= 0 || step > 64 {
 			return
 		}
-		for _, format := range []ToolFormat{ToolFormatHermes, ToolFormatLlama3} {
+		for _, format := range []ToolFormat{ToolFormatHermes, ToolFormatLlama3, ToolFormatMistral} {
 			run := func(step int) (string, []ToolCall) {
 				p := &ToolParser{Format: format, Tools: []string{"now"}, IDPrefix: "c"}
 				var content []byte

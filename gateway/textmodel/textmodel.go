@@ -52,6 +52,13 @@ type Params struct {
 	// which the echo model honours), so that a stream can be watched;
 	// nil is none.
 	DelayMs *int64
+
+	// Guided is vLLM's structured-output parameter guided_decoding, a
+	// JSON object such as {"json": schema} or {"json_object": true}; nil
+	// is none. The vLLM convention passes it in sampling_parameters (as
+	// Triton's vLLM backend and our engine take it); the TensorRT-LLM
+	// one cannot (UnsupportedError).
+	Guided json.RawMessage
 }
 
 // extras are Params' sampling extras, by their vLLM (and TensorRT-LLM)
@@ -220,6 +227,10 @@ func samplingJSON(p Params) ([]byte, error) {
 		}
 	}
 	float("frequency_penalty", p.FrequencyPenalty)
+	if p.Guided != nil {
+		key("guided_decoding")
+		b = append(b, p.Guided...)
+	}
 	key("max_tokens")
 	if p.MaxTokens != nil {
 		b = strconv.AppendInt(b, int64(*p.MaxTokens), 10)
@@ -291,6 +302,9 @@ func samplingMap(p Params) map[string]any {
 	for _, e := range p.extras() {
 		sp[e.name] = e.value
 	}
+	if p.Guided != nil {
+		sp["guided_decoding"] = p.Guided
+	}
 	return sp
 }
 
@@ -315,6 +329,9 @@ func (a *trtllm) Request(model, version, prompt string, p Params) (*pb.ModelInfe
 		if err == nil {
 			ts, err = a.in.add(ts, name, values...)
 		}
+	}
+	if p.Guided != nil {
+		return nil, &UnsupportedError{Model: model, Param: "guided_decoding"}
 	}
 	add("max_tokens", maxTokens)
 	add("stream", true)

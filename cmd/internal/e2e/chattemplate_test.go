@@ -78,7 +78,7 @@ func TestModelChatTemplateTools(t *testing.T) {
 	s := newStack(t, &gateway.Options{Now: fixedNow}, func(c *stack.Config) {
 		c.Engine.Extra = append(c.Engine.Extra,
 			echoConfig(t, "echo_qwen", map[string]string{"chat_template": string(src), "eos_token": "<|im_end|>"}),
-			echoConfig(t, "echo_badparser", map[string]string{"tool_parser": "mistral"}))
+			echoConfig(t, "echo_badparser", map[string]string{"tool_parser": "gorilla"}))
 	})
 	const tools = `[{"type":"function","function":{"name":"get_weather","description":"The weather in a city.","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
 	const msgs = `[{"role":"user","content":"Weather in Paris?"},
@@ -101,7 +101,7 @@ func TestModelChatTemplateTools(t *testing.T) {
 		}
 	}
 	resp, out := s.post(t, "/v1/chat/completions", `{"model":"echo_badparser","tools":`+tools+`,"messages":[{"role":"user","content":"x"}]}`)
-	if resp.StatusCode != 500 || !strings.Contains(out, "The tool_parser 'mistral' of model 'echo_badparser' is not one of hermes, llama3.") {
+	if resp.StatusCode != 500 || !strings.Contains(out, "The tool_parser 'gorilla' of model 'echo_badparser' is not one of hermes, llama3, mistral.") {
 		t.Errorf("bad tool_parser: %d %s", resp.StatusCode, out)
 	}
 }

@@ -20,12 +20,12 @@ import (
 func TestOpenAINodeSDK(t *testing.T) {
 	dir, node := nodeTool(t)
 	s := startStack(t)
-	cmd := exec.CommandContext(t.Context(), node, "--test", "--test-reporter=spec", "openai.test.mjs", "responses.test.mjs", "tools.test.mjs")
+	cmd := exec.CommandContext(t.Context(), node, "--test", "--test-reporter=spec", "openai.test.mjs", "responses.test.mjs", "tools.test.mjs", "structured.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+s.url+"/v1", "OPENAI_API_KEY=unused", "NO_COLOR=1",
 		"STREAMGATE_TEXT_MODEL="+s.textModel())
 	out, err := cmd.CombinedOutput()
-	t.Logf("node --test openai.test.mjs responses.test.mjs tools.test.mjs:\n%s", out)
+	t.Logf("node --test openai.test.mjs responses.test.mjs tools.test.mjs structured.test.mjs:\n%s", out)
 	if err != nil {
 		t.Fatalf("node tests failed: %v", err)
 	}

@@ -219,13 +219,15 @@ func TestResponsesErrors(t *testing.T) {
 	for _, tc := range []struct {
 		body, param, code string
 	}{
-		{`{"model":"echo","input":"x","tools":[{"type":"function","name":"f"}]}`, "tools", "unsupported_parameter"},
-		{`{"model":"echo","input":"x","text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`, "text.format", "unsupported_parameter"},
-		{`{"model":"echo","input":"x","text":{"format":{"type":"json_object"}}}`, "text.format", "unsupported_parameter"},
+		{`{"model":"echo","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", "unsupported_parameter"},
+		{`{"model":"echo","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"required"}`, "tool_choice", "unsupported_value"},
+		{`{"model":"echo","input":"x","text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`, "text.format", "unsupported_value"},
+		{`{"model":"echo","input":"x","text":{"format":{"type":"json_object"}}}`, "text.format", "unsupported_value"},
 		{`{"model":"echo","input":"x","reasoning":{"effort":"high"}}`, "reasoning", "unsupported_parameter"},
 		{`{"model":"echo","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, "input[0].content[0].type", "unsupported_parameter"},
 		{`{"model":"echo","input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "input[0].content[0].type", "unsupported_parameter"},
-		{`{"model":"echo","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, "input[0].type", "unsupported_parameter"},
+		{`{"model":"echo","input":[{"type":"item_reference","id":"x"}]}`, "input[0].type", "unsupported_parameter"},
+		{`{"model":"echo","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id", "missing_required_parameter"},
 		{`{"model":"echo","input":"x","background":true,"store":false}`, "background", "invalid_value"},
 		{`{"model":"echo"}`, "input", "missing_required_parameter"},
 		{`{"model":"nope","input":"x"}`, "model", "model_not_found"},

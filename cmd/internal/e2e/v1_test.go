@@ -115,7 +115,7 @@ func TestOpenAIErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"x"}],"n":3}`, 400,
 			`{"error":{"message":"Unsupported parameter: 'n' must be 1: this server returns one choice per request.","type":"invalid_request_error","param":"n","code":"unsupported_parameter"}}`},
 		{"/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`, 400,
-			`{"error":{"message":"Unsupported value: 'tool_choice' required needs constrained decoding, which model 'echo' does not offer on this server; use 'auto' or 'none'.","type":"invalid_request_error","param":"tool_choice","code":"unsupported_value"}}`},
+			`{"error":{"message":"Unsupported value: 'tool_choice' required needs constrained decoding, which model 'echo' does not offer on this server (its config has no parameter guided_decoding listing json); use 'auto' or 'none'.","type":"invalid_request_error","param":"tool_choice","code":"unsupported_value"}}`},
 		{"/v1/completions", `{"model":"echo","prompt":"x","logit_bias":{"5":1}}`, 400,
 			`{"error":{"message":"Unsupported parameter: 'logit_bias' is not supported by this server.","type":"invalid_request_error","param":"logit_bias","code":"unsupported_parameter"}}`},
 		{"/v1/completions", `{"model":"repeat_int32","prompt":"x"}`, 400,

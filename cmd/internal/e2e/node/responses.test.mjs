@@ -82,14 +82,15 @@ test('responses.stream helpers', async () => {
 
 test('responses the model cannot honour are refused naming the field', async () => {
   for (const [extra, param] of [
-    [{ tools: [{ type: 'function', name: 'f', parameters: {} }] }, 'tools'],
+    [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+    [{ tools: [{ type: 'function', name: 'f', parameters: {} }], tool_choice: 'required' }, 'tool_choice'],
     [{ text: { format: { type: 'json_object' } } }, 'text.format'],
     [{ reasoning: { effort: 'high' } }, 'reasoning'],
   ]) {
     await assert.rejects(client.responses.create({ model: 'echo', input: 'x', ...extra }), (err) => {
       assert.ok(err instanceof OpenAI.BadRequestError, `got ${err}`);
       assert.equal(err.param, param);
-      assert.match(err.message, new RegExp(param.replace('.', '\\.')));
+      assert.match(err.message, new RegExp(param.replace(/[.[\]]/g, '\\$&')));
       return true;
     });
   }

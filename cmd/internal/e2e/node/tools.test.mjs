@@ -106,3 +106,65 @@ test('what needs constrained decoding is refused, naming the field', async () =>
     });
   }
 });
+
+// The Responses API: flat function tools, function_call output items,
+// function_call / function_call_output input items.
+const rtools = [{ type: 'function', name: 'get_weather', description: 'The weather in a city.',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }];
+
+function checkItem(item) {
+  assert.equal(item.type, 'function_call');
+  assert.match(item.call_id, /^call_/);
+  assert.equal(item.name, 'get_weather');
+  assert.deepEqual(JSON.parse(item.arguments), { city: 'Paris' });
+}
+
+test('responses: a function_call output item, not streamed', async () => {
+  const r = await client.responses.create({ model: 'echo', input: call, tools: rtools, store: false });
+  const calls = r.output.filter((o) => o.type === 'function_call');
+  assert.equal(calls.length, 1);
+  checkItem(calls[0]);
+  assert.equal(r.output_text, 'user: assistant:'); // echo's text around the call
+  assert.equal(r.tools[0].name, 'get_weather');
+});
+
+test('responses: streamed function_call_arguments events, assembled by the SDK', async () => {
+  const stream = client.responses.stream({ model: 'echo', input: call, tools: rtools, store: false });
+  const deltas = [];
+  const done = [];
+  const text = [];
+  stream.on('response.function_call_arguments.delta', (e) => deltas.push(e.delta));
+  stream.on('response.function_call_arguments.done', (e) => done.push(e));
+  stream.on('response.output_text.delta', (e) => text.push(e.delta));
+  const final = await stream.finalResponse();
+  for (const t of text) assert.ok(!/[<{}>]/.test(t), `text delta ${JSON.stringify(t)} holds part of a call`);
+  assert.equal(done.length, 1);
+  assert.deepEqual(JSON.parse(done[0].arguments), { city: 'Paris' });
+  assert.deepEqual(JSON.parse(deltas.join('')), { city: 'Paris' });
+  const calls = final.output.filter((o) => o.type === 'function_call');
+  assert.equal(calls.length, 1);
+  checkItem(calls[0]);
+});
+
+test('responses: tool loop with function_call_output, by input items and by previous_response_id', async () => {
+  const first = await client.responses.create({ model: 'echo', input: call, tools: rtools });
+  const fc = first.output.find((o) => o.type === 'function_call');
+  const output = { type: 'function_call_output', call_id: fc.call_id, output: '18C in Paris' };
+  // The whole conversation as input items.
+  const a = await client.responses.create({ model: 'echo', tools: rtools, tool_choice: 'none', store: false,
+    input: [{ role: 'user', content: call }, fc, output] });
+  assert.equal(a.output.filter((o) => o.type === 'function_call').length, 0);
+  assert.match(a.output_text, /tool: 18C in Paris assistant:$/);
+  // Continuing the stored response: its call is in the history.
+  const b = await client.responses.create({ model: 'echo', tools: rtools, tool_choice: 'none', store: false,
+    previous_response_id: first.id, input: [output] });
+  assert.match(b.output_text, /tool: 18C in Paris assistant:$/);
+});
+
+test('responses: tool_choice required on a model without guided decoding is 400', async () => {
+  await assert.rejects(client.responses.create({ model: 'echo', input: 'x', tools: rtools, tool_choice: 'required' }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'tool_choice');
+    return true;
+  });
+});

@@ -85,7 +85,8 @@ const client = createClient<paths, "application/json">({ baseUrl, headers: { Aut
   assert.equal(data!.object, "response");
   assert.ok(data!.status === "completed" || data!.status === "incomplete", `status ${data!.status}`);
   assert.deepEqual(data!.output, created.data!.output);
-  console.log(`stored response ${id}: ${data!.status}, ${JSON.stringify(data!.output[0]?.content[0]?.text)}`);
+  const first = data!.output[0];
+  console.log(`stored response ${id}: ${data!.status}, ${JSON.stringify(first?.type === "message" ? first.content[0]?.text : first)}`);
 }
 
 // Keyed requests: the key's limits come back in the documented headers,

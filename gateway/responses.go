@@ -508,6 +508,7 @@ func (o *logSink) keepAlive() time.Duration { return 0 }
 func (o *logSink) idle() error              { return nil }
 func (o *logSink) fail(error) bool          { return false }
 func (o *logSink) cut()                     {}
+func (o *logSink) countEvents()             {}
 
 func (o *logSink) send(p []byte) error {
 	o.p.Append(p)

@@ -10,7 +10,8 @@ import (
 	"github.com/streamgate/streamgate/gateway/sse"
 )
 
-// The three sinks serve writes requests into. Each is used by one request
+// The sinks a request's relay writes into (logSink, a background
+// response's, is in responses.go). Each is used by one request
 // from its handler goroutine only.
 
 // maxBatch bounds how many bytes of events an event stream buffers before
@@ -235,6 +236,7 @@ func (o *bodySink) cut()                        { _ = http.NewResponseController
 func (o *bodySink) keepAlive() time.Duration    { return 0 }
 func (o *bodySink) idle() error                 { return nil }
 func (o *bodySink) fail(error) bool             { return false }
+func (o *bodySink) countEvents()                {}
 
 func (o *bodySink) send(p []byte) error {
 	o.body = append(o.body[:0], p...)

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamgate/streamgate/gateway/metrics"
-	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
 )
 
@@ -138,10 +137,7 @@ func routePattern(r *http.Request) string {
 }
 
 // startServerSpan and endServerSpan are instrument's work before and after
-// the request. They are functions of their own to keep instrument's frame
-// small: it stays on the stack of every streaming request for the
-// stream's whole life, and a frame that grows the handler goroutine's
-// stack past 8 KB costs 8 KB more per held stream (see serve).
+// the request.
 //
 // A span that is not recorded and has no valid context (no tracing, no
 // traceparent) leaves r's context as it is: a context holding it would
@@ -332,7 +328,6 @@ type observation struct {
 	first     time.Time // of the first response
 	responses int
 	outTokens int // generated tokens, once end has run; -1 when not counted
-	tracked   observedCall
 }
 
 // observe starts the telemetry of j, a request just admitted.
@@ -353,12 +348,6 @@ func (s *Server) observe(ctx context.Context, j *job) *observation {
 		)
 	}
 	return o
-}
-
-// call wraps c so that o sees every response.
-func (o *observation) call(c call) call {
-	o.tracked = observedCall{call: c, o: o}
-	return &o.tracked
 }
 
 // response notes one response from upstream.
@@ -424,26 +413,4 @@ func (o *observation) end(err error, cancelled bool, tr translator) {
 // not count the prompt.
 type usageReporter interface {
 	outcome() (finishReason string, in, out int)
-}
-
-// observedCall is a call whose responses its observation sees.
-type observedCall struct {
-	call
-	o *observation
-}
-
-func (c *observedCall) RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error) {
-	resp, err := c.call.RecvTick(ctx, tick)
-	if resp != nil {
-		c.o.response()
-	}
-	return resp, err
-}
-
-func (c *observedCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
-	resp, ok, err := c.call.TryRecv()
-	if resp != nil {
-		c.o.response()
-	}
-	return resp, ok, err
 }

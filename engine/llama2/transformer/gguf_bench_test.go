@@ -88,7 +88,7 @@ func BenchmarkGGUFDecode(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
-			if os.Getenv("STREAMGATE_REQUIRE_LLAMACPP") == "" && !llamacpp.Available() {
+			if os.Getenv("STREAMGATE_REQUIRE") == "" && !llamacpp.Available() {
 				return
 			}
 			res := llamacpp.RunThreads(b, 1, llamacpp.Job{Model: path, Vocab: m.Config().Vocab, Tokens: []int{7, 8, 9}, Bench: 32, Context: 1024})[0]

@@ -2,7 +2,7 @@
 // loopback port, with persistence off.
 //
 // A test that needs Redis calls Start. Without redis-server on PATH the
-// test is skipped, or fails when STREAMGATE_REQUIRE_REDIS is set (as CI
+// test is skipped, or fails when STREAMGATE_REQUIRE is set (as CI
 // sets it).
 package redistest
 
@@ -36,8 +36,8 @@ func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 func Start(t testing.TB) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("STREAMGATE_REQUIRE_REDIS") != "" {
-			t.Fatalf("redis-server not found and STREAMGATE_REQUIRE_REDIS is set: %v", err)
+		if os.Getenv("STREAMGATE_REQUIRE") != "" {
+			t.Fatalf("redis-server not found and STREAMGATE_REQUIRE is set: %v", err)
 		}
 		t.Skipf("redis-server not found: %v", err)
 	}

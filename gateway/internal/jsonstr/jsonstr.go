@@ -125,4 +125,3 @@ func AppendMinimal(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
-

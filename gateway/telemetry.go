@@ -121,7 +121,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(sw, r)
 		if !sw.detached { // else the detached goroutine ends it
-			s.endServerSpan(ctx, r, span, sw, start, routePattern(r))
+			s.endServerSpan(ctx, r, sw, routePattern(r))
 		}
 	})
 }
@@ -161,7 +161,8 @@ func (s *Server) startServerSpan(r *http.Request) (context.Context, trace.Span) 
 	return ctx, span
 }
 
-func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.Span, sw *statusWriter, start time.Time, route string) {
+func (s *Server) endServerSpan(ctx context.Context, r *http.Request, sw *statusWriter, route string) {
+	span := sw.span
 	code := sw.status
 	if code == 0 {
 		code = StatusClientClosed // nothing was written: the client left
@@ -175,7 +176,7 @@ func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.
 	}
 	span.End()
 	s.metrics.requests.With(route, strconv.Itoa(code)).Inc()
-	s.logRequest(ctx, r, sw, route, code, time.Since(start))
+	s.logRequest(ctx, r, sw, route, code, time.Since(sw.start))
 }
 
 // logRequest writes the request's one line, at its end: INFO, but DEBUG

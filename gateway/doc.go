@@ -91,9 +91,9 @@
 //   - OpenTelemetry (telemetry.go): the server span starts in instrument
 //     (every HTTP request, named by its route pattern, continuing the
 //     caller's traceparent) or wsRequest (one per WebSocket request, a
-//     child of its socket's); the upstream span (observe) wraps the call in
-//     serve from s.start to its end, sees each response through
-//     observedCall (first-response event, TTFT), gets its cancel event
+//     child of its socket's); the upstream span (observe) wraps the call
+//     from upstream.Client.Start to its end, sees each response through
+//     the relayer (first-response event, TTFT), gets its cancel event
 //     where serve cancels the call, and records the GenAI metrics when it
 //     ends. Upstream propagates the span's context and adds its own events
 //     (retry, behind). A new metric is one line in newGatewayMetrics

@@ -82,6 +82,9 @@ type sink interface {
 	// returns false when it wrote nothing and the caller must answer err
 	// in its route's error format.
 	fail(err error) bool
+	// writer is the HTTP response the sink writes, whose log line names
+	// the request's model and tokens (noteRequest); nil for none.
+	writer() http.ResponseWriter
 	// countEvents counts in metrics the payloads sent since the last
 	// count (flush and fail count too; finish calls it for a batch that
 	// ended early).

@@ -276,10 +276,11 @@ type wsSink struct {
 	announce func()
 }
 
-func (o *wsSink) protocol() string         { return "ws" }
-func (o *wsSink) cut()                     {} // the socket is cut, with all its requests
-func (o *wsSink) keepAlive() time.Duration { return 0 }
-func (o *wsSink) idle() error              { return nil }
+func (o *wsSink) protocol() string            { return "ws" }
+func (o *wsSink) writer() http.ResponseWriter { return nil }
+func (o *wsSink) cut()                        {} // the socket is cut, with all its requests
+func (o *wsSink) keepAlive() time.Duration    { return 0 }
+func (o *wsSink) idle() error                 { return nil }
 
 // countEvents counts the payloads emitted since the last count.
 func (o *wsSink) countEvents() {

@@ -205,11 +205,7 @@ func (s *Server) logRequest(ctx context.Context, r *http.Request, sw *statusWrit
 // (if any: a WebSocket's requests have none of their own) the model ob
 // asked for and the tokens it generated.
 func noteRequest(out sink, ob *observation) {
-	w, ok := out.(interface{ writer() http.ResponseWriter })
-	if !ok {
-		return
-	}
-	if sw := instrumented(w.writer()); sw != nil {
+	if sw := instrumented(out.writer()); sw != nil {
 		sw.model = ob.model
 		if ob.outTokens >= 0 {
 			sw.tokens, sw.counted = ob.outTokens, true

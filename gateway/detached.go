@@ -20,12 +20,13 @@ import (
 // reports true; the handler must then return at once, writing nothing.
 // run's error, if any, is answered in format f there, and the request's
 // server span, metrics and access log line are ended there too, as
-// instrument ends them. It reports false, doing nothing, when the
-// request cannot be detached (not plaintext HTTP/1.1, Options.Detach
-// unset, already answered, draining): run it in place.
+// instrument ends them. A request that cannot be detached (not plaintext
+// HTTP/1.1, Options.Detach unset) runs shallow instead (runShallow). It
+// reports false, doing nothing, when neither can be done (already
+// answered, draining): run it in place.
 func (s *Server) detachStream(w http.ResponseWriter, r *http.Request, f errorFormat, run handlerFunc) bool {
 	if s.opts.Detach == nil || r.ProtoMajor != 1 || r.TLS != nil {
-		return false
+		return s.runShallow(w, r, f, run)
 	}
 	sw := instrumented(w)
 	if sw == nil || sw.status != 0 {
@@ -79,6 +80,52 @@ func (s *Server) runDetached(d *detach.Response, w *statusWriter, r *http.Reques
 		back = s.opts.Detach
 	}
 	d.Finish(back)
+}
+
+// runShallow leaves run, the rest of an event stream's request, to
+// topHandler, which runs it once the router has returned, and reports
+// true; the handler must then return at once, writing nothing. A stream
+// that stays in net/http (HTTP/2, TLS) then waits with none of the
+// router's, instrument's and its route's frames under it: the handler
+// goroutine's stack, grown by parsing the request, shrinks at the next
+// collections to what the wait uses (2 or 4 KB rather than 8). run's
+// error, if any, is answered in format f there, and the request's server
+// span, metrics and access log line are ended there too, as instrument
+// ends them. It reports false, doing nothing, when the request did not
+// come through topHandler or is answered already: run it in place.
+func (s *Server) runShallow(w http.ResponseWriter, r *http.Request, f errorFormat, run handlerFunc) bool {
+	sw := instrumented(w)
+	if sw == nil || sw.top == nil || sw.rest != nil || sw.status != 0 {
+		return false
+	}
+	sw.detached = true
+	route := routePattern(r) // chi reuses its routing context once the router returns
+	// The rest runs with the request as net/http gave it, in the
+	// handler's context: the router's copy of it (and the copies made
+	// for contexts after it) would hold the route's path values, a map,
+	// for the stream's whole life, and the rest reads none. When nothing
+	// was added to the context after the router (no trace, request id or
+	// API key), net/http's request itself will do: the router's context
+	// only adds its routing state, which it reuses once it returns.
+	if r.Context() == sw.routed {
+		r = sw.top
+	} else {
+		r = sw.top.WithContext(r.Context())
+	}
+	sw.rest = func() {
+		if err := run(w, r); err != nil {
+			s.writeError(w, r, f, err)
+		}
+		s.endServerSpan(r.Context(), r, sw, route)
+	}
+	return true
+}
+
+// runsShallow says whether w is the writer of a request running as
+// topHandler's rest (runShallow).
+func runsShallow(w http.ResponseWriter) bool {
+	sw := instrumented(w)
+	return sw != nil && sw.rest != nil
 }
 
 // instrumented is the statusWriter instrument gave the request whose

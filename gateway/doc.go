@@ -55,6 +55,13 @@
 // the http.Server for keep-alive. A held stream then costs neither
 // net/http's handler goroutine nor its buffers.
 //
+// Shallow streams (runShallow in detached.go): an event stream that
+// stays in net/http (HTTP/2, TLS) runs the rest of its life after the
+// router has returned, from the gateway's top handler (topHandler), so
+// that its handler goroutine waits with none of the router's frames
+// under it and its stack shrinks at the next collections
+// (cmd/internal/bench/README.md has what it saves per held stream).
+//
 // # Where new behaviour hooks in
 //
 // Each of these has exactly one place:

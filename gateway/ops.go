@@ -23,11 +23,19 @@ type statusWriter struct {
 	since time.Time
 
 	// The request's server span and start (instrument's), for a request
-	// that detaches (detachStream): that goroutine ends them, and
-	// instrument does not.
+	// that detaches (detachStream) or runs shallow (runShallow): that
+	// goroutine, or rest, ends them, and instrument does not.
 	span     trace.Span
 	start    time.Time
 	detached bool
+	// rest, when set, is the rest of the request, left by its handler to
+	// run at the top of the goroutine's stack once the router has
+	// returned (runShallow, topHandler). top, when set, is the request
+	// as topHandler got it: topHandler runs rest. routed is the
+	// request's context as the router gave it to instrument.
+	rest   func()
+	top    *http.Request
+	routed context.Context
 
 	// What the request's log line tells beyond its status: the model it
 	// asked for and the tokens it generated (counted says that a text

@@ -343,7 +343,20 @@ func newServer(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 // Handler returns the gateway's HTTP handler (all routes of openapi.yaml).
 // Serve it without a server-wide WriteTimeout: streams set their own
 // deadlines.
-func (s *Server) Handler() http.Handler { return s.router }
+func (s *Server) Handler() http.Handler { return topHandler{s.router} }
+
+// topHandler is the router, and after it what a request's handler left to
+// run at the top of its goroutine's stack (runShallow). It gives the
+// router the request's statusWriter, which instrument completes.
+type topHandler struct{ chi.Router }
+
+func (h topHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w, top: r}
+	h.Router.ServeHTTP(sw, r)
+	if sw.rest != nil {
+		sw.rest()
+	}
+}
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()

@@ -108,7 +108,11 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx, span := s.startServerSpan(r)
-		sw := &statusWriter{ResponseWriter: w, span: span, start: start}
+		sw, ok := w.(*statusWriter) // topHandler's
+		if !ok {
+			sw = &statusWriter{ResponseWriter: w}
+		}
+		sw.span, sw.start, sw.routed = span, start, r.Context()
 		if isOpenAIPath(r.URL.Path) {
 			ctx = s.nameRequest(ctx, sw, span, start)
 		}

@@ -27,13 +27,13 @@
 //     relays its responses batch by batch into the sink (flight.run,
 //     with keepalives), and finishes it: span, metrics, log line, limits
 //     settled, the error delivered in band if the sink can (finish, the
-//     one end of every inference request). serve relays on the handler's
-//     goroutine, which sleeps between batches until upstream.Call.Notify
-//     wakes it; a WebSocket request runs begin, then flight.relayLater:
-//     it holds no goroutine, and each time its call has responses the
-//     upstream stream's reader that queued them relays them itself (the
-//     sink only queues frames for the socket's writer, so it never
-//     blocks), until a short-lived goroutine finishes it
+//     one end of every inference request). While serve's caller waits,
+//     short-lived goroutines relay each batch as upstream.Call.Notify
+//     says it is ready (flight.run); a WebSocket request runs begin, then
+//     flight.relayLater: nothing waits, and each time its call has
+//     responses the upstream stream's reader that queued them relays
+//     them itself (the sink only queues frames for the socket's writer,
+//     so it never blocks), until a short-lived goroutine finishes it
 //     (ws.Request.Later). Both relay with the same relayer.
 //  3. An error is answered once, in the route's format (errors.go):
 //     classify turns any error into an httpError (status, code, message,

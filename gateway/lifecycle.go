@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -115,10 +116,10 @@ type sink interface {
 // error, and otherwise the error the caller must answer (errClientGone
 // when there is nobody to answer).
 //
-// serve is begin (1, 2) and flight.run (3, 4) on the caller's goroutine.
-// A WebSocket request runs 3 and 4 without a goroutine of its own
-// (flight.relayLater). Both relay with the same relayer and end in
-// finish.
+// serve is begin (1, 2) and flight.run (3, 4); the caller's goroutine
+// waits for the end. A WebSocket request runs 3 and 4 with no goroutine
+// waiting (flight.relayLater). Both relay in steps, with the same
+// relayer, and end in finish.
 func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error {
 	f, err := s.begin(ctx, nil, conn, j, out)
 	if f == nil {
@@ -143,9 +144,10 @@ type flight struct {
 	active *metrics.GaugeValue
 	r      relayer
 
-	// relayLater's state
+	// The relay's state (run, relayLater).
 	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
-	ended func(error)
+	ended func(error)  // takes what serve returns
+	ka    *keepalive   // nil without keepalives
 }
 
 // begin admits j and starts its call: serve's steps 1 and 2. A nil flight
@@ -204,48 +206,31 @@ func (f *flight) release() {
 	}
 }
 
-// run relays f's call on the caller's goroutine and finishes f: serve's
-// steps 3 and 4. The goroutine sleeps between batches; the call's Notify
-// wakes it when responses are ready or the call has ended (which it does
-// when the request's context is done). It sends the payloads of every
-// response already queued, then flushes once (one write per batch), and
-// calls out.idle whenever the request has been quiet for out.keepAlive().
-// The payloads of tr.begin wait for the first response (or the first
-// idle), so that an error coming first finds the response still
-// uncommitted and gets its own status.
+// run relays f's call and finishes f: serve's steps 3 and 4. The
+// caller's goroutine only waits for the end: each time the call says it
+// may have a response ready (Notify) or has ended (which it does when
+// the request's context is done), and each time the keepalive is due, a
+// short-lived goroutine relays what is ready (step) and leaves. The
+// caller waits a channel receive deep, so its stack (grown by parsing the
+// request) shrinks at the next collections, and the relay's deeper
+// frames (the translator, the writes) are on no goroutine while the
+// request is quiet. The sink sends the payloads of every response already
+// queued, then flushes once (one write per batch), and out.idle is called
+// whenever the request has been quiet for out.keepAlive(). The payloads
+// of tr.begin wait for the first response (or the first idle), so that
+// an error coming first finds the response still uncommitted and gets
+// its own status.
 func (f *flight) run() error {
-	wake := make(chan struct{}, 1)
-	f.c.Notify(func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
-	ka := newKeepalive(f.out.keepAlive())
-	defer ka.stop()
-	for {
-		relayed, ended, err := f.r.step()
-		if ended {
-			return f.finish(err)
-		}
-		if relayed {
-			ka.batch()
-			continue // more may have come meanwhile
-		}
-		select {
-		case <-wake:
-		case <-ka.c:
-			if !ka.due() {
-				continue
-			}
-			if err := f.r.sendPending(); err != nil {
-				return f.finish(err)
-			}
-			if err := f.out.idle(); err != nil {
-				return f.finish(err)
-			}
-		}
+	done := make(chan error, 1)
+	f.ended = func(err error) { done <- err }
+	if ka := f.out.keepAlive(); ka > 0 {
+		f.ka = &keepalive{ka: ka, start: time.Now()}
+		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
+		f.ka.t.Reset(ka)
 	}
+	f.c.Notify(f.wakeGo)
+	f.wakeGo()
+	return <-done
 }
 
 // keepalive is when a quiet request is due its sink's idle call. The
@@ -253,34 +238,23 @@ func (f *flight) run() error {
 // (last, since start), and the timer, when it fires, waits again for
 // what is left of the interval since then.
 type keepalive struct {
-	ka    time.Duration // 0: never
-	t     *time.Timer
-	c     <-chan time.Time // t's, nil without a keepalive
+	ka    time.Duration
+	t     *time.Timer // wakes the request (wakeIdle)
+	fired atomic.Bool // t has fired since the last step looked
 	start time.Time
 	last  time.Duration
 }
 
-func newKeepalive(ka time.Duration) *keepalive {
-	k := &keepalive{ka: ka}
-	if ka > 0 {
-		k.t = time.NewTimer(ka)
-		k.c = k.t.C
-		k.start = time.Now()
-	}
-	return k
-}
-
 // batch notes that a batch went out now.
-func (k *keepalive) batch() {
-	if k.t != nil {
-		k.last = time.Since(k.start)
-	}
-}
+func (k *keepalive) batch() { k.last = time.Since(k.start) }
 
-// due is called when the timer fired: true when the request has been
-// quiet for the whole interval (the timer restarts for the next one),
-// false when a batch went out meanwhile (the timer waits for the rest).
+// due says whether the timer fired and the request has been quiet for
+// the whole interval since (the timer then restarts for the next one);
+// when a batch went out meanwhile the timer waits for the rest.
 func (k *keepalive) due() bool {
+	if !k.fired.Swap(false) {
+		return false
+	}
 	now := time.Since(k.start)
 	if quiet := now - k.last; quiet < k.ka {
 		k.t.Reset(k.ka - quiet)
@@ -291,53 +265,87 @@ func (k *keepalive) due() bool {
 	return true
 }
 
-func (k *keepalive) stop() {
-	if k.t != nil {
-		k.t.Stop()
-	}
+// wakeIdle is the keepalive timer's: the request may be due its idle.
+func (f *flight) wakeIdle() {
+	f.ka.fired.Store(true)
+	f.wakeGo()
 }
 
-// relayLater relays f's call and finishes f like run, but without a
-// goroutine that waits: each time the call says it may have a response
-// ready (or has ended), the goroutine that says so (the upstream
-// stream's reader, which has just queued a response) relays what is
-// ready itself, unless another does already; once the call has ended, f
-// is finished on a goroutine of its own, which gives ended what serve
-// would have returned. It is for sinks whose writes never block and that
-// need no keepalives: a WebSocket request's (its session queues the
-// frames).
+// relayLater relays f's call and finishes f like run, but with no
+// goroutine at all between batches: each time the call says it may have
+// a response ready (or has ended), the goroutine that says so (the
+// upstream stream's reader, which has just queued a response) relays
+// what is ready itself, unless another does already; once the call has
+// ended, f is finished on a goroutine of its own, which gives ended what
+// serve would have returned. It is for sinks whose writes never block
+// and that need no keepalives: a WebSocket request's (its session queues
+// the frames).
 func (f *flight) relayLater(ended func(error)) {
 	f.ended = ended
-	f.c.Notify(f.wake)
-	f.wake()
+	f.c.Notify(f.wakeHere)
+	f.wakeHere()
 }
 
-// wake steps f on the calling goroutine unless a step runs already
-// (which then steps again).
-func (f *flight) wake() {
+// wakeGo steps f on a goroutine of its own unless a step runs already
+// (which then steps again): run's.
+func (f *flight) wakeGo() {
 	if f.wakes.Add(1) == 1 {
-		f.steps()
+		go f.steps(false)
 	}
 }
 
-// steps relays whatever is ready, again while wake was called meanwhile,
-// and finishes f on a goroutine of its own once its call has ended.
-func (f *flight) steps() {
+// wakeHere steps f on the calling goroutine unless a step runs already
+// (which then steps again): relayLater's.
+func (f *flight) wakeHere() {
+	if f.wakes.Add(1) == 1 {
+		f.steps(true)
+	}
+}
+
+// steps relays whatever is ready, with out.idle when the keepalive is
+// due, again while a wake came meanwhile, and finishes f once its call
+// has ended: there and then, or (here: on the goroutine that delivered
+// the response) on a goroutine of its own.
+func (f *flight) steps(here bool) {
 	defer f.recoverStep()
 	for {
 		n := f.wakes.Load()
-		_, ended, err := f.r.step()
+		relayed, ended, err := f.r.step()
+		if !ended && f.ka != nil {
+			if relayed {
+				f.ka.batch()
+			}
+			if f.ka.due() {
+				if err = f.r.sendPending(); err == nil {
+					err = f.out.idle()
+				}
+				ended = err != nil
+			}
+		}
 		if ended { // wakes stays > 0: no step runs again
-			go func() {
-				defer f.recoverStep()
-				f.ended(f.finish(err))
-			}()
+			if here {
+				go func() {
+					defer f.recoverStep()
+					f.end(err)
+				}()
+			} else {
+				f.end(err)
+			}
 			return
 		}
 		if f.wakes.Add(-n) == 0 {
 			return
 		}
 	}
+}
+
+// end finishes f, whose relay ended with err, and hands what serve
+// returns to f.ended.
+func (f *flight) end(err error) {
+	if f.ka != nil {
+		f.ka.t.Stop()
+	}
+	f.ended(f.finish(err))
 }
 
 // errRelayPanic ends a request whose relay panicked.
@@ -356,7 +364,7 @@ func (f *flight) recoverStep() {
 	}
 	f.s.log.ErrorContext(f.ctx, "panic relaying a request", "model", f.j.req.GetModelName(),
 		"panic", v, "stack", stack())
-	f.ended(f.finish(errRelayPanic))
+	f.end(errRelayPanic)
 }
 
 // admitJob is serve's admission: admit, then a keyed request's model and

@@ -416,7 +416,7 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	e := &httpError{Status: http.StatusNotFound, Code: "not_found",
-		Msg: "no route for " + r.Method + " " + r.URL.Path}
+		Msg: "no route for " + r.Method + " " + r.URL.Path + s.routeHint(r.Method, r.URL.Path)}
 	if len(allowed) > 0 {
 		list := strings.Join(allowed, ", ")
 		w.Header().Set("Allow", list)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/streamgate/streamgate/gateway/internal/nearest"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
 )
@@ -114,31 +115,9 @@ func (s *Server) nearestModel(ctx context.Context, name string) string {
 	}
 	best, bestD := "", 2+len(name)/4 // at most 1+len(name)/4 edits
 	for _, n := range names {
-		if d := editDistance(strings.ToLower(name), strings.ToLower(n)); d < bestD {
+		if d := nearest.Distance(strings.ToLower(name), strings.ToLower(n)); d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b, in bytes.
-func editDistance(a, b string) int {
-	row := make([]int, len(b)+1)
-	for j := range row {
-		row[j] = j
-	}
-	for i := range len(a) {
-		diag := row[0]
-		row[0] = i + 1
-		for j := range len(b) {
-			up := row[j+1]
-			sub := diag
-			if a[i] != b[j] {
-				sub++
-			}
-			row[j+1] = min(up+1, row[j]+1, sub)
-			diag = up
-		}
-	}
-	return row[len(b)]
 }

@@ -60,6 +60,7 @@ template it carries.`,
 			Examples: []cli.Example{
 				{Line: "streamgate models pull stories15M"},
 				{Comment: "A GGUF chat model from Hugging Face (served as qwen2.5-0.5b-instruct-q8_0)", Line: "streamgate models pull Qwen/Qwen2.5-0.5B-Instruct-GGUF:q8_0"},
+				{Comment: "The same file by the link on its Hugging Face page", Line: "streamgate models pull https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/blob/main/qwen2.5-0.5b-instruct-q8_0.gguf"},
 				{Comment: "Two models into a cache of your choice (serve needs the same --model-cache)", Line: "streamgate models pull --model-cache /srv/streamgate/models stories42M stories110M"},
 				{Comment: "From a Hugging Face mirror", Line: "HF_ENDPOINT=https://hf-mirror.com streamgate models pull stories42M"},
 			},

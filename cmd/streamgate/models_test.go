@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -343,4 +344,77 @@ func TestModelsPullThenServe(t *testing.T) {
 	if log := logs.String(); !hasLog(log, "stories260k weights found", "dir", cache) {
 		t.Errorf("stories260k not loaded from the cache:\n%s", log)
 	}
+}
+
+// A new user's path to a GGUF chat model, against a local stand-in for
+// the Hugging Face Hub serving a generated file: `models pull
+// OWNER/REPO:QUANT` lists the repository and downloads the file (SHA-256
+// checked against the Hub's X-Linked-Etag), pulling it again by the URL
+// the Hub's page links finds it in the cache, `models list` describes it,
+// and `serve --model NAME` streams a chat completion from it.
+func TestModelsPullGGUFThenChat(t *testing.T) {
+	gen := filepath.Join(t.TempDir(), "gen.gguf")
+	if err := ggufmodel.Write(gen, ggufmodel.Small("qwen3", gguf.Q8_0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	const repo, file = "Org/Tiny-Chat-GGUF", "Tiny-Chat-Q8_0.gguf"
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/models/" + repo:
+			json.NewEncoder(w).Encode(map[string]any{"id": repo, "siblings": []map[string]string{
+				{"rfilename": "README.md"}, {"rfilename": "Tiny-Chat-Q4_K_M.gguf"}, {"rfilename": file}}})
+		case "/" + repo + "/resolve/main/" + file:
+			w.Header().Set("X-Linked-Etag", `"`+hex.EncodeToString(sum[:])+`"`)
+			http.ServeContent(w, r, file, time.Time{}, bytes.NewReader(data))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer hub.Close()
+
+	bin := buildBinary(t)
+	xdg := t.TempDir()
+	cache := filepath.Join(xdg, "streamgate", "models")
+	env := []string{"XDG_CACHE_HOME=" + xdg, "HF_ENDPOINT=" + hub.URL}
+	pageURL := hub.URL + "/" + repo + "/blob/main/" + file
+	cmd, logs := startEnv(t, env, bin, "models", "pull", repo+":q8_0", pageURL)
+	waitExit(t, cmd, logs)
+	for _, w := range []string{
+		"pulling " + repo + ":q8_0 into " + cache + "\n",
+		file + ": sha256 ok (published by " + strings.TrimPrefix(hub.URL, "http://") + ")\n",
+		repo + ":q8_0 is ready: serve it with '" + bin + " serve --model tiny-chat-q8_0' (model \"tiny-chat-q8_0\")\n",
+		file + ": already in the cache",
+		pageURL + " is ready: serve it with '" + bin + " serve --model tiny-chat-q8_0'",
+	} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("models pull output lacks %q:\n%s", w, logs.String())
+		}
+	}
+
+	cmd, logs = startEnv(t, env, bin, "models", "list")
+	waitExit(t, cmd, logs)
+	if row := regexp.MustCompile(`(?m)^tiny-chat-q8_0\s+qwen3\s+Q8_0\s+\S+\s+256\s`); !row.MatchString(logs.String()) {
+		t.Errorf("models list has no row for the pulled file:\n%s", logs.String())
+	}
+
+	httpAddr := freeAddr(t)
+	cmd, logs = startEnv(t, env, bin, "serve", "--model", "tiny-chat-q8_0", "--http", httpAddr, "--grpc", freeAddr(t))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serve log:\n%s", logs.String())
+		}
+	})
+	base := "http://" + httpAddr
+	waitHTTP(t, base+"/readyz")
+	status, body := postBody(t, base+"/v1/chat/completions",
+		`{"model":"tiny-chat-q8_0","messages":[{"role":"user","content":"Hello world"}],"max_tokens":8,"temperature":0,"stream":true}`)
+	if status != 200 || strings.Count(body, `"content":`) < 2 || !strings.HasSuffix(strings.TrimSpace(body), "data: [DONE]") {
+		t.Errorf("streamed chat from the pulled file: %d\n%s", status, body)
+	}
+	stop(t, cmd, logs)
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -69,6 +70,9 @@ type Backend struct {
 	// onPass, if set (by tests, before the first request), runs on the
 	// scheduler goroutine after each forward pass with the pass count.
 	onPass func(passes int64)
+	// sleep waits out a request's delay_ms on its Execute goroutine
+	// (backend.Sleep; tests replace it before the first request).
+	sleep func(ctx context.Context, d time.Duration) bool
 }
 
 var (
@@ -127,7 +131,7 @@ func open(cfg backend.Config) (*Backend, error) {
 		return nil, err
 	}
 
-	b := &Backend{bos: -1}
+	b := &Backend{bos: -1, sleep: backend.Sleep}
 	if _, ok := m.GetParameters()[paramGGUF]; ok {
 		p, err := path(paramGGUF, "GGUF model file")
 		if err != nil {
@@ -267,6 +271,10 @@ func (b *Backend) Execute(ctx context.Context, req *backend.Request, r backend.R
 			b.kick() // the scheduler skips sequences whose backlog is full
 		}
 		for _, p := range pieces {
+			if !b.pace(ctx, in.delay, 1) {
+				b.cancel(s)
+				return nil, nil
+			}
 			if err := r.Send(ctx, &backend.Response{Outputs: []*tensor.Tensor{tensor.NewString(outputText, p)}}); err != nil {
 				b.cancel(s)
 				return nil, nil
@@ -276,9 +284,29 @@ func (b *Backend) Execute(ctx context.Context, req *backend.Request, r backend.R
 			if fin.err != nil {
 				return nil, fin.err
 			}
+			// The rest of a stream is one more piece; a whole answer
+			// waits as long as its streamed pieces would have.
+			n := fin.outputTokens
+			if in.stream {
+				n = min(len(fin.text), 1)
+			}
+			if !b.pace(ctx, in.delay, n) {
+				return nil, nil
+			}
 			return finalResponse(in, len(prompt), fin), nil
 		}
 	}
+}
+
+// pace waits n times the request's delay_ms before its next output, on the
+// request's own goroutine: the scheduler keeps stepping the other sequences
+// (and this one, until its backlog of pieces is full). It reports false when
+// ctx ended first.
+func (b *Backend) pace(ctx context.Context, delay time.Duration, n int) bool {
+	if delay <= 0 || n <= 0 {
+		return true
+	}
+	return b.sleep(ctx, time.Duration(n)*delay)
 }
 
 // tokenize encodes a prompt: for llama2.c models with BOS and no special

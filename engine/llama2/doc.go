@@ -36,6 +36,14 @@
 // the request is cancelled, and so does the prompt's prefill, between its
 // chunks.
 //
+// Request parameter delay_ms (an integer in [0, 10000], streamgate's
+// extension, as echo's) paces the output: Execute waits that long before
+// each streamed piece, and a non-streaming request waits that long per
+// output token before its answer. The wait is on the request's own
+// goroutine, so the other sequences of the batch are not slowed; the paced
+// sequence keeps being stepped until 64 pieces wait for it, like a slow
+// client.
+//
 // With stream=true, each released piece of text is one Send carrying only
 // text_output; Execute then returns the final response with the remaining
 // text (usually "") and the three other outputs. The prompt is not echoed.

@@ -2,6 +2,7 @@ package llama2
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/streamgate/streamgate/engine/gguf"
@@ -51,7 +52,12 @@ func loadGGUF(path string, maxContext int) (*transformer.Model, tokenizer.Codec,
 	return m, tok, bos, nil
 }
 
-// vocabOf reads the tokenizer.ggml.* metadata.
+// vocabOf reads the tokenizer.ggml.* metadata as llama.cpp does: the same
+// defaults where a key is absent (a SentencePiece vocabulary's BOS 1, EOS
+// 2 and unknown 0; BOS added for SentencePiece and Llama 3 vocabularies;
+// the dummy prefix for SentencePiece), a special token id outside the
+// vocabulary ignored, integer scores, and an empty token named
+// [EMPTY_<id>].
 func vocabOf(f *gguf.File) (tokenizer.Vocab, error) {
 	model, ok := f.String("tokenizer.ggml.model")
 	if !ok {
@@ -59,6 +65,7 @@ func vocabOf(f *gguf.File) (tokenizer.Vocab, error) {
 	}
 	v := tokenizer.NewVocab(model)
 	v.Pre, _ = f.String("tokenizer.ggml.pre")
+	v.Name, _ = f.String("general.name")
 	var bad []string
 	list := func(key string, out any) {
 		val, ok := f.Metadata[key]
@@ -67,17 +74,21 @@ func vocabOf(f *gguf.File) (tokenizer.Vocab, error) {
 		}
 		switch o := out.(type) {
 		case *[]string:
-			if *o, ok = val.([]string); !ok {
-				bad = append(bad, key)
-			}
+			*o, ok = val.([]string)
 		case *[]float32:
-			if *o, ok = val.([]float32); !ok {
-				bad = append(bad, key)
+			if ints, isInt := val.([]int32); isInt {
+				*o = make([]float32, len(ints))
+				for i, n := range ints {
+					(*o)[i] = float32(n)
+				}
+				return
 			}
+			*o, ok = val.([]float32)
 		case *[]int32:
-			if *o, ok = val.([]int32); !ok {
-				bad = append(bad, key)
-			}
+			*o, ok = val.([]int32)
+		}
+		if !ok {
+			bad = append(bad, key)
 		}
 	}
 	list("tokenizer.ggml.tokens", &v.Tokens)
@@ -87,12 +98,34 @@ func vocabOf(f *gguf.File) (tokenizer.Vocab, error) {
 	if len(bad) > 0 {
 		return v, fmt.Errorf("tokenizer metadata %v has the wrong type", bad)
 	}
-	for _, id := range []struct {
+	if slices.Contains(v.Tokens, "") {
+		v.Tokens = slices.Clone(v.Tokens) // the metadata's own slice stays as read
+		for i, tok := range v.Tokens {
+			if tok == "" {
+				v.Tokens[i] = "[EMPTY_" + strconv.Itoa(i) + "]"
+			}
+		}
+	}
+	n := uint64(len(v.Tokens))
+	if model == "llama" {
+		for _, d := range []struct {
+			p  *int32
+			id int32
+		}{{&v.BOS, 1}, {&v.EOS, 2}, {&v.UNK, 0}} {
+			if uint64(d.id) < n {
+				*d.p = d.id
+			}
+		}
+	}
+	for _, k := range []struct {
 		key string
 		p   *int32
-	}{{"bos", &v.BOS}, {"eos", &v.EOS}, {"unknown", &v.UNK}, {"padding", &v.PAD}, {"eot", &v.EOT}, {"eom", &v.EOM}} {
-		if n, ok := f.Uint("tokenizer.ggml." + id.key + "_token_id"); ok && n < 1<<31 {
-			*id.p = int32(n)
+	}{{"bos", &v.BOS}, {"eos", &v.EOS}, {"unknown", &v.UNK}, {"padding", &v.PAD}, {"eot", &v.EOT}, {"eom", &v.EOM},
+		{"prefix", &v.FIM[0]}, {"suffix", &v.FIM[1]}, {"middle", &v.FIM[2]},
+		{"fim_pre", &v.FIM[0]}, {"fim_suf", &v.FIM[1]}, {"fim_mid", &v.FIM[2]},
+		{"fim_pad", &v.FIM[3]}, {"fim_rep", &v.FIM[4]}, {"fim_sep", &v.FIM[5]}} {
+		if id, ok := f.Uint("tokenizer.ggml." + k.key + "_token_id"); ok && id < n {
+			*k.p = int32(id)
 		}
 	}
 	flag := func(key string, def bool) bool {
@@ -101,9 +134,7 @@ func vocabOf(f *gguf.File) (tokenizer.Vocab, error) {
 		}
 		return def
 	}
-	// llama.cpp's defaults: SentencePiece vocabularies add BOS and a
-	// leading space, byte-level BPE ones neither.
-	v.AddBOS = flag("tokenizer.ggml.add_bos_token", model == "llama")
+	v.AddBOS = flag("tokenizer.ggml.add_bos_token", tokenizer.DefaultAddBOS(model, v.Pre))
 	v.AddEOS = flag("tokenizer.ggml.add_eos_token", false)
 	v.AddSpacePrefix = flag("tokenizer.ggml.add_space_prefix", model == "llama")
 	return v, nil
@@ -128,10 +159,12 @@ func GGUFConfig(name, path string) (*pb.ModelConfig, error) {
 	if t, ok := f.String("tokenizer.chat_template"); ok {
 		cfg.Parameters[ParamChatTemplate] = str(t)
 	}
-	toks, _ := f.Metadata["tokenizer.ggml.tokens"].([]string)
-	for key, param := range map[string]string{"tokenizer.ggml.bos_token_id": ParamBOSToken, "tokenizer.ggml.eos_token_id": ParamEOSToken} {
-		if id, ok := f.Uint(key); ok && id < uint64(len(toks)) {
-			cfg.Parameters[param] = str(toks[id])
+	if v, err := vocabOf(f); err == nil {
+		if v.BOS != tokenizer.NoToken {
+			cfg.Parameters[ParamBOSToken] = str(v.Tokens[v.BOS])
+		}
+		if v.EOS != tokenizer.NoToken {
+			cfg.Parameters[ParamEOSToken] = str(v.Tokens[v.EOS])
 		}
 	}
 	return cfg, nil

@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/llama2/sampler"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 )
 
@@ -26,7 +28,15 @@ const (
 	outputFinish       = "finish_reason"
 	outputInputTokens  = "num_input_tokens"
 	outputOutputTokens = "num_output_tokens"
+
+	// paramDelay is the request parameter that paces the output: the
+	// relay waits this many milliseconds before each streamed piece.
+	paramDelay = "delay_ms"
 )
+
+// MaxDelayMs is the largest delay_ms request parameter accepted, the bound
+// the OpenAI routes put on it too.
+const MaxDelayMs = 10_000
 
 // Defaults of sampling_parameters, as in vLLM.
 const (
@@ -48,6 +58,7 @@ type request struct {
 	stream  bool
 	exclude bool // exclude_input_in_output
 	params  samplingParams
+	delay   time.Duration // request parameter delay_ms
 }
 
 // samplingParams are the decoded sampling_parameters.
@@ -86,7 +97,45 @@ func parseRequest(req *backend.Request) (request, error) {
 	if r.params, err = parseSamplingParams(raw); err != nil {
 		return r, err
 	}
+	if r.delay, err = parseDelay(req.Parameters[paramDelay]); err != nil {
+		return r, err
+	}
 	return r, nil
+}
+
+// parseDelay decodes the delay_ms request parameter (nil: no delay).
+func parseDelay(p *pb.InferParameter) (time.Duration, error) {
+	if p == nil {
+		return 0, nil
+	}
+	ms := int64(-1)
+	switch v := p.GetParameterChoice().(type) {
+	case *pb.InferParameter_Int64Param:
+		ms = v.Int64Param
+	case *pb.InferParameter_Uint64Param:
+		ms = int64(min(v.Uint64Param, MaxDelayMs+1))
+	}
+	if ms < 0 || ms > MaxDelayMs {
+		return 0, fmt.Errorf("llama2: parameter %s must be an integer between 0 and %d, got %s", paramDelay, MaxDelayMs, paramText(p))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// paramText prints a request parameter's value for an error message.
+func paramText(p *pb.InferParameter) string {
+	switch v := p.GetParameterChoice().(type) {
+	case *pb.InferParameter_Int64Param:
+		return strconv.FormatInt(v.Int64Param, 10)
+	case *pb.InferParameter_Uint64Param:
+		return strconv.FormatUint(v.Uint64Param, 10)
+	case *pb.InferParameter_DoubleParam:
+		return strconv.FormatFloat(v.DoubleParam, 'g', -1, 64)
+	case *pb.InferParameter_StringParam:
+		return strconv.Quote(v.StringParam)
+	case *pb.InferParameter_BoolParam:
+		return strconv.FormatBool(v.BoolParam)
+	}
+	return "no value"
 }
 
 func oneString(t *tensor.Tensor) (string, error) {

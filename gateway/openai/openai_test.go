@@ -67,6 +67,8 @@ var chatErrors = []struct{ body, param, code, msg string }{
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{}}}}`, "response_format", "unsupported_parameter", "response_format"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}`, "logprobs", "unsupported_parameter", "logprobs"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"bogus":1}`, "bogus", "unknown_parameter", "Unrecognized request argument supplied: bogus"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"max_token":1}`, "max_token", "unknown_parameter", "Unrecognized request argument supplied: max_token; did you mean 'max_tokens'?"},
+	{`{"model":"m","messages":[{"role":"user","content":"x"}],"Temprature":1}`, "Temprature", "unknown_parameter", "Unrecognized request argument supplied: Temprature; did you mean 'temperature'?"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":"5"}`, "max_tokens", "invalid_type", "Invalid type for 'max_tokens': expected an integer, but got a string instead."},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3}`, "temperature", "invalid_value", "Invalid value for 'temperature'"},
 	{`{"model":"m","messages":[{"role":"user","content":"x"}],"stop":[1]}`, "stop", "invalid_type", "stop"},

@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/streamgate/streamgate/gateway/internal/jsonobj"
+	"github.com/streamgate/streamgate/gateway/internal/nearest"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 )
 
@@ -114,7 +115,18 @@ func (f *fields) checkKnown(accepted map[string]bool) error {
 		return nil
 	}
 	sort.Strings(unknown)
-	return &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s", unknown[0]), Param: unknown[0], Code: "unknown_parameter"}
+	msg := "Unrecognized request argument supplied: " + unknown[0]
+	names := make([]string, 0, len(accepted))
+	for k, ok := range accepted {
+		if ok {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	if alt := nearest.Name(unknown[0], names); alt != "" {
+		msg += "; did you mean '" + alt + "'?"
+	}
+	return &RequestError{Message: msg, Param: unknown[0], Code: "unknown_parameter"}
 }
 
 func isNull(raw json.RawMessage) bool { return raw == nil || string(bytes.TrimSpace(raw)) == "null" }
@@ -442,7 +454,8 @@ var commonFields = []string{"model", "stream", "stream_options", "max_tokens", "
 	"top_k", "min_p", "repetition_penalty", "delay_ms"}
 
 // MaxDelayMs is the largest delay_ms, streamgate's extension that paces a
-// model that honours it (echo) so that its stream can be watched.
+// model that honours it (echo, the llama2 engine's text models) so that its
+// stream can be watched.
 const MaxDelayMs = 10_000
 
 func accepted(extra ...string) map[string]bool {

@@ -167,9 +167,16 @@ func runGoClient(t *testing.T, dir, spec string, env []string) {
 // built-in models only, and waits until it is ready.
 func startServe(t *testing.T, bin string, args ...string) *sgProcess {
 	t.Helper()
+	return startServeModels(t, bin, "", args...)
+}
+
+// startServeModels is startServe with STREAMGATE_MODEL_DIR=modelDir, so
+// that serve also serves the weights it finds there.
+func startServeModels(t *testing.T, bin, modelDir string, args ...string) *sgProcess {
+	t.Helper()
 	addr := freeAddr(t)
 	p := &sgProcess{addr: addr, url: "http://" + addr}
-	p.process = startStreamgate(t, bin, "serve", "", append([]string{"serve", "--http", addr, "--grpc", freeAddr(t)}, args...)...)
+	p.process = startStreamgate(t, bin, "serve", modelDir, append([]string{"serve", "--http", addr, "--grpc", freeAddr(t)}, args...)...)
 	p.waitReady(t)
 	return p
 }

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -114,6 +116,77 @@ func TestReadmeQuickStartFreshClone(t *testing.T) {
 	}
 	if strings.Contains(string(out), "go-build") {
 		t.Errorf("models list names Go's build folders:\n%s", out)
+	}
+
+	// The playground of the fresh build, in headless Chromium, with the
+	// weights' folder given by STREAMGATE_MODEL_DIR: stories260k answers
+	// a chat token by token, first on an open gateway, then on one with
+	// API keys, where the page asks for a key in words until one is
+	// entered.
+	t.Run("playground", func(t *testing.T) {
+		requireTool(t, "chromium", "/usr/bin/chromium")
+		models := storiesDir(t)
+		browser := startChromium(t)
+		t.Run("open", func(t *testing.T) {
+			gw := startServeModels(t, bin, models)
+			p := &playground{t: t, page: browser.openPage(t)}
+			p.page.load(t, gw.url+"/", `[...document.getElementById("model").options].some((o) => o.value === "stories260k")`)
+			p.js(playgroundHelpers, nil)
+			walkStories(p)
+		})
+		t.Run("keys", func(t *testing.T) {
+			keys := filepath.Join(t.TempDir(), "keys.json")
+			key := strings.TrimSpace(runTool(t, t.TempDir(), nil, bin, "keys", "create", "--keys-file", keys, "--name", "newcomer"))
+			gw := startServeModels(t, bin, models, "--keys-file", keys)
+			p := &playground{t: t, page: browser.openPage(t)}
+			const asks = "This gateway needs an API key: enter it in the API key box above."
+			p.page.load(t, gw.url+"/", `document.getElementById("model-info").textContent === `+strconv.Quote(asks))
+			p.js(playgroundHelpers, nil)
+			var ids []string
+			if p.js("pgt.send()", &ids); len(ids) != 0 {
+				t.Errorf("Send without a key started %v", ids)
+			}
+			var info string
+			if p.js(`document.getElementById("model-info").textContent`, &info); info != asks {
+				t.Errorf("after Send without a key the page says %q", info)
+			}
+			p.set("api-key", key)
+			waitFor(t, "the models to load with the key", func() bool {
+				var ok bool
+				p.js(`[...document.getElementById("model").options].some((o) => o.value === "stories260k")`, &ok)
+				return ok
+			})
+			walkStories(p)
+		})
+	})
+}
+
+// walkStories sends stories260k a chat from the playground, paced by
+// delay_ms, over fetch, WebSocket and EventSource, and checks that each
+// answer streams: text on the card and several arrivals (a rate and a
+// chart), not one batch.
+func walkStories(p *playground) {
+	t := p.t
+	t.Helper()
+	p.set("model", "stories260k")
+	p.set("prompt", "Once upon a time")
+	p.set("max-tokens", "8")
+	// 100 ms apart: the page would have to stall for most of a second to
+	// see the 8 tokens as one batch.
+	p.set("delay-ms", "100")
+	if b := p.body(); !strings.Contains(b, `"delay_ms": 100`) || !strings.Contains(b, `"model": "stories260k"`) {
+		t.Fatalf("the request body lacks the model or delay_ms: %s", b)
+	}
+	// fetch first: its answer tells the page that streams are resumable,
+	// which EventSource needs.
+	for _, transport := range []string{"fetch", "ws", "eventsource"} {
+		p.js(fmt.Sprintf("pgt.pick(%q, %q)", "transport", transport), nil)
+		id := p.send()[0]
+		c := p.waitCard(id, "done", finished)
+		if c.State != "done" || c.Tokens < 2 || c.Rate == "–" || c.Bars == 0 || strings.TrimSpace(c.Text) == "" {
+			t.Errorf("%s: %+v", transport, c)
+		}
+		t.Logf("%s: %d tokens at %s, %q", transport, c.Tokens, c.Rate, c.Text)
 	}
 }
 

@@ -160,7 +160,8 @@ func TestEscapedModelNames(t *testing.T) {
 }
 
 // A request no route takes is answered in its API's error shape: 405
-// with Allow when the path exists for other methods, else 404.
+// with Allow when the path exists for other methods, else 404, with the
+// nearest route when one is near.
 func TestNoRoute(t *testing.T) {
 	s := newStack(t, nil)
 	c := httpClient(t)
@@ -173,6 +174,11 @@ func TestNoRoute(t *testing.T) {
 		{"POST", "/v1/assistants", "", `{"error":{"message":"no route for POST /v1/assistants","type":"invalid_request_error","param":null,"code":"not_found"}}`},
 		{"PUT", "/v1/responses", "POST", `{"error":{"message":"method PUT is not allowed on /v1/responses (allowed: POST)","type":"invalid_request_error","param":null,"code":"method_not_allowed"}}`},
 		{"GET", "/v1", "", `{"error":{"message":"no route for GET /v1","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+		// A typo gets the route it probably meant, the path's own
+		// parameters kept.
+		{"POST", "/v1/chat/completion", "", `{"error":{"message":"no route for POST /v1/chat/completion; did you mean POST /v1/chat/completions?","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+		{"POST", "/v2/models/echo/generate_strem", "", `{"error":"no route for POST /v2/models/echo/generate_strem; did you mean POST /v2/models/echo/generate_stream?"}`},
+		{"GET", "/v2/health/redy", "", `{"error":"no route for GET /v2/health/redy; did you mean GET /v2/health/ready?"}`},
 	} {
 		req, _ := http.NewRequest(tc.method, s.url+tc.path, nil)
 		resp, err := c.Do(req)

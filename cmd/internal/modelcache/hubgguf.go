@@ -13,7 +13,8 @@ import (
 )
 
 // IsGGUFSpec reports whether a pull argument names a GGUF file on the Hub
-// (OWNER/REPO:QUANT or OWNER/REPO/FILE.gguf) rather than a catalog model.
+// (OWNER/REPO:QUANT, OWNER/REPO/FILE.gguf or the file's URL) rather than a
+// catalog model.
 func IsGGUFSpec(arg string) bool { return strings.Contains(arg, "/") }
 
 // splitPart matches the parts of a split GGUF file (-00001-of-00003).
@@ -26,7 +27,15 @@ var splitPart = regexp.MustCompile(`-\d{5}-of-\d{5}\.gguf$`)
 // /api/models/OWNER/REPO) and picks the one .gguf file whose name ends in
 // QUANT (case-insensitive: q8_0 finds Qwen2.5-0.5B-Instruct-Q8_0.gguf);
 // none or several is an error that lists what the repository has.
+//
+// A URL of a file on the Hub, as its page links it
+// (https://huggingface.co/OWNER/REPO/resolve/REVISION/FILE.gguf, or
+// /blob/ in place of /resolve/), is fetched from that host at that
+// revision.
 func ResolveGGUF(ctx context.Context, client *http.Client, hub, spec string) (Model, error) {
+	if strings.HasPrefix(spec, "https://") || strings.HasPrefix(spec, "http://") {
+		return ggufURL(spec)
+	}
 	if hub == "" {
 		hub = DefaultHub
 	}
@@ -56,6 +65,36 @@ func ResolveGGUF(ctx context.Context, client *http.Client, hub, spec string) (Mo
 		ID:         GGUFName(base),
 		About:      "GGUF " + owner + "/" + name + "/" + file,
 		Checkpoint: File{Name: base, URL: u},
+	}, nil
+}
+
+// ggufURL resolves the URL of a GGUF file on the Hub.
+func ggufURL(spec string) (Model, error) {
+	u, err := url.Parse(spec)
+	bad := func(why string) (Model, error) {
+		return Model{}, fmt.Errorf("%q: %s; want a Hugging Face file URL such as https://huggingface.co/OWNER/REPO/resolve/main/FILE.gguf", spec, why)
+	}
+	if err != nil {
+		return bad(err.Error())
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) < 5 || parts[2] != "resolve" && parts[2] != "blob" {
+		return bad("not a file in a repository")
+	}
+	owner, name, rev, file := parts[0], parts[1], parts[3], strings.Join(parts[4:], "/")
+	if !strings.HasSuffix(strings.ToLower(file), ".gguf") {
+		return bad("not a .gguf file")
+	}
+	if splitPart.MatchString(strings.ToLower(path.Base(file))) {
+		return Model{}, fmt.Errorf("%q: a part of a split GGUF file; split GGUF files are not supported", spec)
+	}
+	base := path.Base(file)
+	dl := url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/" + strings.Join([]string{owner, name, "resolve", rev, file}, "/")}
+	return Model{
+		Name:       spec,
+		ID:         GGUFName(base),
+		About:      "GGUF " + owner + "/" + name + "/" + file + " (" + rev + ")",
+		Checkpoint: File{Name: base, URL: dl.String()},
 	}, nil
 }
 

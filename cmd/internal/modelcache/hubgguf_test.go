@@ -64,12 +64,24 @@ func TestPullGGUF(t *testing.T) {
 		t.Errorf("by file: %+v, %v; want %+v", byFile.Checkpoint, err, m.Checkpoint)
 	}
 
+	// The file's URL, as the Hub's page links it (resolve or blob).
+	for _, u := range []string{"/Org/Test-GGUF/resolve/main/Test-0.5B-Q8_0.gguf?download=true", "/Org/Test-GGUF/blob/main/Test-0.5B-Q8_0.gguf"} {
+		byURL, err := ResolveGGUF(ctx, client, "http://unused.invalid", srv.URL+u)
+		if err != nil || byURL.Checkpoint != m.Checkpoint || byURL.ID != m.ID {
+			t.Errorf("by URL %s: %+v, %v; want %+v", u, byURL, err, m)
+		}
+	}
+
 	for spec, want := range map[string]string{
-		"Org/Test-GGUF:q6_k":     "has no q6_k file; its GGUF files are: Test-0.5B-Q4_K_M.gguf, Test-0.5B-Q5_K_M-00001-of-00002.gguf",
-		"Org/Test-GGUF:q5_k_m":   "split into parts",
-		"Org/Test-GGUF":          "name a .gguf file",
-		"Org/Missing-GGUF:q8_0":  "404",
-		"Org/Test-GGUF/x.gguf:q": "not both",
+		srv.URL + "/Org/Test-GGUF":                                           "not a file in a repository",
+		srv.URL + "/Org/Test-GGUF/resolve/main/README.md":                    "not a .gguf file",
+		srv.URL + "/Org/Test-GGUF/tree/main/x.gguf":                          "not a file in a repository",
+		srv.URL + "/Org/Test-GGUF/resolve/main/T-Q5_K_M-00001-of-00002.gguf": "split GGUF files are not supported",
+		"Org/Test-GGUF:q6_k":                                                 "has no q6_k file; its GGUF files are: Test-0.5B-Q4_K_M.gguf, Test-0.5B-Q5_K_M-00001-of-00002.gguf",
+		"Org/Test-GGUF:q5_k_m":                                               "split into parts",
+		"Org/Test-GGUF":                                                      "name a .gguf file",
+		"Org/Missing-GGUF:q8_0":                                              "404",
+		"Org/Test-GGUF/x.gguf:q":                                             "not both",
 	} {
 		_, err := ResolveGGUF(ctx, client, srv.URL, spec)
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -90,10 +89,26 @@ func (c Cache) Pull(ctx context.Context, m Model, opts *Options) error {
 	}
 	for _, f := range m.Files() {
 		if err := c.pullFile(ctx, f, &o); err != nil {
+			var off *offlineError
+			if errors.As(err, &off) {
+				return fmt.Errorf("%w; without a network, %s", err, c.copyAdvice(m))
+			}
 			return err
 		}
 	}
 	return nil
+}
+
+// copyAdvice says which of m's files are still missing from the cache,
+// where to download them on another machine, and where to copy them.
+func (c Cache) copyAdvice(m Model) string {
+	var names, urls []string
+	for _, f := range m.Files() {
+		if _, err := os.Stat(c.Path(f)); err != nil {
+			names, urls = append(names, f.Name), append(urls, f.URL)
+		}
+	}
+	return fmt.Sprintf("copy %s (from %s) into %s by hand", strings.Join(names, " and "), strings.Join(urls, " and "), c.Dir)
 }
 
 func (c Cache) pullFile(ctx context.Context, f File, o *Options) error {
@@ -174,7 +189,7 @@ func (c Cache) expected(ctx context.Context, f File, o *Options, cached bool) (s
 			}
 		}
 	}
-	sum, err = published(ctx, o.Client, f, c.Dir)
+	sum, err = published(ctx, o.Client, f)
 	if err != nil {
 		return "", "", err
 	}
@@ -186,7 +201,7 @@ func (c Cache) expected(ctx context.Context, f File, o *Options, cached bool) (s
 // another (the Hub answers an LFS file's resolve URL with a redirect to
 // its CDN that carries X-Linked-Etag, the LFS object id, which is the
 // SHA-256 of the content), reading X-Linked-Etag, else ETag.
-func published(ctx context.Context, client *http.Client, f File, dir string) (string, error) {
+func published(ctx context.Context, client *http.Client, f File) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodHead, f.URL, nil)
 	if err != nil {
 		return "", err
@@ -201,7 +216,7 @@ func published(ctx context.Context, client *http.Client, f File, dir string) (st
 	}
 	resp, err := sameHost.Do(req)
 	if err != nil {
-		return "", unreachable(f, dir, err)
+		return "", unreachable(f, err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -237,7 +252,7 @@ func download(ctx context.Context, o *Options, f File, part string) (written int
 	}
 	resp, err := o.Client.Do(req)
 	if err != nil {
-		return 0, unreachable(f, filepath.Dir(part), err)
+		return 0, unreachable(f, err)
 	}
 	defer resp.Body.Close()
 
@@ -277,14 +292,23 @@ func download(ctx context.Context, o *Options, f File, part string) (written int
 	return written, err
 }
 
-// unreachable explains a request that got no answer, most often because
-// the machine is offline.
-func unreachable(f File, dir string, err error) error {
+// offlineError is a request that got no answer, most often because the
+// machine is offline; Pull adds which files to copy by hand.
+type offlineError struct {
+	host string
+	err  error
+}
+
+func (e *offlineError) Error() string {
+	return fmt.Sprintf("cannot reach %s (offline?): %v", e.host, e.err)
+}
+func (e *offlineError) Unwrap() error { return e.err }
+
+func unreachable(f File, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	return fmt.Errorf("cannot reach %s (offline?): %w; without a network, copy %s into %s by hand",
-		host(f.URL), err, f.Name, dir)
+	return &offlineError{host: host(f.URL), err: err}
 }
 
 // parseContentRange parses "bytes START-END/SIZE" (SIZE may be "*": -1).

@@ -351,7 +351,7 @@ func TestPullOffline(t *testing.T) {
 	c := Cache{Dir: t.TempDir()}
 	_, err = pull(t, c, m, Options{})
 	if err == nil || !strings.HasPrefix(err.Error(), "x.bin: cannot reach "+l.Addr().String()+" (offline?): ") ||
-		!strings.HasSuffix(err.Error(), "copy x.bin into "+c.Dir+" by hand") {
+		!strings.HasSuffix(err.Error(), "; without a network, copy x.bin and t.bin (from "+closed+"/x.bin and "+closed+"/t.bin) into "+c.Dir+" by hand") {
 		t.Fatalf("offline pull: %v", err)
 	}
 	// The pinned file needs no HEAD: its GET fails the same way.

@@ -16,6 +16,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/streamgate/streamgate/engine/gguf"
@@ -44,6 +45,12 @@ type Spec struct {
 	Vocab *tokenizer.Vocab
 	// ChatTemplate is tokenizer.chat_template ("" for none).
 	ChatTemplate string
+	// Name is general.name ("": "random ARCH TYPE").
+	Name string
+	// Extra is more metadata: each key replaces the one written from the
+	// fields above, or is added. Drop leaves keys out.
+	Extra []gguf.KV
+	Drop  []string
 	// OutputScale scales the output matrix (0: 0.1); larger makes the
 	// logits more peaked.
 	OutputScale float32
@@ -99,9 +106,12 @@ func Build(s Spec) ([]gguf.KV, []gguf.NewTensor, error) {
 	qDim, kvDim := s.Heads*hs, s.KVHeads*hs
 	vocab := len(s.Vocab.Tokens)
 	a := s.Arch
+	if s.Name == "" {
+		s.Name = fmt.Sprintf("random %s %s", a, s.Type)
+	}
 	meta := []gguf.KV{
 		{Key: "general.architecture", Value: a},
-		{Key: "general.name", Value: fmt.Sprintf("random %s %s", a, s.Type)},
+		{Key: "general.name", Value: s.Name},
 		{Key: "general.file_type", Value: uint32(fileType(s.Type))},
 		{Key: a + ".context_length", Value: uint32(s.Context)},
 		{Key: a + ".embedding_length", Value: uint32(s.Dim)},
@@ -124,6 +134,10 @@ func Build(s Spec) ([]gguf.KV, []gguf.NewTensor, error) {
 		meta = append(meta, gguf.KV{Key: a + ".vocab_size", Value: uint32(vocab)})
 	}
 	meta = append(meta, VocabMetadata(*s.Vocab, s.ChatTemplate)...)
+	meta = slices.DeleteFunc(meta, func(kv gguf.KV) bool {
+		return slices.Contains(s.Drop, kv.Key) || slices.ContainsFunc(s.Extra, func(e gguf.KV) bool { return e.Key == kv.Key })
+	})
+	meta = append(meta, s.Extra...)
 
 	rng := rand.New(rand.NewPCG(s.Seed, 0x9e3779b97f4a7c15))
 	normal := func(n int, std float64) []float32 {

@@ -38,6 +38,20 @@ type Job struct {
 	Bench int `json:"bench,omitempty"`
 	// Tokenize lists texts to tokenize with the file's vocabulary.
 	Tokenize []string `json:"tokenize,omitempty"`
+	// Pieces asks for the text of each of the Vocab tokens alone.
+	Pieces bool `json:"pieces,omitempty"`
+	// Special asks for the vocabulary's special tokens (Result.Special).
+	Special bool `json:"special,omitempty"`
+}
+
+// Special is a vocabulary's special tokens as llama.cpp reads them.
+type Special struct {
+	BOS    int   `json:"bos"` // -1: none
+	EOS    int   `json:"eos"`
+	EOT    int   `json:"eot"`
+	AddBOS bool  `json:"addBos"`
+	AddEOS bool  `json:"addEos"`
+	EOG    []int `json:"eog"` // every token that ends a generation
 }
 
 // Step is one position's next-token logits and their argmax, which is the
@@ -51,6 +65,11 @@ type Step struct {
 type Result struct {
 	Steps  []Step  `json:"steps"`
 	Tokens [][]int `json:"tokens"` // per Tokenize text
+	// Pieces are the tokens' texts (Job.Pieces), as llama.cpp gives them
+	// to a JavaScript string: UTF-8 with each invalid sequence replaced by
+	// U+FFFD, hex-encoded.
+	Pieces  []string `json:"pieces"`
+	Special *Special `json:"special"`
 	// DecodeSeconds is the wall time of steps 1 and after, one token each.
 	DecodeSeconds float64 `json:"decodeSeconds"`
 }

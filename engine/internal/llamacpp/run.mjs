@@ -11,6 +11,11 @@
 // time of steps 1.. (one token each). With "bench": n instead of steps,
 // llama.cpp generates n+1 tokens greedily in its own loop and
 // "decodeSeconds" is the time of the last n.
+// With "special": true, "special" holds the vocabulary's BOS, EOS and EOT
+// ids (-1: none), whether it adds BOS and EOS, and every token id that
+// ends a generation ("eog").
+// With "pieces": true, "pieces" holds each of the vocab tokens' text
+// alone, hex-encoded UTF-8.
 // "tokens" are the tokenize texts' token ids, special-token text parsed as
 // special tokens and no BOS added (llama_tokenize with parse_special).
 // Step 0's logits
@@ -28,8 +33,22 @@ const results = [];
 for (const req of jobs) {
   const model = await llama.loadModel({modelPath: req.model, useMmap: true});
   const tokens = (req.tokenize ?? []).map((text) => Array.from(model.tokenize(text, true)));
+  // Each token's piece alone (llama_token_to_piece without special
+  // tokens), as UTF-8 in hex: a piece may be part of a code point.
+  const pieces = req.pieces
+    ? Array.from({length: req.vocab}, (_, i) => Buffer.from(model.detokenize([i], false), "utf8").toString("hex"))
+    : undefined;
+  // The vocabulary's special tokens as llama.cpp reads them.
+  const m = model._model;
+  const special = req.special
+    ? {
+        bos: m.tokenBos(), eos: m.tokenEos(), eot: m.eotToken(),
+        addBos: m.shouldPrependBosToken(), addEos: m.shouldAppendEosToken(),
+        eog: Array.from({length: req.vocab}, (_, i) => i).filter((i) => m.isEogToken(i)),
+      }
+    : undefined;
   if (!req.steps && !req.bench) {
-    results.push({steps: [], tokens});
+    results.push({steps: [], tokens, pieces, special});
     await model.dispose();
     continue;
   }
@@ -51,7 +70,7 @@ for (const req of jobs) {
       if (n === 0) start = performance.now();
       if (++n > req.bench) break;
     }
-    results.push({steps: [], tokens, decodeSeconds: (performance.now() - start) / 1000});
+    results.push({steps: [], tokens, special, decodeSeconds: (performance.now() - start) / 1000});
     await context.dispose();
     await model.dispose();
     continue;
@@ -77,7 +96,7 @@ for (const req of jobs) {
     input = [[best, {generateNext: ask(s + 1)}]];
   }
   const decodeSeconds = req.steps > 1 ? (performance.now() - decodeStart) / 1000 : 0;
-  results.push({steps, tokens, decodeSeconds});
+  results.push({steps, tokens, pieces, special, decodeSeconds});
   await context.dispose();
   await model.dispose();
 }

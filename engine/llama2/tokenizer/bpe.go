@@ -68,8 +68,9 @@ type bpeModel struct {
 }
 
 func newBPE(g *GGUF) (*bpeModel, error) {
-	m := &bpeModel{g: g, merges: make(map[uint64]mergeRule, len(g.v.Merges)), split: preTokenizer(g.v.Pre)}
-	m.ignoreMerges = g.v.Pre == "llama-bpe"
+	kind := preKinds[g.v.Pre]
+	m := &bpeModel{g: g, merges: make(map[uint64]mergeRule, len(g.v.Merges)), split: kind.splitter()}
+	m.ignoreMerges = kind == preLlama3
 	for b, r := range byteRunes {
 		m.byteID[b] = NoToken
 		if id, ok := g.ids[string(r)]; ok {
@@ -95,7 +96,7 @@ func newBPE(g *GGUF) (*bpeModel, error) {
 	}
 	for i, tok := range g.v.Tokens {
 		switch g.tokenType(int32(i)) {
-		case TypeControl, TypeUnknown, TypeUnused:
+		case TypeControl, TypeUnknown, TypeUnused, TypeUndefined:
 		case TypeUserDefined:
 			g.decoded[i] = tok
 		default:

@@ -2,9 +2,7 @@ package tokenizer_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -76,7 +74,7 @@ func TestBPEMatchesHuggingFace(t *testing.T) {
 		{"llama3", "llama-bpe", nil},
 		{"qwen3", "qwen2", nil},
 		{"qwen3", "smollm", hfref.PreSmolLM},
-		{"llama3", "gpt2", hfref.PreGPT2},
+		{"llama3", "gpt-2", hfref.PreGPT2},
 	} {
 		t.Run(tc.name+"/"+tc.pre, func(t *testing.T) {
 			g := bpeTokenizer(t, tc.name, tc.pre)
@@ -96,34 +94,7 @@ func spmTokenizer(t *testing.T) *tokenizer.GGUF {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := tokenizer.NewVocab("llama")
-	v.BOS, v.EOS, v.UNK = 1, 2, 0
-	v.AddBOS, v.AddSpacePrefix = true, true
-	le := binary.LittleEndian
-	for off := 4; off < len(data); {
-		score := math.Float32frombits(le.Uint32(data[off:]))
-		n := int(le.Uint32(data[off+4:]))
-		piece := string(data[off+8 : off+8+n])
-		off += 8 + n
-		id := len(v.Tokens)
-		typ := tokenizer.TypeNormal
-		switch {
-		case id == 0:
-			piece, typ = "<unk>", tokenizer.TypeUnknown
-		case id == 1:
-			piece, typ = "<s>", tokenizer.TypeControl
-		case id == 2:
-			piece, typ = "</s>", tokenizer.TypeControl
-		case id < 259:
-			typ = tokenizer.TypeByte
-		default:
-			piece = strings.ReplaceAll(piece, " ", "▁") // llama2.c's export wrote ▁ as a space
-		}
-		v.Tokens = append(v.Tokens, piece)
-		v.Scores = append(v.Scores, score)
-		v.Types = append(v.Types, typ)
-	}
-	g, err := tokenizer.FromVocab(v)
+	g, err := tokenizer.FromVocab(hfref.Llama2cVocab(data))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package tokenizer
 
-import "unicode"
+import (
+	"slices"
+	"strings"
+	"unicode"
+)
 
 // Pre-tokenizers cut text into the words that byte-level BPE merges within.
 // Each is a regular expression in Hugging Face's tokenizer.json and in
@@ -12,23 +16,104 @@ import "unicode"
 //	llama-bpe: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //	qwen2:     the same with \p{N} for \p{N}{1,3}
 //	smollm:    each \p{N} on its own, then gpt2 within the rest
+//	default:   [\p{P}$+<=>^~|]+, then gpt2 within each part, then \p{N}+,
+//	           then [0-9][0-9][0-9]
 //
-// \s is Unicode's White_Space (as in llama.cpp and Hugging Face's Rust
-// tokenizers), \p{L} letters, \p{N} numbers.
+// llama.cpp applies a sequence of expressions each within the parts the
+// last one cut, keeping the text between matches as parts of their own
+// (which is why its gpt2 and default expressions can leave out the last
+// \s+). \s is Unicode's White_Space (as in llama.cpp and Hugging Face's
+// Rust tokenizers), \p{L} letters, \p{N} numbers, \p{P} punctuation.
 
-// preTokenizer returns the splitter of a supported tokenizer.ggml.pre.
-func preTokenizer(pre string) func(string, func(string)) {
-	switch pre {
-	case "llama-bpe":
+// preKind is one of the pre-tokenizers above.
+type preKind int
+
+const (
+	preDefault preKind = iota
+	preGPT2
+	preLlama3
+	preQwen2
+	preSmolLM
+)
+
+// preKinds maps each tokenizer.ggml.pre that llama.cpp reads as one of the
+// pre-tokenizers above to it; "" (no name) is llama.cpp's default, as for
+// files converted before names existed.
+var preKinds = map[string]preKind{
+	"": preDefault, "default": preDefault,
+	"gpt-2": preGPT2, "phi-2": preGPT2, "gigachat": preGPT2, "a.x-4.0": preGPT2, "mellum": preGPT2,
+	"exaone4": preGPT2, "mpt": preGPT2, "olmo": preGPT2, "jais": preGPT2, "trillion": preGPT2, "granite-docling": preGPT2,
+	"llama3": preLlama3, "llama-v3": preLlama3, "llama-bpe": preLlama3, "falcon3": preLlama3, "falcon-h1": preLlama3,
+	"pixtral": preLlama3, "midm-2.0": preLlama3, "lfm2": preLlama3,
+	"qwen2": preQwen2, "deepseek-r1-qwen": preQwen2, "kormo": preQwen2, "f2llmv2": preQwen2, "megrez": preQwen2,
+	"stablelm2": preQwen2, "hunyuan": preQwen2,
+	"smollm": preSmolLM, "codeshell": preSmolLM, "exaone": preSmolLM, "minerva-7b": preSmolLM, "mellum2": preSmolLM,
+}
+
+// supportedPre lists the names of preKinds for an error message.
+func supportedPre() string {
+	var names []string
+	for name := range preKinds {
+		if name != "" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// splitter returns the splitter of a pre-tokenizer.
+func (k preKind) splitter() func(string, func(string)) {
+	switch k {
+	case preLlama3:
 		return func(s string, emit func(string)) { splitLlama3(s, 3, emit) }
-	case "qwen2":
+	case preQwen2:
 		return func(s string, emit func(string)) { splitLlama3(s, 1, emit) }
-	case "smollm":
+	case preSmolLM:
 		return func(s string, emit func(string)) {
 			isolate(s, isN, true, func(part string) { splitGPT2(part, emit) })
 		}
-	default: // gpt2
+	case preGPT2:
 		return splitGPT2
+	default:
+		return splitDefault
+	}
+}
+
+// isDefaultPunct is llama.cpp's [\p{P}\$\+<=>\^~\|].
+func isDefaultPunct(r rune) bool {
+	return unicode.IsPunct(r) || strings.ContainsRune("$+<=>^~|", r)
+}
+
+// splitDefault is llama.cpp's default pre-tokenizer.
+func splitDefault(s string, emit func(string)) {
+	isolate(s, isDefaultPunct, false, func(part string) {
+		splitGPT2(part, func(word string) {
+			isolate(word, isN, false, func(w string) { splitDigits3(w, emit) })
+		})
+	})
+}
+
+// splitDigits3 cuts every run of three ASCII digits, leftmost first, from
+// s (the expression [0-9][0-9][0-9]), emitting the text between them as
+// parts of their own.
+func splitDigits3(s string, emit func(string)) {
+	isDigit := func(i int) bool { return i < len(s) && s[i] >= '0' && s[i] <= '9' }
+	start := 0
+	for i := 0; i+3 <= len(s); {
+		if isDigit(i) && isDigit(i+1) && isDigit(i+2) {
+			if i > start {
+				emit(s[start:i])
+			}
+			emit(s[i : i+3])
+			i += 3
+			start = i
+			continue
+		}
+		i++
+	}
+	if start < len(s) {
+		emit(s[start:])
 	}
 }
 

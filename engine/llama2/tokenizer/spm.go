@@ -32,7 +32,7 @@ func newSPM(g *GGUF) (*spmModel, error) {
 			continue
 		}
 		switch typ {
-		case TypeControl, TypeUnknown, TypeUnused:
+		case TypeControl, TypeUnknown, TypeUnused, TypeUndefined:
 		case TypeUserDefined:
 			g.decoded[i] = tok
 		default:

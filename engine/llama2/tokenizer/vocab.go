@@ -51,10 +51,18 @@ type Vocab struct {
 	Merges []string  // tokenizer.ggml.merges, "left right", best first (gpt2)
 
 	BOS, EOS, UNK, PAD, EOT, EOM int32 // tokenizer.ggml.*_token_id
+	// FIM holds the fill-in-the-middle tokens' ids, tokenizer.ggml.fim_
+	// {pre,suf,mid,pad,rep,sep}_token_id in that order; where one is
+	// absent, the token is found by its text (special.go).
+	FIM [6]int32
 
 	AddBOS         bool // tokenizer.ggml.add_bos_token
 	AddEOS         bool // tokenizer.ggml.add_eos_token
 	AddSpacePrefix bool // tokenizer.ggml.add_space_prefix (llama)
+
+	// Name is general.name, which llama.cpp reads for some models' special
+	// token attributes (special.go).
+	Name string
 }
 
 // NoToken is the id of an absent special token in a Vocab.
@@ -63,12 +71,19 @@ const NoToken int32 = -1
 // NewVocab returns a Vocab of the given model with every special token
 // absent.
 func NewVocab(model string) Vocab {
-	return Vocab{Model: model, BOS: NoToken, EOS: NoToken, UNK: NoToken, PAD: NoToken, EOT: NoToken, EOM: NoToken}
+	v := Vocab{Model: model, BOS: NoToken, EOS: NoToken, UNK: NoToken, PAD: NoToken, EOT: NoToken, EOM: NoToken}
+	for i := range v.FIM {
+		v.FIM[i] = NoToken
+	}
+	return v
 }
 
-// Pre-tokenizers of gpt2 vocabularies (tokenizer.ggml.pre) that FromVocab
-// supports.
-var preTokenizers = []string{"gpt2", "llama-bpe", "qwen2", "smollm"}
+// DefaultAddBOS reports whether llama.cpp adds BOS to a vocabulary of the
+// given model and pre-tokenizer whose file does not say
+// (tokenizer.ggml.add_bos_token): SentencePiece ones and Llama 3's do.
+func DefaultAddBOS(model, pre string) bool {
+	return model == "llama" || model == "gpt2" && preKinds[pre] == preLlama3
+}
 
 // GGUF is a tokenizer built from GGUF metadata by FromVocab. It is
 // immutable and safe for concurrent use.
@@ -79,6 +94,7 @@ type GGUF struct {
 	types   []int32  // token types, with llama.cpp's overrides (special.go)
 	eog     map[int32]bool
 	special []int32 // tokens matched in text before tokenizing, longest first
+	strip   map[int32]strip
 	maxTok  int
 
 	bpe *bpeModel
@@ -105,7 +121,8 @@ func FromVocab(v Vocab) (*GGUF, error) {
 	for _, s := range []struct {
 		name string
 		id   int32
-	}{{"bos", v.BOS}, {"eos", v.EOS}, {"unknown", v.UNK}, {"padding", v.PAD}, {"eot", v.EOT}, {"eom", v.EOM}} {
+	}{{"bos", v.BOS}, {"eos", v.EOS}, {"unknown", v.UNK}, {"padding", v.PAD}, {"eot", v.EOT}, {"eom", v.EOM},
+		{"fim_pre", v.FIM[0]}, {"fim_suf", v.FIM[1]}, {"fim_mid", v.FIM[2]}, {"fim_pad", v.FIM[3]}, {"fim_rep", v.FIM[4]}, {"fim_sep", v.FIM[5]}} {
 		if s.id < NoToken || s.id >= int32(n) {
 			return nil, fmt.Errorf("tokenizer: %s_token_id %d is outside the vocabulary of %d tokens", s.name, s.id, n)
 		}
@@ -123,11 +140,12 @@ func FromVocab(v Vocab) (*GGUF, error) {
 		}
 	}
 	g.classify()
+	g.stripAttrs()
 	var err error
 	switch v.Model {
 	case "gpt2":
-		if !slices.Contains(preTokenizers, v.Pre) {
-			return nil, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q of a gpt2 vocabulary (supported: %s)", v.Pre, strings.Join(preTokenizers, ", "))
+		if _, ok := preKinds[v.Pre]; !ok {
+			return nil, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q of a gpt2 vocabulary (supported: %s)", v.Pre, supportedPre())
 		}
 		g.bpe, err = newBPE(g)
 	case "llama":
@@ -261,6 +279,7 @@ func (g *GGUF) encodeText(ctx context.Context, out []int, text string, parseSpec
 			continue
 		}
 		sp := g.v.Tokens[id]
+		st := g.strip[id]
 		var next []fragment
 		for _, f := range frags {
 			if f.tok != NoToken || !strings.Contains(f.text, sp) {
@@ -270,6 +289,9 @@ func (g *GGUF) encodeText(ctx context.Context, out []int, text string, parseSpec
 			rest := f.text
 			for {
 				before, after, found := strings.Cut(rest, sp)
+				if found && st&lstrip != 0 {
+					before = strings.TrimRight(before, cSpaces)
+				}
 				if before != "" {
 					next = append(next, fragment{text: before, tok: NoToken})
 				}
@@ -278,6 +300,9 @@ func (g *GGUF) encodeText(ctx context.Context, out []int, text string, parseSpec
 				}
 				next = append(next, fragment{tok: id})
 				rest = after
+				if st&rstrip != 0 {
+					rest = strings.TrimLeft(rest, cSpaces)
+				}
 			}
 		}
 		frags = next

@@ -81,14 +81,22 @@ func FromGGUF(f *gguf.File, opts GGUFOptions) (*Model, error) {
 			l.fail(fmt.Errorf("%w: partial RoPE (%s.rope.dimension_count %d of head size %d)", ErrGGUFUnsupported, arch, rd, hs))
 		}
 	}
+	// As llama.cpp: the scaling type is linear unless the file says, and
+	// its factor is rope.scaling.factor, or the older rope.scale_linear (0
+	// or absent: 1).
 	freqScale := 1.0
-	if t, ok := f.String(arch + ".rope.scaling.type"); ok && t != "none" {
-		if t != "linear" {
-			l.fail(fmt.Errorf("%w: RoPE scaling %q (supported: none, linear, llama3 rope_freqs)", ErrGGUFUnsupported, t))
+	switch t, ok := f.String(arch + ".rope.scaling.type"); {
+	case ok && t == "none":
+	case !ok || t == "linear":
+		fac, ok := f.Float(arch + ".rope.scaling.factor")
+		if !ok {
+			fac, _ = f.Float(arch + ".rope.scale_linear")
 		}
-		if fac := l.float("rope.scaling.factor", 1); fac > 0 {
+		if fac > 0 {
 			freqScale = 1 / fac
 		}
+	default:
+		l.fail(fmt.Errorf("%w: RoPE scaling %q (supported: none, linear, llama3 rope_freqs)", ErrGGUFUnsupported, t))
 	}
 	if opts.MaxContext > 0 && c.SeqLen > opts.MaxContext {
 		c.SeqLen = opts.MaxContext

@@ -12,9 +12,11 @@ package hfref
 import (
 	"bytes"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,4 +307,40 @@ func (f Files) SPMVocab() (tokenizer.Vocab, error) {
 	}
 	v.Model, v.Merges, v.AddSpacePrefix = "llama", nil, true
 	return v, nil
+}
+
+// Llama2cVocab returns the GGUF vocabulary that llama.cpp's converter
+// writes for the Llama 2 SentencePiece model (TinyLlama's), built from
+// llama2.c's tokenizer.bin export of it (data), which keeps its scores:
+// <unk>, <s> and </s> first, then the 256 <0xXX> byte tokens, then the
+// pieces with ▁ for a space (llama2.c's export wrote ▁ as a space).
+func Llama2cVocab(data []byte) tokenizer.Vocab {
+	v := tokenizer.NewVocab("llama")
+	v.BOS, v.EOS, v.UNK = 1, 2, 0
+	v.AddBOS, v.AddSpacePrefix = true, true
+	le := binary.LittleEndian
+	for off := 4; off+8 <= len(data); {
+		score := math.Float32frombits(le.Uint32(data[off:]))
+		n := int(le.Uint32(data[off+4:]))
+		piece := string(data[off+8 : off+8+n])
+		off += 8 + n
+		id := len(v.Tokens)
+		typ := tokenizer.TypeNormal
+		switch {
+		case id == 0:
+			piece, typ = "<unk>", tokenizer.TypeUnknown
+		case id == 1:
+			piece, typ = "<s>", tokenizer.TypeControl
+		case id == 2:
+			piece, typ = "</s>", tokenizer.TypeControl
+		case id < 259:
+			typ = tokenizer.TypeByte
+		default:
+			piece = strings.ReplaceAll(piece, " ", "▁")
+		}
+		v.Tokens = append(v.Tokens, piece)
+		v.Scores = append(v.Scores, score)
+		v.Types = append(v.Types, typ)
+	}
+	return v
 }

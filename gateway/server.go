@@ -24,6 +24,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/ws"
 	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/budget"
 )
 
 // Options configures a Server. A nil *Options, and every zero field, means
@@ -171,6 +172,16 @@ type Options struct {
 	// replica died end with stream_lost within about this long. Default
 	// 5s.
 	ResumeLease time.Duration
+
+	// ResumeFlushInterval is how long a resumable stream's events gather
+	// before they go to the store in one write (resume.Options'
+	// FlushInterval); negative writes each batch at once. Default 150ms.
+	ResumeFlushInterval time.Duration
+
+	// ResumeMemory, when set, bounds the bytes of every resumable
+	// stream's events waiting for the store (resume.Options' Memory):
+	// the --queue-memory budget the relay queues share.
+	ResumeMemory *budget.Budget
 
 	// Store is the state shared with other replicas: resumable stream
 	// logs, API keys and per-key limits, stored responses (store.Open).
@@ -331,6 +342,7 @@ func newServer(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 	}
 	s.resume = resume.New(o.Store, &resume.Options{
 		Grace: o.ResumeGrace, TTL: o.ResumeTTL, Lease: o.ResumeLease, Logger: o.Logger,
+		FlushInterval: o.ResumeFlushInterval, Memory: o.ResumeMemory,
 		StoreError: func(op string) { s.metrics.storeErrs.With(op).Inc() },
 	})
 	for model, src := range o.ChatTemplates {

@@ -206,6 +206,13 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 		if !t.pin() {
 			return nil, c.seqs.lose(plan.r, newError(KindUnavailable, codes.Unavailable, "target "+t.addr+" left"))
 		}
+		if t.down.Load() && !plan.fresh && plan.r.st == nil {
+			// A route another client started (Options.Sequences) to a
+			// target whose health checks get no answer: nothing here
+			// ever reached it, and nothing will.
+			t.unpin()
+			return nil, c.seqs.lose(plan.r, newError(KindUnavailable, codes.Unavailable, "target "+t.addr+" is down"))
+		}
 	} else if t, release, err = c.pickTarget(ctx, nil); err != nil {
 		return nil, err
 	}

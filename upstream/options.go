@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -236,6 +237,23 @@ type Options struct {
 	// streams, unary calls). Default: W3C trace context (traceparent,
 	// tracestate).
 	Propagator propagation.TextMapPropagator
+
+	// Sequences, when set, shares which target each open sequence's
+	// START went to with the other clients (gateway replicas) that use
+	// it: a request of a sequence this client has no route for goes to
+	// the target the store names, or ends with KindSequenceLost when
+	// that target is gone. Default: none (routes are this client's).
+	Sequences SequenceStore
+}
+
+// SequenceStore keeps the target of each open sequence for the clients
+// that share it (the gateway's Redis). Keys name a model's sequence;
+// values are target addresses as given to New (or resolved).
+type SequenceStore interface {
+	// PutSequence notes that sequence key is on target addr, for ttl.
+	PutSequence(ctx context.Context, key, addr string, ttl time.Duration) error
+	// SequenceTarget is the target noted for key; "" when there is none.
+	SequenceTarget(ctx context.Context, key string) (string, error)
 }
 
 // idleTimeout is the idle timeout of model's requests; 0 means none.

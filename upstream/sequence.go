@@ -28,6 +28,14 @@ import (
 // request of the sequence until a new START, because the state is gone.
 // An in-band UNAVAILABLE error ends the call as it is (KindModel): the
 // target refused the request but still holds the sequence.
+//
+// With Options.Sequences, clients (gateway replicas) share their routes:
+// a START notes its target in the store, every later request renews it,
+// and a client that has no route for a sequence (a START included) asks
+// the store first, so a sequence started through one replica continues
+// through any other on the same target, or ends with KindSequenceLost
+// when that target is gone. This costs one store round trip per request
+// of a sequence, two for a START that no client knows yet.
 
 // defaultSequenceIdle is a route's lifetime when the model's config
 // cannot be read: Triton's default max_sequence_idle_microseconds.
@@ -111,16 +119,30 @@ func (c *Client) sequenceRoute(ctx context.Context, req *pb.ModelInferRequest) (
 	}
 	if r != nil {
 		c.seqs.mu.Unlock()
+		if !end {
+			c.share(ctx, r) // renewed while it is used
+		}
 		return seqPlan{r: r, end: end}, nil
 	}
 	c.seqs.mu.Unlock()
-	if !start || end {
+	if start && end {
 		return seqPlan{}, nil
 	}
 	select {
 	case <-c.resolved:
 	case <-ctx.Done():
 		return seqPlan{}, ctxError(ctx)
+	}
+	if c.opts.Sequences != nil {
+		// Another client may have started it: follow its route (a new
+		// START included, as the target keeps one sequence per id).
+		plan, found, err := c.sharedRoute(ctx, k, end)
+		if found || err != nil {
+			return plan, err
+		}
+	}
+	if !start {
+		return seqPlan{}, nil
 	}
 	// Picking and counting the new sequence under one lock spreads
 	// concurrent STARTs evenly.
@@ -145,15 +167,78 @@ func (c *Client) sequenceRoute(ctx context.Context, req *pb.ModelInferRequest) (
 	c.seqs.m[k] = r
 	t.sequences.Add(1)
 	c.seqs.mu.Unlock()
-	// The route lives as long as the target remembers the sequence.
-	if cfg, err := t.modelConfig(ctx, k.model, k.version); err == nil {
+	c.setTTL(ctx, r)
+	c.share(ctx, r)
+	return seqPlan{r: r, fresh: true}, nil
+}
+
+// setTTL makes r live as long as its target remembers the sequence.
+func (c *Client) setTTL(ctx context.Context, r *seqRoute) {
+	if cfg, err := r.t.modelConfig(ctx, r.key.model, r.key.version); err == nil {
 		if us := cfg.GetSequenceBatching().GetMaxSequenceIdleMicroseconds(); us > 0 {
 			c.seqs.mu.Lock()
 			r.ttl = time.Duration(us) * time.Microsecond
 			c.seqs.mu.Unlock()
 		}
 	}
-	return seqPlan{r: r, fresh: true}, nil
+}
+
+// String names k in a SequenceStore.
+func (k seqKey) String() string { return k.model + "/" + k.version + "/" + k.id }
+
+// share notes r's target in the SequenceStore, if any, for as long as
+// the target remembers the sequence. A store that fails leaves the
+// sequence to this client alone: it is not the request's failure.
+func (c *Client) share(ctx context.Context, r *seqRoute) {
+	if c.opts.Sequences == nil {
+		return
+	}
+	c.seqs.mu.Lock()
+	ttl := r.ttl
+	c.seqs.mu.Unlock()
+	if err := c.opts.Sequences.PutSequence(ctx, r.key.String(), r.t.addr, ttl); err != nil {
+		c.opts.Logger.Warn("sequence route not shared: the store failed", "model", r.key.model, "sequence", displayID(r.key.id), "err", err)
+	}
+}
+
+// sharedRoute is the route of sequence k that the SequenceStore names,
+// found false when it names none (or fails). A target that is gone
+// loses the sequence.
+func (c *Client) sharedRoute(ctx context.Context, k seqKey, end bool) (seqPlan, bool, error) {
+	addr, err := c.opts.Sequences.SequenceTarget(ctx, k.String())
+	if err != nil || addr == "" {
+		if err != nil {
+			c.opts.Logger.Warn("sequence route not read: the store failed", "model", k.model, "sequence", displayID(k.id), "err", err)
+		}
+		return seqPlan{}, false, nil
+	}
+	var t *target
+	for _, x := range c.targetList() {
+		if x.addr == addr && !x.removed.Load() {
+			t = x
+		}
+	}
+	if t == nil || t.down.Load() {
+		return seqPlan{}, true, newError(KindSequenceLost, codes.Unavailable,
+			"sequence "+displayID(k.id)+" of model '"+k.model+"' was lost: its target "+addr+" is gone; its state is gone, start it again")
+	}
+	c.seqs.mu.Lock()
+	if r := c.seqs.m[k]; r != nil { // raced with another request of it
+		c.seqs.mu.Unlock()
+		return seqPlan{r: r, end: end}, true, nil
+	}
+	r := &seqRoute{key: k, t: t, ttl: defaultSequenceIdle, lastUsed: time.Now(), open: true}
+	if c.seqs.m == nil {
+		c.seqs.m = map[seqKey]*seqRoute{}
+	}
+	c.seqs.m[k] = r
+	t.sequences.Add(1)
+	c.seqs.mu.Unlock()
+	c.setTTL(ctx, r)
+	if !end {
+		c.share(ctx, r) // renewed while it is used
+	}
+	return seqPlan{r: r, end: end}, true, nil
 }
 
 // place puts cl, a request of p's sequence, on the route's stream, or on

@@ -102,6 +102,11 @@ func (f *File) Close() error {
 	return r()
 }
 
+// Mapped reports whether the file's data is its mapping (Open), which a
+// loader may drop from the resident set (mmap.Drop) once it has copied
+// the tensors out; a Parse'd file's data is the caller's memory.
+func (f *File) Mapped() bool { return f.release != nil }
+
 // Size is the file's size in bytes.
 func (f *File) Size() int64 { return f.size }
 

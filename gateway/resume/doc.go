@@ -8,8 +8,13 @@
 // event's payload (its id is 1, 2, 3 …), Flush after each batch the live
 // client was sent, Detach when the live client leaves, and Close with how
 // the stream ended. A Producer's log is written behind the live client by
-// one writer goroutine, one pipelined round trip per flushed batch, so the
-// live client never waits for the store. The producer holds a lease on
+// one writer goroutine, so the live client never waits for the store: it
+// gathers what is flushed for Options.FlushInterval and writes it in one
+// pipelined round trip, a few round trips a second per stream however
+// fast its events come. The bytes waiting for the store are bounded per
+// stream (Options.MaxPending) and across streams (Options.Memory); past
+// either bound the stream stops being resumable and its live client
+// streams on. The producer holds a lease on
 // the stream, renewed every Lease/3 (with the batch due then, or alone
 // when the stream is quiet), when it also learns of cancels and readers.
 //

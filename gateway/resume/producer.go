@@ -26,7 +26,7 @@ type Producer struct {
 
 	mu         sync.Mutex
 	pending    []store.Event // flushed, not yet written
-	size       int           // bytes in pending
+	size       int           // bytes in pending, each taken from Options.Memory
 	broken     bool          // the log was given up
 	detachedAt time.Time     // when the live client left; zero while it is there
 	attendedAt time.Time     // when the store last said a reader follows
@@ -71,47 +71,78 @@ func (p *Producer) Created() <-chan struct{} { return p.created }
 // NextID is the id the next Append will give.
 func (p *Producer) NextID() uint64 { return p.next }
 
-// Flush hands the batch to the writer, which writes it behind the caller.
+// Flush hands the batch to the writer, which writes it behind the caller
+// within Options.FlushInterval (at once when the pending bytes reach
+// Options.BatchBytes, or after Detach). The batch's bytes are taken from Options.Memory
+// until they are written; when they cannot be, the log is given up.
 func (p *Producer) Flush() {
 	if len(p.batch) == 0 {
 		return
 	}
 	p.mu.Lock()
+	wake := len(p.pending) == 0
 	if !p.broken {
+		n := 0
 		for _, e := range p.batch {
-			p.size += len(e.Data)
+			n += len(e.Data)
 		}
-		p.pending = append(p.pending, p.batch...)
-		if p.size > p.m.opts.MaxPending {
-			p.giveUp()
+		switch {
+		case p.size+n > p.m.opts.MaxPending:
+			p.giveUp("its store writes are behind by more than the stream may hold")
+		case !p.m.opts.Memory.Take(int64(n)):
+			p.giveUp("--queue-memory is spent")
+		default:
+			p.size += n
+			p.pending = append(p.pending, p.batch...)
+			wake = wake || p.size >= p.m.opts.BatchBytes || !p.detachedAt.IsZero()
 		}
 	}
 	p.mu.Unlock()
 	p.batch = nil
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// giveUp abandons the log (the store has been failing for longer than
-// MaxPending lasts): nothing more is written, the lease runs out, and
-// readers end with ErrLost after what was stored. p.mu is held.
-func (p *Producer) giveUp() {
+// giveUp abandons the log (the store is failing or slow, and the bytes
+// waiting for it would pass a bound): nothing more is written, the lease
+// runs out, and readers end with ErrLost after what was stored. The live
+// client is not touched. p.mu is held.
+func (p *Producer) giveUp(why string) {
 	if !p.broken {
-		p.m.opts.Logger.Warn("resumable stream log given up: the store is failing", "stream", p.sid)
+		p.m.opts.Logger.Warn("resumable stream is no longer resumable: its log was given up", "stream", p.sid, "reason", why)
 	}
 	p.broken = true
+	p.m.opts.Memory.Give(int64(p.size))
 	p.pending, p.size = nil, 0
+}
+
+// due reports whether the pending batch should be written without
+// waiting for the interval: it reaches Options.BatchBytes, or the live
+// client has left.
+func (p *Producer) due() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.size >= p.m.opts.BatchBytes || !p.detachedAt.IsZero()
 }
 
 // Detach notes that the live client left: unless a reader follows the
 // stream, it is cancelled with ErrAbandoned after the grace period.
+// From then on the writer writes each batch at once, without gathering
+// for FlushInterval: a client that left is likely to resume, and what it
+// missed should be in the store when it does.
 func (p *Producer) Detach() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.detachedAt.IsZero() {
 		p.detachedAt = time.Now()
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -134,13 +165,16 @@ func (p *Producer) tick() time.Duration {
 	return max(min(p.m.opts.Lease/3, p.m.opts.Grace/4), 10*time.Millisecond)
 }
 
-// run is the writer: it writes each pending batch in one store call, and
-// renews the lease when the stream is quiet, until the end is written
-// (or, after Close, its one try failed).
+// run is the writer: it writes the pending batch in one store call at
+// most once per Options.FlushInterval (sooner when the batch is full or
+// the stream ends), and renews the lease when the stream is quiet, until
+// the end is written (or, after Close, its one try failed).
 func (p *Producer) run() {
 	defer close(p.done)
 	t := time.NewTicker(p.tick())
 	defer t.Stop()
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
 	tried := false // the first write: it creates the stream
 	defer func() {
 		if !tried {
@@ -148,7 +182,7 @@ func (p *Producer) run() {
 		}
 	}()
 	needMeta := true // no write has succeeded yet
-	var renewed time.Time
+	var renewed, wrote time.Time
 	closing, failed := false, false
 	for {
 		switch {
@@ -162,13 +196,14 @@ func (p *Producer) run() {
 		default:
 			select {
 			case <-p.wake:
+				closing = p.hold(hold, wrote)
 			case <-t.C:
 			case <-p.closing:
 				closing = true
 			}
 		}
 		p.mu.Lock()
-		batch, broken := p.pending, p.broken
+		batch, size, broken := p.pending, p.size, p.broken
 		p.pending, p.size = nil, 0
 		p.mu.Unlock()
 		now := time.Now()
@@ -188,6 +223,7 @@ func (p *Producer) run() {
 			ctx, cancel := p.m.opCtx(context.Background())
 			res, err := p.m.st.AppendStream(ctx, p.sid, a)
 			cancel()
+			wrote = now
 			if !tried {
 				tried = true
 				close(p.created)
@@ -196,10 +232,12 @@ func (p *Producer) run() {
 			if failed {
 				p.m.failed("append", p.sid, err)
 				if closing {
+					p.m.opts.Memory.Give(int64(size))
 					return
 				}
-				p.requeue(batch)
+				p.requeue(batch, size)
 			} else {
+				p.m.opts.Memory.Give(int64(size))
 				needMeta = false
 				if len(batch) > 0 && batch[len(batch)-1].End != "" {
 					return
@@ -214,21 +252,45 @@ func (p *Producer) run() {
 	}
 }
 
-// requeue puts a batch that could not be written back in front of what
-// is pending, to be written again (ids already stored are not stored
-// twice), unless that makes more than MaxPending.
-func (p *Producer) requeue(batch []store.Event) {
+// hold waits, once a batch is pending, until Options.FlushInterval has
+// passed since the last write, the batch is due, or Close is called
+// (then it returns true): the batching that makes a stream cost the store
+// a few round trips a second rather than one per event.
+func (p *Producer) hold(timer *time.Timer, wrote time.Time) (closing bool) {
+	d := p.m.opts.FlushInterval - time.Since(wrote)
+	if d <= 0 || p.due() {
+		return false
+	}
+	timer.Reset(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return false
+		case <-p.closing:
+			return true
+		case <-p.wake:
+			if p.due() {
+				return false
+			}
+		}
+	}
+}
+
+// requeue puts a batch of size bytes that could not be written back in
+// front of what is pending, to be written again (ids already stored are
+// not stored twice), unless that makes more than MaxPending.
+func (p *Producer) requeue(batch []store.Event, size int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.broken {
+		p.m.opts.Memory.Give(int64(size))
 		return
 	}
-	for _, e := range batch {
-		p.size += len(e.Data)
-	}
+	p.size += size
 	p.pending = append(batch, p.pending...)
 	if p.size > p.m.opts.MaxPending {
-		p.giveUp()
+		p.giveUp("its store writes are behind by more than the stream may hold")
 	}
 }
 

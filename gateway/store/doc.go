@@ -1,5 +1,7 @@
 // Package store holds the state that gateway replicas share: resumable
-// stream logs, API keys and per-key limits, stored responses.
+// stream logs, API keys and per-key limits, stored responses, and (Redis
+// only: Redis.PutSequence, an upstream.SequenceStore) the engine each open
+// Triton sequence runs on.
 //
 // A Store has two implementations that pass one test suite: Redis (Open
 // with a redis:// URL; one node, Sentinel or Cluster through go-redis's

@@ -31,3 +31,9 @@ func KeyCached(r *Redis, hash string) bool {
 	_, ok := r.redisKeys.cached(hash)
 	return ok
 }
+
+// DriveLocalLog makes r's log of local admissions read now.
+func DriveLocalLog(r *Redis, now func() time.Time) { r.redisLimits.localLog.now = now }
+
+// Replicas is the number of replicas r last counted sharing its limits.
+func Replicas(r *Redis) int { return r.redisKeys.replicaCount() }

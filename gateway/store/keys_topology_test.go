@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -95,41 +96,109 @@ func TestSentinel(t *testing.T) {
 	}
 }
 
-// Open's Cluster form works on a real (one-node) cluster: every script's
-// keys share a slot (hash tags), or Redis would refuse it (CROSSSLOT).
+// Two replicas on a real Redis Cluster of three masters: every script's
+// keys share a slot (hash tags), or Redis would refuse it (CROSSSLOT);
+// keys, their revocation, limits, the replica count and the resumable
+// stream logs hold across the replicas, with the data spread over the
+// masters.
 func TestCluster(t *testing.T) {
-	redistest.Start(t) // skips, or fails in CI, without redis-server
-	dir := t.TempDir()
-	node := startRedisProc(t, func(port string) []string {
-		return []string{"--port", port, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir, "--save", "", "--appendonly", "no"}
-	})
-	c := redis.NewClient(&redis.Options{Addr: node})
-	defer c.Close()
-	if err := c.Do(t.Context(), "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	for {
-		info, err := c.ClusterInfo(ctx).Result()
+	cl := redistest.StartCluster(t, 3)
+	var rs [2]*store.Redis
+	var events [2]<-chan string
+	for i := range rs {
+		s, err := store.Open(cl.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(info, "cluster_state:ok") {
-			break
+		t.Cleanup(func() { s.Close() })
+		rs[i] = s.(*store.Redis)
+		if _, ok := rs[i].Client().(*redis.ClusterClient); !ok {
+			t.Fatalf("not a cluster client: %T", rs[i].Client())
 		}
-		time.Sleep(20 * time.Millisecond)
+		events[i] = store.WatchKeys(rs[i])
 	}
-	_, port, _ := net.SplitHostPort(node)
-	// Two addresses make the Cluster form; the second is the same node.
-	s, err := store.Open("redis://" + node + "?addr=localhost:" + port)
-	if err != nil {
+	a, b := rs[0], rs[1]
+	ctx := t.Context()
+	testTopology(t, a)
+
+	// Keys: made on a, cached by b, revoked through a: b hears it.
+	hash := newKey(t, a, "carol")
+	for i, r := range rs {
+		if _, err := r.LookupKey(ctx, hash); err != nil {
+			t.Fatal(err)
+		}
+		await(t, events[i], "subscribed")
+	}
+	if n := store.Replicas(b); n != 2 {
+		t.Fatalf("b counts %d replicas, want 2", n)
+	}
+	if _, err := b.LookupKey(ctx, hash); err != nil || !store.KeyCached(b, hash) {
+		t.Fatalf("b did not cache the key: %v", err)
+	}
+	if err := a.RevokeKey(ctx, "carol"); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	if _, ok := s.(*store.Redis).Client().(*redis.ClusterClient); !ok {
-		t.Fatalf("not a cluster client: %T", s.(*store.Redis).Client())
+	await(t, events[1], "changed")
+	if _, err := b.LookupKey(ctx, hash); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("b after the revocation: %v, want ErrNotFound", err)
 	}
-	testTopology(t, s)
+
+	// Limits: one minute's requests shared by both replicas, for keys
+	// whose slots fall on different masters.
+	l := store.Limit{RPM: 3, Concurrency: 2}
+	for k := range 6 {
+		id := "key_cluster" + string(rune('a'+k))
+		for i, want := range []string{"", "", "", store.LimitRequests} {
+			v, err := rs[i%2].Admit(ctx, id, l, store.Take{Requests: 1})
+			if err != nil || v.Limited != want {
+				t.Fatalf("%s, request %d: %+v %v, want limited %q", id, i+1, v, err, want)
+			}
+		}
+	}
+
+	// A stream written by a is read and cancelled through b; a hears
+	// the cancel.
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ready, cancelled := make(chan struct{}), make(chan string, 1)
+	watched := make(chan error, 1)
+	go func() {
+		watched <- a.WatchCancels(watchCtx, func() { close(ready) }, func(sid string) { cancelled <- sid })
+	}()
+	<-ready
+	for k := range 6 {
+		sid := "cluster-stream-" + string(rune('a'+k))
+		_, err := a.AppendStream(ctx, sid, store.Append{Meta: &store.StreamMeta{Owner: "k"}, Renew: true, Holder: "a",
+			Lease: time.Minute, TTL: time.Minute, Events: []store.Event{{ID: 1, Data: []byte("x")}, {ID: 2, Data: []byte("y")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.ReadStream(ctx, sid, 0, 0, 0)
+		if err != nil || len(r.Events) != 2 || string(r.Events[1].Data) != "y" || !r.Live {
+			t.Fatalf("%s read through b: %+v %v", sid, r, err)
+		}
+	}
+	if err := b.CancelStream(ctx, "cluster-stream-a"); err != nil {
+		t.Fatal(err)
+	}
+	if sid := <-cancelled; sid != "cluster-stream-a" {
+		t.Fatalf("a heard the cancel of %q", sid)
+	}
+	stop()
+	if err := <-watched; err != nil {
+		t.Fatal(err)
+	}
+
+	// The data is spread over the masters, not on one.
+	used := 0
+	for _, n := range cl.Nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr})
+		if k, err := c.DBSize(ctx).Result(); err == nil && k > 0 {
+			used++
+		}
+		c.Close()
+	}
+	if used < 2 {
+		t.Fatalf("the data is on %d of 3 masters", used)
+	}
 }

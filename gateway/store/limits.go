@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -136,6 +137,7 @@ type redisLimits struct {
 	local      memLimits
 	replicas   func() int                                // replicas sharing the limits, at least 1
 	localUsed  func(ctx context.Context, limited string) // counts a local admission; may be nil
+	localLog   localLog
 
 	mu      sync.Mutex
 	localIn map[string]struct{}            // key id + "\x00" + slot admitted locally
@@ -158,6 +160,11 @@ func (s *redisLimits) init(c redis.UniversalClient, replicas func() int) {
 // limit (the limit divided by the replicas last seen, rounded up),
 // counted in streamgate.gateway.limits_local. Call it before use.
 func (r *Redis) SetLimitsOnFailure(open bool) { r.redisLimits.failClosed = !open }
+
+// SetLogger gives r a logger for what it decides on its own while Redis
+// fails: local admissions (SetLimitsOnFailure) are logged at most once
+// every 10s with their counts. Call it before use.
+func (r *Redis) SetLogger(l *slog.Logger) { r.redisLimits.localLog.log = l }
 
 // share is this replica's part of l when n replicas share it.
 func share(l Limit, n int) Limit {
@@ -184,7 +191,51 @@ func (s *redisLimits) admitLocally(ctx context.Context, id string, l Limit, t Ta
 	if s.localUsed != nil {
 		s.localUsed(ctx, v.Limited)
 	}
+	s.localLog.note(v.Limited)
 	return v, nil
+}
+
+// localLogEvery is how often, at most, a replica logs the admissions it
+// decided locally while Redis failed.
+const localLogEvery = 10 * time.Second
+
+// localLog logs local admissions, rate-limited: the first at once, then
+// at most one line per localLogEvery with the counts since the last.
+type localLog struct {
+	log *slog.Logger // nil: none
+
+	mu                sync.Mutex
+	last              time.Time
+	admitted, refused int
+	now               func() time.Time // tests; nil: time.Now
+}
+
+// note counts one local decision (limited: the limit that refused it, ""
+// when admitted) and logs the counts when a line is due.
+func (l *localLog) note(limited string) {
+	if l.log == nil {
+		return
+	}
+	now := time.Now
+	if l.now != nil {
+		now = l.now
+	}
+	l.mu.Lock()
+	if limited == "" {
+		l.admitted++
+	} else {
+		l.refused++
+	}
+	t := now()
+	if !l.last.IsZero() && t.Sub(l.last) < localLogEvery {
+		l.mu.Unlock()
+		return
+	}
+	admitted, refused := l.admitted, l.refused
+	l.last, l.admitted, l.refused = t, 0, 0
+	l.mu.Unlock()
+	l.log.Warn("per-key limits decided by this replica's share: the shared store fails (--limits-on-store-failure open); counts since the last such line",
+		"admitted", admitted, "refused", refused)
 }
 
 // settleLocally settles slot locally when it was admitted locally.

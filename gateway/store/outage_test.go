@@ -1,7 +1,10 @@
 package store_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +92,10 @@ func TestStoreOutage(t *testing.T) {
 	open, openEvents := openReplica(t, srv)
 	closed, closedEvents := openReplica(t, srv)
 	closed.SetLimitsOnFailure(false)
+	var logs bytes.Buffer // written by Admit, on this goroutine
+	open.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+	now := time.Unix(1e9, 0)
+	store.DriveLocalLog(open, func() time.Time { return now })
 	ctx := t.Context()
 	hash := newKey(t, open, "bob")
 	closed.LookupKey(ctx, hash)
@@ -120,6 +127,18 @@ func TestStoreOutage(t *testing.T) {
 		if err != nil || v.Limited != want {
 			t.Fatalf("open policy, request %d: %+v %v, want limited %q", i+1, v, err, want)
 		}
+	}
+	// Logged at the first local decision, then at most once per 10s with
+	// the counts since.
+	if n := strings.Count(logs.String(), "decided by this replica's share"); n != 1 || !strings.Contains(logs.String(), "admitted=1 refused=0") {
+		t.Fatalf("%d lines logged for 3 local decisions within 10s, want 1 (admitted=1 refused=0):\n%s", n, logs.String())
+	}
+	now = now.Add(10 * time.Second)
+	if v, err := open.Admit(ctx, "key_bob", l, store.Take{Requests: 1, Slot: "z"}); err != nil || v.Limited != store.LimitRequests {
+		t.Fatalf("open policy, request 4: %+v %v", v, err)
+	}
+	if n := strings.Count(logs.String(), "decided by this replica's share"); n != 2 || !strings.Contains(logs.String(), "admitted=1 refused=2") {
+		t.Fatalf("%d lines logged, want a second one 10s later (admitted=1 refused=2):\n%s", n, logs.String())
 	}
 	// A locally admitted slot settles locally.
 	if err := open.Settle(ctx, "key_bob", l, "a", 0); err != nil {

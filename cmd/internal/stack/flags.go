@@ -81,10 +81,11 @@ type GatewayFlags struct {
 	// LimitsOnStoreFailure is open or closed: what per-key limits do
 	// while Redis fails.
 	LimitsOnStoreFailure string
-	// Resumable, ResumeGrace and ResumeTTL: gateway.Options'.
+	// Resumable, ResumeGrace, ResumeTTL and ResumeFlush: gateway.Options'.
 	Resumable   string
 	ResumeGrace time.Duration
 	ResumeTTL   time.Duration
+	ResumeFlush time.Duration
 
 	// Transport: HTTPS (HTTP/2 by ALPN) or, plaintext, h2c.
 	TLS tlsfiles.ServerFiles
@@ -227,6 +228,7 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.StringVar(&f.Resumable, "resumable", gateway.ResumableOptIn, "which event streams and WebSocket requests are resumable: never, opt-in (those that ask with Streamgate-Resumable: true or \"resumable\": true) or always")
 	fs.DurationVar(&f.ResumeGrace, "resume-grace", 30*time.Second, "how long a resumable stream's request runs on once its client has left, waiting for it to resume, before it is cancelled")
 	fs.DurationVar(&f.ResumeTTL, "resume-ttl", 10*time.Minute, "how long a resumable stream can be read again after its end")
+	fs.DurationVar(&f.ResumeFlush, "resume-flush-interval", 150*time.Millisecond, "how long a resumable stream's events gather before they are written to the store in one round trip; readers following it live see them up to this late (its live client does not wait), and a replica that dies loses at most about this much of its logs; 0 writes each batch at once")
 	fs.Group("Responses API")
 	fs.DurationVar(&f.ResponseTTL, "response-ttl", gateway.DefaultResponseTTL, "how long a stored response (POST /v1/responses with store, the default) can be read, continued, cancelled and deleted after its last write")
 	fs.Int64Var(&f.KeyStorage, "key-storage", gateway.DefaultKeyStorage, "`bytes` of stored responses an API key may keep until they expire or are deleted, unless the key sets its own (keys create --storage); beyond it storing gets 400 storage_limit_exceeded")
@@ -404,17 +406,25 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	if g.ResumeGrace <= 0 || g.ResumeTTL <= 0 {
 		return cfg, errors.New("--resume-grace and --resume-ttl must be positive")
 	}
+	if g.ResumeFlush < 0 {
+		return cfg, errors.New("--resume-flush-interval must not be negative")
+	}
+	flush := g.ResumeFlush
+	if flush == 0 {
+		flush = -1 // resume.Options: write each batch at once
+	}
 	cfg.Gateway = &gateway.Options{
-		Resumable:         g.Resumable,
-		ResumeGrace:       g.ResumeGrace,
-		ResumeTTL:         g.ResumeTTL,
-		MaxBodyBytes:      g.MaxBody,
-		BodyTimeout:       g.BodyTimeout,
-		BodyMinRate:       g.BodyMinRate,
-		MaxStreams:        g.MaxStreams,
-		MaxStreamsPerConn: g.MaxPerConn,
-		RetryAfter:        g.RetryAfter,
-		SSE:               &sse.Options{KeepAlive: g.SSEKeepalive, WriteTimeout: g.SSEWriteTimeout},
+		Resumable:           g.Resumable,
+		ResumeGrace:         g.ResumeGrace,
+		ResumeTTL:           g.ResumeTTL,
+		ResumeFlushInterval: flush,
+		MaxBodyBytes:        g.MaxBody,
+		BodyTimeout:         g.BodyTimeout,
+		BodyMinRate:         g.BodyMinRate,
+		MaxStreams:          g.MaxStreams,
+		MaxStreamsPerConn:   g.MaxPerConn,
+		RetryAfter:          g.RetryAfter,
+		SSE:                 &sse.Options{KeepAlive: g.SSEKeepalive, WriteTimeout: g.SSEWriteTimeout},
 		WebSocket: &ws.Options{
 			MaxInFlight:  g.WSMaxInFlight,
 			WriteTimeout: g.WSWriteTimeout,

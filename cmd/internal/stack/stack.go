@@ -225,11 +225,6 @@ func (s *Stack) startGateway(cfg Config) error {
 	if uopts.Memory == nil {
 		uopts.Memory = budget.New(upstream.DefaultMemory)
 	}
-	up, err := upstream.New(targets, &uopts)
-	if err != nil {
-		return err
-	}
-	s.Upstream = up
 	gopts := *cfg.Gateway
 	if gopts.Store == nil {
 		st, err := store.Open(cfg.Redis)
@@ -239,6 +234,7 @@ func (s *Stack) startGateway(cfg Config) error {
 		if r, ok := st.(*store.Redis); ok {
 			r.SetKeyCacheTTL(cfg.KeyCacheTTL)
 			r.SetLimitsOnFailure(cfg.LimitsOpen)
+			r.SetLogger(s.log)
 			if err := r.Instrument(tel.Meter.Meter("github.com/streamgate/streamgate/gateway/store")); err != nil {
 				return err
 			}
@@ -246,6 +242,17 @@ func (s *Stack) startGateway(cfg Config) error {
 		gopts.Store, s.ownStore = st, true
 	}
 	s.Store = gopts.Store
+	if r, ok := gopts.Store.(*store.Redis); ok && uopts.Sequences == nil {
+		uopts.Sequences = r // sequences continue through any replica
+	}
+	up, err := upstream.New(targets, &uopts)
+	if err != nil {
+		return err
+	}
+	s.Upstream = up
+	if gopts.ResumeMemory == nil { // resume logs waiting for the store share the relay's budget
+		gopts.ResumeMemory = uopts.Memory
+	}
 	if gopts.Keys == nil {
 		switch {
 		case cfg.KeysFile != "":

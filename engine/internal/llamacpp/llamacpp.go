@@ -72,6 +72,15 @@ type Result struct {
 	Special *Special `json:"special"`
 	// DecodeSeconds is the wall time of steps 1 and after, one token each.
 	DecodeSeconds float64 `json:"decodeSeconds"`
+	// PromptSeconds (Bench jobs) is the wall time from the call to the
+	// first token: the prompt as one batch and one sampling.
+	PromptSeconds float64 `json:"promptSeconds"`
+	// DecodeCPUSeconds and PromptCPUSeconds (Bench jobs) are the process's
+	// CPU time, user and system, in the same spans.
+	DecodeCPUSeconds float64 `json:"decodeCPUSeconds"`
+	PromptCPUSeconds float64 `json:"promptCPUSeconds"`
+	// RSS (Bench jobs) is node's resident bytes after generating.
+	RSS int64 `json:"rss"`
 }
 
 // Available reports whether llama.cpp can run here (node and the npm

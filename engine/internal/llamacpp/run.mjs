@@ -10,7 +10,11 @@
 // others are llama.cpp's own greedy choice. "decodeSeconds" is the wall
 // time of steps 1.. (one token each). With "bench": n instead of steps,
 // llama.cpp generates n+1 tokens greedily in its own loop and
-// "decodeSeconds" is the time of the last n.
+// "decodeSeconds" is the time of the last n; "promptSeconds" is the time
+// from the call to the first token (the prompt in one batch, and one
+// sampling), "decodeCPUSeconds" and "promptCPUSeconds" the process's CPU
+// time (user and system) in the same spans, and "rss" its resident bytes
+// after the loop.
 // With "special": true, "special" holds the vocabulary's BOS, EOS and EOT
 // ids (-1: none), whether it adds BOS and EOS, and every token id that
 // ends a generation ("eog").
@@ -66,11 +70,24 @@ for (const req of jobs) {
     // prompt; the clock starts at the first generated token.
     let n = 0;
     let start = 0;
+    let cpuStart = null;
+    const called = performance.now();
+    const cpuCalled = process.cpuUsage();
     for await (const tok of seq.evaluate(req.tokens, {temperature: 0})) {
-      if (n === 0) start = performance.now();
+      if (n === 0) {
+        start = performance.now();
+        cpuStart = process.cpuUsage();
+      }
       if (++n > req.bench) break;
     }
     results.push({steps: [], tokens, special, decodeSeconds: (performance.now() - start) / 1000});
+    const cpuEnd = process.cpuUsage();
+    const cpu = (a, b) => (b.user + b.system - a.user - a.system) / 1e6;
+    Object.assign(results[results.length - 1], {
+      promptSeconds: (start - called) / 1000,
+      decodeCPUSeconds: cpu(cpuStart, cpuEnd), promptCPUSeconds: cpu(cpuCalled, cpuStart),
+      rss: process.memoryUsage().rss,
+    });
     await context.dispose();
     await model.dispose();
     continue;

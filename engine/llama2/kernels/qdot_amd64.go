@@ -6,13 +6,26 @@ import "unsafe"
 
 // The quantized dot products of qdot_amd64.s, used when the CPU has AVX2,
 // FMA and F16C (hasQuantAVX2); their results are bit for bit those of
-// dotQ8_0 and dotQ4_0, and q4KSum's and q6KSum's (Q4_K, Q6_K) those of q4KSumGo and q6KSumGo.
+// dotQ8_0, dotQ4_0 and dotQ5_0 (the x4 forms: of each of four rows), and
+// q4KSum's and q6KSum's (Q4_K, Q6_K) those of q4KSumGo and q6KSumGo.
 
 //go:noescape
 func dotQ8_0AVX(w *byte, x *q8Block, nb int) float32
 
 //go:noescape
+func dotQ8_0x4AVX(w *byte, stride int, x *q8Block, nb int, out *[4]float32)
+
+//go:noescape
 func dotQ4_0AVX(w *byte, x *q8Block, nb int) float32
+
+//go:noescape
+func dotQ4_0x4AVX(w *byte, stride int, x *q8Block, nb int, out *[4]float32)
+
+//go:noescape
+func dotQ5_0AVX(w *byte, x *q8Block, nb int) float32
+
+//go:noescape
+func dotQ5_0x4AVX(w *byte, stride int, x *q8Block, nb int, out *[4]float32)
 
 // hasQuantAVX2 reports whether the assembly quantized dot products can run:
 // AVX2 with the OS saving YMM (hasAVX2FMA) and F16C for the block scales.
@@ -51,22 +64,36 @@ func init() {
 	}
 }
 
-// dotQ8_0Fast is dotQ8_0, in assembly where the CPU allows.
-func dotQ8_0Fast(w []byte, x []q8Block) float32 {
-	if !hasQuantAVX2 || len(x) == 0 {
-		return dotQ8_0(w, x)
-	}
-	_ = w[34*len(x)-1]
-	return dotQ8_0AVX(&w[0], &x[0], len(x))
+// legacyAsm are the assembly dot products of the Q8_0-activation types,
+// indexed by weight type: one row, and four rows stride bytes apart.
+var legacyAsm = [...]struct {
+	one  func(w *byte, x *q8Block, nb int) float32
+	four func(w *byte, stride int, x *q8Block, nb int, out *[4]float32)
+}{
+	Q8_0: {dotQ8_0AVX, dotQ8_0x4AVX},
+	Q4_0: {dotQ4_0AVX, dotQ4_0x4AVX},
+	Q5_0: {dotQ5_0AVX, dotQ5_0x4AVX},
 }
 
-// dotQ4_0Fast is dotQ4_0, in assembly where the CPU allows.
-func dotQ4_0Fast(w []byte, x []q8Block) float32 {
+// dotQ8Fast is dotQ8 (Q8_0, Q4_0 or Q5_0 weights times Q8_0
+// activations), in assembly where the CPU allows.
+func dotQ8Fast(t DType, w []byte, x []q8Block) float32 {
 	if !hasQuantAVX2 || len(x) == 0 {
-		return dotQ4_0(w, x)
+		return dotQ8(t, w, x)
 	}
-	_ = w[18*len(x)-1]
-	return dotQ4_0AVX(&w[0], &x[0], len(x))
+	_ = w[t.RowBytes(32*len(x))-1]
+	return legacyAsm[t].one(&w[0], &x[0], len(x))
+}
+
+// dotQ8x4Fast sets out to the dot products of x with the four weight rows
+// at w, stride bytes apart.
+func dotQ8x4Fast(t DType, w []byte, stride int, x []q8Block, out *[4]float32) {
+	if !hasQuantAVX2 || len(x) == 0 {
+		dotQ8x4(t, w, stride, x, out)
+		return
+	}
+	_ = w[3*stride+t.RowBytes(32*len(x))-1]
+	legacyAsm[t].four(&w[0], stride, &x[0], len(x), out)
 }
 
 // The assembly K-quant group sums, for the tests and benchmarks.

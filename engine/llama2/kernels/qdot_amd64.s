@@ -2,13 +2,18 @@
 
 #include "textflag.h"
 
-// AVX2 integer dot products of quantized weight rows with Q8_0 activation
-// rows (qdot_amd64.go). Each block's 32 products are summed exactly in
-// int32: the weights' absolute values (VPSIGNB) times the activations
+// AVX2 dot products of quantized weight rows (Q8_0, Q4_0, Q5_0) with
+// Q8_0 activation rows (qdot_amd64.go), in the Go code's order (laneSums,
+// hsum8 in quant.go), so the results are the same bits. Each block's 32
+// products are summed exactly in eight int32 lanes of four consecutive
+// values: the weights' absolute values (VPSIGNB) times the activations
 // with the weights' signs (VPSIGNB) by VPMADDUBSW, whose pair sums are at
-// most 2·128·127 and never saturate, then VPMADDWD by ones and a
-// horizontal add. The float part is then what the Go code does, in the
-// same order and rounding: sum += float32(isum) * (d_w * d_x), scalar.
+// most 2·128·127 and never saturate, then VPMADDWD by ones. The lanes are
+// converted to float (exact: |lane| < 2^24), multiplied by the block's
+// scale d_w·d_x and added to eight float accumulators, one vector per
+// weight row; the accumulators are summed at the end of the row. The x4
+// forms run four weight rows (stride bytes apart) against one activation
+// row, so each activation block is loaded once for four rows.
 
 // CONST32 defines a 32-byte read-only constant of four copies of v.
 #define CONST32(name, v) \
@@ -24,6 +29,19 @@ CONST32(nib<>, $0x0f0f0f0f0f0f0f0f)
 
 CONST32(eight<>, $0x0808080808080808)
 
+// Q5_0's fifth bits to bytes: byte i of the broadcast 32 bits is byte
+// i/8 of qh (bytesel), ORed with every bit but bit i%8 (bitsel); it is all
+// ones exactly when qh's bit i is set.
+DATA bytesel<>+0(SB)/8, $0x0000000000000000
+DATA bytesel<>+8(SB)/8, $0x0101010101010101
+DATA bytesel<>+16(SB)/8, $0x0202020202020202
+DATA bytesel<>+24(SB)/8, $0x0303030303030303
+GLOBL bytesel<>(SB), RODATA|NOPTR, $32
+
+CONST32(bitsel<>, $0x7fbfdfeff7fbfdfe)
+
+CONST32(hi4<>, $0xf0f0f0f0f0f0f0f0)
+
 // HSUM leaves in AX the sum of y's eight int32 lanes (x is y's low half;
 // clobbers X5).
 #define HSUM(y, x) \
@@ -35,77 +53,182 @@ CONST32(eight<>, $0x0808080808080808)
 	VPADDD X5, x, x \
 	VMOVD x, AX
 
-// BLOCKSUM leaves in AX the int32 sum of the products of the signed bytes
-// in Y0 (weights) and Y1 (activations); Y15 holds int16 ones.
-#define BLOCKSUM \
+// HSUMF leaves in x's low float hsum8 of y's eight float lanes (x is y's
+// low half; clobbers X0).
+#define HSUMF(y, x) \
+	VEXTRACTF128 $1, y, X0 \
+	VADDPS X0, x, x \
+	VMOVHLPS x, x, X0 \
+	VADDPS X0, x, x \
+	VMOVSHDUP x, X0 \
+	VADDSS X0, x, x
+
+// W8_0, W4_0 and W5_0 load the 32 weights of the block at r as signed
+// bytes into Y0 (value j in byte j), clobbering Y2. W4_0 needs Y14 = nib,
+// Y13 = eight; W5_0 Y14 = nib, Y12 = bytesel, Y10 = all ones, Y9 = hi4.
+#define W8_0(r) \
+	VMOVDQU 2(r), Y0
+
+#define W4_0(r) \
+	VMOVDQU 2(r), X0 \
+	VPSRLW $4, X0, X2 \
+	VINSERTI128 $1, X2, Y0, Y0 \
+	VPAND Y14, Y0, Y0 \
+	VPSUBB Y13, Y0, Y0
+
+// A clear fifth bit makes the value nibble|0xf0 = nibble-16.
+#define W5_0(r) \
+	VMOVDQU 6(r), X0 \
+	VPSRLW $4, X0, X2 \
+	VINSERTI128 $1, X2, Y0, Y0 \
+	VPAND Y14, Y0, Y0 \
+	VPBROADCASTD 2(r), Y2 \
+	VPSHUFB Y12, Y2, Y2 \
+	VPOR bitsel<>(SB), Y2, Y2 \
+	VPCMPEQB Y10, Y2, Y2 \
+	VPANDN Y9, Y2, Y2 \
+	VPOR Y2, Y0, Y0
+
+// LANES adds to acc the block's lanes for the weights in Y0 and the
+// activations in Y1, times half(0(r))·d_x (d_x in every lane of Y11);
+// Y15 = int16 ones; clobbers Y2-Y4.
+#define LANES(r, acc) \
 	VPSIGNB Y0, Y0, Y2 \
 	VPSIGNB Y0, Y1, Y3 \
-	VPMADDUBSW Y3, Y2, Y4 \
-	VPMADDWD Y15, Y4, Y4 \
-	HSUM(Y4, X4)
+	VPMADDUBSW Y3, Y2, Y2 \
+	VPMADDWD Y15, Y2, Y2 \
+	VCVTDQ2PS Y2, Y2 \
+	VPBROADCASTW (r), X4 \
+	VCVTPH2PS X4, Y4 \
+	VMULPS Y11, Y4, Y4 \
+	VMULPS Y4, Y2, Y2 \
+	VADDPS Y2, acc, acc
 
-// ACCUM adds float32(AX) * (half(DX) * d_x) to X8, d_x at off(DI).
-#define ACCUM(off) \
-	VMOVD DX, X6 \
-	VCVTPH2PS X6, X6 \
-	VMULSS off(DI), X6, X6 \
-	VCVTSI2SSL AX, X7, X7 \
-	VMULSS X6, X7, X7 \
-	VADDSS X7, X8, X8
+// ROW1 is the body of a one-row dot product with weight loader load and
+// block size bs: w at w+0(FP), x at x+8(FP), nb at nb+16(FP), result at
+// ret+24(FP).
+#define ROW1(load, bs) \
+	MOVQ w+0(FP), SI \
+	MOVQ x+8(FP), DI \
+	MOVQ nb+16(FP), CX \
+	VXORPS Y8, Y8, Y8 \
+	TESTQ CX, CX \
+	JLE done \
+loop: \
+	VMOVDQU 4(DI), Y1 \
+	VBROADCASTSS (DI), Y11 \
+	load(SI) \
+	LANES(SI, Y8) \
+	ADDQ $bs, SI \
+	ADDQ $36, DI \
+	DECQ CX \
+	JNZ loop \
+done: \
+	HSUMF(Y8, X8) \
+	VMOVSS X8, ret+24(FP) \
+	VZEROUPPER \
+	RET
+
+// ROW4 is the body of a four-row dot product: rows at w+0(FP) and
+// stride+8(FP) bytes apart, x at x+16(FP), nb at nb+24(FP), the four
+// results to out+32(FP).
+#define ROW4(load, bs) \
+	MOVQ w+0(FP), SI \
+	MOVQ stride+8(FP), R8 \
+	MOVQ x+16(FP), DI \
+	MOVQ nb+24(FP), CX \
+	LEAQ (SI)(R8*1), R10 \
+	LEAQ (SI)(R8*2), R11 \
+	LEAQ (R10)(R8*2), R12 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	VXORPS Y8, Y8, Y8 \
+	TESTQ CX, CX \
+	JLE done \
+loop: \
+	VMOVDQU 4(DI), Y1 \
+	VBROADCASTSS (DI), Y11 \
+	PREFETCHT0 PF(SI) \
+	PREFETCHT0 PF(R10) \
+	PREFETCHT0 PF(R11) \
+	PREFETCHT0 PF(R12) \
+	load(SI) \
+	LANES(SI, Y5) \
+	load(R10) \
+	LANES(R10, Y6) \
+	load(R11) \
+	LANES(R11, Y7) \
+	load(R12) \
+	LANES(R12, Y8) \
+	ADDQ $bs, SI \
+	ADDQ $bs, R10 \
+	ADDQ $bs, R11 \
+	ADDQ $bs, R12 \
+	ADDQ $36, DI \
+	DECQ CX \
+	JNZ loop \
+done: \
+	MOVQ out+32(FP), DX \
+	HSUMF(Y5, X5) \
+	VMOVSS X5, (DX) \
+	HSUMF(Y6, X6) \
+	VMOVSS X6, 4(DX) \
+	HSUMF(Y7, X7) \
+	VMOVSS X7, 8(DX) \
+	HSUMF(Y8, X8) \
+	VMOVSS X8, 12(DX) \
+	VZEROUPPER \
+	RET
+
+// PF is how far ahead of each row the x4 loops prefetch.
+#define PF 2048
+
+#define Q4CONSTS \
+	VMOVDQU ones16<>(SB), Y15 \
+	VMOVDQU nib<>(SB), Y14 \
+	VMOVDQU eight<>(SB), Y13
+
+#define Q5CONSTS \
+	VMOVDQU ones16<>(SB), Y15 \
+	VMOVDQU nib<>(SB), Y14 \
+	VMOVDQU bytesel<>(SB), Y12 \
+	VPCMPEQB Y10, Y10, Y10 \
+	VMOVDQU hi4<>(SB), Y9
 
 // func dotQ8_0AVX(w *byte, x *q8Block, nb int) float32
 TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-28
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ nb+16(FP), CX
 	VMOVDQU ones16<>(SB), Y15
-	VXORPS X8, X8, X8
-	TESTQ CX, CX
-	JLE q8done
-q8loop:
-	VMOVDQU 2(SI), Y0
-	VMOVDQU 4(DI), Y1
-	BLOCKSUM
-	MOVWLZX (SI), DX
-	ACCUM(0)
-	ADDQ $34, SI
-	ADDQ $36, DI
-	DECQ CX
-	JNZ q8loop
-q8done:
-	VMOVSS X8, ret+24(FP)
-	VZEROUPPER
-	RET
+	ROW1(W8_0, 34)
+
+// func dotQ8_0x4AVX(w *byte, stride int, x *q8Block, nb int, out *[4]float32)
+TEXT ·dotQ8_0x4AVX(SB), NOSPLIT, $0-40
+	VMOVDQU ones16<>(SB), Y15
+	ROW4(W8_0, 34)
 
 // func dotQ4_0AVX(w *byte, x *q8Block, nb int) float32
 TEXT ·dotQ4_0AVX(SB), NOSPLIT, $0-28
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ nb+16(FP), CX
-	VMOVDQU ones16<>(SB), Y15
-	VMOVDQU nib<>(SB), Y14
-	VMOVDQU eight<>(SB), Y13
-	VXORPS X8, X8, X8
-	TESTQ CX, CX
-	JLE q4done
-q4loop:
-	VMOVDQU 2(SI), X0
-	VPSRLW $4, X0, X1
-	VINSERTI128 $1, X1, Y0, Y0
-	VPAND Y14, Y0, Y0
-	VPSUBB Y13, Y0, Y0
-	VMOVDQU 4(DI), Y1
-	BLOCKSUM
-	MOVWLZX (SI), DX
-	ACCUM(0)
-	ADDQ $18, SI
-	ADDQ $36, DI
-	DECQ CX
-	JNZ q4loop
-q4done:
-	VMOVSS X8, ret+24(FP)
-	VZEROUPPER
-	RET
+	Q4CONSTS
+	ROW1(W4_0, 18)
+
+// func dotQ4_0x4AVX(w *byte, stride int, x *q8Block, nb int, out *[4]float32)
+TEXT ·dotQ4_0x4AVX(SB), NOSPLIT, $0-40
+	Q4CONSTS
+	ROW4(W4_0, 18)
+
+// func dotQ5_0AVX(w *byte, x *q8Block, nb int) float32
+TEXT ·dotQ5_0AVX(SB), NOSPLIT, $0-28
+	Q5CONSTS
+	ROW1(W5_0, 22)
+
+// func dotQ5_0x4AVX(w *byte, stride int, x *q8Block, nb int, out *[4]float32)
+TEXT ·dotQ5_0x4AVX(SB), NOSPLIT, $0-40
+	Q5CONSTS
+	ROW4(W5_0, 22)
+
+// PFK is how far ahead the K-quant group sums prefetch: a few blocks on,
+// in the same row or the next (rows are contiguous).
+#define PFK 1024
 
 // SCALEDSUM adds to Y10 the products of the unsigned bytes in Y0 and the
 // signed bytes at off(DI), pairs summed and times scale byte soff(BX).
@@ -130,6 +253,7 @@ TEXT ·q4KSumAVX(SB), NOSPLIT, $0-28
 	VPXOR Y10, Y10, Y10
 	MOVQ $4, CX
 q4kloop:
+	PREFETCHT0 PFK(SI)
 	VMOVDQU (SI), Y2
 	VPAND Y14, Y2, Y0
 	SCALEDSUM(0, 0)
@@ -182,6 +306,8 @@ TEXT ·q6KSumAVX(SB), NOSPLIT, $0-20
 	VPXOR Y10, Y10, Y10
 	MOVQ $2, CX
 q6kloop:
+	PREFETCHT0 PFK(SI)
+	PREFETCHT0 PFK+64(SI)
 	VMOVDQU (SI), Y6
 	VMOVDQU 32(SI), Y7
 	VMOVDQU (R8), Y8

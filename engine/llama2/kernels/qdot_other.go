@@ -5,8 +5,10 @@ package kernels
 // hasQuantAVX2 is false: this build has no assembly kernels.
 const hasQuantAVX2 = false
 
-func dotQ8_0Fast(w []byte, x []q8Block) float32 { return dotQ8_0(w, x) }
+func dotQ8Fast(t DType, w []byte, x []q8Block) float32 { return dotQ8(t, w, x) }
 
-func dotQ4_0Fast(w []byte, x []q8Block) float32 { return dotQ4_0(w, x) }
+func dotQ8x4Fast(t DType, w []byte, stride int, x []q8Block, out *[4]float32) {
+	dotQ8x4(t, w, stride, x, out)
+}
 
 var q4KSumAsmForBench, q6KSumAsmForBench = q4KSumGo, q6KSumGo

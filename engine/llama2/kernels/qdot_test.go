@@ -44,26 +44,71 @@ func randQuantBlocks(rng *rand.Rand, nb, size int, extreme bool, fill byte) []by
 	return w
 }
 
-// TestQuantDotAsm checks the assembly Q8_0 and Q4_0 dot products against
-// the Go ones bit for bit (their integer block sums are exact and the
-// float accumulation is the same), on random blocks and on the extremes
-// (weights -128 or nibble 0, activations ±127), for 0 to 40 blocks.
+// TestQuantDotAsm checks the assembly Q8_0, Q4_0 and Q5_0 dot products,
+// one row and four rows at a time, against the Go ones bit for bit (their
+// integer lane sums are exact and the float accumulation is in the same
+// order), on random blocks and on the extremes (weights -128, nibble 0
+// with clear fifth bits, or the largest values; activations ±127), for 0
+// to 40 blocks, with the four rows packed or further apart.
 func TestQuantDotAsm(t *testing.T) {
 	if !hasQuantAVX2 {
 		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for nb := range 41 {
-		for _, extreme := range []bool{false, true} {
-			x := randQ8Blocks(rng, nb, extreme)
-			w8 := randQuantBlocks(rng, nb, 34, extreme, 0x80)
-			if got, want := dotQ8_0Fast(w8, x), dotQ8_0(w8, x); math.Float32bits(got) != math.Float32bits(want) {
-				t.Errorf("Q8_0 nb=%d extreme=%v: asm %g, Go %g", nb, extreme, got, want)
+		for _, extreme := range []byte{0, 1, 2} {
+			x := randQ8Blocks(rng, nb, extreme != 0)
+			for _, c := range []struct {
+				t    DType
+				fill [2]byte
+			}{{Q8_0, [2]byte{0x80, 0x7f}}, {Q4_0, [2]byte{0x00, 0xff}}, {Q5_0, [2]byte{0x00, 0xff}}} {
+				size := dtypes[c.t].bytes
+				rb := size * nb
+				for _, pad := range []int{0, 5} {
+					stride := rb + pad
+					w := make([]byte, 4*stride)
+					for k := range 4 {
+						copy(w[k*stride:], randQuantBlocks(rng, nb, size, extreme != 0, c.fill[extreme%2]))
+					}
+					var got [4]float32
+					dotQ8x4Fast(c.t, w, stride, x, &got)
+					for k := range 4 {
+						row := w[k*stride : k*stride+rb]
+						want := dotQ8(c.t, row, x)
+						if math.Float32bits(got[k]) != math.Float32bits(want) {
+							t.Errorf("%v x4 nb=%d extreme=%d pad=%d row %d: asm %g, Go %g", c.t, nb, extreme, pad, k, got[k], want)
+						}
+						if one := dotQ8Fast(c.t, row, x); math.Float32bits(one) != math.Float32bits(want) {
+							t.Errorf("%v nb=%d extreme=%d row %d: asm %g, Go %g", c.t, nb, extreme, k, one, want)
+						}
+					}
+				}
 			}
-			w4 := randQuantBlocks(rng, nb, 18, extreme, 0x00)
-			if got, want := dotQ4_0Fast(w4, x), dotQ4_0(w4, x); math.Float32bits(got) != math.Float32bits(want) {
-				t.Errorf("Q4_0 nb=%d extreme=%v: asm %g, Go %g", nb, extreme, got, want)
+		}
+	}
+}
+
+// TestQuantDotValues checks the Go dot products of the Q8_0-activation
+// types against the sum of the dequantized weights times the activations,
+// in float64: the lane order must not change what is summed.
+func TestQuantDotValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const nb = 9
+	x := randQ8Blocks(rng, nb, false)
+	for _, typ := range []DType{Q8_0, Q4_0, Q5_0} {
+		w := randQuantBlocks(rng, nb, dtypes[typ].bytes, false, 0)
+		deq := make([]float32, 32*nb)
+		Dequantize(typ, w, deq)
+		want, mag := 0.0, 0.0
+		for b := range x {
+			for j, q := range x[b].qs {
+				p := float64(deq[32*b+j]) * float64(x[b].d) * float64(q)
+				want += p
+				mag += math.Abs(p)
 			}
+		}
+		if got := float64(dotQ8(typ, w, x)); math.Abs(got-want) > 1e-5*mag {
+			t.Errorf("%v: %g, dequantized %g", typ, got, want)
 		}
 	}
 }
@@ -76,24 +121,31 @@ func BenchmarkQuantDot(b *testing.B) {
 	const nb = 4864 / 32
 	x := randQ8Blocks(rng, nb, false)
 	for _, c := range []struct {
-		name   string
-		size   int
-		goDot  func([]byte, []q8Block) float32
-		asmDot func([]byte, []q8Block) float32
-	}{{"Q8_0", 34, dotQ8_0, dotQ8_0Fast}, {"Q4_0", 18, dotQ4_0, dotQ4_0Fast}} {
-		w := randQuantBlocks(rng, nb, c.size, false, 0)
+		name string
+		size int
+		t    DType
+	}{{"Q8_0", 34, Q8_0}, {"Q4_0", 18, Q4_0}, {"Q5_0", 22, Q5_0}} {
+		w := randQuantBlocks(rng, 4*nb, c.size, false, 0)
+		rb := c.size * nb
 		b.Run(c.name+"/go", func(b *testing.B) {
 			for b.Loop() {
-				c.goDot(w, x)
+				dotQ8(c.t, w[:rb], x)
 			}
 			b.ReportMetric(float64(b.N)*32*nb/b.Elapsed().Seconds()/1e9, "GMAC/s")
 		})
 		if hasQuantAVX2 {
 			b.Run(c.name+"/asm", func(b *testing.B) {
 				for b.Loop() {
-					c.asmDot(w, x)
+					dotQ8Fast(c.t, w[:rb], x)
 				}
 				b.ReportMetric(float64(b.N)*32*nb/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+			b.Run(c.name+"/asm-x4", func(b *testing.B) {
+				var out [4]float32
+				for b.Loop() {
+					dotQ8x4Fast(c.t, w, rb, x, &out)
+				}
+				b.ReportMetric(float64(b.N)*4*32*nb/b.Elapsed().Seconds()/1e9, "GMAC/s")
 			})
 		}
 	}

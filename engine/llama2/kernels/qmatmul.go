@@ -54,8 +54,12 @@ func grow[T any](s []T, n int) []T {
 
 // rows computes output rows [lo, hi) of job i.
 func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
-	if m.Type == F32 {
+	switch m.Type {
+	case F32:
 		c.matmul(m, lo, hi)
+		return
+	case Q8_0, Q4_0, Q5_0:
+		c.rowsQ8(i, m, lo, hi)
 		return
 	}
 	a := &c.acts[i]
@@ -66,16 +70,10 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 		for r := range m.Rows {
 			var v float32
 			switch m.Type {
-			case Q8_0:
-				v = dotQ8_0Fast(w, a.q8[r*n/32:(r+1)*n/32])
-			case Q4_0:
-				v = dotQ4_0Fast(w, a.q8[r*n/32:(r+1)*n/32])
 			case Q4_K:
 				v = dotQ4K(w, a.q8K[r*n/256:(r+1)*n/256])
 			case Q6_K:
 				v = dotQ6K(w, a.q8K[r*n/256:(r+1)*n/256])
-			case Q5_0:
-				v = dotQ5_0(w, a.q8[r*n/32:(r+1)*n/32])
 			case Q4_1, Q5_1:
 				v = dotQ8_1(m.Type, w, a.q81[r*n/32:(r+1)*n/32])
 			case Q5_K:
@@ -86,6 +84,28 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 				v = dotBF16(w, a.f[r*n:(r+1)*n])
 			}
 			m.Out[r*d+o] = v
+		}
+	}
+}
+
+// rowsQ8 is rows for the weight types with Q8_0 activations: four weight
+// rows at a time against each activation row, so that an activation block
+// is read once per four rows, then the rest one by one.
+func (c *CPU) rowsQ8(i int, m *MatMul, lo, hi int) {
+	x := c.acts[i].q8
+	n, d := m.N, m.D
+	nb, rb := n/32, m.Type.RowBytes(n)
+	o := lo
+	for ; o+4 <= hi; o += 4 {
+		w := m.Raw[o*rb : (o+4)*rb]
+		for r := range m.Rows {
+			dotQ8x4Fast(m.Type, w, rb, x[r*nb:(r+1)*nb], (*[4]float32)(m.Out[r*d+o:r*d+o+4]))
+		}
+	}
+	for ; o < hi; o++ {
+		w := m.Raw[o*rb : (o+1)*rb]
+		for r := range m.Rows {
+			m.Out[r*d+o] = dotQ8Fast(m.Type, w, x[r*nb:(r+1)*nb])
 		}
 	}
 }

@@ -211,30 +211,72 @@ func quantizeQ8K(x []float32, out []q8KBlock) {
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
+// The Q8_0, Q4_0 and Q5_0 dot products share one float order, that of the
+// assembly (qdot_amd64.s), so both give the same bits: each block's 32
+// integer products are summed exactly in eight lanes of four consecutive
+// values; each lane, as a float, is multiplied by the block's scale
+// (d_w·d_x) and added to its own float accumulator; the eight accumulators
+// are summed last (hsum8).
+
+// laneSums adds one block's scaled lane sums to acc: l holds its 32
+// integer products w_j·x_j.
+func laneSums(acc *[8]float32, l *[32]int32, scale float32) {
+	for k := range acc {
+		s := l[4*k] + l[4*k+1] + l[4*k+2] + l[4*k+3]
+		acc[k] += float32(float32(s) * scale)
+	}
+}
+
+// hsum8 sums the eight accumulators in the assembly's order.
+func hsum8(a *[8]float32) float32 {
+	return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
+}
+
 func dotQ8_0(w []byte, x []q8Block) float32 {
-	sum := float32(0)
+	var acc [8]float32
+	var l [32]int32
 	for b := range x {
 		blk := w[34*b : 34*b+34]
-		s := int32(0)
 		for j, q := range blk[2:] {
-			s += int32(int8(q)) * int32(x[b].qs[j])
+			l[j] = int32(int8(q)) * int32(x[b].qs[j])
 		}
-		sum += float32(s) * (halfTable[binary.LittleEndian.Uint16(blk)] * x[b].d)
+		laneSums(&acc, &l, halfTable[binary.LittleEndian.Uint16(blk)]*x[b].d)
 	}
-	return sum
+	return hsum8(&acc)
 }
 
 func dotQ4_0(w []byte, x []q8Block) float32 {
-	sum := float32(0)
+	var acc [8]float32
+	var l [32]int32
 	for b := range x {
 		blk := w[18*b : 18*b+18]
-		s := int32(0)
 		for j, q := range blk[2:] {
-			s += (int32(q&15)-8)*int32(x[b].qs[j]) + (int32(q>>4)-8)*int32(x[b].qs[j+16])
+			l[j] = (int32(q&15) - 8) * int32(x[b].qs[j])
+			l[j+16] = (int32(q>>4) - 8) * int32(x[b].qs[j+16])
 		}
-		sum += float32(s) * (halfTable[binary.LittleEndian.Uint16(blk)] * x[b].d)
+		laneSums(&acc, &l, halfTable[binary.LittleEndian.Uint16(blk)]*x[b].d)
 	}
-	return sum
+	return hsum8(&acc)
+}
+
+// dotQ8 is dotQ8_0, dotQ4_0 or dotQ5_0 by the weight type t.
+func dotQ8(t DType, w []byte, x []q8Block) float32 {
+	switch t {
+	case Q4_0:
+		return dotQ4_0(w, x)
+	case Q5_0:
+		return dotQ5_0(w, x)
+	}
+	return dotQ8_0(w, x)
+}
+
+// dotQ8x4 is dotQ8 of x with the four weight rows at w, stride bytes
+// apart.
+func dotQ8x4(t DType, w []byte, stride int, x []q8Block, out *[4]float32) {
+	rb := t.RowBytes(32 * len(x))
+	for k := range out {
+		out[k] = dotQ8(t, w[k*stride:k*stride+rb], x)
+	}
 }
 
 func dotQ4K(w []byte, x []q8KBlock) float32 {

@@ -71,21 +71,22 @@ func dequantizeLegacy(t DType, raw []byte, out []float32) {
 	}
 }
 
-// dotQ5_0 is Q5_0 weights times Q8_0 activations.
+// dotQ5_0 is Q5_0 weights times Q8_0 activations, in dotQ8_0's order.
 func dotQ5_0(w []byte, x []q8Block) float32 {
-	sum := float32(0)
+	var acc [8]float32
+	var l [32]int32
 	for b := range x {
 		blk := w[22*b : 22*b+22]
 		qh, qs, y := binary.LittleEndian.Uint32(blk[2:]), blk[6:22], &x[b].qs
-		s := int32(0)
 		for j, q := range qs {
 			lo := int32(q&15) | int32(qh>>j&1)<<4
 			hi := int32(q>>4) | int32(qh>>(j+16)&1)<<4
-			s += (lo-16)*int32(y[j]) + (hi-16)*int32(y[j+16])
+			l[j] = (lo - 16) * int32(y[j])
+			l[j+16] = (hi - 16) * int32(y[j+16])
 		}
-		sum += float32(s) * (halfTable[binary.LittleEndian.Uint16(blk)] * x[b].d)
+		laneSums(&acc, &l, halfTable[binary.LittleEndian.Uint16(blk)]*x[b].d)
 	}
-	return sum
+	return hsum8(&acc)
 }
 
 // dotQ8_1 is Q4_1 or Q5_1 weights times Q8_1 activations: the scaled

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/streamgate/streamgate/engine/gguf"
+	"github.com/streamgate/streamgate/engine/internal/mmap"
 	"github.com/streamgate/streamgate/engine/llama2/kernels"
 )
 
@@ -37,6 +38,14 @@ const SupportedTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K
 type GGUFOptions struct {
 	// MaxContext caps the context length the file declares (0: no cap).
 	MaxContext int
+	// KeepMapped leaves the weight matrices where the file maps them. By
+	// default, where the platform has huge pages (Linux), the quantized
+	// and half-precision matrices are copied once into memory on huge
+	// pages and the file's pages are dropped from the resident set:
+	// decoding streams every weight once per token, and on 4 KiB file
+	// pages that is a TLB miss every 4 KiB (about 1.5x slower on the box
+	// this was measured on).
+	KeepMapped bool
 }
 
 // FromGGUF builds a model from a parsed GGUF file of a supported
@@ -153,7 +162,15 @@ func FromGGUF(f *gguf.File, opts GGUFOptions) (*Model, error) {
 	for _, t := range f.Tensors {
 		size += int64(t.Bytes())
 	}
-	m := &Model{cfg: c, w: w, weightBytes: size, release: f.Close}
+	release := f.Close
+	if !opts.KeepMapped && mmap.HugePages {
+		free, err := w.copyToHugePages(f.Mapped())
+		if err != nil {
+			return nil, err
+		}
+		release = func() error { return errors.Join(free(), f.Close()) }
+	}
+	m := &Model{cfg: c, w: w, weightBytes: size, release: release}
 	m.cos, m.sin = ggmlRopeTables(c, freqScale, factors)
 	return m, nil
 }
@@ -294,4 +311,46 @@ func (l *ggufLoader) vector(name string, n int) []float32 {
 	out := make([]float32, n)
 	kernels.Dequantize(t, data, out)
 	return out
+}
+
+// copyToHugePages moves the raw weight matrices into one region of
+// anonymous memory on huge pages (mmap.Anon), each once even where two
+// matrices share it (tied embeddings), and with mapped drops their file
+// pages from the resident set. The function it returns frees the region.
+func (w *weights) copyToHugePages(mapped bool) (func() error, error) {
+	ms := []*matrix{&w.tokenEmbedding, &w.classifier}
+	for i := range w.layers {
+		ly := &w.layers[i]
+		ms = append(ms, &ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.w1, &ly.w2, &ly.w3)
+	}
+	total := 0
+	for _, m := range ms {
+		total += len(m.raw)
+	}
+	if total == 0 {
+		return func() error { return nil }, nil
+	}
+	mem, free, err := mmap.Anon(total)
+	if err != nil {
+		return nil, fmt.Errorf("copying the weights to huge pages: %w", err)
+	}
+	moved := map[*byte][]byte{}
+	for _, m := range ms {
+		if len(m.raw) == 0 {
+			continue
+		}
+		if to, ok := moved[&m.raw[0]]; ok {
+			m.raw = to
+			continue
+		}
+		to := mem[:len(m.raw):len(m.raw)]
+		mem = mem[len(m.raw):]
+		copy(to, m.raw)
+		if mapped {
+			mmap.Drop(m.raw)
+		}
+		moved[&m.raw[0]] = to
+		m.raw = to
+	}
+	return free, nil
 }

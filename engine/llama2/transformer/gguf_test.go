@@ -3,11 +3,14 @@ package transformer_test
 import (
 	"bytes"
 	"errors"
+	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/streamgate/streamgate/engine/gguf"
 	"github.com/streamgate/streamgate/engine/gguf/ggufmodel"
+	"github.com/streamgate/streamgate/engine/llama2/kernels"
 	"github.com/streamgate/streamgate/engine/llama2/transformer"
 )
 
@@ -97,6 +100,57 @@ func TestFromGGUFRefuses(t *testing.T) {
 		}
 		if err == nil || !errors.Is(err, wantErr) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %v with %q", name, err, wantErr, c.want)
+		}
+	}
+}
+
+// TestFromGGUFHugePages checks that the weights copied onto huge pages
+// (the default on Linux; tied embeddings copied once) give the logits of
+// the weights read where the file maps them, bit for bit, over a prompt
+// pass and decode steps, for a legacy and a K-quant type.
+func TestFromGGUFHugePages(t *testing.T) {
+	for _, typ := range []gguf.Type{gguf.Q8_0, gguf.Q4_K} {
+		s := ggufmodel.Small("qwen2", typ, 3)
+		s.Tied = true
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := ggufmodel.Write(path, s); err != nil {
+			t.Fatal(err)
+		}
+		var runs [2][][]float32
+		for i, keep := range []bool{false, true} {
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := transformer.FromGGUF(f, transformer.GGUFOptions{MaxContext: 64, KeepMapped: keep})
+			if err != nil {
+				f.Close()
+				t.Fatal(err)
+			}
+			pool := kernels.NewPool(1)
+			ws := m.NewWorkspace(kernels.NewCPU(pool), transformer.WorkspaceOptions{MaxRows: 4})
+			sess := m.NewSession()
+			steps := []transformer.Step{{Session: sess, Pos: 0, Token: 5}, {Session: sess, Pos: 1, Token: 9}, {Session: sess, Pos: 2, Token: 30}}
+			for pos := 2; pos < 6; pos++ {
+				logits := make([]float32, m.Config().Vocab)
+				steps[len(steps)-1].Logits = logits
+				if err := ws.Forward(steps); err != nil {
+					t.Fatal(err)
+				}
+				runs[i] = append(runs[i], logits)
+				steps = []transformer.Step{{Session: sess, Pos: pos + 1, Token: 11 + pos}}
+			}
+			pool.Close()
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for s := range runs[0] {
+			for j, v := range runs[0][s] {
+				if math.Float32bits(v) != math.Float32bits(runs[1][s][j]) {
+					t.Fatalf("%v step %d logit %d: %g on huge pages, %g mapped", typ, s, j, v, runs[1][s][j])
+				}
+			}
 		}
 	}
 }

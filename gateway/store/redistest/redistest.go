@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -24,6 +25,7 @@ type Server struct {
 	t    testing.TB
 	Addr string // host:port
 	dir  string
+	args []string // more redis-server arguments
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -35,13 +37,25 @@ func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 // ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
+	need(t, "redis-server")
+	return start(t)
+}
+
+// need skips t (fails it under STREAMGATE_REQUIRE) without tool.
+func need(t testing.TB, tool string) {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
 		if os.Getenv("STREAMGATE_REQUIRE") != "" {
-			t.Fatalf("redis-server not found and STREAMGATE_REQUIRE is set: %v", err)
+			t.Fatalf("%s not found and STREAMGATE_REQUIRE is set: %v", tool, err)
 		}
-		t.Skipf("redis-server not found: %v", err)
+		t.Skipf("%s not found: %v", tool, err)
 	}
-	s := &Server{t: t, dir: t.TempDir()}
+}
+
+// start starts a redis-server with args on a free port.
+func start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, dir: t.TempDir(), args: args}
 	var err error
 	for range 5 { // a free port can be taken between finding and binding it
 		s.Addr = freeAddr(t)
@@ -85,6 +99,7 @@ func (s *Server) start() error {
 	host, port, _ := net.SplitHostPort(s.Addr)
 	cmd := exec.Command("redis-server", "--port", port, "--bind", host, "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--protected-mode", "no", "--loglevel", "warning")
+	cmd.Args = append(cmd.Args, s.args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -144,4 +159,50 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// Pause stops the server with SIGSTOP: it holds its connections and
+// answers nothing, as a hung Redis does, until Continue.
+func (s *Server) Pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("redis-server SIGSTOP: %v", err)
+	}
+}
+
+// Continue resumes a paused server with SIGCONT.
+func (s *Server) Continue() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatalf("redis-server SIGCONT: %v", err)
+	}
+}
+
+// CommandsProcessed is the server's total_commands_processed (INFO
+// stats): every command it ran since it started.
+func (s *Server) CommandsProcessed(t testing.TB) int64 {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("INFO stats\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("INFO stats: %v", err)
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
 }

@@ -280,6 +280,12 @@ func TestMetadataOfSilentTarget(t *testing.T) {
 	if _, err := c.ModelConfig(ctx, "other", ""); status.Code(err) != codes.Unavailable {
 		t.Errorf("ModelConfig never asked, of an ejected silent target = %v; want Unavailable at once", err)
 	}
+	if cl, err := c.Start(ctx, &pb.ModelInferRequest{ModelName: "other"}); !errors.Is(err, errNoHealthy) {
+		if cl != nil {
+			cl.Cancel()
+		}
+		t.Errorf("Start for a model never asked, on an ejected silent target = %v; want KindUnavailable at once", err)
+	}
 
 	// It answers again, "not ready": ejected, but asked.
 	he.hang.Store(false)

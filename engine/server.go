@@ -95,17 +95,16 @@ const DefaultStallTimeout = 2 * time.Minute
 type Server struct {
 	pb.UnimplementedGRPCInferenceServiceServer
 
-	log    *slog.Logger
-	models map[string][]*Model // by name, versions ascending
-	names  []string
-	stall  time.Duration
-	lax    bool
-	// responseDelay is Options.ResponseDelay.
-	responseDelay time.Duration
-	grpc          *grpc.Server
-	health        *health.Server
-	stopping      atomic.Bool
-	inflight      atomic.Int64
+	log      *slog.Logger
+	models   map[string][]*Model // by name, versions ascending
+	names    []string
+	stall    time.Duration
+	lax      bool
+	grpc     *grpc.Server
+	health   *health.Server
+	stopping atomic.Bool
+	inflight atomic.Int64
+	delay    time.Duration // Options.ResponseDelay
 
 	tracer     trace.Tracer
 	prop       propagation.TextMapPropagator
@@ -132,8 +131,7 @@ func New(opts Options) (*Server, error) {
 		prop = propagation.TraceContext{}
 	}
 	s := &Server{log: log, models: map[string][]*Model{}, stall: opts.StallTimeout, lax: opts.LaxReadiness,
-		responseDelay: opts.ResponseDelay,
-		tracer:        tp.Tracer(scope), prop: prop, modelTel: map[string]*modelTelemetry{}}
+		delay: opts.ResponseDelay, tracer: tp.Tracer(scope), prop: prop, modelTel: map[string]*modelTelemetry{}}
 	em, err := newEngineMetrics(mp.Meter(scope))
 	if err != nil {
 		return nil, fmt.Errorf("engine: metrics: %w", err)

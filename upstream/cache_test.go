@@ -29,7 +29,7 @@ func TestCacheSharesAndExpires(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, time.Second, "a fetch to start", func() bool { return fetches.Load() == 1 })
+	waitFor(t, "a fetch to start", func() bool { return fetches.Load() == 1 })
 	close(release)
 	wg.Wait()
 	if n := fetches.Load(); n != 1 {

@@ -30,7 +30,7 @@ func TestCancelOne(t *testing.T) {
 			if r, err := calls[victim].Recv(ctx); err != nil || output(t, r, "OUT") != 100*victim {
 				t.Fatalf("victim's first response %v, %v", r, err)
 			}
-			waitFor(t, 5*time.Second, "all requests running", func() bool { return e.srv.InFlight() == n })
+			waitFor(t, "all requests running", func() bool { return e.srv.InFlight() == n })
 			s := c.Stats()
 			wantStreams := 1
 			if mode == CancelStream {
@@ -42,7 +42,7 @@ func TestCancelOne(t *testing.T) {
 
 			t0 := time.Now()
 			calls[victim].Cancel()
-			waitFor(t, 5*time.Second, "engine to stop the request", func() bool { return e.srv.InFlight() < n })
+			waitFor(t, "engine to stop the request", func() bool { return e.srv.InFlight() < n })
 			t.Logf("cancel latency (%s): %v from Cancel to engine InFlight dropping", mode, time.Since(t0))
 			calls[victim].Cancel() // idempotent
 			_, err := calls[victim].Recv(ctx)
@@ -63,7 +63,7 @@ func TestCancelOne(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			waitFor(t, 5*time.Second, "engine idle", func() bool { return e.srv.InFlight() == 0 })
+			waitFor(t, "engine idle", func() bool { return e.srv.InFlight() == 0 })
 			s = c.Stats()
 			if s.CancelsInband+s.CancelsStream != 1 || s.StreamBreaks != 0 || s.Retries != 0 || s.InFlight != 0 {
 				t.Fatalf("stats %+v", s)
@@ -92,7 +92,7 @@ func TestContextEnds(t *testing.T) {
 	cancel()
 	_, err = cl.Recv(bg)
 	wantKind(t, err, KindCancelled)
-	waitFor(t, 5*time.Second, "engine idle", func() bool { return e.srv.InFlight() == 0 })
+	waitFor(t, "engine idle", func() bool { return e.srv.InFlight() == 0 })
 
 	ctx, cancel = context.WithTimeout(bg, 100*time.Millisecond)
 	defer cancel()
@@ -102,7 +102,7 @@ func TestContextEnds(t *testing.T) {
 	}
 	_, err = readAll(bg, cl)
 	wantKind(t, err, KindDeadline)
-	waitFor(t, 5*time.Second, "engine idle", func() bool { return e.srv.InFlight() == 0 })
+	waitFor(t, "engine idle", func() bool { return e.srv.InFlight() == 0 })
 
 	// Recv's own context only bounds the wait.
 	cl, err = c.Start(bg, repeatN(0, 2, 200))
@@ -141,8 +141,8 @@ func TestCancelNone(t *testing.T) {
 	if e.srv.InFlight() != 1 {
 		t.Fatalf("engine in flight %d, want the request still running", e.srv.InFlight())
 	}
-	waitFor(t, 5*time.Second, "engine idle", func() bool { return e.srv.InFlight() == 0 })
-	waitFor(t, 5*time.Second, "late responses dropped", func() bool { return c.Stats().Dropped >= 4 })
+	waitFor(t, "engine idle", func() bool { return e.srv.InFlight() == 0 })
+	waitFor(t, "late responses dropped", func() bool { return c.Stats().Dropped >= 4 })
 	if s := c.Stats(); s.CancelsNone != 1 || s.InFlight != 0 {
 		t.Fatalf("stats %+v", s)
 	}

@@ -38,5 +38,5 @@ func TestClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "engine idle", func() bool { return e.srv.InFlight() == 0 })
+	waitFor(t, "engine idle", func() bool { return e.srv.InFlight() == 0 })
 }

@@ -98,7 +98,7 @@ func TestFailover(t *testing.T) {
 	if st.Retries == 0 || st.StreamBreaks == 0 || st.InFlight != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	waitFor(t, 5*time.Second, "engine a ejected", func() bool { return !targetHealthy(c, a.addr) })
+	waitFor(t, "engine a ejected", func() bool { return !targetHealthy(c, a.addr) })
 	for range 10 { // new requests all go to b
 		cl, err := c.Start(ctx, repeatN(1, 1, 0))
 		if err != nil {
@@ -137,7 +137,7 @@ func TestRestartInProcess(t *testing.T) {
 	e.stop()
 	_, err = readAll(ctx, cl)
 	wantKind(t, err, KindUnavailable)
-	waitFor(t, 5*time.Second, "ejection", func() bool { return !targetHealthy(c, e.addr) })
+	waitFor(t, "ejection", func() bool { return !targetHealthy(c, e.addr) })
 	cl, err = c.Start(ctx, repeatN(0, 1, 0))
 	if err == nil {
 		_, err = readAll(ctx, cl)
@@ -145,7 +145,7 @@ func TestRestartInProcess(t *testing.T) {
 	wantKind(t, err, KindUnavailable)
 
 	startEngine(t, e.addr)
-	waitFor(t, 5*time.Second, "re-admission", func() bool { return targetHealthy(c, e.addr) })
+	waitFor(t, "re-admission", func() bool { return targetHealthy(c, e.addr) })
 	cl, err = c.Start(ctx, repeatN(5, 3, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -192,25 +192,24 @@ func TestTargetNeverAnswers(t *testing.T) {
 
 	for _, mode := range []CancelMode{CancelAuto, CancelInband, CancelStream} {
 		t.Run(mode.String(), func(t *testing.T) {
-			c := newTestClient(t, []string{lis.Addr().String()}, &Options{Cancel: mode, HealthInterval: 50 * time.Millisecond})
+			c := newTestClient(t, []string{lis.Addr().String()}, &Options{Cancel: mode,
+				HealthInterval: 50 * time.Millisecond, HealthTimeout: 100 * time.Millisecond})
 			var wg sync.WaitGroup
 			for range 5 {
 				wg.Go(func() {
 					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 					defer cancel()
-					t0 := time.Now()
 					cl, err := c.Start(ctx, repeatN(0, 1, 0))
 					if err == nil {
 						_, err = readAll(context.Background(), cl)
 					}
+					// Its deadline ended it (not keepalive, which would
+					// be KindUnavailable); how soon is the machine's.
 					wantKind(t, err, KindDeadline)
-					if took := time.Since(t0); took > 2*time.Second {
-						t.Errorf("call took %v to end", took)
-					}
 				})
 			}
 			wg.Wait()
-			waitFor(t, 5*time.Second, "ejection", func() bool { return !targetHealthy(c, lis.Addr().String()) })
+			waitFor(t, "ejection", func() bool { return !targetHealthy(c, lis.Addr().String()) })
 			if ok, err := c.ServerReady(ctxTimeout(t, 100*time.Millisecond)); ok || err == nil {
 				t.Fatalf("ServerReady = %v, %v", ok, err)
 			}
@@ -290,14 +289,8 @@ func TestGracefulStop(t *testing.T) {
 	if _, err := long.Recv(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		a.srv.GracefulStop(sctx)
-	}()
-	waitFor(t, 5*time.Second, "engine a to refuse requests", func() bool {
+	stopped := gracefulStop(a)
+	waitFor(t, "engine a to refuse requests", func() bool {
 		r, _ := a.srv.ServerReady(ctx, nil)
 		return !r.GetReady()
 	})
@@ -329,10 +322,8 @@ func TestGracefulStop(t *testing.T) {
 		t.Fatalf("draining request: %v", err)
 	}
 	checkRepeatFrom(t, append([]*pb.ModelInferResponse{nil}, rs...), 0, 3)
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		t.Fatal("engine a's graceful stop waits for the client")
+	if err := <-stopped; err != nil {
+		t.Fatalf("engine a's graceful stop waits for the client: %v", err)
 	}
 	// The GOAWAY of a's graceful stop drains its stream (h2: the
 	// stream's reader sees it; grpc: the connection leaves READY). The
@@ -342,6 +333,20 @@ func TestGracefulStop(t *testing.T) {
 	if s := c.Stats(); s.Retries != 1 || s.StreamBreaks > 1 || targetHealthy(c, a.addr) || !targetHealthy(c, b.addr) {
 		t.Fatalf("stats %+v, want 1 retry and at most 1 break", s)
 	}
+}
+
+// gracefulStop stops e gracefully and sends nil once it has stopped, or
+// an error if its open streams had to be cut: the client did not close
+// them within waitHang (a hang guard, not a timing bound).
+func gracefulStop(e *testEngine) <-chan error {
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitHang)
+		defer cancel()
+		e.srv.GracefulStop(ctx)
+		stopped <- ctx.Err()
+	}()
+	return stopped
 }
 
 // TestDrainOnNotReady: a health check that finds the target not ready
@@ -361,21 +366,12 @@ func TestDrainOnNotReady(t *testing.T) {
 	if s := c.Stats(); s.StreamsOpen != 1 {
 		t.Fatalf("%d streams open", s.StreamsOpen)
 	}
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		e.srv.GracefulStop(sctx)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		t.Fatal("graceful stop waits for the client's idle stream")
+	if err := <-gracefulStop(e); err != nil {
+		t.Fatalf("graceful stop waits for the client's idle stream: %v", err)
 	}
 	// The stream may have been drained by the health check or, over h2,
 	// by the GOAWAY already; the check ejects the target either way.
-	waitFor(t, 5*time.Second, "the health check to eject the stopping target", func() bool { return !targetHealthy(c, e.addr) })
+	waitFor(t, "the health check to eject the stopping target", func() bool { return !targetHealthy(c, e.addr) })
 	if s := c.Stats(); s.StreamsOpen != 0 || s.StreamBreaks != 0 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -433,7 +429,7 @@ func TestQueueFullRefusal(t *testing.T) {
 		}
 		return n, last
 	}
-	waitFor(t, 10*time.Second, "a request to be refused", func() bool { n, _ := ended(); return n > 0 })
+	waitFor(t, "a request to be refused", func() bool { n, _ := ended(); return n > 0 })
 	_, refused := ended()
 	_, err := refused.Recv(ctx)
 	if e := wantKind(t, err, KindModel); e.Code != codes.Unavailable || e.Message != "Exceeds maximum queue size" {

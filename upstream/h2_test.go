@@ -616,7 +616,7 @@ func TestH2SendFlowControl(t *testing.T) {
 		// then it may send 64 KiB): the reader reads them.
 		recv := make(chan error, 1)
 		go func() { recv <- h.RecvMsg(&wireMsg{}) }()
-		waitFor(t, 10*time.Second, "the peer's SETTINGS applied", func() bool {
+		waitFor(t, "the peer's SETTINGS applied", func() bool {
 			h.fmu.Lock()
 			defer h.fmu.Unlock()
 			return h.peerWindow == int64(window)
@@ -701,7 +701,7 @@ func TestH2KeepaliveStuckSender(t *testing.T) {
 		keepalive: 50 * time.Millisecond, kaTimeout: 200 * time.Millisecond, pingGap: time.Second})
 	recv := make(chan error, 1)
 	go func() { recv <- h.RecvMsg(&wireMsg{}) }()
-	waitFor(t, 10*time.Second, "the peer's window", func() bool {
+	waitFor(t, "the peer's window", func() bool {
 		h.fmu.Lock()
 		defer h.fmu.Unlock()
 		return h.sendConn > 1<<30

@@ -140,7 +140,7 @@ func TestDownTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.stop()
-	waitFor(t, 5*time.Second, "two health checks without an answer", func() bool { return c.targetList()[0].down.Load() })
+	waitFor(t, "two health checks without an answer", func() bool { return c.targetList()[0].down.Load() })
 	_, err = c.Start(ctx, repeatN(0, 1, 0))
 	if err != errNoHealthy {
 		t.Fatalf("Start on a down target: %v", err)
@@ -158,7 +158,7 @@ func TestDownTarget(t *testing.T) {
 	}
 
 	startEngine(t, e.addr)
-	waitFor(t, 5*time.Second, "re-admission", func() bool { return !c.targetList()[0].down.Load() })
+	waitFor(t, "re-admission", func() bool { return !c.targetList()[0].down.Load() })
 	cl, err := c.Start(ctx, repeatN(5, 2, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +386,7 @@ func TestSilentPeer(t *testing.T) {
 	t.Parallel()
 	e := startEngine(t, "")
 	f := newFreezer(t, e.addr)
-	c := newTestClient(t, []string{f.addr()}, &Options{HealthInterval: 100 * time.Millisecond,
+	c := newTestClient(t, []string{f.addr()}, &Options{HealthInterval: 100 * time.Millisecond, HealthTimeout: 100 * time.Millisecond,
 		IdleTimeout: -1, KeepaliveTimeout: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -473,7 +473,7 @@ func TestBusyTargetNotDown(t *testing.T) {
 	b.hang.Store(true)
 	// More checks in a row than down needs, and longer than its silence.
 	e0, t0 := tg.epoch.Load(), time.Now()
-	waitFor(t, 10*time.Second, "checks past down's threshold", func() bool {
+	waitFor(t, "checks past down's threshold", func() bool {
 		if tg.down.Load() {
 			t.Fatal("a target whose streams deliver was taken down for slow health checks")
 		}
@@ -486,7 +486,7 @@ func TestBusyTargetNotDown(t *testing.T) {
 	cl2.Cancel()
 
 	close(b.quiet)
-	waitFor(t, 10*time.Second, "down once its streams are silent too", tg.down.Load)
+	waitFor(t, "down once its streams are silent too", tg.down.Load)
 	cl.Cancel()
 	if err := <-read; err == nil {
 		t.Fatal("the call ended without an error")

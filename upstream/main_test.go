@@ -232,13 +232,20 @@ func checkRepeatFrom(tb testing.TB, rs []*pb.ModelInferResponse, base int32, n i
 	}
 }
 
-// waitFor polls cond every millisecond until it holds or d passes.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+// waitHang is how long waitFor waits before it calls the wait a hang:
+// a guard, not a timing bound. A saturated machine (load 20-30 on two
+// cores, under the race detector) may take many seconds for what takes
+// milliseconds on a quiet one.
+const waitHang = 2 * time.Minute
+
+// waitFor polls cond every millisecond until it holds, and fails the
+// test if it still does not after waitHang.
+func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(waitHang)
 	for !cond() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", d, what)
+			tb.Fatalf("timed out after %v waiting for %s", waitHang, what)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -81,7 +81,7 @@ func TestNotify(t *testing.T) {
 			_, err := notified(cl)
 			done <- err
 		}()
-		waitFor(t, 5*time.Second, "the request to run", func() bool { return e.srv.InFlight() == 1 })
+		waitFor(t, "the request to run", func() bool { return e.srv.InFlight() == 1 })
 		if how == "context" {
 			ccancel()
 		} else {
@@ -89,6 +89,6 @@ func TestNotify(t *testing.T) {
 		}
 		wantKind(t, <-done, KindCancelled)
 		ccancel()
-		waitFor(t, 5*time.Second, "the engine to stop the request", func() bool { return e.srv.InFlight() == 0 })
+		waitFor(t, "the engine to stop the request", func() bool { return e.srv.InFlight() == 0 })
 	}
 }

@@ -60,6 +60,11 @@ const (
 	DefaultMemory     = 1 << 30
 )
 
+// DefaultHealthTimeout bounds one health check (Options.HealthTimeout):
+// long enough that a ServerReady on a saturated machine is still
+// answered, short enough that a hung target is found down within seconds.
+const DefaultHealthTimeout = 5 * time.Second
+
 // Options configures a Client. The zero value of every field means its
 // default; a nil *Options means all defaults.
 type Options struct {
@@ -114,8 +119,11 @@ type Options struct {
 	// response.
 	HealthInterval time.Duration
 
-	// HealthTimeout bounds one ServerReady check. Default 1s, at most
-	// HealthInterval.
+	// HealthTimeout bounds one ServerReady check. Default 5s, whatever
+	// HealthInterval: a check that misses it is an unanswered check, and
+	// a target that answers a trivial RPC within a few seconds is up even
+	// when its machine is saturated. The periodic checks never overlap:
+	// the next one starts HealthInterval after the last has ended.
 	HealthTimeout time.Duration
 
 	// IdleStreamTimeout closes a pooled stream that has carried no request
@@ -268,10 +276,7 @@ func (o *Options) withDefaults() Options {
 	}
 	def(&c.StallTimeout, 30*time.Second)
 	def(&c.HealthInterval, 2*time.Second)
-	def(&c.HealthTimeout, time.Second)
-	if c.HealthInterval > 0 && c.HealthTimeout > c.HealthInterval {
-		c.HealthTimeout = c.HealthInterval
-	}
+	def(&c.HealthTimeout, DefaultHealthTimeout)
 	def(&c.IdleStreamTimeout, 60*time.Second)
 	def(&c.MetadataTTL, 30*time.Second)
 	def(&c.MetadataTimeout, 5*time.Second)

@@ -41,7 +41,7 @@ func TestStreamPool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "idle streams to close", func() bool { return c.Stats().StreamsOpen == 0 })
+	waitFor(t, "idle streams to close", func() bool { return c.Stats().StreamsOpen == 0 })
 	// A closed pool opens again.
 	cl, err := c.Start(ctx, repeatN(4, 2, 0))
 	if err != nil {

@@ -93,7 +93,7 @@ func TestEngineProcessKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	waitReady := func() {
-		waitFor(t, 15*time.Second, "engine ready", func() bool {
+		waitFor(t, "engine ready", func() bool {
 			ok, _ := c.ServerReady(ctxTimeout(t, 200*time.Millisecond))
 			return ok
 		})

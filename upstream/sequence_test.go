@@ -188,7 +188,7 @@ func TestSequenceLost(t *testing.T) {
 			t.Fatalf("lost with %+v", e)
 		}
 	}
-	waitFor(t, 10*time.Second, "the stopped engine to be ejected", func() bool { return !targetHealthy(c, dead.addr) })
+	waitFor(t, "the stopped engine to be ejected", func() bool { return !targetHealthy(c, dead.addr) })
 	if got, target, err := one(ctx, t, c, seqChunk("custom_sequence_int32", 7, true, true, 3)); err != nil || got != 3 || target != live.addr {
 		t.Fatalf("a new START: %d on %s, %v", got, target, err)
 	}
@@ -207,7 +207,7 @@ func TestSequenceLost(t *testing.T) {
 	if cl.Target() == live.addr {
 		holder = live
 	}
-	waitFor(t, 10*time.Second, "the request to run", func() bool { return holder.srv.InFlight() == 1 })
+	waitFor(t, "the request to run", func() bool { return holder.srv.InFlight() == 1 })
 	holder.stop()
 	_, err = readAll(ctx, cl)
 	wantKind(t, err, KindSequenceLost)
@@ -255,7 +255,7 @@ sequence_batching { max_sequence_idle_microseconds: 20000 control_input [
 	for _, cl := range slow {
 		cl.Cancel()
 	}
-	waitFor(t, 10*time.Second, "the idle stream to close", func() bool { return c.Stats().StreamsOpen == 1 })
+	waitFor(t, "the idle stream to close", func() bool { return c.Stats().StreamsOpen == 1 })
 	if got, _, err := one(ctx, t, c, seqChunk("custom_sequence_int32", 1, false, true, 2)); err != nil || got != 3 {
 		t.Fatalf("after idle streams closed: %d, %v", got, err)
 	}
@@ -275,11 +275,11 @@ sequence_batching { max_sequence_idle_microseconds: 20000 control_input [
 		t.Fatalf("%d open, want 2", n)
 	}
 	cl.Cancel()
-	waitFor(t, 10*time.Second, "the cancelled sequence's route to end", func() bool { return c.OpenSequences() == 1 })
+	waitFor(t, "the cancelled sequence's route to end", func() bool { return c.OpenSequences() == 1 })
 
 	// Unused for the model's idle limit (20 ms): gone.
 	if _, _, err := one(ctx, t, c, seqChunk("short_idle", 4, true, false, 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the idle route to expire", func() bool { return c.OpenSequences() == 1 })
+	waitFor(t, "the idle route to expire", func() bool { return c.OpenSequences() == 1 })
 }

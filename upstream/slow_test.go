@@ -51,7 +51,7 @@ func TestSlowReaderFinishes(t *testing.T) {
 		if i%burst == 0 && i > 0 {
 			// Pause: let the engine run ahead (until it is done or far
 			// ahead), and let 2 s pass.
-			waitFor(t, 10*time.Second, "the engine to run ahead", func() bool {
+			waitFor(t, "the engine to run ahead", func() bool {
 				n, _ := cl.q.queued()
 				return n >= 2*burst || isDone(cl)
 			})
@@ -131,7 +131,7 @@ func TestStalledReaderFailsAlone(t *testing.T) {
 		checkRepeat(t, rs, 5000, 200)
 	})
 	// The stalled reader falls behind, then the stall timeout passes.
-	waitFor(t, 10*time.Second, "responses to wait", func() bool { n, _ := stalled.q.queued(); return n >= 20 })
+	waitFor(t, "responses to wait", func() bool { n, _ := stalled.q.queued(); return n >= 20 })
 	clk.advance(29 * time.Second)
 	time.Sleep(20 * time.Millisecond) // more pushes: not stalled yet
 	if isDone(stalled) {
@@ -154,7 +154,7 @@ func TestStalledReaderFailsAlone(t *testing.T) {
 	if s.Stalled != 1 || s.OverBudget != 0 || s.CancelsInband != 1 || s.MemoryUsed != 0 {
 		t.Fatalf("stats %+v", s)
 	}
-	waitFor(t, 5*time.Second, "engine idle", func() bool { return e.srv.InFlight() == 0 })
+	waitFor(t, "engine idle", func() bool { return e.srv.InFlight() == 0 })
 }
 
 // TestBudgetRefusal: when the shared memory budget is spent, the request
@@ -200,7 +200,7 @@ func TestBudgetRefusal(t *testing.T) {
 	if s.OverBudget != 1 || s.Stalled != 0 || s.MemoryUsed != 0 {
 		t.Fatalf("stats %+v", s)
 	}
-	waitFor(t, 5*time.Second, "engine idle", func() bool { return e.srv.InFlight() == 0 })
+	waitFor(t, "engine idle", func() bool { return e.srv.InFlight() == 0 })
 }
 
 // TestStalledTextConsumerCompletes: a text stream whose consumer does not

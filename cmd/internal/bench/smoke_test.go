@@ -261,8 +261,11 @@ func TestEmbeddedSmoke(t *testing.T) {
 // the report gives chunk latencies.
 func TestSequenceSmoke(t *testing.T) {
 	var out, errOut bytes.Buffer
+	// A count of sequences, not a time window: on a saturated machine a
+	// short window may close before a sequence ends. The window (10m) is
+	// a hang guard; every sequence starts and ends inside it.
 	args := []string{"--embedded", "--json", "--preset", "sequence", "--c", "4", "--ws-per-socket", "2", "--responses", "4",
-		"--delay", "5ms", "--duration", "400ms", "--warmup", "50ms", "--ramp", "0s", "--pause", "0s"}
+		"--delay", "5ms", "--requests", "8", "--duration", "10m", "--warmup", "0s", "--ramp", "0s", "--pause", "0s"}
 	if err := Main(context.Background(), args, &out, &errOut); err != nil {
 		t.Fatalf("Main: %v\n%s", err, errOut.String())
 	}
@@ -273,7 +276,7 @@ func TestSequenceSmoke(t *testing.T) {
 	got := map[string]bool{}
 	for _, r := range rep.Results {
 		got[r.Transport] = true
-		if r.Model != modelTranscribe || r.Requests == 0 || len(r.Errors) != 0 {
+		if r.Model != modelTranscribe || r.Requests != 8 || len(r.Errors) != 0 {
 			t.Errorf("%s: model %s, %d sequences, errors %v", r.Transport, r.Model, r.Requests, r.ErrorSamples)
 		}
 		if d := r.ChunkLatency; d == nil || d.N == 0 || int64(d.N) > r.Responses {
@@ -349,10 +352,12 @@ func TestSpawnSmoke(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/streamgate/streamgate/cmd/streamgate").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	// A count of requests, not a short window, which a saturated machine
+	// may close before a request ends; the 10m window is a hang guard.
 	run := func(t *testing.T, transports string, extra ...string) Report {
 		var out, errOut bytes.Buffer
 		args := append([]string{"--spawn", "--spawn-binary", bin, "--json", "--transport", transports, "--compare",
-			"--c", "3", "--responses", "5", "--duration", "300ms", "--warmup", "50ms", "--pause", "0s"}, extra...)
+			"--c", "3", "--responses", "5", "--requests", "6", "--duration", "10m", "--warmup", "0s", "--pause", "0s"}, extra...)
 		if err := Main(context.Background(), args, &out, &errOut); err != nil {
 			t.Fatalf("Main: %v\n%s", err, errOut.String())
 		}

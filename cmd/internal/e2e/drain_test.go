@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,9 +60,24 @@ func stallingClient(t *testing.T) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// floodText is an echo prompt of 300 words of 16 KiB: far more than the
-// buffers between the gateway and a client hold.
-var floodText = strings.TrimSpace(strings.Repeat(strings.Repeat("x", 16<<10)+" ", 300))
+// floodText is an echo prompt of 64 words of 16 KiB (1 MiB): far more
+// than the buffers between the gateway and a client hold (16 KiB socket
+// buffers each side), and little enough that a saturated machine relays
+// it in seconds.
+var floodText = strings.TrimSpace(strings.Repeat(strings.Repeat("x", 16<<10)+" ", floodWords))
+
+const floodWords = 64
+
+// stillWriting fails the test unless the gateway still relays its one
+// event stream, stuck writing to its client: else Drain would have
+// nothing to cut. (A WebSocket request ends once its frames are in the
+// socket's queue; the flood is as far over the same buffers there.)
+func stillWriting(t *testing.T, s *testStack) {
+	t.Helper()
+	if n := s.metricValue(t, `streamgate_gateway_active_requests{protocol="sse"}`); n != 1 {
+		t.Fatalf("%v event streams active, want the stalled one", n)
+	}
+}
 
 // drainNow drains s with a context that is already done and fails the
 // test if Drain has not returned long after (a hang guard, not a timing
@@ -77,8 +93,8 @@ func drainNow(t *testing.T, s *testStack) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Drain = %v", err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Drain still runs 20s after its context ended: it waits for a client that does not read")
+	case <-time.After(waitHang):
+		t.Fatalf("Drain still runs %v after its context ended: it waits for a client that does not read", waitHang)
 	}
 }
 
@@ -98,6 +114,7 @@ func TestDrainCutsStalledSSE(t *testing.T) {
 	// (upstream holds it for the client) while the handler is stuck
 	// writing.
 	waitFor(t, "the engine to finish the stalled stream", func() bool { st := s.up.Stats(); return st.Started == 1 && st.InFlight == 0 })
+	stillWriting(t, s)
 	drainNow(t, s)
 }
 
@@ -114,7 +131,7 @@ func TestDrainCutsStalledWebSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.CloseNow()
-	wsSend(t, c, `{"type":"completions","id":"flood","body":{"model":"echo","prompt":"`+floodText+`","max_tokens":300}}`)
+	wsSend(t, c, `{"type":"completions","id":"flood","body":{"model":"echo","prompt":"`+floodText+`","max_tokens":`+strconv.Itoa(floodWords)+`}}`)
 	// The socket's queue takes every frame while its writer is stuck.
 	waitFor(t, "the engine to finish the stalled request", func() bool { st := s.up.Stats(); return st.Started == 1 && st.InFlight == 0 })
 	drainNow(t, s)

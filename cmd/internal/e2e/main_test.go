@@ -346,6 +346,22 @@ func (r *sseReader) next() (sseEvent, error) {
 	}
 }
 
+// repeatTailBody is a repeat_int32 body of n responses delay ms apart, then
+// ten a minute apart (the longest delay the model takes): a stream whose
+// first n responses come while it has ten minutes to go.
+func repeatTailBody(n, first, delay int) string {
+	in := make([]string, n+10)
+	d := make([]string, n+10)
+	for i := range in {
+		in[i] = strconv.Itoa(first + i)
+		d[i] = strconv.Itoa(delay)
+		if i >= n {
+			d[i] = "60000"
+		}
+	}
+	return `{"IN":[` + strings.Join(in, ",") + `],"DELAY":[` + strings.Join(d, ",") + `],"WAIT":0}`
+}
+
 // repeatBody is a repeat_int32 request: OUT values first, first+1, ...,
 // the first after firstDelay ms and each next after delay ms.
 func repeatBody(n, first int, firstDelay, delay int) string {

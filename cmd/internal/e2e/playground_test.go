@@ -544,7 +544,13 @@ func TestPlaygroundAPIKey(t *testing.T) {
 	s := startStack(t, auth.wrap, proto.wrap)
 	page := startChromium(t).openPage(t)
 	p := &playground{t: t, s: s, page: page, c: httpClient(t)}
-	page.load(t, s.url+"/", `document.getElementById("body").value.includes('"model"')`)
+	// Every call the page made before the key is entered must have been
+	// answered before the logs are cleared: the server line is written
+	// once GET /v2 and /readyz are answered, the model line once the
+	// selected model's metadata is, the last of the page's first calls.
+	page.load(t, s.url+"/", `document.getElementById("body").value.includes('"model"') &&
+		!document.getElementById("server").textContent.includes("connecting") &&
+		document.getElementById("model-info").textContent.includes(" · inputs: ")`)
 	p.js(playgroundHelpers, nil)
 	auth.take()
 	proto.take()

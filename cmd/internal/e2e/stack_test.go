@@ -206,14 +206,20 @@ func sseEvents(t testing.TB, body string) []sse.Event {
 	}
 }
 
-// waitFor polls cond; it fails the test if cond never holds. The bound is
-// generous and only guards against hangs, it asserts no timing.
+// waitHang is how long a wait for an event lasts before the test calls
+// it a hang: a guard, not a timing bound. A saturated machine (load 20-30
+// on two cores, under the race detector) may take many seconds for what
+// takes milliseconds on a quiet one.
+const waitHang = 2 * time.Minute
+
+// waitFor polls cond until it holds, and fails the test if it still does
+// not after waitHang.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitHang)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %v waiting for %s", waitHang, what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -108,7 +108,7 @@ func spanChain(t *testing.T, rcv *otlptest.Receiver, tel *telemetry.Telemetry, c
 		}
 		return true
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitHang)
 	for !find() {
 		if time.Now().After(deadline) {
 			var got []string

@@ -181,7 +181,7 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.IntVar(&f.StreamsPer, "upstream-streams", 64, "pooled ModelStreamInfer streams per upstream target")
 	fs.StringVar(&f.Transport, "upstream-transport", upstream.TransportH2, "`transport` of the pooled ModelStreamInfer streams: h2 (an HTTP/2 connection per stream, read without grpc-go) or grpc (grpc-go, multiplexed on one connection per target). Health checks, metadata and the per-request streams of --cancel stream stay on grpc-go either way")
 	fs.DurationVar(&f.HealthInterval, "health-interval", 2*time.Second, "how often each upstream target is checked with ServerReady; negative disables checks")
-	fs.DurationVar(&f.HealthTimeout, "health-timeout", time.Second, "bound of one upstream health check (at most --health-interval)")
+	fs.DurationVar(&f.HealthTimeout, "health-timeout", upstream.DefaultHealthTimeout, "bound of one upstream health check; a check that misses it counts as unanswered")
 	fs.DurationVar(&f.IdleTimeout, "upstream-idle-timeout", time.Minute, "end a request when upstream sends nothing for it this long (first response included): 504 upstream_timeout before its response started, an error event or frame after; negative disables")
 	fs.StringVar(&f.ModelIdle, "upstream-idle-timeout-model", "", "--upstream-idle-timeout per model, `NAME=DURATION[,...]` (e.g. stories110m=5m; negative disables it for that model)")
 	if withUpstream {

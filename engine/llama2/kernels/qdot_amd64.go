@@ -27,6 +27,18 @@ func dotQ5_0AVX(w *byte, x *q8Block, nb int) float32
 //go:noescape
 func dotQ5_0x4AVX(w *byte, stride int, x *q8Block, nb int, out *[4]float32)
 
+//go:noescape
+func dotQ4KAVX(w *byte, x *q8KBlock, nb int) float32
+
+//go:noescape
+func dotQ4Kx4AVX(w *byte, stride int, x *q8KBlock, nb int, out *[4]float32)
+
+//go:noescape
+func dotQ6KAVX(w *byte, x *q8KBlock, nb int) float32
+
+//go:noescape
+func dotQ6Kx4AVX(w *byte, stride int, x *q8KBlock, nb int, out *[4]float32)
+
 // hasQuantAVX2 reports whether the assembly quantized dot products can run:
 // AVX2 with the OS saving YMM (hasAVX2FMA) and F16C for the block scales.
 var hasQuantAVX2 = func() bool {
@@ -62,6 +74,10 @@ func init() {
 	if unsafe.Sizeof(q8Block{}) != 36 || unsafe.Offsetof(q8Block{}.qs) != 4 {
 		panic("kernels: q8Block layout changed")
 	}
+	// And x as packed 324-byte Q8_K blocks: d, the values, the sums.
+	if unsafe.Sizeof(q8KBlock{}) != 324 || unsafe.Offsetof(q8KBlock{}.qs) != 4 || unsafe.Offsetof(q8KBlock{}.bsums) != 260 {
+		panic("kernels: q8KBlock layout changed")
+	}
 }
 
 // legacyAsm are the assembly dot products of the Q8_0-activation types,
@@ -94,6 +110,34 @@ func dotQ8x4Fast(t DType, w []byte, stride int, x []q8Block, out *[4]float32) {
 	}
 	_ = w[3*stride+t.RowBytes(32*len(x))-1]
 	legacyAsm[t].four(&w[0], stride, &x[0], len(x), out)
+}
+
+// dotKFast is dotK (Q4_K or Q6_K weights times Q8_K activations), in
+// assembly where the CPU allows.
+func dotKFast(t DType, w []byte, x []q8KBlock) float32 {
+	if !hasQuantAVX2 || len(x) == 0 {
+		return dotK(t, w, x)
+	}
+	_ = w[t.RowBytes(256*len(x))-1]
+	if t == Q6_K {
+		return dotQ6KAVX(&w[0], &x[0], len(x))
+	}
+	return dotQ4KAVX(&w[0], &x[0], len(x))
+}
+
+// dotKx4Fast sets out to the dot products of x with the four Q4_K or Q6_K
+// weight rows at w, stride bytes apart.
+func dotKx4Fast(t DType, w []byte, stride int, x []q8KBlock, out *[4]float32) {
+	if !hasQuantAVX2 || len(x) == 0 {
+		dotKx4(t, w, stride, x, out)
+		return
+	}
+	_ = w[3*stride+t.RowBytes(256*len(x))-1]
+	if t == Q6_K {
+		dotQ6Kx4AVX(&w[0], stride, &x[0], len(x), out)
+		return
+	}
+	dotQ4Kx4AVX(&w[0], stride, &x[0], len(x), out)
 }
 
 // The assembly K-quant group sums, for the tests and benchmarks.

@@ -270,3 +270,96 @@ func TestQ6KSumAsm(t *testing.T) {
 		}
 	}
 }
+
+// randQ8KBlocks returns nb random Q8_K activation blocks; extreme sets
+// every value to -128 or 127, the int8 ends, with the sums of 16 to match.
+func randQ8KBlocks(rng *rand.Rand, nb int, extreme bool) []q8KBlock {
+	x := make([]float32, 256*nb)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
+	}
+	out := make([]q8KBlock, nb)
+	quantizeQ8K(x, out)
+	if extreme {
+		for b := range out {
+			for j := range out[b].qs {
+				out[b].qs[j] = int8(-128 + 255*rng.IntN(2))
+			}
+			for j := range out[b].bsums {
+				s := int32(0)
+				for _, q := range out[b].qs[16*j : 16*j+16] {
+					s += int32(q)
+				}
+				out[b].bsums[j] = s
+			}
+		}
+	}
+	return out
+}
+
+// randKBlocks returns nb random Q4_K or Q6_K blocks (every byte random
+// but the f16 scales), or, with extreme, every byte but the f16 scales
+// fill; the f16 scales are random normal, or 65504 and 6e-8 with extreme.
+func randKBlocks(rng *rand.Rand, t DType, nb int, extreme bool, fill byte) []byte {
+	size := dtypes[t].bytes
+	w := make([]byte, nb*size)
+	for b := range nb {
+		blk := w[b*size : (b+1)*size]
+		for j := range blk {
+			blk[j] = byte(rng.IntN(256))
+			if extreme {
+				blk[j] = fill
+			}
+		}
+		for _, at := range map[DType][]int{Q4_K: {0, 2}, Q6_K: {208}}[t] {
+			h := FloatToHalf(float32(rng.NormFloat64() * 0.01))
+			if extreme {
+				h = []uint16{0x7bff, 0x0001, 0xfbff}[rng.IntN(3)]
+			}
+			binary.LittleEndian.PutUint16(blk[at:], h)
+		}
+	}
+	return w
+}
+
+// TestKQuantDotAsm checks the whole-row assembly Q4_K and Q6_K dot
+// products, one row and four rows at a time, against the Go ones bit for
+// bit (exact integer block sums, then the same float operations in the
+// same order), on random blocks and on the extremes (all bits clear or
+// set: nibbles and 6-bit scales and mins at 0 or their largest, Q6_K
+// values -32 or 31 with scales 0 or -1; activations -128 or 127; f16
+// scales at the ends of their range), for 0 to 40 blocks, with the four
+// rows packed or further apart.
+func TestKQuantDotAsm(t *testing.T) {
+	if !hasQuantAVX2 {
+		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	for nb := range 41 {
+		for _, extreme := range []byte{0, 1, 2} {
+			x := randQ8KBlocks(rng, nb, extreme != 0)
+			for _, typ := range []DType{Q4_K, Q6_K} {
+				rb := typ.RowBytes(256 * nb)
+				for _, pad := range []int{0, 7} {
+					stride := rb + pad
+					w := make([]byte, 4*stride)
+					for k := range 4 {
+						copy(w[k*stride:], randKBlocks(rng, typ, nb, extreme != 0, []byte{0x00, 0xff}[extreme%2]))
+					}
+					var got [4]float32
+					dotKx4Fast(typ, w, stride, x, &got)
+					for k := range 4 {
+						row := w[k*stride : k*stride+rb]
+						want := dotK(typ, row, x)
+						if math.Float32bits(got[k]) != math.Float32bits(want) {
+							t.Errorf("%v x4 nb=%d extreme=%d pad=%d row %d: asm %g, Go %g", typ, nb, extreme, pad, k, got[k], want)
+						}
+						if one := dotKFast(typ, row, x); math.Float32bits(one) != math.Float32bits(want) {
+							t.Errorf("%v nb=%d extreme=%d row %d: asm %g, Go %g", typ, nb, extreme, k, one, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

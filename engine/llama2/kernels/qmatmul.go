@@ -61,6 +61,9 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 	case Q8_0, Q4_0, Q5_0:
 		c.rowsQ8(i, m, lo, hi)
 		return
+	case Q4_K, Q6_K:
+		c.rowsK(i, m, lo, hi)
+		return
 	}
 	a := &c.acts[i]
 	n, d := m.N, m.D
@@ -70,10 +73,6 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 		for r := range m.Rows {
 			var v float32
 			switch m.Type {
-			case Q4_K:
-				v = dotQ4K(w, a.q8K[r*n/256:(r+1)*n/256])
-			case Q6_K:
-				v = dotQ6K(w, a.q8K[r*n/256:(r+1)*n/256])
 			case Q4_1, Q5_1:
 				v = dotQ8_1(m.Type, w, a.q81[r*n/32:(r+1)*n/32])
 			case Q5_K:
@@ -106,6 +105,26 @@ func (c *CPU) rowsQ8(i int, m *MatMul, lo, hi int) {
 		w := m.Raw[o*rb : (o+1)*rb]
 		for r := range m.Rows {
 			m.Out[r*d+o] = dotQ8Fast(m.Type, w, x[r*nb:(r+1)*nb])
+		}
+	}
+}
+
+// rowsK is rowsQ8 for Q4_K and Q6_K weights with Q8_K activations.
+func (c *CPU) rowsK(i int, m *MatMul, lo, hi int) {
+	x := c.acts[i].q8K
+	n, d := m.N, m.D
+	nb, rb := n/256, m.Type.RowBytes(n)
+	o := lo
+	for ; o+4 <= hi; o += 4 {
+		w := m.Raw[o*rb : (o+4)*rb]
+		for r := range m.Rows {
+			dotKx4Fast(m.Type, w, rb, x[r*nb:(r+1)*nb], (*[4]float32)(m.Out[r*d+o:r*d+o+4]))
+		}
+	}
+	for ; o < hi; o++ {
+		w := m.Raw[o*rb : (o+1)*rb]
+		for r := range m.Rows {
+			m.Out[r*d+o] = dotKFast(m.Type, w, x[r*nb:(r+1)*nb])
 		}
 	}
 }

@@ -292,7 +292,9 @@ func dotQ4K(w []byte, x []q8KBlock) float32 {
 		}
 		d := halfTable[binary.LittleEndian.Uint16(blk)] * y.d
 		dmin := halfTable[binary.LittleEndian.Uint16(blk[2:])] * y.d
-		sum += d*float32(isum) - dmin*float32(msum)
+		// Each product rounded on its own (no fused multiply-add), as the
+		// assembly (qdot_amd64.s) rounds it.
+		sum += float32(d*float32(isum)) - float32(dmin*float32(msum))
 	}
 	return sum
 }
@@ -321,9 +323,27 @@ func dotQ6K(w []byte, x []q8KBlock) float32 {
 		blk := w[210*b : 210*b+210]
 		y := &x[b]
 		isum := q6KSum(blk, &y.qs)
-		sum += halfTable[binary.LittleEndian.Uint16(blk[208:])] * y.d * float32(isum)
+		sum += float32(halfTable[binary.LittleEndian.Uint16(blk[208:])] * y.d * float32(isum))
 	}
 	return sum
+}
+
+// dotK is dotQ4K or dotQ6K by the weight type t. The block terms are
+// added to the row's sum block by block in order, in the Go code and in
+// the assembly alike (qdot_amd64.s), so both give the same bits.
+func dotK(t DType, w []byte, x []q8KBlock) float32 {
+	if t == Q6_K {
+		return dotQ6K(w, x)
+	}
+	return dotQ4K(w, x)
+}
+
+// dotKx4 is dotK of x with the four weight rows at w, stride bytes apart.
+func dotKx4(t DType, w []byte, stride int, x []q8KBlock, out *[4]float32) {
+	rb := t.RowBytes(256 * len(x))
+	for k := range out {
+		out[k] = dotK(t, w[k*stride:k*stride+rb], x)
+	}
 }
 
 // q6KSum returns Σ scale[g]·(group g's values · q8's) over the sixteen

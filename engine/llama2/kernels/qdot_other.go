@@ -17,4 +17,4 @@ func dotKx4Fast(t DType, w []byte, stride int, x []q8KBlock, out *[4]float32) {
 	dotKx4(t, w, stride, x, out)
 }
 
-var q4KSumAsmForBench, q6KSumAsmForBench = q4KSumGo, q6KSumGo
+func dotQ4Kr4Fast(w []byte, x []q8KBlock, nb int, out *[4]float32) { dotQ4Kr4(w, x, nb, out) }

@@ -115,7 +115,7 @@ func TestQuantDotValues(t *testing.T) {
 
 // BenchmarkQuantDot measures one weight row of 4864 columns (Qwen2.5-0.5B's
 // FFN width) times one Q8_0 activation row, Go and assembly, and a Q4_K row
-// or Q6_K row of 4864 columns times a Q8_K row.
+// or Q6_K row of 4864 columns times a Q8_K row (19 blocks).
 func BenchmarkQuantDot(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const nb = 4864 / 32
@@ -149,124 +149,30 @@ func BenchmarkQuantDot(b *testing.B) {
 			})
 		}
 	}
-	xf := make([]float32, 4864)
-	for i := range xf {
-		xf[i] = float32(rng.NormFloat64())
-	}
-	wk := Quantize(Q4_K, make([]float32, 4864*1))
-	for i := range wk {
-		wk[i] = byte(rng.IntN(256))
-	}
-	xk := make([]q8KBlock, 4864/256)
-	quantizeQ8K(xf, xk)
-	w6 := make([]byte, 210*4864/256)
-	for i := range w6 {
-		w6[i] = byte(rng.IntN(256))
-	}
-	for _, c := range []struct {
-		name string
-		sum  func([]byte, *[256]int8) int32
-		ok   bool
-	}{{"Q6_K/go", q6KSumGo, true}, {"Q6_K/asm", q6KSumAsmForBench, hasQuantAVX2}} {
-		if !c.ok {
-			continue
-		}
-		b.Run(c.name, func(b *testing.B) {
-			defer func(f func([]byte, *[256]int8) int32) { q6KSum = f }(q6KSum)
-			q6KSum = c.sum
+	xk := randQ8KBlocks(rng, 4864/256, false)
+	for _, t := range []DType{Q4_K, Q6_K} {
+		w := randKBlocks(rng, t, 4*4864/256, false, 0)
+		rb := t.RowBytes(4864)
+		b.Run(t.String()+"/go", func(b *testing.B) {
 			for b.Loop() {
-				dotQ6K(w6, xk)
+				dotK(t, w[:rb], xk)
 			}
 			b.ReportMetric(float64(b.N)*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
 		})
-	}
-	for _, c := range []struct {
-		name string
-		sum  func([]byte, *[256]int8, *[8]uint8) int32
-		ok   bool
-	}{{"Q4_K/go", q4KSumGo, true}, {"Q4_K/asm", q4KSumAsmForBench, hasQuantAVX2}} {
-		if !c.ok {
-			continue
-		}
-		b.Run(c.name, func(b *testing.B) {
-			defer func(f func([]byte, *[256]int8, *[8]uint8) int32) { q4KSum = f }(q4KSum)
-			q4KSum = c.sum
-			for b.Loop() {
-				dotQ4K(wk, xk)
-			}
-			b.ReportMetric(float64(b.N)*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
-		})
-	}
-}
-
-// TestQ4KSumAsm checks the assembly Q4_K group sums against the Go ones on
-// random blocks and on the extremes (nibbles 15, scales 63, activations
-// ±127 or -128 from quantizeQ8K's clamp-free low end).
-func TestQ4KSumAsm(t *testing.T) {
-	if !hasQuantAVX2 {
-		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
-	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	for i := range 200 {
-		extreme := i%4 == 0
-		qs := make([]byte, 128)
-		var q8 [256]int8
-		var sc [8]uint8
-		for j := range qs {
-			qs[j] = byte(rng.IntN(256))
-			if extreme {
-				qs[j] = 0xff
-			}
-		}
-		for j := range q8 {
-			q8[j] = int8(rng.IntN(256) - 128)
-			if extreme {
-				q8[j] = int8(-128 + 255*rng.IntN(2))
-			}
-		}
-		for j := range sc {
-			sc[j] = uint8(rng.IntN(64))
-			if extreme {
-				sc[j] = 63
-			}
-		}
-		if got, want := q4KSumAsmForBench(qs, &q8, &sc), q4KSumGo(qs, &q8, &sc); got != want {
-			t.Fatalf("block %d: asm %d, Go %d", i, got, want)
-		}
-	}
-}
-
-// TestQ6KSumAsm checks the assembly Q6_K group sums against the Go ones on
-// random blocks (every 6-bit value, every int8 scale) and on the extremes
-// (all values -32 or all 31, scales -128, activations ±127 or -128).
-func TestQ6KSumAsm(t *testing.T) {
-	if !hasQuantAVX2 {
-		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
-	}
-	rng := rand.New(rand.NewPCG(9, 10))
-	for i := range 300 {
-		blk := make([]byte, 210)
-		var q8 [256]int8
-		for j := range blk {
-			blk[j] = byte(rng.IntN(256))
-		}
-		for j := range q8 {
-			q8[j] = int8(rng.IntN(256) - 128)
-		}
-		if i%3 != 0 {
-			fill := byte(0xff * (i % 3 / 2))
-			for j := range 192 {
-				blk[j] = fill
-			}
-			for j := 192; j < 208; j++ {
-				blk[j] = 0x80
-			}
-			for j := range q8 {
-				q8[j] = int8(-128 + 255*rng.IntN(2))
-			}
-		}
-		if got, want := q6KSumAsmForBench(blk, &q8), q6KSumGo(blk, &q8); got != want {
-			t.Fatalf("block %d: asm %d, Go %d", i, got, want)
+		if hasQuantAVX2 {
+			b.Run(t.String()+"/asm", func(b *testing.B) {
+				for b.Loop() {
+					dotKFast(t, w[:rb], xk)
+				}
+				b.ReportMetric(float64(b.N)*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+			b.Run(t.String()+"/asm-x4", func(b *testing.B) {
+				var out [4]float32
+				for b.Loop() {
+					dotKx4Fast(t, w, rb, xk, &out)
+				}
+				b.ReportMetric(float64(b.N)*4*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
 		}
 	}
 }
@@ -323,7 +229,8 @@ func randKBlocks(rng *rand.Rand, t DType, nb int, extreme bool, fill byte) []byt
 }
 
 // TestKQuantDotAsm checks the whole-row assembly Q4_K and Q6_K dot
-// products, one row and four rows at a time, against the Go ones bit for
+// products, one row and four rows at a time (and for Q4_K one weight row
+// against four activation rows), against the Go ones bit for
 // bit (exact integer block sums, then the same float operations in the
 // same order), on random blocks and on the extremes (all bits clear or
 // set: nibbles and 6-bit scales and mins at 0 or their largest, Q6_K
@@ -345,6 +252,18 @@ func TestKQuantDotAsm(t *testing.T) {
 					w := make([]byte, 4*stride)
 					for k := range 4 {
 						copy(w[k*stride:], randKBlocks(rng, typ, nb, extreme != 0, []byte{0x00, 0xff}[extreme%2]))
+					}
+					if typ == Q4_K {
+						// One weight row against four activation rows.
+						x4 := randQ8KBlocks(rng, 4*nb, extreme != 0)
+						var got [4]float32
+						dotQ4Kr4Fast(w[:rb], x4, nb, &got)
+						for k := range 4 {
+							want := dotQ4K(w[:rb], x4[k*nb:(k+1)*nb])
+							if math.Float32bits(got[k]) != math.Float32bits(want) {
+								t.Errorf("Q4_K r4 nb=%d extreme=%d pad=%d activation row %d: asm %g, Go %g", nb, extreme, pad, k, got[k], want)
+							}
+						}
 					}
 					var got [4]float32
 					dotKx4Fast(typ, w, stride, x, &got)

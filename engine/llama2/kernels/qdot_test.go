@@ -282,3 +282,37 @@ func TestKQuantDotAsm(t *testing.T) {
 		}
 	}
 }
+
+// TestKQuantMatMulRows checks Q4_K and Q6_K matrix products of 1 to 9
+// activation rows (four at a time and the rest, in tiles of weight rows,
+// split across workers) against the one-row Go dot products bit for bit.
+func TestKQuantMatMulRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	pool := NewPool(2)
+	defer pool.Close()
+	cpu := NewCPU(pool)
+	const n = 512
+	for _, typ := range []DType{Q4_K, Q6_K} {
+		for _, d := range []int{5, 130} {
+			w := randKBlocks(rng, typ, d*n/256, false, 0)
+			for rows := 1; rows <= 9; rows++ {
+				m := MatMul{X: make([]float32, rows*n), Out: make([]float32, rows*d), Rows: rows, N: n, D: d, Type: typ, Raw: w}
+				for i := range m.X {
+					m.X[i] = float32(rng.NormFloat64())
+				}
+				cpu.MatMul(m)
+				x := make([]q8KBlock, rows*n/256)
+				quantizeQ8K(m.X, x)
+				rb := typ.RowBytes(n)
+				for r := range rows {
+					for o := range d {
+						want := dotK(typ, w[o*rb:(o+1)*rb], x[r*n/256:(r+1)*n/256])
+						if got := m.Out[r*d+o]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("%v d=%d rows=%d: row %d output %d is %g, want %g", typ, d, rows, r, o, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

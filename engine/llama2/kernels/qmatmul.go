@@ -109,11 +109,37 @@ func (c *CPU) rowsQ8(i int, m *MatMul, lo, hi int) {
 	}
 }
 
-// rowsK is rowsQ8 for Q4_K and Q6_K weights with Q8_K activations.
+// rowsK is rowsQ8 for Q4_K and Q6_K weights with Q8_K activations. A
+// Q4_K job of four activation rows or more (a prompt) goes by tiles of
+// about 16 KiB of weight rows, each row against four activation rows at a
+// time, so a weight block is unpacked once for four activation rows and
+// the activations are read once per tile.
 func (c *CPU) rowsK(i int, m *MatMul, lo, hi int) {
 	x := c.acts[i].q8K
 	n, d := m.N, m.D
 	nb, rb := n/256, m.Type.RowBytes(n)
+	if m.Type == Q4_K && m.Rows >= 4 {
+		tile := max(1, 16384/rb)
+		var out [4]float32
+		for t := lo; t < hi; t += tile {
+			end := min(t+tile, hi)
+			r := 0
+			for ; r+4 <= m.Rows; r += 4 {
+				for o := t; o < end; o++ {
+					dotQ4Kr4Fast(m.Raw[o*rb:(o+1)*rb], x[r*nb:(r+4)*nb], nb, &out)
+					for k, v := range out {
+						m.Out[(r+k)*d+o] = v
+					}
+				}
+			}
+			for ; r < m.Rows; r++ {
+				for o := t; o < end; o++ {
+					m.Out[r*d+o] = dotKFast(m.Type, m.Raw[o*rb:(o+1)*rb], x[r*nb:(r+1)*nb])
+				}
+			}
+		}
+		return
+	}
 	o := lo
 	for ; o+4 <= hi; o += 4 {
 		w := m.Raw[o*rb : (o+4)*rb]

@@ -56,6 +56,9 @@ type Client struct {
 	// testHookPicked, set only by tests, runs in Start between choosing a
 	// target and placing the request on it.
 	testHookPicked func(*target)
+	// canned, set only by NewCanned, answers every Start instead of a
+	// target.
+	canned Answer
 }
 
 // New returns a Client for targets: "host:port" addresses, or
@@ -188,6 +191,9 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
+	if c.canned != nil {
+		return c.startCanned(ctx, req)
+	}
 	plan, err := c.sequenceRoute(ctx, req)
 	if err != nil {
 		return nil, err
@@ -222,6 +228,8 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 		decoupled = cfg.GetModelTransactionPolicy().GetDecoupled()
 	} else if ctx.Err() != nil {
 		return nil, ctxError(ctx)
+	} else if err == errNoHealthy {
+		return nil, err // a silent target, never asked about this model
 	}
 	cl := &Call{
 		c:         c,

@@ -382,12 +382,9 @@ CONST32(b32<>, $0x2020202020202020)
 	VPAND Y14, Y0, Y0 \
 	Q4KSC(aoff+32)
 
-// Q4KBLOCK adds to the float at acc the Q4_K block at r times the Q8_K
-// block at DI: d·isum - dmin·msum with d = half(0(r))·d_x and dmin =
-// half(2(r))·d_x. Needs Y14 = nib; clobbers AX, BX, DX, R8, R9, Y0-Y5,
-// Y9, Y10.
-#define Q4KBLOCK(r, acc) \
-	PREFETCHT0 PFK(r) \
+// Q4KUNPACK leaves in R9 the eight 6-bit scales of the Q4_K block at r,
+// one a byte, and in DX its eight mins; clobbers AX, BX, R8.
+#define Q4KUNPACK(r) \
 	MOVL 4(r), AX \
 	MOVL 8(r), BX \
 	MOVL 12(r), DX \
@@ -410,7 +407,15 @@ CONST32(b32<>, $0x2020202020202020)
 	ORL R8, DX \
 	ANDL $0x3f3f3f3f, BX \
 	SHLQ $32, DX \
-	ORQ BX, DX \
+	ORQ BX, DX
+
+// Q4KBLOCK adds to the float at acc the Q4_K block at r times the Q8_K
+// block at DI: d·isum - dmin·msum with d = half(0(r))·d_x and dmin =
+// half(2(r))·d_x. Needs Y14 = nib; clobbers AX, BX, DX, R8, R9, Y0-Y5,
+// Y9, Y10.
+#define Q4KBLOCK(r, acc) \
+	PREFETCHT0 PFK(r) \
+	Q4KUNPACK(r) \
 	VMOVQ DX, X3 \
 	VPMOVZXBD X3, Y3 \
 	VMOVDQU 260(DI), Y1 \
@@ -552,29 +557,7 @@ TEXT ·dotQ4Kr4AVX(SB), NOSPLIT, $256-40
 	JLE done
 loop:
 	PREFETCHT0 PFK(SI)
-	MOVL 4(SI), AX
-	MOVL 8(SI), BX
-	MOVL 12(SI), DX
-	MOVL AX, R8
-	SHRL $6, R8
-	ANDL $0x03030303, R8
-	SHLL $4, R8
-	MOVL DX, R9
-	ANDL $0x0f0f0f0f, R9
-	ORL R8, R9
-	ANDL $0x3f3f3f3f, AX
-	SHLQ $32, R9
-	ORQ AX, R9
-	MOVL BX, R8
-	SHRL $6, R8
-	ANDL $0x03030303, R8
-	SHLL $4, R8
-	SHRL $4, DX
-	ANDL $0x0f0f0f0f, DX
-	ORL R8, DX
-	ANDL $0x3f3f3f3f, BX
-	SHLQ $32, DX
-	ORQ BX, DX
+	Q4KUNPACK(SI)
 	VMOVQ DX, X8
 	VPMOVZXBD X8, Y8
 	Q4KSCALE(0)

@@ -87,24 +87,30 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 	}
 }
 
-// rowsQ8 is rows for the weight types with Q8_0 activations: four weight
-// rows at a time against each activation row, so that an activation block
-// is read once per four rows, then the rest one by one.
+// rowsQ8 is rows for the weight types with Q8_0 activations.
 func (c *CPU) rowsQ8(i int, m *MatMul, lo, hi int) {
-	x := c.acts[i].q8
+	rowsBy4(m, c.acts[i].q8, 32, lo, hi, dotQ8x4Fast, dotQ8Fast)
+}
+
+// rowsBy4 computes output rows [lo, hi) of m from its activation rows x
+// (blocks of bs values): four weight rows at a time against each
+// activation row, so that an activation block is read once per four rows,
+// then the rest one by one.
+func rowsBy4[B any](m *MatMul, x []B, bs, lo, hi int,
+	four func(DType, []byte, int, []B, *[4]float32), one func(DType, []byte, []B) float32) {
 	n, d := m.N, m.D
-	nb, rb := n/32, m.Type.RowBytes(n)
+	nb, rb := n/bs, m.Type.RowBytes(n)
 	o := lo
 	for ; o+4 <= hi; o += 4 {
 		w := m.Raw[o*rb : (o+4)*rb]
 		for r := range m.Rows {
-			dotQ8x4Fast(m.Type, w, rb, x[r*nb:(r+1)*nb], (*[4]float32)(m.Out[r*d+o:r*d+o+4]))
+			four(m.Type, w, rb, x[r*nb:(r+1)*nb], (*[4]float32)(m.Out[r*d+o:r*d+o+4]))
 		}
 	}
 	for ; o < hi; o++ {
 		w := m.Raw[o*rb : (o+1)*rb]
 		for r := range m.Rows {
-			m.Out[r*d+o] = dotQ8Fast(m.Type, w, x[r*nb:(r+1)*nb])
+			m.Out[r*d+o] = one(m.Type, w, x[r*nb:(r+1)*nb])
 		}
 	}
 }
@@ -116,41 +122,29 @@ func (c *CPU) rowsQ8(i int, m *MatMul, lo, hi int) {
 // the activations are read once per tile.
 func (c *CPU) rowsK(i int, m *MatMul, lo, hi int) {
 	x := c.acts[i].q8K
-	n, d := m.N, m.D
-	nb, rb := n/256, m.Type.RowBytes(n)
-	if m.Type == Q4_K && m.Rows >= 4 {
-		tile := max(1, 16384/rb)
-		var out [4]float32
-		for t := lo; t < hi; t += tile {
-			end := min(t+tile, hi)
-			r := 0
-			for ; r+4 <= m.Rows; r += 4 {
-				for o := t; o < end; o++ {
-					dotQ4Kr4Fast(m.Raw[o*rb:(o+1)*rb], x[r*nb:(r+4)*nb], nb, &out)
-					for k, v := range out {
-						m.Out[(r+k)*d+o] = v
-					}
-				}
-			}
-			for ; r < m.Rows; r++ {
-				for o := t; o < end; o++ {
-					m.Out[r*d+o] = dotKFast(m.Type, m.Raw[o*rb:(o+1)*rb], x[r*nb:(r+1)*nb])
-				}
-			}
-		}
+	if m.Type != Q4_K || m.Rows < 4 {
+		rowsBy4(m, x, 256, lo, hi, dotKx4Fast, dotKFast)
 		return
 	}
-	o := lo
-	for ; o+4 <= hi; o += 4 {
-		w := m.Raw[o*rb : (o+4)*rb]
-		for r := range m.Rows {
-			dotKx4Fast(m.Type, w, rb, x[r*nb:(r+1)*nb], (*[4]float32)(m.Out[r*d+o:r*d+o+4]))
+	n, d := m.N, m.D
+	nb, rb := n/256, m.Type.RowBytes(n)
+	tile := max(1, 16384/rb)
+	var out [4]float32
+	for t := lo; t < hi; t += tile {
+		end := min(t+tile, hi)
+		r := 0
+		for ; r+4 <= m.Rows; r += 4 {
+			for o := t; o < end; o++ {
+				dotQ4Kr4Fast(m.Raw[o*rb:(o+1)*rb], x[r*nb:(r+4)*nb], nb, &out)
+				for k, v := range out {
+					m.Out[(r+k)*d+o] = v
+				}
+			}
 		}
-	}
-	for ; o < hi; o++ {
-		w := m.Raw[o*rb : (o+1)*rb]
-		for r := range m.Rows {
-			m.Out[r*d+o] = dotKFast(m.Type, w, x[r*nb:(r+1)*nb])
+		for ; r < m.Rows; r++ {
+			for o := t; o < end; o++ {
+				m.Out[r*d+o] = dotKFast(m.Type, m.Raw[o*rb:(o+1)*rb], x[r*nb:(r+1)*nb])
+			}
 		}
 	}
 }

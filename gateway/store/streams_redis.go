@@ -208,6 +208,10 @@ func (s *redisStreams) CancelStream(ctx context.Context, sid string) error {
 func (s *redisStreams) WatchCancels(ctx context.Context, ready func(), fn func(sid string)) error {
 	sub := s.c.Subscribe(ctx, cancelChannel)
 	defer sub.Close()
+	// A cancelled ctx does not end a read from a Redis that has stopped
+	// answering (SIGSTOPped, or a network that drops packets); closing the
+	// subscription does, so the caller's stop never waits on Redis.
+	defer context.AfterFunc(ctx, func() { sub.Close() })()
 	if _, err := sub.Receive(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil

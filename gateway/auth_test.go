@@ -105,7 +105,7 @@ func FuzzKeyedRoutes(f *testing.F) {
 	for _, s := range []string{"Bearer " + secret, "Bearer sg-nope", "", "Bearer", "bearer " + secret + " x", "Basic " + secret} {
 		f.Add(s)
 	}
-	srv := testServer(fakeStart, fakeUpstream{}, &Options{MaxBodyBytes: 4096, SSE: &sse.Options{KeepAlive: -1}, Store: st, Keys: st})
+	srv := testServer(fakeClient, fakeUpstream{}, &Options{MaxBodyBytes: 4096, SSE: &sse.Options{KeepAlive: -1}, Store: st, Keys: st})
 	h := srv.Handler()
 	f.Fuzz(func(t *testing.T, auth string) {
 		for _, p := range []struct{ path, body string }{

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -21,28 +20,36 @@ import (
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
+	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/upstreamtest"
 )
 
-// cannedCall returns resp n times, then io.EOF, never waiting.
-type cannedCall struct {
-	resp *pb.ModelInferResponse
-	n    int
-}
-
-func (c *cannedCall) RecvTick(context.Context, <-chan time.Time) (*pb.ModelInferResponse, error) {
-	r, _, err := c.TryRecv()
-	return r, err
-}
-
-func (c *cannedCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
-	if c.n == 0 {
-		return nil, true, io.EOF
+// cannedRelay starts a canned call that the caller feeds (feed) and
+// returns the relayer that relays it through tr into out, observed.
+func cannedRelay(tb testing.TB, srv *Server, ctx context.Context, tr translator, out sink) (*relayer, *upstream.Feed) {
+	var feed *upstream.Feed
+	j := &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: tr, op: opGenerate}
+	ob := srv.observe(ctx, j)
+	c, err := upstreamtest.Client(func(_ context.Context, _ *pb.ModelInferRequest, f *upstream.Feed) error {
+		feed = f
+		return nil
+	}).Start(ob.ctx, j.req)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	c.n--
-	return c.resp, true, nil
+	return &relayer{c: c, ob: ob, tr: tr, out: out, pending: tr.begin()}, feed
 }
 
-func (c *cannedCall) Cancel() {}
+// repeatClient answers every request with resp n times.
+func repeatClient(resp *pb.ModelInferResponse, n int) *upstream.Client {
+	return upstreamtest.Client(upstreamtest.Replies(func(*pb.ModelInferRequest) ([]*pb.ModelInferResponse, error) {
+		rs := make([]*pb.ModelInferResponse, n)
+		for i := range rs {
+			rs[i] = resp
+		}
+		return rs, nil
+	}))
+}
 
 // discardWriter is an http.ResponseWriter that drops the body.
 type discardWriter struct{ h http.Header }
@@ -129,19 +136,22 @@ func relayRoutes(tb testing.TB) []route {
 }
 
 // relayN relays n responses of rt, each its own batch and flush (as on a
-// stream paced by the model), through a fresh translator and sink.
+// stream paced by the model), through a fresh translator and sink, from a
+// canned call (so upstream's queue and decoding are in it too).
 func relayN(tb testing.TB, srv *Server, rt route, n int, frames *[]byte) {
-	c := &cannedCall{resp: rt.resp, n: n}
-	if err := relay(context.Background(), &oneAtATime{c}, rt.newTr(), rt.newSink(srv, frames)); err != nil {
-		tb.Fatal(err)
+	r, feed := cannedRelay(tb, srv, context.Background(), rt.newTr(), rt.newSink(srv, frames))
+	msg := upstream.Encode(rt.resp)
+	for range n {
+		feed.SendEncoded(msg)
+		if _, ended, err := r.step(); ended {
+			tb.Fatal(err)
+		}
+	}
+	feed.End(io.EOF)
+	if _, ended, err := r.step(); !ended || err != nil {
+		tb.Fatalf("ended %v: %v", ended, err)
 	}
 }
-
-// oneAtATime hides responses from TryRecv so that every response is its
-// own batch and flush, as on a stream paced by the model.
-type oneAtATime struct{ call }
-
-func (o *oneAtATime) TryRecv() (*pb.ModelInferResponse, bool, error) { return nil, false, nil }
 
 func benchServer() *Server {
 	return testServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
@@ -190,8 +200,7 @@ func BenchmarkInferRoute(b *testing.B) {
 	header := `{"id":"1","inputs":[{"name":"IN","shape":[4],"datatype":"INT32","parameters":{"binary_data_size":16}}],"outputs":[{"name":"OUT","parameters":{"binary_data":true}}]}`
 	body := append([]byte(header), make([]byte, 16)...)
 	resp := cannedResponse(tensor.NewInt32("OUT", []int64{4}, []int32{1, 2, 3, 4}))
-	start := func(context.Context, *pb.ModelInferRequest) (call, error) { return &cannedCall{resp: resp, n: 1}, nil }
-	h := testServer(start, fakeUpstream{}, nil).Handler()
+	h := testServer(repeatClient(resp, 1), fakeUpstream{}, nil).Handler()
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -224,7 +233,7 @@ func BenchmarkRequestTelemetry(b *testing.B) {
 			opts.TracerProvider = tp
 		}
 		b.Run(name, func(b *testing.B) {
-			h := testServer(fakeStart, fakeUpstream{}, opts).Handler()
+			h := testServer(fakeClient, fakeUpstream{}, opts).Handler()
 			b.ReportAllocs()
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodPost, "/v2/models/repeat_int32/generate_stream", strings.NewReader(body))
@@ -252,10 +261,7 @@ func BenchmarkRequest(b *testing.B) {
 		tensor.NewInt32("OUT", []int64{1}, []int32{42}),
 		tensor.NewUint32("IDX", []int64{1}, []uint32{7}),
 	)
-	start := func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
-		return &cannedCall{resp: resp, n: 100}, nil
-	}
-	srv := testServer(start, fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	srv := testServer(repeatClient(resp, 100), fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
 	h := srv.Handler()
 	in := make([]string, 100)
 	for i := range in {
@@ -277,10 +283,7 @@ func BenchmarkRequest(b *testing.B) {
 // request, the chunks and the event stream's headers.
 func BenchmarkChatRequest(b *testing.B) {
 	resp := cannedResponse(tensor.NewString("text_output", " word"))
-	start := func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
-		return &cannedCall{resp: resp, n: 100}, nil
-	}
-	srv := testServer(start, fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	srv := testServer(repeatClient(resp, 100), fakeUpstream{}, &Options{MaxBodyBytes: 1 << 20, SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
 	h := srv.Handler()
 	body := `{"max_tokens":100,"messages":[{"content":"` + strings.Repeat("word ", 97) + `word","role":"user"}],"model":"echo","stream":true}`
 	w := &discardWriter{h: http.Header{}}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
-	"time"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamgate/streamgate/gateway/detach"
 )
@@ -57,21 +54,13 @@ func (s *Server) detachStream(w http.ResponseWriter, r *http.Request, f errorFor
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	dr := r.WithContext(ctx) // net/http ends r's context as the handler returns
 	dr.Body = http.NoBody    // read; and it holds net/http's read buffer
-	end := detachedEnd{span: sw.span, start: sw.start, since: sw.since, route: routePattern(r)}
-	go s.runDetached(d, dr, cancel, f, run, end, remove)
+	w2 := &statusWriter{ResponseWriter: d, since: sw.since, span: sw.span, start: sw.start}
+	go s.runDetached(d, w2, dr, cancel, f, run, routePattern(r), remove)
 	return true
 }
 
-// detachedEnd is what a detached request needs of instrument's work.
-type detachedEnd struct {
-	span  trace.Span
-	start time.Time
-	since time.Time
-	route string
-}
-
 // runDetached is a detached request's goroutine.
-func (s *Server) runDetached(d *detach.Response, r *http.Request, cancel context.CancelFunc, f errorFormat, run handlerFunc, end detachedEnd, remove func()) {
+func (s *Server) runDetached(d *detach.Response, w *statusWriter, r *http.Request, cancel context.CancelFunc, f errorFormat, run handlerFunc, route string, remove func()) {
 	defer remove()
 	defer func() {
 		if v := recover(); v != nil { // as net/http answers a handler's panic
@@ -81,11 +70,10 @@ func (s *Server) runDetached(d *detach.Response, r *http.Request, cancel context
 		}
 	}()
 	d.Watch(cancel) // the client leaving ends the request, as in net/http
-	w := &statusWriter{ResponseWriter: d, since: end.since}
 	if err := run(w, r); err != nil {
 		s.writeError(w, r, f, err)
 	}
-	s.endServerSpan(r.Context(), r, end.span, w, end.start, end.route)
+	s.endServerSpan(r.Context(), r, w, route)
 	cancel()
 	var back *detach.Listener
 	if !s.draining.Load() {
@@ -128,7 +116,7 @@ func (s *Server) runShallow(w http.ResponseWriter, r *http.Request, f errorForma
 		if err := run(w, r); err != nil {
 			s.writeError(w, r, f, err)
 		}
-		s.endServerSpan(r.Context(), r, sw.span, sw, sw.start, route)
+		s.endServerSpan(r.Context(), r, sw, route)
 	}
 	return true
 }

@@ -23,15 +23,18 @@
 //  2. The handler picks a sink for that form (sinks.go: sseSink, bodySink,
 //     wsSink) and calls Server.serve(ctx, conn, job, sink), which admits
 //     the request (drain state, global and per-connection limits, the
-//     registry Drain ends), starts it upstream, relays its responses
-//     batch by batch into the sink (relay, with keepalives), and accounts
-//     how it ended (metrics, client gone, drained). serve is begin, relay
-//     and finish on the handler's goroutine; a WebSocket request runs
-//     begin, then flight.relayLater: it waits without a goroutine, and
-//     each time its call has responses (upstream.Call.Notify) the upstream
-//     stream's reader that queued them relays them itself (the sink only
-//     queues frames for the socket's writer, so it never blocks), until
-//     a short-lived goroutine finishes it (ws.Request.Later).
+//     registry Drain ends), starts it upstream (upstream.Client.Start),
+//     relays its responses batch by batch into the sink (flight.run,
+//     with keepalives), and finishes it: span, metrics, log line, limits
+//     settled, the error delivered in band if the sink can (finish, the
+//     one end of every inference request). While serve's caller waits,
+//     short-lived goroutines relay each batch as upstream.Call.Notify
+//     says it is ready (flight.run); a WebSocket request runs begin, then
+//     flight.relayLater: nothing waits, and each time its call has
+//     responses the upstream stream's reader that queued them relays
+//     them itself (the sink only queues frames for the socket's writer,
+//     so it never blocks), until a short-lived goroutine finishes it
+//     (ws.Request.Later). Both relay with the same relayer.
 //  3. An error is answered once, in the route's format (errors.go):
 //     classify turns any error into an httpError (status, code, message,
 //     Retry-After); serve lets the sink deliver it in band when the
@@ -52,14 +55,14 @@
 // the http.Server for keep-alive. A held stream then costs neither
 // net/http's handler goroutine nor its buffers.
 //
-// Shallow streams (runShallow in detached.go, serveParked in
-// lifecycle.go): an event stream that stays in net/http (HTTP/2, TLS)
-// runs the rest of its life after the router has returned, from the
-// gateway's top handler (topHandler), and its handler goroutine waits
-// there on a channel while relayLater relays it (keepalives from a
-// timer). Waiting a few frames deep, the goroutine's stack halves to
-// 4 KB at the next collections instead of staying at the 8 KB that
-// parsing the request grew.
+// Shallow streams (runShallow in detached.go): an event stream that
+// stays in net/http (HTTP/2, TLS) runs the rest of its life after the
+// router has returned, from the gateway's top handler (topHandler), so
+// that its handler goroutine waits with none of the router's frames
+// under it and its stack shrinks at the next collections. It is the one
+// trick left that is shaped around goroutine stacks: without it a held
+// HTTP/2 stream costs about 1.7 KB more (bench --preset hold --http2),
+// past the 25 KB a held stream may cost (cmd/internal/bench/README.md).
 //
 // # Where new behaviour hooks in
 //
@@ -90,9 +93,9 @@
 //   - OpenTelemetry (telemetry.go): the server span starts in instrument
 //     (every HTTP request, named by its route pattern, continuing the
 //     caller's traceparent) or wsRequest (one per WebSocket request, a
-//     child of its socket's); the upstream span (observe) wraps the call in
-//     serve from s.start to its end, sees each response through
-//     observedCall (first-response event, TTFT), gets its cancel event
+//     child of its socket's); the upstream span (observe) wraps the call
+//     from upstream.Client.Start to its end, sees each response through
+//     the relayer (first-response event, TTFT), gets its cancel event
 //     where serve cancels the call, and records the GenAI metrics when it
 //     ends. Upstream propagates the span's context and adds its own events
 //     (retry, behind). A new metric is one line in newGatewayMetrics

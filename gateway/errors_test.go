@@ -10,9 +10,10 @@ import (
 	"syscall"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/upstream"
-	"google.golang.org/grpc/codes"
 )
 
 // A model error's class sets its status; overload (a full queue, a

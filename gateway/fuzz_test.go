@@ -10,15 +10,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/tritonhttp"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/streamgate/streamgate/upstream/upstreamtest"
 )
 
 // fakeUpstream answers metadata for repeat_int32 and echo and runs every
@@ -73,35 +74,12 @@ func (fakeUpstream) RepositoryIndex(context.Context) ([]*pb.RepositoryIndexRespo
 	return []*pb.RepositoryIndexResponse_ModelIndex{{Name: "echo", State: "READY"}, {Name: "repeat_int32", State: "READY"}}, nil
 }
 
-type fakeCall struct {
-	ctx   context.Context
-	resps []*pb.ModelInferResponse
-}
+// fakeClient answers echo with two text responses (a UTF-8 character
+// split between them) and any other model with one repeat_int32
+// response.
+var fakeClient = upstreamtest.Client(upstreamtest.Replies(fakeReplies))
 
-func (c *fakeCall) RecvTick(ctx context.Context, _ <-chan time.Time) (*pb.ModelInferResponse, error) {
-	return c.recv()
-}
-
-func (c *fakeCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
-	r, err := c.recv()
-	return r, true, err
-}
-
-func (c *fakeCall) recv() (*pb.ModelInferResponse, error) {
-	if err := c.ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(c.resps) == 0 {
-		return nil, io.EOF
-	}
-	r := c.resps[0]
-	c.resps = c.resps[1:]
-	return r, nil
-}
-
-func (c *fakeCall) Cancel() {}
-
-func fakeStart(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
+func fakeReplies(req *pb.ModelInferRequest) ([]*pb.ModelInferResponse, error) {
 	if _, err := tensor.FromRequest(req); err != nil {
 		return nil, err
 	}
@@ -110,17 +88,14 @@ func fakeStart(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
 		tensor.ToResponse(r, outs)
 		return r
 	}
-	c := &fakeCall{ctx: ctx}
 	if req.GetModelName() == "echo" {
-		c.resps = append(c.resps, resp(tensor.NewString("text_output", "h\xc3")), resp(tensor.NewString("text_output", "\xa9!"), tensor.NewString("finish_reason", "stop")))
-	} else {
-		c.resps = append(c.resps, resp(tensor.NewInt32("OUT", []int64{1}, []int32{7}), tensor.NewUint32("IDX", []int64{1}, []uint32{0})))
+		return []*pb.ModelInferResponse{resp(tensor.NewString("text_output", "h\xc3")), resp(tensor.NewString("text_output", "\xa9!"), tensor.NewString("finish_reason", "stop"))}, nil
 	}
-	return c, nil
+	return []*pb.ModelInferResponse{resp(tensor.NewInt32("OUT", []int64{1}, []int32{7}), tensor.NewUint32("IDX", []int64{1}, []uint32{0}))}, nil
 }
 
 func fakeServer() *Server {
-	return testServer(fakeStart, fakeUpstream{}, &Options{MaxBodyBytes: 4096, SSE: &sse.Options{KeepAlive: -1}})
+	return testServer(fakeClient, fakeUpstream{}, &Options{MaxBodyBytes: 4096, SSE: &sse.Options{KeepAlive: -1}})
 }
 
 // checkResponse fails unless the recorded response is well formed for its
@@ -258,9 +233,11 @@ func FuzzWebSocketRequest(f *testing.F) {
 		if fe != nil || req.Type == ws.TypeCancel {
 			return
 		}
-		err := srv.wsRequest(t.Context(), upgrade, req, func(p []byte) error {
+		err := ws.Serve(t.Context(), req, func(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
+			return srv.wsRequest(ctx, upgrade, req, emit)
+		}, func(p []byte) error {
 			if !json.Valid(p) {
-				t.Fatalf("data is not JSON: %q", p)
+				t.Errorf("data is not JSON: %q", p)
 			}
 			return nil
 		})

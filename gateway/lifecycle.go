@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,7 @@ import (
 // The life of one inference request, the same for every route and
 // protocol: a handler validates the request into a job, then serve admits
 // it, starts it upstream, relays its responses into a sink and accounts how
-// it ended. sinks.go has the three sinks, errors.go the error formats.
+// it ended. sinks.go has the sinks, errors.go the error formats.
 
 // translator turns one call's responses into payloads, each one JSON
 // value: an SSE event's data, a WebSocket data frame's "data", or the body
@@ -58,8 +59,10 @@ type job struct {
 }
 
 // sink is where one request's payloads go: an event stream (sseSink), one
-// JSON body (bodySink) or WebSocket data frames (wsSink). serve drives it
-// from the request's goroutine; nothing else touches it.
+// JSON body (bodySink) or WebSocket data frames (wsSink); logSink (a
+// background response's) writes them to its resumable log alone. Its
+// request's relay drives it (run or relayLater), one batch at a time;
+// only cut comes from elsewhere.
 type sink interface {
 	// protocol names the sink in metrics: "sse", "http" or "ws".
 	protocol() string
@@ -80,6 +83,13 @@ type sink interface {
 	// returns false when it wrote nothing and the caller must answer err
 	// in its route's error format.
 	fail(err error) bool
+	// writer is the HTTP response the sink writes, whose log line names
+	// the request's model and tokens (noteRequest); nil for none.
+	writer() http.ResponseWriter
+	// countEvents counts in metrics the payloads sent since the last
+	// count (flush and fail count too; finish calls it for a batch that
+	// ended early).
+	countEvents()
 	// cut makes the sink's write in progress and every later one fail at
 	// once. Unlike the other methods it is called from another goroutine:
 	// Drain's, for a request that outlived its stop timeout.
@@ -92,9 +102,11 @@ type sink interface {
 //     (limitKey: the API key, else the connection), registered for Drain;
 //     a keyed request's model allowed and its key's limits taken
 //     (admitKeyed), settled when it ends;
-//  2. start the call upstream;
-//  3. relay its responses through j's translator into out;
-//  4. account how it ended and let out deliver the error if it can.
+//  2. start the call upstream (upstream.Client.Start);
+//  3. relay its responses through j's translator into out, with out's
+//     keepalives while it is quiet;
+//  4. finish: account how it ended and let out deliver the error if it
+//     can.
 //
 // ctx is the request's (the HTTP request's, or the WebSocket request's);
 // when it is done the call is cancelled upstream. conn names the client
@@ -104,20 +116,16 @@ type sink interface {
 // error, and otherwise the error the caller must answer (errClientGone
 // when there is nobody to answer).
 //
-// serve is begin (1, 2), relay (3) and finish (4) on the caller's
-// goroutine; relayLater runs 3 and 4 without one.
+// serve is begin (1, 2) and flight.run (3, 4); the caller's goroutine
+// waits for the end. A WebSocket request runs 3 and 4 with no goroutine
+// waiting (flight.relayLater). Both relay in steps, with the same
+// relayer, and end in finish.
 func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error {
-	// serve's frame (and relay's, below it) stays on the stack of a
-	// streaming request for its whole life, under net/http's and the
-	// router's: the admission and the error paths are functions of their
-	// own so that the frames stay small. A handler goroutine that waits
-	// using under 4 KB of stack keeps an 8 KB stack; one that waits deeper
-	// keeps 16 KB, which is most of what a held stream costs.
 	f, err := s.begin(ctx, nil, conn, j, out)
 	if f == nil {
 		return err
 	}
-	return f.finish(relay(f.ctx, f.c, j.tr, out))
+	return f.run()
 }
 
 // flight is a request between begin and finish: admitted, its call
@@ -130,26 +138,16 @@ type flight struct {
 	own    bool   // ctx is parent's child, cancelled by finish
 	done   func() // gives back what admission took
 	ob     *observation
-	raw    call // the call as started
-	c      call // raw, observed by ob
+	c      *upstream.Call
 	j      *job
 	out    sink
 	active *metrics.GaugeValue
+	r      relayer
 
-	// relayLater's state
-	r     relayer
+	// The relay's state (run, relayLater).
 	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
-	ended func(error)
-	// With a keepalive (out.keepAlive() > 0, serveParked): quiet wakes
-	// step after ka without a batch, and idleDue says it has fired.
-	ka      time.Duration
-	quiet   *time.Timer
-	idleDue atomic.Bool
-	// start and last: a batch notes when it went out (last, since start)
-	// rather than resetting quiet; quiet, when it fires, waits again for
-	// what is left of ka since then.
-	start time.Time
-	last  time.Duration
+	ended func(error)  // takes what serve returns
+	ka    *keepalive   // nil without keepalives
 }
 
 // begin admits j and starts its call: serve's steps 1 and 2. A nil flight
@@ -170,24 +168,24 @@ func (s *Server) begin(ctx context.Context, cancel context.CancelCauseFunc, conn
 		return nil, err
 	}
 	f.ob = s.observe(f.ctx, j) // the upstream span, in ob.ctx
-	f.raw, err = s.start(f.ob.ctx, j.req)
+	f.c, err = s.up.Start(f.ob.ctx, j.req)
 	if err != nil {
 		err = s.failed(f.ctx, ctx, f.ob, nil, j, out, err)
 		f.done()
 		f.release()
 		return nil, err
 	}
-	f.c = f.ob.call(f.raw)
-	f.active = s.active(out.protocol())
+	f.r = relayer{c: f.c, ob: f.ob, tr: j.tr, out: out, pending: j.tr.begin()}
+	f.active = s.metrics.active.With(out.protocol())
+	f.active.Inc()
 	return f, nil
 }
 
-// finish ends a flight whose relay returned err: serve's step 4. It
-// returns what serve returns.
+// finish ends a flight whose relay returned err: serve's step 4, the one
+// end of every inference request. It returns what serve returns.
 func (f *flight) finish(err error) error {
-	if ws, ok := f.out.(*wsSink); ok {
-		ws.countEvents() // what the last batch emitted, if it did not flush
-	}
+	f.c.Notify(nil)
+	f.out.countEvents() // what the last batch emitted, if it did not flush
 	if err == nil {
 		f.ob.end(nil, false, f.j.tr)
 		noteRequest(f.out, f.ob)
@@ -208,82 +206,121 @@ func (f *flight) release() {
 	}
 }
 
-// notifier is a call that says when it may have a response ready or has
-// ended (upstream.Call.Notify).
-type notifier interface {
-	Notify(func())
-}
-
-// canRelayLater says whether relayLater can run f: its call says when it
-// has responses (notifier) and its sink needs no keepalives (a timer to
-// wait for). Otherwise the caller relays and finishes f itself.
-func (f *flight) canRelayLater() bool {
-	_, ok := f.raw.(notifier)
-	return ok && f.out.keepAlive() <= 0
-}
-
-// relayLater relays f's call and finishes f like serve, but without a
-// goroutine that waits: each time the call says it may have a response
-// ready (or has ended), a goroutine relays what is ready, flushes and
-// leaves; once the call has ended it finishes f and gives ended what
-// serve would have returned. f's call must be a notifier. A sink with a
-// keepalive gets its idle calls as in relay, from a timer that wakes the
-// request when it has been quiet that long; a sink without one
-// (canRelayLater) must not block in its writes.
-func (f *flight) relayLater(ended func(error)) {
-	f.r = relayer{c: f.c, tr: f.j.tr, out: f.out, pending: f.j.tr.begin()}
-	f.ended = ended
+// run relays f's call and finishes f: serve's steps 3 and 4. The
+// caller's goroutine only waits for the end: each time the call says it
+// may have a response ready (Notify) or has ended (which it does when
+// the request's context is done), and each time the keepalive is due, a
+// short-lived goroutine relays what is ready (step) and leaves. The
+// caller waits a channel receive deep, so its stack (grown by parsing the
+// request) shrinks at the next collections, and the relay's deeper
+// frames (the translator, the writes) are on no goroutine while the
+// request is quiet. The sink sends the payloads of every response already
+// queued, then flushes once (one write per batch), and out.idle is called
+// whenever the request has been quiet for out.keepAlive(). The payloads
+// of tr.begin wait for the first response (or the first idle), so that
+// an error coming first finds the response still uncommitted and gets
+// its own status.
+func (f *flight) run() error {
+	done := make(chan error, 1)
+	f.ended = func(err error) { done <- err }
 	if ka := f.out.keepAlive(); ka > 0 {
-		f.ka, f.start = ka, time.Now()
-		f.quiet = time.AfterFunc(ka, f.wakeIdle)
+		f.ka = &keepalive{ka: ka, start: time.Now()}
+		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
+		f.ka.t.Reset(ka)
 	}
-	if f.quiet == nil {
-		f.raw.(notifier).Notify(f.wakeHere)
-	} else {
-		f.raw.(notifier).Notify(f.wake)
-	}
-	f.wake()
+	f.c.Notify(f.wakeGo)
+	f.wakeGo()
+	return <-done
 }
 
-// wakeIdle is the keepalive timer's: the request has been quiet for ka.
+// keepalive is when a quiet request is due its sink's idle call. The
+// timer is not reset by every batch: a batch notes when it went out
+// (last, since start), and the timer, when it fires, waits again for
+// what is left of the interval since then.
+type keepalive struct {
+	ka    time.Duration
+	t     *time.Timer // wakes the request (wakeIdle)
+	fired atomic.Bool // t has fired since the last step looked
+	start time.Time
+	last  time.Duration
+}
+
+// batch notes that a batch went out now.
+func (k *keepalive) batch() { k.last = time.Since(k.start) }
+
+// due says whether the timer fired and the request has been quiet for
+// the whole interval since (the timer then restarts for the next one);
+// when a batch went out meanwhile the timer waits for the rest.
+func (k *keepalive) due() bool {
+	if !k.fired.Swap(false) {
+		return false
+	}
+	now := time.Since(k.start)
+	if quiet := now - k.last; quiet < k.ka {
+		k.t.Reset(k.ka - quiet)
+		return false
+	}
+	k.last = now
+	k.t.Reset(k.ka)
+	return true
+}
+
+// wakeIdle is the keepalive timer's: the request may be due its idle.
 func (f *flight) wakeIdle() {
-	f.idleDue.Store(true)
-	f.wake()
+	f.ka.fired.Store(true)
+	f.wakeGo()
 }
 
-// wake runs step on a goroutine of its own unless one runs already (which
-// then steps again).
-func (f *flight) wake() {
+// relayLater relays f's call and finishes f like run, but with no
+// goroutine at all between batches: each time the call says it may have
+// a response ready (or has ended), the goroutine that says so (the
+// upstream stream's reader, which has just queued a response) relays
+// what is ready itself, unless another does already; once the call has
+// ended, f is finished on a goroutine of its own, which gives ended what
+// serve would have returned. It is for sinks whose writes never block
+// and that need no keepalives: a WebSocket request's (its session queues
+// the frames).
+func (f *flight) relayLater(ended func(error)) {
+	f.ended = ended
+	f.c.Notify(f.wakeHere)
+	f.wakeHere()
+}
+
+// wakeGo steps f on a goroutine of its own unless a step runs already
+// (which then steps again): run's.
+func (f *flight) wakeGo() {
 	if f.wakes.Add(1) == 1 {
-		go f.step()
+		go f.steps(false)
 	}
 }
 
-// wakeHere is wake for a sink that never blocks in its writes (no
-// keepalive: canRelayLater): the goroutine that calls it, the upstream
-// stream's reader that has just queued a response, relays what is ready
-// itself rather than waking a goroutine to do it, unless one runs
-// already. Only the end of the request, its accounting and the ended
-// callback, goes to a goroutine of its own.
+// wakeHere steps f on the calling goroutine unless a step runs already
+// (which then steps again): relayLater's.
 func (f *flight) wakeHere() {
 	if f.wakes.Add(1) == 1 {
 		f.steps(true)
 	}
 }
 
-// step relays whatever is ready, again while wake was called meanwhile,
-// and finishes f once its call has ended.
-func (f *flight) step() { f.steps(false) }
-
-// steps is step, on wakeHere's goroutine when here: f is then finished on
-// a goroutine of its own.
+// steps relays whatever is ready, with out.idle when the keepalive is
+// due, again while a wake came meanwhile, and finishes f once its call
+// has ended: there and then, or (here: on the goroutine that delivered
+// the response) on a goroutine of its own.
 func (f *flight) steps(here bool) {
 	defer f.recoverStep()
 	for {
 		n := f.wakes.Load()
 		relayed, ended, err := f.r.step()
-		if !ended && f.quiet != nil {
-			ended, err = f.keepAlive(relayed)
+		if !ended && f.ka != nil {
+			if relayed {
+				f.ka.batch()
+			}
+			if f.ka.due() {
+				if err = f.r.sendPending(); err == nil {
+					err = f.out.idle()
+				}
+				ended = err != nil
+			}
 		}
 		if ended { // wakes stays > 0: no step runs again
 			if here {
@@ -302,11 +339,11 @@ func (f *flight) steps(here bool) {
 	}
 }
 
-// end finishes f, whose relay ended with err.
+// end finishes f, whose relay ended with err, and hands what serve
+// returns to f.ended.
 func (f *flight) end(err error) {
-	f.raw.(notifier).Notify(nil)
-	if f.quiet != nil {
-		f.quiet.Stop()
+	if f.ka != nil {
+		f.ka.t.Stop()
 	}
 	f.ended(f.finish(err))
 }
@@ -315,12 +352,11 @@ func (f *flight) end(err error) {
 var errRelayPanic = &httpError{Status: http.StatusInternalServerError, Code: "internal", Msg: "internal error relaying the response"}
 
 // recoverStep ends f's request when its step panicked, as net/http ends a
-// handler that panics, rather than the whole process (which a panic on
-// a goroutine of step's own would end): the panic is logged with its
+// handler that panics, rather than the whole process (a panic on the
+// upstream reader's goroutine would end it): the panic is logged with its
 // stack and f finished with errRelayPanic, which its client gets like any
-// other failure (in band once its stream has started). wakes stays > 0:
-// no step runs again. A second panic, in finish itself, still ends the
-// process.
+// other failure. wakes stays > 0: no step runs again. A second panic, in
+// finish itself, still ends the process.
 func (f *flight) recoverStep() {
 	v := recover()
 	if v == nil {
@@ -328,66 +364,7 @@ func (f *flight) recoverStep() {
 	}
 	f.s.log.ErrorContext(f.ctx, "panic relaying a request", "model", f.j.req.GetModelName(),
 		"panic", v, "stack", stack())
-	f.raw.(notifier).Notify(nil)
-	if f.quiet != nil {
-		f.quiet.Stop()
-	}
-	f.ended(f.finish(errRelayPanic))
-}
-
-// keepAlive is relay's keepalive for relayLater: after a batch (relayed)
-// the request is quiet again for ka; when it has been quiet that long,
-// out.idle.
-func (f *flight) keepAlive(relayed bool) (ended bool, err error) {
-	now := time.Since(f.start)
-	if relayed {
-		f.last = now
-	}
-	if !f.idleDue.Swap(false) {
-		return false, nil
-	}
-	if quiet := now - f.last; quiet < f.ka {
-		f.quiet.Reset(f.ka - quiet)
-		return false, nil
-	}
-	if err := f.r.sendPending(); err != nil {
-		return true, err
-	}
-	if err := f.out.idle(); err != nil {
-		return true, err
-	}
-	f.last = now
-	f.quiet.Reset(f.ka)
-	return false, nil
-}
-
-// serveParked is serve for a request whose goroutine must stay until it
-// ends but need not relay (runShallow's: net/http's handler goroutine
-// over HTTP/2): the call is relayed with relayLater, and the goroutine
-// waits for it in this frame, a channel receive deep, rather than in
-// relay's wait. Waiting at that depth it uses under a quarter of an 8 KB
-// stack, so the runtime halves the stack its request's parsing grew.
-func (s *Server) serveParked(ctx context.Context, conn string, j *job, out sink) error {
-	f, err := s.begin(ctx, nil, conn, j, out)
-	if f == nil {
-		return err
-	}
-	if _, ok := f.raw.(notifier); !ok {
-		return f.finish(relay(f.ctx, f.c, j.tr, out))
-	}
-	done := make(chan error, 1)
-	f.relayLater(func(err error) { done <- err })
-	return <-done
-}
-
-// active counts one more request relaying on protocol and returns its
-// gauge (a function apart: see serve).
-//
-//go:noinline
-func (s *Server) active(protocol string) *metrics.GaugeValue {
-	g := s.metrics.active.With(protocol)
-	g.Inc()
-	return g
+	f.end(errRelayPanic)
 }
 
 // admitJob is serve's admission: admit, then a keyed request's model and
@@ -411,7 +388,7 @@ func (s *Server) admitJob(ctx context.Context, conn string, j *job, e *liveStrea
 
 // failed accounts a request whose call could not start (c nil) or ended
 // with err, and lets out deliver the error if it can: serve's error path.
-func (s *Server) failed(ctx, parent context.Context, ob *observation, c call, j *job, out sink, err error) error {
+func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstream.Call, j *job, out sink, err error) error {
 	err = endCause(ctx, parent, err)
 	s.noteEnd(out.protocol(), err)
 	if c == nil {
@@ -488,60 +465,11 @@ func (s *Server) noteEnd(protocol string, err error) {
 	}
 }
 
-// relay runs tr over c into out until the call ends. It sends the payloads
-// of every response already queued, then flushes once (one write per
-// batch), and calls out.idle whenever the request has been quiet for
-// out.keepAlive(). The payloads of tr.begin wait for the first response
-// (or the first idle), so that an error coming first finds the response
-// still uncommitted and gets its own status. Errors are the call's, the translator's, or
-// errClientGone when out could not write; the payloads before them may
-// still be buffered in out, for its in-band error to follow.
-func relay(ctx context.Context, c call, tr translator, out sink) error {
-	r := relayer{c: c, tr: tr, out: out, pending: tr.begin()}
-	var tick <-chan time.Time
-	ka := out.keepAlive()
-	var timer *time.Timer
-	// The timer is not reset by every batch: a batch notes when it went
-	// out (last, since start), and the timer, when it fires, waits again
-	// for what is left of ka since then.
-	var start time.Time
-	var last time.Duration
-	if ka > 0 {
-		timer = time.NewTimer(ka)
-		defer timer.Stop()
-		tick = timer.C
-		start = time.Now()
-	}
-	for {
-		resp, err := c.RecvTick(ctx, tick)
-		if resp == nil && err == nil { // the timer fired
-			now := time.Since(start)
-			if quiet := now - last; quiet < ka {
-				timer.Reset(ka - quiet)
-				continue
-			}
-			if err := r.sendPending(); err != nil {
-				return err
-			}
-			if err := out.idle(); err != nil {
-				return err
-			}
-			last = now
-			timer.Reset(ka)
-			continue
-		}
-		if ended, err := r.batch(resp, err); ended {
-			return err
-		}
-		if timer != nil {
-			last = time.Since(start)
-		}
-	}
-}
-
-// relayer is relay's state between batches.
+// relayer relays one call's responses through its translator into its
+// sink, a batch at a time; it keeps the state between batches.
 type relayer struct {
-	c       call
+	c       *upstream.Call
+	ob      *observation // sees every response
 	tr      translator
 	out     sink
 	pending [][]byte // tr.begin's payloads, until the first response
@@ -565,7 +493,7 @@ func (r *relayer) sendPending() error {
 // step relays the responses ready now, if any, without waiting (batch);
 // relayed says there were.
 func (r *relayer) step() (relayed, ended bool, err error) {
-	resp, ok, err := r.c.TryRecv()
+	resp, ok, err := r.recv()
 	if !ok {
 		return false, false, nil
 	}
@@ -573,9 +501,22 @@ func (r *relayer) step() (relayed, ended bool, err error) {
 	return true, ended, err
 }
 
+// recv takes the call's next response if one is ready (ok), or its end
+// (err: io.EOF when it completed).
+func (r *relayer) recv() (resp *pb.ModelInferResponse, ok bool, err error) {
+	resp, ok, err = r.c.TryRecv()
+	if resp != nil {
+		r.ob.response()
+	}
+	return resp, ok, err
+}
+
 // batch relays one result of the call (resp, or its end: err) and every
 // response already queued after it, then flushes. ended says that relay
 // is over, with err (nil: the call completed and its payloads are out).
+// Errors are the call's, the translator's, or errClientGone when out
+// could not write; the payloads before them may still be buffered in
+// out, for its in-band error to follow.
 func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ error) {
 	if err == nil || err == io.EOF {
 		if err := r.sendPending(); err != nil {
@@ -604,7 +545,7 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 			return true, err
 		}
 		var ok bool
-		if resp, ok, err = r.c.TryRecv(); !ok {
+		if resp, ok, err = r.recv(); !ok {
 			break
 		}
 	}

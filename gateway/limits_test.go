@@ -7,30 +7,21 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/upstreamtest"
 )
-
-// heldCall delivers nothing until its request's context ends.
-type heldCall struct{ ctx context.Context }
-
-func (c heldCall) RecvTick(ctx context.Context, _ <-chan time.Time) (*pb.ModelInferResponse, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-func (c heldCall) TryRecv() (*pb.ModelInferResponse, bool, error) { return nil, false, nil }
-func (c heldCall) Cancel()                                        {}
 
 // The per-client limit counts a request against the API key that
 // authentication put in its context (withLimitKey), across connections;
 // without one, against its connection.
 func TestPerClientLimitKey(t *testing.T) {
 	started := make(chan struct{}, 4)
-	start := func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
+	start := upstreamtest.Client(func(context.Context, *pb.ModelInferRequest, *upstream.Feed) error {
 		started <- struct{}{}
-		return heldCall{ctx}, nil
-	}
+		return nil // held until its context ends
+	})
 	srv := testServer(start, fakeUpstream{}, &Options{MaxStreamsPerConn: 1})
 	// authenticate stands in for the API key hook: the X-Test-Key header
 	// names the key.

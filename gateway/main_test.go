@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/streamgate/streamgate/upstream"
 )
 
 // The tests here drive the gateway without a network (canned calls,
@@ -17,7 +19,7 @@ func TestMain(m *testing.M) {
 // testServer is newServer for requests made by httptest.NewRequest, whose
 // Host is example.com: a name the open gateway's guard refuses unless
 // allowed.
-func testServer(start startFunc, inspect Inspector, opts *Options) *Server {
+func testServer(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 	o := Options{}
 	if opts != nil {
 		o = *opts
@@ -25,5 +27,5 @@ func testServer(start startFunc, inspect Inspector, opts *Options) *Server {
 	if o.AllowedHosts == nil {
 		o.AllowedHosts = []string{"example.com"}
 	}
-	return newServer(start, inspect, &o)
+	return newServer(up, inspect, &o)
 }

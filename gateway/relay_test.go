@@ -2,52 +2,24 @@ package gateway
 
 import (
 	"context"
-	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
 	"github.com/streamgate/streamgate/gateway/sse"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/upstreamtest"
 )
-
-// chanCall is a call fed by a test through a channel; closing it ends the
-// call (io.EOF).
-type chanCall struct{ ch chan *pb.ModelInferResponse }
-
-func (c *chanCall) RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error) {
-	select {
-	case r, ok := <-c.ch:
-		if !ok {
-			return nil, io.EOF
-		}
-		return r, nil
-	case <-tick:
-		return nil, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-func (c *chanCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
-	select {
-	case r, ok := <-c.ch:
-		if !ok {
-			return nil, true, io.EOF
-		}
-		return r, true, nil
-	default:
-		return nil, false, nil
-	}
-}
-
-func (c *chanCall) Cancel() {}
 
 // nameEvents renders each response as its model name.
 type nameEvents struct{}
@@ -82,48 +54,74 @@ func (r *flushRecorder) snapshot() []string {
 
 var _ http.Flusher = (*flushRecorder)(nil)
 
-// TestRelaySSEBatchesAndKeepsAlive: the handler goroutine writes what is
-// ready in one flush, keepalives cover quiet periods (also before the
-// first response), and the quiet period restarts after each batch.
-func TestRelaySSEBatchesAndKeepsAlive(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
+// feeds is a canned upstream whose calls the test feeds, in the order
+// they start.
+func feeds(n int) (*upstream.Client, chan *upstream.Feed) {
+	ch := make(chan *upstream.Feed, n)
+	return upstreamtest.Client(upstreamtest.Feeds(ch)), ch
+}
+
+// TestServeSSEBatchesAndKeepsAlive: an event stream sends, flush for
+// flush, the headers with the first event when the first response is
+// late, keepalives while quiet, a batch per group of ready responses with
+// the quiet period restarting after it, and the end; a client that
+// leaves ends it. Every event is counted once.
+func TestServeSSEBatchesAndKeepsAlive(t *testing.T) {
+	script := func(t *testing.T, leave bool) ([]string, int64, error) {
+		up, calls := feeds(1)
 		rd := sdkmetric.NewManualReader()
-		srv := testServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second},
+		srv := testServer(up, fakeUpstream{}, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second},
 			MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))})
+		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
 		out := srv.newSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), tritonErrors, false)
-		if err := out.start(); err != nil {
-			t.Fatal(err)
-		}
-		c := &chanCall{ch: make(chan *pb.ModelInferResponse, 8)}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
 		errc := make(chan error, 1)
-		go func() { errc <- relay(t.Context(), c, nameEvents{}, out) }()
+		go func() {
+			errc <- srv.serve(ctx, "", &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: nameEvents{}, op: opGenerate}, out)
+		}()
+		c := <-calls
 		synctest.Wait()
-		time.Sleep(10 * time.Second) // quiet: one keepalive
+		time.Sleep(10 * time.Second) // the first response is late: headers and begin
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // quiet: a keepalive
 		synctest.Wait()
 		for _, m := range []string{"a", "b", "c"} {
-			c.ch <- &pb.ModelInferResponse{ModelName: m}
+			c.Send(&pb.ModelInferResponse{ModelName: m})
 		}
-		time.Sleep(9 * time.Second) // the three go out at once; quiet restarts
 		synctest.Wait()
-		close(c.ch)
-		if err := <-errc; err != nil {
-			t.Fatal(err)
+		time.Sleep(9 * time.Second) // quiet restarted at the batch: nothing yet
+		synctest.Wait()
+		c.Send(&pb.ModelInferResponse{ModelName: "d"})
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // a keepalive
+		synctest.Wait()
+		if leave {
+			cancel()
+		} else {
+			c.End(io.EOF)
 		}
-		got := rec.snapshot()
-		ev := func(i int, d string) string { return string(sse.AppendEvent(nil, uint64(i+1), []byte(d))) } // event i has id i+1
-		want := []string{
-			"", // headers
-			ev(0, "begin"),
-			sse.KeepAliveComment,
-			ev(1, "a") + ev(2, "b") + ev(3, "c"),
-			ev(4, "end") + ev(5, "[DONE]"),
-		}
-		if strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Fatalf("flushes\n%q\nwant\n%q", got, want)
-		}
-		if n := counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "sse")); n != 6 {
-			t.Fatalf("%v events counted, want 6", n)
-		}
-	})
+		err := <-errc
+		return rec.snapshot(), counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "sse")), err
+	}
+	ev := func(i int, d string) string { return string(sse.AppendEvent(nil, uint64(i+1), []byte(d))) } // event i has id i+1
+	want := []string{ev(0, "begin"), sse.KeepAliveComment, ev(1, "a") + ev(2, "b") + ev(3, "c"), ev(4, "d"), sse.KeepAliveComment}
+	for _, leave := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			got, events, err := script(t, leave)
+			if leave && !errors.Is(err, errClientGone) || !leave && err != nil {
+				t.Fatalf("leave %v: ended with %v", leave, err)
+			}
+			w, wantEvents := want, int64(5)
+			if !leave {
+				w, wantEvents = append(slices.Clip(want), ev(5, "end")+ev(6, "[DONE]")), 7
+			}
+			if !slices.Equal(got, w) {
+				t.Fatalf("leave %v: flushes\n%q\nwant\n%q", leave, got, w)
+			}
+			if events != wantEvents {
+				t.Fatalf("leave %v: %d events counted, want %d", leave, events, wantEvents)
+			}
+		})
+	}
 }

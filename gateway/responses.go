@@ -533,11 +533,13 @@ func (rr *runningResponses) cancel(ctx context.Context, id string) bool {
 // client.
 type logSink struct{ p *resume.Producer }
 
-func (o *logSink) protocol() string         { return "http" }
-func (o *logSink) keepAlive() time.Duration { return 0 }
-func (o *logSink) idle() error              { return nil }
-func (o *logSink) fail(error) bool          { return false }
-func (o *logSink) cut()                     {}
+func (o *logSink) protocol() string            { return "http" }
+func (o *logSink) keepAlive() time.Duration    { return 0 }
+func (o *logSink) idle() error                 { return nil }
+func (o *logSink) fail(error) bool             { return false }
+func (o *logSink) cut()                        {}
+func (o *logSink) countEvents()                {}
+func (o *logSink) writer() http.ResponseWriter { return nil }
 
 func (o *logSink) send(p []byte) error {
 	o.p.Append(p)

@@ -124,7 +124,7 @@ func TestResponseInputItemsPages(t *testing.T) {
 // body may is a 400 naming previous_response_id, not a conversation
 // that doubles at each turn of a model that repeats it.
 func TestResponseChainBounded(t *testing.T) {
-	srv := testServer(fakeStart, fakeUpstream{}, &Options{MaxBodyBytes: 4096, Store: store.NewMemory()})
+	srv := testServer(fakeClient, fakeUpstream{}, &Options{MaxBodyBytes: 4096, Store: store.NewMemory()})
 	h := srv.Handler()
 	obj := openai.NewResponse("resp-big", 1, &openai.ResponsesRequest{Model: "echo", Store: true})
 	obj.Status = openai.StatusCompleted

@@ -145,9 +145,6 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, errs e
 	resumable := s.resumableAsked(asked)
 	run := func(w http.ResponseWriter, r *http.Request) error {
 		out := s.newSSESink(w, r, errs, firstErrorAsEvent)
-		if !resumable && runsShallow(w) {
-			return s.serveParked(r.Context(), r.RemoteAddr, j, out)
-		}
 		if !resumable {
 			return s.serve(r.Context(), r.RemoteAddr, j, out)
 		}

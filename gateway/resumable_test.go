@@ -19,6 +19,8 @@ import (
 	"github.com/streamgate/streamgate/gateway/store/redistest"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
+	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/upstreamtest"
 )
 
 // eachStore runs f on the in-process store and on a real redis-server.
@@ -44,20 +46,22 @@ type resumeRig struct {
 	calls chan *rigCall
 }
 
-// rigCall is one upstream call: the test sends responses on ch and closes
-// it to end the call; ctx is the call's context.
+// rigCall is one upstream call: the test sends its responses and ends
+// it; ctx is the call's context.
 type rigCall struct {
-	chanCall
+	f   *upstream.Feed
 	ctx context.Context
 }
 
+func (c *rigCall) send(r *pb.ModelInferResponse) { c.f.Send(r) }
+func (c *rigCall) end()                          { c.f.End(io.EOF) }
+
 func newResumeRig(t *testing.T, opts *Options) *resumeRig {
 	rig := &resumeRig{t: t, calls: make(chan *rigCall, 16)}
-	start := func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
-		c := &rigCall{chanCall{make(chan *pb.ModelInferResponse, 64)}, ctx}
-		rig.calls <- c
-		return c, nil
-	}
+	start := upstreamtest.Client(func(ctx context.Context, _ *pb.ModelInferRequest, f *upstream.Feed) error {
+		rig.calls <- &rigCall{f, ctx}
+		return nil
+	})
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -174,7 +178,7 @@ func testResumableStreamResumes(t *testing.T, st store.Store) {
 		t.Fatalf("POST: %d, stream id %q", resp.StatusCode, sid)
 	}
 	for i := range 3 {
-		c.ch <- repeatResp(i)
+		c.send(repeatResp(i))
 	}
 	s := open(resp)
 	if got := s.events(t, 3); strings.Join(got, "\n") != strings.Join([]string{wantEvent(1, 0), wantEvent(2, 1), wantEvent(3, 2)}, "\n") {
@@ -182,7 +186,7 @@ func testResumableStreamResumes(t *testing.T, st store.Store) {
 	}
 	resp.Body.Close()
 	for i := 3; i < 5; i++ {
-		c.ch <- repeatResp(i)
+		c.send(repeatResp(i))
 	}
 	if got := rig.do("GET", "/v1/streams/"+sid, "k2", nil, ""); got.StatusCode != 404 {
 		t.Errorf("GET with another key: %d", got.StatusCode)
@@ -202,8 +206,8 @@ func testResumableStreamResumes(t *testing.T, st store.Store) {
 	if got := s2.events(t, 2); got[0] != wantEvent(4, 3) || got[1] != wantEvent(5, 4) {
 		t.Fatalf("resumed events: %q", got)
 	}
-	c.ch <- repeatResp(5)
-	close(c.ch)
+	c.send(repeatResp(5))
+	c.end()
 	if got := s2.rest(t); len(got) != 1 || got[0] != wantEvent(6, 5) {
 		t.Fatalf("live events: %q", got)
 	}
@@ -235,7 +239,7 @@ func testResumableStreamDelete(t *testing.T, st store.Store) {
 	rig := newResumeRig(t, &Options{Store: st})
 	resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: "true"}, repeatBody)
 	c := rig.call()
-	c.ch <- repeatResp(0)
+	c.send(repeatResp(0))
 	live := open(resp)
 	live.events(t, 1)
 	sid := resp.Header.Get(headerStreamID)
@@ -273,7 +277,7 @@ func TestResumableStreamGrace(t *testing.T) {
 	for _, resumable := range []string{"true", "false"} {
 		resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: resumable}, repeatBody)
 		c := rig.call()
-		c.ch <- repeatResp(0)
+		c.send(repeatResp(0))
 		open(resp).events(t, 1)
 		left := time.Now()
 		resp.Body.Close()
@@ -293,7 +297,7 @@ func TestResumableModes(t *testing.T) {
 		rig := newResumeRig(t, &Options{Resumable: mode})
 		for i, asked := range []string{"", "true"} {
 			resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: asked}, repeatBody)
-			close(rig.call().ch)
+			rig.call().end()
 			if got := resp.Header.Get(headerStreamID) != ""; got != want[i] {
 				t.Errorf("%s, asked %q: resumable %v", mode, asked, got)
 			}

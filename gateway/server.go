@@ -23,6 +23,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/store"
 	"github.com/streamgate/streamgate/gateway/ws"
+	"github.com/streamgate/streamgate/upstream"
 	"github.com/streamgate/streamgate/upstream/budget"
 )
 
@@ -293,8 +294,8 @@ func (o *Options) withDefaults() Options {
 // WebSocket sessions end with their socket. Nothing outlives the requests
 // that started it.
 type Server struct {
-	start   startFunc
-	inspect Inspector
+	up      *upstream.Client // starts the inference calls
+	inspect Inspector        // up, but for tests (canned clients inspect nothing)
 	opts    Options
 	log     *slog.Logger
 	tracer  trace.Tracer
@@ -315,14 +316,17 @@ type Server struct {
 
 // New returns a gateway in front of up. It panics if a chat template in
 // opts does not parse (a wiring error).
-func New(up Upstream, opts *Options) *Server {
-	return newServer(starter(up), up, opts)
+func New(up *upstream.Client, opts *Options) *Server {
+	return newServer(up, up, opts)
 }
 
-func newServer(start startFunc, inspect Inspector, opts *Options) *Server {
+// newServer is New with inspect answering the /v2 and /v1/models
+// questions instead of up (tests: upstreamtest's canned clients start
+// calls but know no models).
+func newServer(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 	o := opts.withDefaults()
 	s := &Server{
-		start:     start,
+		up:        up,
 		inspect:   inspect,
 		opts:      o,
 		log:       slog.New(requestIDHandler{o.Logger.Handler()}),

@@ -10,7 +10,8 @@ import (
 	"github.com/streamgate/streamgate/gateway/sse"
 )
 
-// The three sinks serve writes requests into. Each is used by one request
+// The sinks a request's relay writes into (logSink, a background
+// response's, is in responses.go). Each is used by one request
 // from its handler goroutine only.
 
 // maxBatch bounds how many bytes of events an event stream buffers before
@@ -235,6 +236,7 @@ func (o *bodySink) cut()                        { _ = http.NewResponseController
 func (o *bodySink) keepAlive() time.Duration    { return 0 }
 func (o *bodySink) idle() error                 { return nil }
 func (o *bodySink) fail(error) bool             { return false }
+func (o *bodySink) countEvents()                {}
 
 func (o *bodySink) send(p []byte) error {
 	o.body = append(o.body[:0], p...)
@@ -274,10 +276,11 @@ type wsSink struct {
 	announce func()
 }
 
-func (o *wsSink) protocol() string         { return "ws" }
-func (o *wsSink) cut()                     {} // the socket is cut, with all its requests
-func (o *wsSink) keepAlive() time.Duration { return 0 }
-func (o *wsSink) idle() error              { return nil }
+func (o *wsSink) protocol() string            { return "ws" }
+func (o *wsSink) writer() http.ResponseWriter { return nil }
+func (o *wsSink) cut()                        {} // the socket is cut, with all its requests
+func (o *wsSink) keepAlive() time.Duration    { return 0 }
+func (o *wsSink) idle() error                 { return nil }
 
 // countEvents counts the payloads emitted since the last count.
 func (o *wsSink) countEvents() {

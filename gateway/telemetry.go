@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamgate/streamgate/gateway/metrics"
-	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
 )
 
@@ -122,7 +121,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(sw, r)
 		if !sw.detached { // else the detached goroutine ends it
-			s.endServerSpan(ctx, r, span, sw, start, routePattern(r))
+			s.endServerSpan(ctx, r, sw, routePattern(r))
 		}
 	})
 }
@@ -138,10 +137,7 @@ func routePattern(r *http.Request) string {
 }
 
 // startServerSpan and endServerSpan are instrument's work before and after
-// the request. They are functions of their own to keep instrument's frame
-// small: it stays on the stack of every streaming request for the
-// stream's whole life, and a frame that grows the handler goroutine's
-// stack past 8 KB costs 8 KB more per held stream (see serve).
+// the request.
 //
 // A span that is not recorded and has no valid context (no tracing, no
 // traceparent) leaves r's context as it is: a context holding it would
@@ -165,7 +161,8 @@ func (s *Server) startServerSpan(r *http.Request) (context.Context, trace.Span) 
 	return ctx, span
 }
 
-func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.Span, sw *statusWriter, start time.Time, route string) {
+func (s *Server) endServerSpan(ctx context.Context, r *http.Request, sw *statusWriter, route string) {
+	span := sw.span
 	code := sw.status
 	if code == 0 {
 		code = StatusClientClosed // nothing was written: the client left
@@ -179,7 +176,7 @@ func (s *Server) endServerSpan(ctx context.Context, r *http.Request, span trace.
 	}
 	span.End()
 	s.metrics.requests.With(route, strconv.Itoa(code)).Inc()
-	s.logRequest(ctx, r, sw, route, code, time.Since(start))
+	s.logRequest(ctx, r, sw, route, code, time.Since(sw.start))
 }
 
 // logRequest writes the request's one line, at its end: INFO, but DEBUG
@@ -212,11 +209,7 @@ func (s *Server) logRequest(ctx context.Context, r *http.Request, sw *statusWrit
 // (if any: a WebSocket's requests have none of their own) the model ob
 // asked for and the tokens it generated.
 func noteRequest(out sink, ob *observation) {
-	w, ok := out.(interface{ writer() http.ResponseWriter })
-	if !ok {
-		return
-	}
-	if sw := instrumented(w.writer()); sw != nil {
+	if sw := instrumented(out.writer()); sw != nil {
 		sw.model = ob.model
 		if ob.outTokens >= 0 {
 			sw.tokens, sw.counted = ob.outTokens, true
@@ -332,7 +325,6 @@ type observation struct {
 	first     time.Time // of the first response
 	responses int
 	outTokens int // generated tokens, once end has run; -1 when not counted
-	tracked   observedCall
 }
 
 // observe starts the telemetry of j, a request just admitted.
@@ -353,12 +345,6 @@ func (s *Server) observe(ctx context.Context, j *job) *observation {
 		)
 	}
 	return o
-}
-
-// call wraps c so that o sees every response.
-func (o *observation) call(c call) call {
-	o.tracked = observedCall{call: c, o: o}
-	return &o.tracked
 }
 
 // response notes one response from upstream.
@@ -424,26 +410,4 @@ func (o *observation) end(err error, cancelled bool, tr translator) {
 // not count the prompt.
 type usageReporter interface {
 	outcome() (finishReason string, in, out int)
-}
-
-// observedCall is a call whose responses its observation sees.
-type observedCall struct {
-	call
-	o *observation
-}
-
-func (c *observedCall) RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error) {
-	resp, err := c.call.RecvTick(ctx, tick)
-	if resp != nil {
-		c.o.response()
-	}
-	return resp, err
-}
-
-func (c *observedCall) TryRecv() (*pb.ModelInferResponse, bool, error) {
-	resp, ok, err := c.call.TryRecv()
-	if resp != nil {
-		c.o.response()
-	}
-	return resp, ok, err
 }

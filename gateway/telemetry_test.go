@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
+	"github.com/streamgate/streamgate/upstream"
 )
 
 // collected returns the data of instrument name collected from rd (nil when
@@ -72,18 +72,22 @@ func TestTokenPathDoesNotAllocate(t *testing.T) {
 	ctx, server := tp.Tracer("test").Start(context.Background(), "server")
 	defer server.End()
 
-	ob := srv.observe(ctx, &job{req: &pb.ModelInferRequest{ModelName: "m"}, op: opGenerate})
+	resp := cannedResponse(tensor.NewString("text_output", " word"))
+	out := &wsSink{emit: func([]byte) error { return nil }, events: srv.metrics.events.With("ws")}
+	rl, feed := cannedRelay(t, srv, ctx, nameEvents{}, out)
+	ob := rl.ob
 	if !ob.span.IsRecording() {
 		t.Fatal("the upstream span does not record")
 	}
-	resp := cannedResponse(tensor.NewString("text_output", " word"))
-	c := ob.call(&cannedCall{resp: resp, n: 1 << 30})
-	out := &wsSink{emit: func([]byte) error { return nil }, events: srv.metrics.events.With("ws")}
+	defer rl.c.Cancel()
 	payload := []byte(`{"text_output":" word"}`)
+	msg := upstream.Encode(resp)
 	token := func() {
-		r, err := c.RecvTick(ctx, nil)
-		if r == nil || err != nil {
-			t.Fatalf("RecvTick: %v %v", r, err)
+		feed.SendEncoded(msg)
+		feed.SendEncoded(msg)
+		r, ok, err := rl.recv()
+		if r == nil || !ok || err != nil {
+			t.Fatalf("recv: %v %v %v", r, ok, err)
 		}
 		if err := out.send(payload); err != nil {
 			t.Fatal(err)
@@ -91,8 +95,8 @@ func TestTokenPathDoesNotAllocate(t *testing.T) {
 		if err := out.flush(); err != nil { // the batch's end: its events are counted
 			t.Fatal(err)
 		}
-		if r, ok, err := c.TryRecv(); r == nil || !ok || err != nil {
-			t.Fatalf("TryRecv: %v %v %v", r, ok, err)
+		if r, ok, err := rl.recv(); r == nil || !ok || err != nil {
+			t.Fatalf("recv: %v %v %v", r, ok, err)
 		}
 	}
 	token() // the first response: its event and time

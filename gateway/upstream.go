@@ -5,18 +5,11 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/streamgate/streamgate/gateway/internal/nearest"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
 )
-
-// Inferer starts inference requests. Start's ctx bounds the request: when
-// it is done the request is cancelled upstream.
-type Inferer interface {
-	Start(ctx context.Context, req *pb.ModelInferRequest) (*upstream.Call, error)
-}
 
 // Inspector answers the health and metadata questions the /v2 and
 // /v1/models routes relay. Errors are gRPC status errors (NotFound for an
@@ -33,40 +26,7 @@ type Inspector interface {
 	RepositoryIndex(ctx context.Context) ([]*pb.RepositoryIndexResponse_ModelIndex, error)
 }
 
-// Upstream is everything the gateway needs from the engine side.
-type Upstream interface {
-	Inferer
-	Inspector
-}
-
-var _ Upstream = (*upstream.Client)(nil)
-
-// call is the part of *upstream.Call the lifecycle uses (see its docs):
-// RecvTick waits for the next response, ctx or tick (then nil, nil);
-// TryRecv takes a response only if one is ready (ok false otherwise). It is
-// an interface so that relay's tests and benchmarks can drive it without a
-// network (synctest, canned responses).
-type call interface {
-	RecvTick(ctx context.Context, tick <-chan time.Time) (*pb.ModelInferResponse, error)
-	TryRecv() (resp *pb.ModelInferResponse, ok bool, err error)
-	Cancel()
-}
-
-var _ call = (*upstream.Call)(nil)
-
-// startFunc starts a call: Inferer.Start behind the call interface, so
-// that tests can run the routes against canned calls (newServer).
-type startFunc func(ctx context.Context, req *pb.ModelInferRequest) (call, error)
-
-func starter(in Inferer) startFunc {
-	return func(ctx context.Context, req *pb.ModelInferRequest) (call, error) {
-		c, err := in.Start(ctx, req)
-		if err != nil {
-			return nil, err // not a nil *upstream.Call in a non-nil call
-		}
-		return c, nil
-	}
-}
+var _ Inspector = (*upstream.Client)(nil)
 
 // codeNotLoaded is the error code of a known model upstream has not loaded
 // (Options.UnloadedModels).

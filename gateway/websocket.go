@@ -112,10 +112,7 @@ func (s *Server) wsInfer(ctx context.Context, r *http.Request, span trace.Span, 
 	out := &wsSink{emit: emit, events: s.metrics.events.With("ws")}
 	var j *job
 	if s.resumableAsked(req.Resumable) {
-		// A resumable request waits on this goroutine: parse on another
-		// (onOwnStack) so that this one keeps a small stack.
-		onOwnStack(func() { j, err = s.wsJob(ctx, req) })
-		if err != nil {
+		if j, err = s.wsJob(ctx, req); err != nil {
 			return false, err
 		}
 		return false, s.wsResumable(ctx, req, j, out)
@@ -128,31 +125,12 @@ func (s *Server) wsInfer(ctx context.Context, r *http.Request, span trace.Span, 
 	if f == nil {
 		return false, err
 	}
-	if !f.canRelayLater() {
-		return false, f.finish(relay(f.ctx, f.c, j.tr, out))
-	}
 	end := req.Later()
 	f.relayLater(func(err error) {
 		s.wsEnd(ctx, r, span, err)
 		end(err)
 	})
 	return true, nil
-}
-
-// onOwnStack runs f on a goroutine of its own and waits for it. A
-// goroutine keeps the largest stack it has needed until a garbage
-// collection finds most of it unused, and a held stream's goroutine never
-// leaves its deepest frames: work done once per request that needs a deep
-// stack (parsing its JSON, a metadata lookup upstream) runs here, so that
-// a WebSocket request's goroutine keeps its small initial stack (4 KB
-// instead of 8 KB per request held).
-func onOwnStack(f func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	<-done
 }
 
 // wsFormat is the stream format of a WebSocket request's payloads.

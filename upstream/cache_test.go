@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -67,30 +68,32 @@ func TestCacheErrors(t *testing.T) {
 // A waiter whose own context is live fetches again when the fetching
 // caller gave up because of its context.
 func TestCacheLeaderGivesUp(t *testing.T) {
-	c := newCache[int](time.Minute)
-	leaderCtx, cancelLeader := context.WithCancel(context.Background())
-	started := make(chan struct{})
-	leaderDone := make(chan error, 1)
-	go func() {
-		_, err := c.get(leaderCtx, "k", func(ctx context.Context) (int, error) {
-			close(started)
-			<-ctx.Done()
-			return 0, ctx.Err()
-		})
-		leaderDone <- err
-	}()
-	<-started
-	got := make(chan int, 1)
-	go func() {
-		v, _ := c.get(context.Background(), "k", func(context.Context) (int, error) { return 9, nil })
-		got <- v
-	}()
-	time.Sleep(10 * time.Millisecond) // let the waiter block on the leader
-	cancelLeader()
-	if err := <-leaderDone; !errors.Is(err, context.Canceled) {
-		t.Fatalf("leader err = %v", err)
-	}
-	if v := <-got; v != 9 {
-		t.Fatalf("waiter got %d", v)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := newCache[int](time.Minute)
+		leaderCtx, cancelLeader := context.WithCancel(context.Background())
+		started := make(chan struct{})
+		leaderDone := make(chan error, 1)
+		go func() {
+			_, err := c.get(leaderCtx, "k", func(ctx context.Context) (int, error) {
+				close(started)
+				<-ctx.Done()
+				return 0, ctx.Err()
+			})
+			leaderDone <- err
+		}()
+		<-started
+		got := make(chan int, 1)
+		go func() {
+			v, _ := c.get(context.Background(), "k", func(context.Context) (int, error) { return 9, nil })
+			got <- v
+		}()
+		synctest.Wait() // the waiter blocks on the leader
+		cancelLeader()
+		if err := <-leaderDone; !errors.Is(err, context.Canceled) {
+			t.Fatalf("leader err = %v", err)
+		}
+		if v := <-got; v != 9 {
+			t.Fatalf("waiter got %d", v)
+		}
+	})
 }

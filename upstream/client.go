@@ -56,6 +56,9 @@ type Client struct {
 	// testHookPicked, set only by tests, runs in Start between choosing a
 	// target and placing the request on it.
 	testHookPicked func(*target)
+	// canned, set only by NewCanned, answers every Start instead of a
+	// target.
+	canned Answer
 }
 
 // New returns a Client for targets: "host:port" addresses, or
@@ -187,6 +190,9 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 	}
 	if err := checkRequest(req); err != nil {
 		return nil, err
+	}
+	if c.canned != nil {
+		return c.startCanned(ctx, req)
 	}
 	plan, err := c.sequenceRoute(ctx, req)
 	if err != nil {

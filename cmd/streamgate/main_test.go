@@ -166,7 +166,7 @@ func TestServeStreamsThenDrainsOnSIGTERM(t *testing.T) {
 
 // modelDir finds the real weights: STREAMGATE_MODEL_DIR, else
 // ../shared/models beside the checkout. Missing weights skip the test,
-// unless STREAMGATE_REQUIRE_MODELS=1 (CI) makes that a failure.
+// unless STREAMGATE_REQUIRE=1 (CI) makes that a failure.
 func modelDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("STREAMGATE_MODEL_DIR")
@@ -178,7 +178,7 @@ func modelDir(t *testing.T) string {
 		dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "..", "shared", "models")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "stories260K.bin")); err != nil {
-		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
+		if os.Getenv("STREAMGATE_REQUIRE") == "1" {
 			t.Fatalf("stories260K weights required but not found: %v", err)
 		}
 		t.Skipf("stories260K weights not found in %s", dir)

@@ -20,7 +20,7 @@ import (
 
 // requirePrometheus returns the paths of prometheus and promtool. When
 // they are missing the test is skipped, or fails if
-// STREAMGATE_REQUIRE_PROMETHEUS=1 (CI).
+// STREAMGATE_REQUIRE=1 (CI).
 func requirePrometheus(t *testing.T) (prometheus, promtool string) {
 	t.Helper()
 	var missing []string
@@ -39,10 +39,10 @@ func requirePrometheus(t *testing.T) (prometheus, promtool string) {
 		return prometheus, promtool
 	}
 	msg := fmt.Sprintf("%v not on PATH (apt-get install -y prometheus)", missing)
-	if os.Getenv("STREAMGATE_REQUIRE_PROMETHEUS") == "1" {
-		t.Fatal(msg + "; STREAMGATE_REQUIRE_PROMETHEUS=1 makes this a failure")
+	if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+		t.Fatal(msg + "; STREAMGATE_REQUIRE=1 makes this a failure")
 	}
-	t.Skip(msg + "; set STREAMGATE_REQUIRE_PROMETHEUS=1 to fail instead")
+	t.Skip(msg + "; set STREAMGATE_REQUIRE=1 to fail instead")
 	return "", ""
 }
 

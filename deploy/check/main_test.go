@@ -74,7 +74,7 @@ func checkLeaks(before int) int {
 
 // requireTool returns the path of a tool: $envPath when set, else name on
 // PATH. When it is missing the test is skipped, or fails when
-// STREAMGATE_REQUIRE_<KIND>=1 (CI, .ci/run).
+// STREAMGATE_REQUIRE=1 (CI, .ci/run).
 func requireTool(t *testing.T, name, envPath, kind, install string) string {
 	t.Helper()
 	if p := os.Getenv(envPath); p != "" && envPath != "" {
@@ -84,16 +84,16 @@ func requireTool(t *testing.T, name, envPath, kind, install string) string {
 		return p
 	}
 	msg := fmt.Sprintf("%s not on PATH (%s)", name, install)
-	if os.Getenv("STREAMGATE_REQUIRE_"+kind) == "1" {
-		t.Fatal(msg + "; STREAMGATE_REQUIRE_" + kind + "=1 makes this a failure")
+	if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+		t.Fatal(msg + "; STREAMGATE_REQUIRE=1 makes this a failure")
 	}
-	t.Skip(msg + "; set STREAMGATE_REQUIRE_" + kind + "=1 to fail instead")
+	t.Skip(msg + "; set STREAMGATE_REQUIRE=1 to fail instead")
 	return ""
 }
 
 // requireModels returns the directory of the llama2.c weights
 // stories260K.bin and tok512.bin ($STREAMGATE_MODEL_DIR). When they are
-// missing the test is skipped, or fails when STREAMGATE_REQUIRE_MODELS=1
+// missing the test is skipped, or fails when STREAMGATE_REQUIRE=1
 // (CI).
 func requireModels(t *testing.T) string {
 	t.Helper()
@@ -101,10 +101,10 @@ func requireModels(t *testing.T) string {
 	for _, f := range []string{"stories260K.bin", "tok512.bin"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); dir == "" || err != nil {
 			msg := fmt.Sprintf("llama2.c weights %s not in STREAMGATE_MODEL_DIR=%q", f, dir)
-			if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
-				t.Fatal(msg + "; STREAMGATE_REQUIRE_MODELS=1 makes this a failure")
+			if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+				t.Fatal(msg + "; STREAMGATE_REQUIRE=1 makes this a failure")
 			}
-			t.Skip(msg + "; set STREAMGATE_REQUIRE_MODELS=1 to fail instead")
+			t.Skip(msg + "; set STREAMGATE_REQUIRE=1 to fail instead")
 		}
 	}
 	return dir

@@ -30,7 +30,7 @@ import (
 func TestEngineStreamsGoldenText(t *testing.T) {
 	dir, looked := llama2.FindModelDir(filepath.Join("..", "..", "..", "shared", "models"))
 	if dir == "" {
-		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
+		if os.Getenv("STREAMGATE_REQUIRE") == "1" {
 			t.Fatalf("stories260K not found in %v", looked)
 		}
 		t.Skipf("stories260K not found in %v", looked)

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 }
 
 // modelDir returns the directory of the real stories260K files, skipping
-// the test when they are absent unless STREAMGATE_REQUIRE_MODELS=1.
+// the test when they are absent unless STREAMGATE_REQUIRE=1.
 func modelDir(t testing.TB) string {
 	t.Helper()
 	dir, looked := FindModelDir("")
@@ -33,8 +33,8 @@ func modelDir(t testing.TB) string {
 		dir, looked = FindModelDir(filepath.Join("..", "..", "..", "shared", "models"))
 	}
 	if dir == "" {
-		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
-			t.Fatalf("stories260K not found (looked in %v) and STREAMGATE_REQUIRE_MODELS=1", looked)
+		if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+			t.Fatalf("stories260K not found (looked in %v) and STREAMGATE_REQUIRE=1", looked)
 		}
 		t.Skipf("stories260K not found (looked in %v)", looked)
 	}

@@ -136,8 +136,8 @@ func TestPageRevalidates(t *testing.T) {
 func TestScriptParses(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		if os.Getenv("STREAMGATE_REQUIRE_NODE") == "1" {
-			t.Fatal("node is not installed (STREAMGATE_REQUIRE_NODE=1)")
+		if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+			t.Fatal("node is not installed (STREAMGATE_REQUIRE=1)")
 		}
 		t.Skip("node is not installed")
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/streamgate/streamgate/gateway/internal/jsonstr"
 )
 
 // Reading: the accessors of Triton's JSON library (triton_json.h), with its
@@ -115,40 +117,9 @@ func (n node) memberAsString(name string) (string, *Error) {
 
 // Writing: what rapidjson's Writer produces.
 
-// appendString appends s as rapidjson writes a string: '"' and '\\'
-// escaped, control characters as \b \t \n \f \r or \u00XX (upper-case
-// hex), every other byte as it is (UTF-8 is not checked).
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			const hex = "0123456789ABCDEF"
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendString appends s as rapidjson writes a string
+// (jsonstr.AppendMinimal).
+func appendString(dst []byte, s string) []byte { return jsonstr.AppendMinimal(dst, s) }
 
 // appendDouble appends f as rapidjson's Writer does (its dtoa with the
 // default 324 decimal places): the shortest digits that read back as f,

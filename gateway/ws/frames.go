@@ -329,3 +329,19 @@ func errorFrame(id, about, code, msg string) []byte {
 	}
 	return append(b, "}}"...)
 }
+
+// Serve runs req through h alone, as a session runs it but with no
+// socket: emit takes its data frames, and Serve returns the error that
+// ends it once it has ended (when the function Later gave is called, if
+// h called Later). It is for testing Handlers.
+func Serve(ctx context.Context, req *Request, h Handler, emit func(data []byte) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan error, 1)
+	req.cancel = cancel
+	req.end = func(err error) { done <- err }
+	if err := h(ctx, req, emit); !req.later {
+		return err
+	}
+	return <-done
+}

@@ -12,7 +12,7 @@
 // It needs /usr/bin/python3 with python3-grpcio and python3-protobuf, and
 // protoc with grpc_python_plugin (protobuf-compiler,
 // protobuf-compiler-grpc). A test that lacks them is skipped, or fails when
-// STREAMGATE_REQUIRE_GRPCIO is set (as CI does).
+// STREAMGATE_REQUIRE is set (as CI does).
 package coretriton
 
 import (
@@ -94,7 +94,7 @@ type Server struct {
 	change chan struct{} // closed and replaced at each new line
 }
 
-// Require skips t, or fails it when STREAMGATE_REQUIRE_GRPCIO is set,
+// Require skips t, or fails it when STREAMGATE_REQUIRE is set,
 // unless python3-grpcio, python3-protobuf, protoc and grpc_python_plugin
 // are installed.
 func Require(t testing.TB) {
@@ -112,10 +112,10 @@ func Require(t testing.TB) {
 		return
 	}
 	msg := "grpc core stand-in needs: apt-get install -y " + strings.Join(missing, " ")
-	if os.Getenv("STREAMGATE_REQUIRE_GRPCIO") != "" {
-		t.Fatal(msg + "; STREAMGATE_REQUIRE_GRPCIO makes this a failure")
+	if os.Getenv("STREAMGATE_REQUIRE") != "" {
+		t.Fatal(msg + "; STREAMGATE_REQUIRE makes this a failure")
 	}
-	t.Skip(msg + "; set STREAMGATE_REQUIRE_GRPCIO=1 to fail instead")
+	t.Skip(msg + "; set STREAMGATE_REQUIRE=1 to fail instead")
 }
 
 // protoDir is streamgate's proto/ folder.

@@ -28,14 +28,14 @@
 // deploy/nginx-tls.conf terminating and passing TLS through.
 //
 // The package has no code outside its tests. The tests that need a tool
-// skip when it is not installed, unless STREAMGATE_REQUIRE_E2E=1 (nginx
+// skip when it is not installed, unless STREAMGATE_REQUIRE=1 (nginx
 // and its stream module, chromium, openssl, curl) or
-// STREAMGATE_REQUIRE_NODE=1 (node and the npm package) is set, as in CI,
+// STREAMGATE_REQUIRE=1 (node and the npm package) is set, as in CI,
 // which makes a missing tool a failure:
 //
 //	apt-get install -y nginx libnginx-mod-stream chromium nodejs npm openssl curl
 //	(cd cmd/internal/e2e/node && npm ci)
-//	STREAMGATE_REQUIRE_E2E=1 STREAMGATE_REQUIRE_NODE=1 go test -race ./cmd/internal/e2e/
+//	STREAMGATE_REQUIRE=1 go test -race ./cmd/internal/e2e/
 //
 // STREAMGATE_E2E_NGINX_CONF names another nginx configuration to test
 // instead of deploy/nginx.conf (same shape: one upstream block, one listen).
@@ -43,10 +43,10 @@
 // The interop tests (interop_test.go) run the gateway against a Triton
 // stand-in on grpc core (cmd/internal/coretriton: python3-grpcio,
 // python3-protobuf, protobuf-compiler, protobuf-compiler-grpc;
-// STREAMGATE_REQUIRE_GRPCIO=1 makes them required). tritonclient_test.go
+// STREAMGATE_REQUIRE=1 makes them required). tritonclient_test.go
 // runs NVIDIA's tritonclient and Triton's QA tests from the folder
 // STREAMGATE_TRITONCLIENT_DIR names (the client's source, Triton's QA
 // tests and a setup script on Debian packages; CI sets it, and
-// STREAMGATE_REQUIRE_TRITONCLIENT=1 makes it required). Users install
+// STREAMGATE_REQUIRE=1 makes it required). Users install
 // tritonclient from PyPI.
 package e2e

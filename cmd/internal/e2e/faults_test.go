@@ -400,13 +400,13 @@ func testWaitWedge(t *testing.T, bin string) {
 
 // storiesDir is the absolute directory of the stories260K weights, for
 // an engine process; without them the test skips (fails with
-// STREAMGATE_REQUIRE_MODELS=1).
+// STREAMGATE_REQUIRE=1).
 func storiesDir(t *testing.T) string {
 	t.Helper()
 	dir, looked := llama2.FindModelDir(filepath.Join(moduleRoot(t), "..", "shared", "models"))
 	if dir == "" {
-		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
-			t.Fatalf("stories260K weights not found in %v and STREAMGATE_REQUIRE_MODELS=1", looked)
+		if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+			t.Fatalf("stories260K weights not found in %v and STREAMGATE_REQUIRE=1", looked)
 		}
 		t.Skipf("stories260K weights not found in %v", looked)
 	}

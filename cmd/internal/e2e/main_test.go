@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 // requireTool returns the path of an external program the test needs. When
-// it is missing the test is skipped, or fails if STREAMGATE_REQUIRE_E2E=1.
+// it is missing the test is skipped, or fails if STREAMGATE_REQUIRE=1.
 func requireTool(t *testing.T, name, path string) string {
 	t.Helper()
 	if st, err := os.Stat(path); err == nil && !st.IsDir() {
@@ -44,10 +44,10 @@ func requireTool(t *testing.T, name, path string) string {
 		return p
 	}
 	msg := fmt.Sprintf("%s not found at %s or on PATH (apt-get install -y %s)", name, path, name)
-	if os.Getenv("STREAMGATE_REQUIRE_E2E") == "1" {
-		t.Fatal(msg + "; STREAMGATE_REQUIRE_E2E=1 makes this a failure")
+	if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+		t.Fatal(msg + "; STREAMGATE_REQUIRE=1 makes this a failure")
 	}
-	t.Skip(msg + "; set STREAMGATE_REQUIRE_E2E=1 to fail instead")
+	t.Skip(msg + "; set STREAMGATE_REQUIRE=1 to fail instead")
 	return ""
 }
 
@@ -179,13 +179,13 @@ func (p *process) exited() bool {
 const storiesModel = "stories260k"
 
 // storiesConfig is the engine config of storiesModel, or none when its
-// weights are not found (a failure if STREAMGATE_REQUIRE_MODELS=1).
+// weights are not found (a failure if STREAMGATE_REQUIRE=1).
 func storiesConfig(t testing.TB) []*pb.ModelConfig {
 	t.Helper()
 	dir, looked := llama2.FindModelDir(filepath.Join(moduleRoot(t), "..", "shared", "models"))
 	if dir == "" {
-		if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
-			t.Fatalf("stories260K weights not found in %v and STREAMGATE_REQUIRE_MODELS=1", looked)
+		if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+			t.Fatalf("stories260K weights not found in %v and STREAMGATE_REQUIRE=1", looked)
 		}
 		return nil
 	}

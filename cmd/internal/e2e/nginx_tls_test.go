@@ -78,7 +78,7 @@ func renderNginxTLSConf(conf string, upstreams, listens map[string]string, cert,
 // nginxStreamModule is the load_module line nginx needs for a stream
 // block: none when the module is built in, the module's file when it is
 // dynamic. A dynamic module not installed skips the test, or fails it
-// with STREAMGATE_REQUIRE_E2E=1.
+// with STREAMGATE_REQUIRE=1.
 func nginxStreamModule(t *testing.T, bin string) string {
 	t.Helper()
 	out, err := exec.Command(bin, "-V").CombinedOutput()
@@ -96,10 +96,10 @@ func nginxStreamModule(t *testing.T, bin string) string {
 	path := filepath.Join(dir, "ngx_stream_module.so")
 	if _, err := os.Stat(path); err != nil {
 		msg := "nginx's stream module is not installed at " + path + " (apt-get install -y libnginx-mod-stream)"
-		if os.Getenv("STREAMGATE_REQUIRE_E2E") == "1" {
-			t.Fatal(msg + "; STREAMGATE_REQUIRE_E2E=1 makes this a failure")
+		if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+			t.Fatal(msg + "; STREAMGATE_REQUIRE=1 makes this a failure")
 		}
-		t.Skip(msg + "; set STREAMGATE_REQUIRE_E2E=1 to fail instead")
+		t.Skip(msg + "; set STREAMGATE_REQUIRE=1 to fail instead")
 	}
 	return "load_module " + path + ";"
 }

@@ -16,7 +16,7 @@ import (
 // the official openai npm package and the Vercel AI SDK against engine +
 // upstream + gateway over loopback. It needs
 // `npm ci` in cmd/internal/e2e/node first; without node_modules it is skipped, unless
-// STREAMGATE_REQUIRE_NODE=1 (as in CI), which makes that a failure.
+// STREAMGATE_REQUIRE=1 (as in CI), which makes that a failure.
 func TestOpenAINodeSDK(t *testing.T) {
 	dir, node := nodeTool(t)
 	s := startStack(t)
@@ -85,17 +85,17 @@ func TestOpenAINodeSDKReplicas(t *testing.T) {
 
 // nodeTool is the directory of the node tests and the node binary. Without
 // node_modules (run `npm ci` there) or node the test is skipped, unless
-// STREAMGATE_REQUIRE_NODE=1 (as in CI), which makes that a failure.
+// STREAMGATE_REQUIRE=1 (as in CI), which makes that a failure.
 func nodeTool(t *testing.T) (dir, node string) {
 	t.Helper()
 	dir, err := filepath.Abs("node")
 	if err != nil {
 		t.Fatal(err)
 	}
-	required := os.Getenv("STREAMGATE_REQUIRE_NODE") == "1"
+	required := os.Getenv("STREAMGATE_REQUIRE") == "1"
 	missing := func(why string) {
 		if required {
-			t.Fatalf("%s (STREAMGATE_REQUIRE_NODE=1)", why)
+			t.Fatalf("%s (STREAMGATE_REQUIRE=1)", why)
 		}
 		t.Skip(why)
 	}

@@ -13,7 +13,7 @@ import (
 // The tools of openapi.yaml's users, from npm (cmd/internal/e2e/openapi,
 // `npm ci` there): Redocly's linter, swagger-parser's validator and the
 // TypeScript client generator, and oapi-codegen for Go. Without
-// node_modules the tests are skipped, unless STREAMGATE_REQUIRE_NODE=1
+// node_modules the tests are skipped, unless STREAMGATE_REQUIRE=1
 // (as in CI), which makes that a failure.
 
 // openAPITools is the npm folder of the OpenAPI tools and the node binary.
@@ -24,8 +24,8 @@ func openAPITools(t *testing.T) (dir, node string) {
 		t.Fatal(err)
 	}
 	missing := func(why string) {
-		if os.Getenv("STREAMGATE_REQUIRE_NODE") == "1" {
-			t.Fatalf("%s (STREAMGATE_REQUIRE_NODE=1)", why)
+		if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+			t.Fatalf("%s (STREAMGATE_REQUIRE=1)", why)
 		}
 		t.Skip(why)
 	}

@@ -216,8 +216,8 @@ func runNodeExample(t *testing.T, s *testStack, c *http.Client, code string) {
 	t.Helper()
 	modules := filepath.Join(moduleRoot(t), "cmd", "internal", "e2e", "node", "node_modules")
 	missing := func(why string) {
-		if os.Getenv("STREAMGATE_REQUIRE_NODE") == "1" {
-			t.Fatalf("%s (STREAMGATE_REQUIRE_NODE=1)", why)
+		if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+			t.Fatalf("%s (STREAMGATE_REQUIRE=1)", why)
 		}
 		t.Skip(why)
 	}

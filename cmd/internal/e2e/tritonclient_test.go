@@ -16,7 +16,7 @@ import (
 // on Debian packages only come from a folder beside the checkout
 // (STREAMGATE_TRITONCLIENT_DIR; CI: ../shared/tritonclient). Without it,
 // or without Debian's python3 packages, the test is skipped, or fails
-// when STREAMGATE_REQUIRE_TRITONCLIENT is set. Users get tritonclient
+// when STREAMGATE_REQUIRE is set. Users get tritonclient
 // from PyPI (pip install tritonclient[all]).
 
 // tritonclientDir is the folder of NVIDIA's client and Triton's QA tests.
@@ -28,8 +28,8 @@ func tritonclientDir(t *testing.T) string {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "setup.sh")); err != nil {
 		msg := "NVIDIA's tritonclient not found (set STREAMGATE_TRITONCLIENT_DIR): " + err.Error()
-		if os.Getenv("STREAMGATE_REQUIRE_TRITONCLIENT") != "" {
-			t.Fatal(msg + "; STREAMGATE_REQUIRE_TRITONCLIENT makes this a failure")
+		if os.Getenv("STREAMGATE_REQUIRE") != "" {
+			t.Fatal(msg + "; STREAMGATE_REQUIRE makes this a failure")
 		}
 		t.Skip(msg)
 	}
@@ -43,7 +43,7 @@ func TestTritonClient(t *testing.T) {
 	setup.Env = append(os.Environ(), "TRITONCLIENT_BUILD="+build)
 	if out, err := setup.CombinedOutput(); err != nil {
 		msg := "tritonclient setup.sh: " + err.Error() + "\n" + string(out)
-		if os.Getenv("STREAMGATE_REQUIRE_TRITONCLIENT") != "" {
+		if os.Getenv("STREAMGATE_REQUIRE") != "" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)

@@ -139,7 +139,7 @@ func writeSkips(out io.Writer, skips map[string][]string) {
 		}
 		return reasons[i] < reasons[j]
 	})
-	fmt.Fprintf(out, "%d tests skipped, for %d reasons (set STREAMGATE_REQUIRE_* as .ci/run does to make a missing tool fail instead):\n", n, len(reasons))
+	fmt.Fprintf(out, "%d tests skipped, for %d reasons (set STREAMGATE_REQUIRE=1 as .ci/run does to make a missing tool fail instead):\n", n, len(reasons))
 	for _, r := range reasons {
 		ts := skips[r]
 		sort.Strings(ts)

@@ -5,7 +5,7 @@
 // the token ids of texts, all on the same file the engine loads.
 //
 // Every helper skips its test when node or node_modules is missing, and
-// fails it instead when STREAMGATE_REQUIRE_LLAMACPP is set (as in CI).
+// fails it instead when STREAMGATE_REQUIRE is set (as in CI).
 package llamacpp
 
 import (
@@ -104,8 +104,8 @@ func dir(t testing.TB) string {
 	_, errNode := exec.LookPath("node")
 	_, errPkg := os.Stat(filepath.Join(d, "node_modules", "node-llama-cpp", "package.json"))
 	why := fmt.Sprintf("node: %v; node_modules: %v (run npm install --omit=optional --ignore-scripts in %s)", errNode, errPkg, d)
-	if os.Getenv("STREAMGATE_REQUIRE_LLAMACPP") != "" {
-		t.Fatalf("llama.cpp reference unavailable and STREAMGATE_REQUIRE_LLAMACPP is set: %s", why)
+	if os.Getenv("STREAMGATE_REQUIRE") != "" {
+		t.Fatalf("llama.cpp reference unavailable and STREAMGATE_REQUIRE is set: %s", why)
 	}
 	t.Skipf("llama.cpp reference unavailable: %s", why)
 	return ""

@@ -13,7 +13,7 @@ import (
 )
 
 // sharedModels returns ../shared/models (or $STREAMGATE_MODEL_DIR); it
-// skips the test when absent unless STREAMGATE_REQUIRE_MODELS=1.
+// skips the test when absent unless STREAMGATE_REQUIRE=1.
 func sharedModels(t testing.TB, file string) string {
 	t.Helper()
 	for _, d := range []string{os.Getenv("STREAMGATE_MODEL_DIR"), "../../../../shared/models", "../../../shared/models"} {
@@ -24,8 +24,8 @@ func sharedModels(t testing.TB, file string) string {
 			return p
 		}
 	}
-	if os.Getenv("STREAMGATE_REQUIRE_MODELS") == "1" {
-		t.Fatalf("model file %s not found and STREAMGATE_REQUIRE_MODELS=1", file)
+	if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+		t.Fatalf("model file %s not found and STREAMGATE_REQUIRE=1", file)
 	}
 	t.Skipf("model file %s not found (set STREAMGATE_MODEL_DIR to a folder holding it)", file)
 	return ""

@@ -165,7 +165,7 @@ func benchGGUF(b *testing.B, path string, threads int, prompt []int) {
 		b.ReportMetric(float64(bytes)/1e6, "weights-MB/tok")
 		b.ReportMetric(float64(rss())/1e6, "RSS-MB")
 	}
-	if os.Getenv("STREAMGATE_REQUIRE_LLAMACPP") == "" && !llamacpp.Available() {
+	if os.Getenv("STREAMGATE_REQUIRE") == "" && !llamacpp.Available() {
 		return
 	}
 	res, ok := llamacppBench[b.Name()]

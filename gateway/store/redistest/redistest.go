@@ -2,7 +2,7 @@
 // loopback port, with persistence off.
 //
 // A test that needs Redis calls Start. Without redis-server on PATH the
-// test is skipped, or fails when STREAMGATE_REQUIRE_REDIS is set (as CI
+// test is skipped, or fails when STREAMGATE_REQUIRE is set (as CI
 // sets it).
 package redistest
 
@@ -41,12 +41,12 @@ func Start(t testing.TB) *Server {
 	return start(t)
 }
 
-// need skips t (fails it under STREAMGATE_REQUIRE_REDIS) without tool.
+// need skips t (fails it under STREAMGATE_REQUIRE) without tool.
 func need(t testing.TB, tool string) {
 	t.Helper()
 	if _, err := exec.LookPath(tool); err != nil {
-		if os.Getenv("STREAMGATE_REQUIRE_REDIS") != "" {
-			t.Fatalf("%s not found and STREAMGATE_REQUIRE_REDIS is set: %v", tool, err)
+		if os.Getenv("STREAMGATE_REQUIRE") != "" {
+			t.Fatalf("%s not found and STREAMGATE_REQUIRE is set: %v", tool, err)
 		}
 		t.Skipf("%s not found: %v", tool, err)
 	}

@@ -6,7 +6,7 @@
 // tokenization corpus.
 //
 // Every helper skips its test when node or node/node_modules is missing,
-// and fails it instead when STREAMGATE_REQUIRE_NODE=1 (as in CI).
+// and fails it instead when STREAMGATE_REQUIRE=1 (as in CI).
 package hfref
 
 import (
@@ -56,8 +56,8 @@ func nodeDir(t testing.TB) string {
 		return dir
 	}
 	why := fmt.Sprintf("node: %v; node_modules: %v (run npm ci in %s)", errNode, errMods, dir)
-	if os.Getenv("STREAMGATE_REQUIRE_NODE") == "1" {
-		t.Fatalf("Hugging Face reference unavailable and STREAMGATE_REQUIRE_NODE=1: %s", why)
+	if os.Getenv("STREAMGATE_REQUIRE") == "1" {
+		t.Fatalf("Hugging Face reference unavailable and STREAMGATE_REQUIRE=1: %s", why)
 	}
 	t.Skipf("Hugging Face reference unavailable: %s", why)
 	return ""

@@ -1,0 +1,111 @@
+package upstream
+
+import (
+	"context"
+	"io"
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// Canned clients: a Client made by NewCanned places its calls on no
+// target. Each Start makes a real *Call, with its queue, its Notify and
+// its end on Start's context or Cancel, and hands it to an answer
+// function that feeds it responses (Feed) as a stream's reader would.
+// They let the layers above upstream (the gateway) run their requests
+// without a network or an engine, and under testing/synctest. Package
+// upstreamtest has the usual answers.
+
+// Answer feeds the call Start has just made for req: it may send
+// responses and end the call at once, or keep f and do it later (from any
+// goroutine). An error refuses the request: Start returns it.
+type Answer func(ctx context.Context, req *pb.ModelInferRequest, f *Feed) error
+
+// Feed is one canned call's side that a stream's reader would be.
+type Feed struct{ cl *Call }
+
+// NewCanned returns a Client whose every Start is answered by answer.
+// Only Start and its Call work on it: it has no targets to inspect.
+func NewCanned(answer Answer) *Client {
+	c := &Client{canned: answer, idPrefix: "canned-", resolved: make(chan struct{})}
+	c.lim = queueLimits{own: 1 << 20, now: monoClock()}
+	close(c.resolved)
+	c.root, c.cancelRoot = context.WithCancel(context.Background())
+	return c
+}
+
+// startCanned is Start on a canned Client.
+func (c *Client) startCanned(ctx context.Context, req *pb.ModelInferRequest) (*Call, error) {
+	cl := &Call{
+		c:         c,
+		req:       req,
+		origID:    req.GetId(),
+		id:        c.idPrefix + strconv.FormatUint(c.seq.Add(1), 36),
+		decoupled: true,
+		q:         newRespQueue(),
+		done:      make(chan struct{}),
+	}
+	cl.mode.Store(int32(CancelNone))
+	if err := c.canned(ctx, req, &Feed{cl: cl}); err != nil {
+		cl.finish(io.EOF, true)
+		return nil, err
+	}
+	cl.watch(ctx)
+	return cl, nil
+}
+
+// Call is the call f feeds.
+func (f *Feed) Call() *Call { return f.cl }
+
+// Send queues resp for the call's consumer and tells its Notify function,
+// as a stream's reader does; false when the call has ended (cancelled, or
+// its context done) and resp was dropped.
+func (f *Feed) Send(resp *pb.ModelInferResponse) bool {
+	return f.SendEncoded(Encode(resp))
+}
+
+// Encode is resp as a stream carries it, for SendEncoded.
+func Encode(resp *pb.ModelInferResponse) []byte {
+	msg, err := proto.Marshal(&pb.ModelStreamInferResponse{InferResponse: resp})
+	if err != nil {
+		panic("upstream: a canned response does not marshal: " + err.Error())
+	}
+	return msg
+}
+
+// SendEncoded is Send for a response Encode has encoded: a test that
+// sends one response many times encodes it once (encoding allocates;
+// queueing and receiving it do not).
+func (f *Feed) SendEncoded(msg []byte) bool {
+	cl := f.cl
+	cl.mu.Lock()
+	if cl.finished {
+		cl.mu.Unlock()
+		return false
+	}
+	ok := cl.q.push(msg, &cl.c.lim).ok()
+	cl.mu.Unlock()
+	if ok {
+		cl.delivered.Store(true)
+		cl.progress.Add(1)
+		cl.pushed()
+	}
+	return ok
+}
+
+// End ends the call: io.EOF when it completed, otherwise the error its
+// consumer gets (an *Error, as upstream's own, or any other). The
+// responses sent before it are still received. Ending it again does
+// nothing.
+func (f *Feed) End(err error) { f.cl.finish(err, false) }
+
+// Ended reports whether the call has ended, and why (as End was given,
+// or the cancel that ended it).
+func (f *Feed) Ended() (bool, error) {
+	cl := f.cl
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.finished, cl.err
+}

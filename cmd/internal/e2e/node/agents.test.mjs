@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createOpenAI } from '@ai-sdk/openai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { generateText, streamText, generateObject, streamObject, tool, stepCountIs } from 'ai';
 import { ChatOpenAI } from '@langchain/openai';
 import { tool as lcTool } from '@langchain/core/tools';
@@ -17,12 +18,16 @@ const model = process.env.STREAMGATE_TEXT_MODEL || 'echo';
 const skip = model === 'echo' ? 'echo cannot constrain its output (no model weights)' : false;
 
 const openai = createOpenAI({ baseURL, apiKey: 'unused' });
+// The provider made for OpenAI-compatible servers (vLLM, Ollama, ...).
+const compatible = createOpenAICompatible({ name: 'streamgate', baseURL, apiKey: 'unused', supportsStructuredOutputs: true, includeUsage: true });
+// Chat completions through both providers, and the Responses API.
+const models = [openai.chat(model), compatible(model), openai(model)];
 const prompt = 'Tell me about Lily.';
 const Weather = z.object({ city: z.enum(['Paris', 'Rome', 'Oslo']), days: z.number().int() });
 // Sampling that repeats run to run: the Responses API has no seed, so
 // that route decodes greedily; chat completions sample with a seed.
 function sampling(m, seed) {
-  return m.provider === 'openai.chat' ? { temperature: 1, seed } : { temperature: 0 };
+  return m.provider.endsWith('.chat') ? { temperature: 1, seed } : { temperature: 0 };
 }
 const Person = z.object({
   name: z.string().max(12),
@@ -33,7 +38,7 @@ const Person = z.object({
 
 test('AI SDK: generateText and streamText, plain: the streamed text is the generated text', async () => {
   // Greedy decoding: both routes must sample the same tokens.
-  for (const m of [openai.chat(model), openai(model)]) {
+  for (const m of models) {
     const opts = { model: m, prompt, temperature: 0, maxOutputTokens: 24, maxRetries: 0 };
     const g = await generateText(opts);
     assert.ok(g.text.length > 0);
@@ -50,8 +55,8 @@ test('AI SDK: generateText and streamText, plain: the streamed text is the gener
 
 // The agent loop: step 1 must call a tool (toolChoice required, enforced
 // by guided decoding), the SDK runs it, step 2 answers with its result.
-test('AI SDK: tool loop, generateText and streamText, chat completions and responses', { skip }, async () => {
-  for (const m of [openai.chat(model), openai(model)]) {
+test('AI SDK: tool loop, generateText and streamText, two providers and the Responses API', { skip }, async () => {
+  for (const m of models) {
     for (const stream of [false, true]) {
       const ran = [];
       const opts = {
@@ -92,7 +97,7 @@ test('AI SDK: tool loop, generateText and streamText, chat completions and respo
 });
 
 test('AI SDK: generateObject and streamObject with a zod schema', { skip }, async () => {
-  for (const m of [openai.chat(model), openai(model)]) {
+  for (const m of models) {
     for (const seed of [1, 2]) {
       const g = await generateObject({ model: m, schema: Person, schemaName: 'person', prompt, ...sampling(m, seed), maxOutputTokens: 400, maxRetries: 0 });
       assert.equal(g.finishReason, 'stop');

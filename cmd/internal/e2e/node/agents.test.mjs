@@ -159,3 +159,50 @@ test('LangChain: withStructuredOutput, json schema and function calling', { skip
     Person.strict().parse(p);
   }
 });
+
+// echo answers its prompt back: a user message holding a Hermes-style
+// <tool_call> makes it call the tool, and the answer turn shows the whole
+// history the framework sent, the tool's result included.
+const served = (await (await fetch(`${baseURL}/models`)).json()).data.map((m) => m.id);
+const noEcho = served.includes('echo') ? false : 'no echo model here';
+const echoCall = '<tool_call>{"name":"get_weather","arguments":{"city":"Paris","days":2}}</tool_call>';
+
+test('AI SDK on echo: the tool result reaches the model in the answer turn', { skip: noEcho }, async () => {
+  for (const m of [openai.chat('echo'), compatible('echo'), openai('echo')]) {
+    for (const stream of [false, true]) {
+      const opts = {
+        model: m, prompt: echoCall, maxRetries: 0,
+        // With store (OpenAI's default) the Responses provider sends the
+        // first turn's text back as an item_reference, which streamgate
+        // does not resolve (400 naming input[1].type): see gateway/README.md.
+        providerOptions: { openai: { store: false } },
+        tools: { get_weather: tool({ inputSchema: Weather, execute: async ({ city, days }) => `Sunny for ${days} days in ${city}.` }) },
+        stopWhen: stepCountIs(2),
+        // echo would repeat the call: the answer turn may not call.
+        prepareStep: ({ stepNumber }) => (stepNumber > 0 ? { toolChoice: 'none' } : undefined),
+      };
+      const where = `${m.provider} stream=${stream}`;
+      let steps;
+      if (stream) {
+        const r = streamText(opts);
+        await r.consumeStream();
+        steps = await r.steps;
+      } else {
+        steps = (await generateText(opts)).steps;
+      }
+      assert.equal(steps.length, 2, where);
+      assert.deepEqual(steps[0].toolCalls.map((c) => [c.toolName, c.input]), [['get_weather', { city: 'Paris', days: 2 }]], where);
+      assert.match(steps[1].text, /tool: Sunny for 2 days in Paris\. assistant:$/, where);
+    }
+  }
+});
+
+test('LangChain on echo: the ToolMessage reaches the model in the answer turn', { skip: noEcho }, async () => {
+  const weather = lcTool(async ({ city, days }) => `Sunny for ${days} days in ${city}.`, { name: 'get_weather', schema: Weather });
+  const llm = new ChatOpenAI({ model: 'echo', apiKey: 'unused', configuration: { baseURL }, maxRetries: 0 });
+  const ai = await llm.bindTools([weather]).invoke(echoCall);
+  assert.deepEqual(ai.tool_calls.map((c) => [c.name, c.args]), [['get_weather', { city: 'Paris', days: 2 }]]);
+  const result = await weather.invoke(ai.tool_calls[0]);
+  const answer = await llm.bindTools([weather]).invoke([['user', echoCall], ai, result], { tool_choice: 'none' });
+  assert.match(answer.content, /tool: Sunny for 2 days in Paris\. assistant:$/);
+});

@@ -77,6 +77,12 @@ type Options struct {
 	// TLS, if set, makes the server speak gRPC over TLS with it (mutual
 	// TLS when it requires client certificates). Nil means plaintext.
 	TLS *tls.Config
+	// ResponseDelay, for tests only, makes ModelStreamInfer wait this long
+	// before writing each response, as Triton's server does with
+	// TRITONSERVER_DELAY_GRPC_RESPONSE: responses queue behind the
+	// stream's writer (Triton's QA test_one_to_multi_many). Zero means
+	// none.
+	ResponseDelay time.Duration
 }
 
 // DefaultStallTimeout is Options.StallTimeout's default: longer than any
@@ -98,6 +104,7 @@ type Server struct {
 	health   *health.Server
 	stopping atomic.Bool
 	inflight atomic.Int64
+	delay    time.Duration // Options.ResponseDelay
 
 	tracer     trace.Tracer
 	prop       propagation.TextMapPropagator
@@ -124,7 +131,7 @@ func New(opts Options) (*Server, error) {
 		prop = propagation.TraceContext{}
 	}
 	s := &Server{log: log, models: map[string][]*Model{}, stall: opts.StallTimeout, lax: opts.LaxReadiness,
-		tracer: tp.Tracer(scope), prop: prop, modelTel: map[string]*modelTelemetry{}}
+		delay: opts.ResponseDelay, tracer: tp.Tracer(scope), prop: prop, modelTel: map[string]*modelTelemetry{}}
 	em, err := newEngineMetrics(mp.Meter(scope))
 	if err != nil {
 		return nil, fmt.Errorf("engine: metrics: %w", err)

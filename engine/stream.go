@@ -156,6 +156,9 @@ func (st *streamState) write(stream pb.GRPCInferenceService_ModelStreamInferServ
 		if err != nil || st.isAborted() {
 			return
 		}
+		if d := st.srv.delay; d > 0 && !backend.Sleep(st.ctx, d) {
+			return // the RPC ended; Send would fail
+		}
 		if err = stream.Send(r); err != nil {
 			st.cancel()
 		}

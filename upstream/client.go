@@ -228,6 +228,8 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 		decoupled = cfg.GetModelTransactionPolicy().GetDecoupled()
 	} else if ctx.Err() != nil {
 		return nil, ctxError(ctx)
+	} else if err == errNoHealthy {
+		return nil, err // a silent target, never asked about this model
 	}
 	cl := &Call{
 		c:         c,

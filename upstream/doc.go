@@ -78,9 +78,13 @@
 // checks got no answer at all twice in a row (connection refused, or no
 // reply within HealthTimeout), and nothing for a second at least, is
 // down: while every target is down Start fails at once
-// with KindUnavailable instead of waiting on a dead or hung target. A
-// target that answers "not ready", or was ejected only because a stream
-// broke, is still tried: it refuses what it cannot serve itself.
+// with KindUnavailable instead of waiting on a dead or hung target.
+// Before that, from the first check without answer (and a second without
+// a word from it), the target is silent: it is not asked metadata it has
+// not answered before, so the metadata call, and Start for a model it was
+// never asked about, fail at once with KindUnavailable. A target that
+// answers "not ready", or was ejected only because a stream broke, is
+// still tried: it refuses what it cannot serve itself.
 //
 // Nothing waits on a hung target for long: a request that receives
 // nothing for Options.IdleTimeout (per model: ModelIdleTimeouts) ends with

@@ -171,10 +171,26 @@ func TestDownTarget(t *testing.T) {
 }
 
 // hangingEngine answers metadata like an engine until hang is set; then
-// every call waits for its deadline.
+// every call waits for its deadline. ServerReady answers notReady's
+// opposite.
 type hangingEngine struct {
 	pb.UnimplementedGRPCInferenceServiceServer
-	hang atomic.Bool
+	hang     atomic.Bool
+	notReady atomic.Bool
+}
+
+func (h *hangingEngine) ServerReady(ctx context.Context, _ *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, err
+	}
+	return &pb.ServerReadyResponse{Ready: !h.notReady.Load()}, nil
+}
+
+func (h *hangingEngine) ModelConfig(ctx context.Context, r *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, err
+	}
+	return &pb.ModelConfigResponse{Config: &pb.ModelConfig{Name: r.GetName()}}, nil
 }
 
 func (h *hangingEngine) wait(ctx context.Context) error {
@@ -228,6 +244,58 @@ func TestMetadataTimeout(t *testing.T) {
 	he.hang.Store(false)
 	if got, err := c.ModelMetadata(ctx, "m", ""); err != nil || got == md {
 		t.Errorf("after the target recovered: %v, %v; want a new answer", got, err)
+	}
+}
+
+// TestMetadataOfSilentTarget: a hung target is ejected by its first
+// missed health check, one check before it is down. From then on a
+// lookup with nothing cached fails at once with KindUnavailable (the
+// gateway's 503) instead of waiting MetadataTimeout for a target that
+// answers nothing; what is cached is still served. An ejected target
+// that answers (not ready) is still asked.
+func TestMetadataOfSilentTarget(t *testing.T) {
+	he := &hangingEngine{}
+	addr := serveFake(t, he)
+	// Health checks run only when the test calls check; a lookup that
+	// asked the hung target would wait 10s and fail.
+	c := newTestClient(t, []string{addr}, &Options{HealthInterval: -1, HealthTimeout: time.Second, MetadataTimeout: 10 * time.Second})
+	ctx := context.Background()
+	md, err := c.ModelMetadata(ctx, "m", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := c.targetList()[0]
+
+	he.hang.Store(true)
+	tg.check(ctx) // no answer within HealthTimeout (≥ downSilence)
+	if tg.healthy.Load() || tg.down.Load() {
+		t.Fatalf("after one missed check: healthy %v, down %v; want ejected, not down", tg.healthy.Load(), tg.down.Load())
+	}
+	if got, err := c.ModelMetadata(ctx, "m", ""); got != md || err != nil {
+		t.Errorf("cached ModelMetadata of an ejected silent target = %v, %v; want the last answer", got, err)
+	}
+	if _, err := c.ModelMetadata(ctx, "other", ""); !errors.Is(err, errNoHealthy) {
+		t.Errorf("ModelMetadata never asked, of an ejected silent target = %v; want KindUnavailable at once", err)
+	}
+	if _, err := c.ModelConfig(ctx, "other", ""); status.Code(err) != codes.Unavailable {
+		t.Errorf("ModelConfig never asked, of an ejected silent target = %v; want Unavailable at once", err)
+	}
+	if cl, err := c.Start(ctx, &pb.ModelInferRequest{ModelName: "other"}); !errors.Is(err, errNoHealthy) {
+		if cl != nil {
+			cl.Cancel()
+		}
+		t.Errorf("Start for a model never asked, on an ejected silent target = %v; want KindUnavailable at once", err)
+	}
+
+	// It answers again, "not ready": ejected, but asked.
+	he.hang.Store(false)
+	he.notReady.Store(true)
+	tg.check(ctx)
+	if tg.healthy.Load() {
+		t.Fatal("a target answering not ready is still healthy")
+	}
+	if got, err := c.ModelMetadata(ctx, "other", ""); err != nil || got.GetName() != "other" {
+		t.Errorf("ModelMetadata of an ejected target that answers = %v, %v; want its answer", got, err)
 	}
 }
 

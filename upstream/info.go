@@ -34,13 +34,14 @@ func modelKey(name, version string) string { return name + "\x00" + version }
 // target whose last health check failed is not asked while c knows an
 // earlier answer, and an earlier answer stands in when asking fails
 // because t does not answer (see cache.get): a stopped target's metadata
-// stays readable, at once. A down target is never asked: without an
-// earlier answer the lookup fails at once with errNoHealthy
+// stays readable, at once. A silent target (down, or ejected with its
+// last health check unanswered: see silentNow) is never asked: without
+// an earlier answer the lookup fails at once with errNoHealthy
 // (KindUnavailable).
 func lookup[V any](ctx context.Context, t *target, c *cache[V], key string, rpc func(context.Context) (V, error)) (V, error) {
-	if t.down.Load() {
-		// pick chose a down target: every target is down. Asking would
-		// wait MetadataTimeout for nothing; refuse at once, as Start does.
+	if t.silentNow() {
+		// pick chose a silent target: no target is healthy. Asking
+		// would wait MetadataTimeout for nothing; refuse at once.
 		if v, ok := c.peek(key); ok {
 			return v, nil
 		}

@@ -461,6 +461,20 @@ func (t *target) unanswered() {
 	}
 }
 
+// silentNow reports whether t is not worth asking now: it is down, or
+// ejected with its last health check unanswered and nothing heard from it
+// for downSilence (a hung target is ejected by its first missed check,
+// and down only after downAfter of them). An ejected target that answers
+// (not ready, or a stream broke), or one check missed by a few
+// milliseconds on a busy machine, is still asked.
+func (t *target) silentNow() bool {
+	if t.down.Load() {
+		return true
+	}
+	return !t.healthy.Load() && t.silent.Load() > 0 &&
+		time.Since(time.Unix(0, t.lastAnswer.Load())) >= downSilence
+}
+
 // ready notes that t answered ServerReady with true: it is up and
 // admitted.
 func (t *target) ready() {

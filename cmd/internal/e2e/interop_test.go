@@ -283,6 +283,19 @@ func TestInteropServerHung(t *testing.T) {
 			stopped := time.Now()
 			ended := make(chan string, 1)
 			go func() { ended <- lastData(t, r) }()
+			// Ejected by its first missed health check, the target is
+			// down only a check later; meanwhile too, a model never asked
+			// before is refused at once.
+			waitFor(t, "the target to be ejected", func() bool {
+				return everyTarget(s, func(ts upstream.TargetStats) bool { return !ts.Healthy })
+			})
+			asked := time.Now()
+			resp2, body := s.post(t, "/v2/models/square_int32/generate_stream", `{"IN":[1]}`)
+			if resp2.StatusCode != http.StatusServiceUnavailable || resp2.Header.Get("Retry-After") == "" {
+				t.Errorf("a never-asked model while the target is ejected: %d %q (Retry-After %q), want 503 with Retry-After",
+					resp2.StatusCode, body, resp2.Header.Get("Retry-After"))
+			}
+			t.Logf("a never-asked model refused %v after the ejection (target down by then: %v)", time.Since(asked), targetDown(s))
 			select {
 			case last := <-ended:
 				if last != `{"error":"upstream unavailable"}` {
@@ -294,13 +307,7 @@ func TestInteropServerHung(t *testing.T) {
 			}
 			// Wait until the target is down (its health checks go
 			// unanswered), then nothing may wait for it.
-			for !targetDown(s) {
-				select {
-				case <-time.After(2 * time.Minute):
-					t.Fatal("the target was never marked down")
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
+			waitFor(t, "the target to be down", func() bool { return targetDown(s) })
 			for _, path := range []string{"/v2/models/repeat_int32/generate_stream", "/v2/models/blob_uint8/infer", "/v2/models/square_int32/generate_stream"} {
 				asked := time.Now()
 				resp, body := s.post(t, path, `{}`)
@@ -315,9 +322,15 @@ func TestInteropServerHung(t *testing.T) {
 
 // targetDown reports whether every target of s's upstream client is down.
 func targetDown(s *testStack) bool {
+	return everyTarget(s, func(ts upstream.TargetStats) bool { return ts.Down })
+}
+
+// everyTarget reports whether s's upstream client has targets and is(t)
+// holds for each.
+func everyTarget(s *testStack, is func(upstream.TargetStats) bool) bool {
 	st := s.up.Stats()
 	for _, ts := range st.Targets {
-		if !ts.Down {
+		if !is(ts) {
 			return false
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -22,7 +21,6 @@ import (
 	"github.com/streamgate/streamgate/gateway/sse"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
-	"google.golang.org/protobuf/encoding/prototext"
 )
 
 // testStack is what `streamgate serve` runs, wired by cmd/internal/stack,
@@ -106,14 +104,7 @@ func echoSlowConfig(t testing.TB) *pb.ModelConfig {
 
 // echoConfig is the built-in echo model renamed, with config parameters.
 func echoConfig(t testing.TB, name string, params map[string]string) *pb.ModelConfig {
-	data, err := fs.ReadFile(builtin.FS, "echo/config.pbtxt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &pb.ModelConfig{}
-	if err := prototext.Unmarshal(data, cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := builtinConfig(t, "echo")
 	cfg.Name = name
 	cfg.Parameters = map[string]*pb.ModelParameter{}
 	for k, v := range params {

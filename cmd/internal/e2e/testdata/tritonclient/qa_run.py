@@ -4,7 +4,11 @@ fixed ones. Usage: qa_run.py FILE [TEST ...] (unittest names).
 
 Environment: STREAMGATE_QA_GRPC, STREAMGATE_QA_HTTP (host:port);
 STREAMGATE_QA_MODELS, if set, keeps only those models in
-L0_decoupled's trials (the ensembles need backends the engine lacks).
+L0_decoupled's trials (the ensembles need backends the engine lacks);
+STREAMGATE_QA_NON_DECOUPLED, if set, is the model L0_decoupled's
+NonDecoupledTest asks for "repeat_int32" (Triton's test.sh serves
+repeat_int32 with decoupled: False from a second repository; the engine
+serves that model beside the decoupled one, under another name).
 """
 import os
 import runpy
@@ -34,22 +38,35 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(path)), "..", "common"))
 sys.argv = [path] + tests
 keep = os.environ.get("STREAMGATE_QA_MODELS")
-if keep:
+non_decoupled = os.environ.get("STREAMGATE_QA_NON_DECOUPLED")
+if keep or non_decoupled:
     import unittest
 
     main = unittest.main
 
-    def limited_main(*args, **kwargs):
-        mod = sys.modules["__main__"]
-        cls = getattr(mod, "DecoupledTest", None)
-        if cls is not None:
-            setup = cls.setUp
+    def patch(name, change):
+        cls = getattr(sys.modules["__main__"], name, None)
+        if cls is None:
+            return
+        setup = cls.setUp
 
-            def setUp(self):
-                setup(self)
+        def setUp(self):
+            setup(self)
+            change(self)
+
+        cls.setUp = setUp
+
+    def limited_main(*args, **kwargs):
+        if keep:
+            def trials(self):
                 self.trials_ = [t for t in self.trials_ if t[0] in keep.split(",")]
 
-            cls.setUp = setUp
+            patch("DecoupledTest", trials)
+        if non_decoupled:
+            def model(self):
+                self.model_name_ = non_decoupled
+
+            patch("NonDecoupledTest", model)
         return main(*args, **kwargs)
 
     unittest.main = limited_main

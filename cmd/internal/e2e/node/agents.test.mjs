@@ -168,20 +168,20 @@ const noEcho = served.includes('echo') ? false : 'no echo model here';
 const echoCall = '<tool_call>{"name":"get_weather","arguments":{"city":"Paris","days":2}}</tool_call>';
 
 test('AI SDK on echo: the tool result reaches the model in the answer turn', { skip: noEcho }, async () => {
-  for (const m of [openai.chat('echo'), compatible('echo'), openai('echo')]) {
+  const answers = {};
+  for (const [m, store] of [[openai.chat('echo'), false], [compatible('echo'), false], [openai('echo'), true], [openai('echo'), false]]) {
     for (const stream of [false, true]) {
       const opts = {
         model: m, prompt: echoCall, maxRetries: 0,
         // With store (OpenAI's default) the Responses provider sends the
-        // first turn's text back as an item_reference, which streamgate
-        // does not resolve (400 naming input[1].type): see gateway/README.md.
-        providerOptions: { openai: { store: false } },
+        // first turn's text back as an item_reference; without, as text.
+        providerOptions: { openai: { store } },
         tools: { get_weather: tool({ inputSchema: Weather, execute: async ({ city, days }) => `Sunny for ${days} days in ${city}.` }) },
         stopWhen: stepCountIs(2),
         // echo would repeat the call: the answer turn may not call.
         prepareStep: ({ stepNumber }) => (stepNumber > 0 ? { toolChoice: 'none' } : undefined),
       };
-      const where = `${m.provider} stream=${stream}`;
+      const where = `${m.provider} store=${store} stream=${stream}`;
       let steps;
       if (stream) {
         const r = streamText(opts);
@@ -192,9 +192,20 @@ test('AI SDK on echo: the tool result reaches the model in the answer turn', { s
       }
       assert.equal(steps.length, 2, where);
       assert.deepEqual(steps[0].toolCalls.map((c) => [c.toolName, c.input]), [['get_weather', { city: 'Paris', days: 2 }]], where);
-      assert.match(steps[1].text, /tool: Sunny for 2 days in Paris\. assistant:$/, where);
+      // The first turn's text ("user: assistant:", echo's answer around the
+      // call) comes back, by item_reference or as text, then the result.
+      assert.match(steps[1].text, /^user: <tool_call>.*<\/tool_call> assistant: user: assistant: (assistant: )?tool: Sunny for 2 days in Paris\. assistant:$/, where);
+      answers[m.provider] ??= steps[1].text;
+      assert.equal(steps[1].text, answers[m.provider], `${where}: another prompt than the provider's first`);
     }
   }
+});
+
+test('an item_reference that names no stored message is 404 naming it', { skip: noEcho }, async () => {
+  const r = await fetch(`${baseURL}/responses`, { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'echo', input: [{ role: 'user', content: 'x' }, { type: 'item_reference', id: 'msg-0123' }] }) });
+  assert.equal(r.status, 404);
+  assert.equal((await r.json()).error.param, 'input[1].id');
 });
 
 test('LangChain on echo: the ToolMessage reaches the model in the answer turn', { skip: noEcho }, async () => {

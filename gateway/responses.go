@@ -234,12 +234,17 @@ func (s *Server) resolveReferences(ctx context.Context, input []openai.ChatMessa
 			continue
 		}
 		param := fmt.Sprintf("input[%d].id", i)
+		notFound := &httpError{Status: http.StatusNotFound, Code: "not_found", Param: param,
+			Msg: fmt.Sprintf("Item with id '%s' not found (%s: an item_reference names the message item of a stored response).", truncate(ref, 64), param)}
 		rest, ok := strings.CutPrefix(ref, "msg-")
-		if !ok || strings.Contains(rest, "-") {
-			return &httpError{Status: http.StatusNotFound, Code: "not_found", Param: param,
-				Msg: fmt.Sprintf("Item with id '%s' not found: item_reference names the message item of a stored response.", truncate(ref, 64))}
+		if !ok || rest == "" || strings.Contains(rest, "-") {
+			return notFound
 		}
 		prev, _, err := s.loadResponse(ctx, "resp-"+rest, param)
+		var he *httpError
+		if errors.As(err, &he) && he.Status == http.StatusNotFound {
+			return notFound
+		}
 		if err != nil {
 			return err
 		}

@@ -63,6 +63,9 @@
 // trick left that is shaped around goroutine stacks: without it a held
 // HTTP/2 stream costs about 1.7 KB more (bench --preset hold --http2),
 // past the 25 KB a held stream may cost (cmd/internal/bench/README.md).
+// The wait itself must stay that shallow too: serve receives the end in
+// its own frame (flight.run returns the channel), since 16 bytes more
+// stop the runtime halving the stack (see flight.run).
 //
 // # Where new behaviour hooks in
 //

@@ -117,15 +117,15 @@ type sink interface {
 // when there is nobody to answer).
 //
 // serve is begin (1, 2) and flight.run (3, 4); the caller's goroutine
-// waits for the end. A WebSocket request runs 3 and 4 with no goroutine
-// waiting (flight.relayLater). Both relay in steps, with the same
-// relayer, and end in finish.
+// waits for the end, in this frame: see run. A WebSocket request runs 3
+// and 4 with no goroutine waiting (flight.relayLater). Both relay in
+// steps, with the same relayer, and end in finish.
 func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error {
 	f, err := s.begin(ctx, nil, conn, j, out)
 	if f == nil {
 		return err
 	}
-	return f.run()
+	return <-f.run()
 }
 
 // flight is a request between begin and finish: admitted, its call
@@ -206,21 +206,28 @@ func (f *flight) release() {
 	}
 }
 
-// run relays f's call and finishes f: serve's steps 3 and 4. The
-// caller's goroutine only waits for the end: each time the call says it
-// may have a response ready (Notify) or has ended (which it does when
-// the request's context is done), and each time the keepalive is due, a
-// short-lived goroutine relays what is ready (step) and leaves. The
-// caller waits a channel receive deep, so its stack (grown by parsing the
-// request) shrinks at the next collections, and the relay's deeper
-// frames (the translator, the writes) are on no goroutine while the
-// request is quiet. The sink sends the payloads of every response already
+// run starts relaying f's call, to finish f when it ends: serve's steps
+// 3 and 4. It returns at once, with the channel that gets what serve
+// returns; the caller's goroutine only waits for it: each time the call
+// says it may have a response ready (Notify) or has ended (which it does
+// when the request's context is done), and each time the keepalive is
+// due, a short-lived goroutine relays what is ready (step) and leaves.
+// The caller waits a channel receive deep, in serve's frame rather than
+// run's, so its stack (grown to 8 KB by routing and parsing the request)
+// halves at the next collection, and the relay's deeper frames (the
+// translator, the writes) are on no goroutine while the request is
+// quiet. The runtime halves a parked goroutine's stack only while it
+// uses under a quarter of it, 800 bytes of margin included: a held
+// HTTP/2 stream waits about 1.2 KB deep (topHandler, runShallow's rest,
+// serveSSE's run, serve, the receive), so 16 more bytes (run's frame
+// under serve's was 96) keep its 8 KB and cost about 4 KB per held
+// stream (bench --preset hold --http2). The sink sends the payloads of every response already
 // queued, then flushes once (one write per batch), and out.idle is called
 // whenever the request has been quiet for out.keepAlive(). The payloads
 // of tr.begin wait for the first response (or the first idle), so that
 // an error coming first finds the response still uncommitted and gets
 // its own status.
-func (f *flight) run() error {
+func (f *flight) run() <-chan error {
 	done := make(chan error, 1)
 	f.ended = func(err error) { done <- err }
 	if ka := f.out.keepAlive(); ka > 0 {
@@ -230,7 +237,7 @@ func (f *flight) run() error {
 	}
 	f.c.Notify(f.wakeGo)
 	f.wakeGo()
-	return <-done
+	return done
 }
 
 // keepalive is when a quiet request is due its sink's idle call. The

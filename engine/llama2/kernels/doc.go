@@ -14,10 +14,11 @@
 // assembly kernels of dot_amd64.s and attend_amd64.s (asm_amd64.go):
 // register-blocked 4×2 and 8×1 dot-product tiles for the matrix products,
 // and vector scores, exp and weighted sums for attention heads of a
-// multiple of 8 floats. Quantized weights (Q8_0, Q4_0, Q4_K, Q6_K) times
-// Q8-quantized activations use the AVX2 integer kernels of qdot_amd64.s
-// (VPMADDUBSW/VPMADDWD, also needing F16C), whose results are bit for bit
-// those of the Go code. The tag purego leaves them out; then, built with
+// multiple of 8 floats. Quantized weights (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K)
+// times Q8-quantized activations use the AVX2 integer kernels of
+// qdot_amd64.s (VPMADDUBSW/VPMADDWD, also needing F16C), one or four
+// whole weight rows per call, whose results are bit for bit those of the
+// Go code. The tag purego leaves them out; then, built with
 // GOEXPERIMENT=simd, the archsimd kernels of simd_amd64.go are used, and
 // otherwise the scalar ones. Every dot product keeps a fixed accumulation
 // order, so a row's result never depends on how rows are batched or split.

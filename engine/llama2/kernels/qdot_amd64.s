@@ -181,6 +181,122 @@ done: \
 	VZEROUPPER \
 	RET
 
+// KROW1 is the body of a one-row K-quant dot product with block macro
+// block and block size bs: w at w+0(FP), x at x+8(FP), nb at nb+16(FP),
+// the sum built in ret+24(FP).
+#define KROW1(block, bs) \
+	MOVQ w+0(FP), SI \
+	MOVQ x+8(FP), DI \
+	MOVQ nb+16(FP), CX \
+	MOVL $0, ret+24(FP) \
+	TESTQ CX, CX \
+	JLE done \
+loop: \
+	block(SI, ret+24(FP)) \
+	ADDQ $bs, SI \
+	ADDQ $324, DI \
+	DECQ CX \
+	JNZ loop \
+done: \
+	VZEROUPPER \
+	RET
+
+// KROW4 is the body of a four-row K-quant dot product: rows at w+0(FP)
+// and stride+8(FP) bytes apart, x at x+16(FP), nb at nb+24(FP), the four
+// sums built in out+32(FP).
+#define KROW4(block, bs) \
+	MOVQ w+0(FP), SI \
+	MOVQ stride+8(FP), R8 \
+	MOVQ x+16(FP), DI \
+	MOVQ nb+24(FP), CX \
+	MOVQ out+32(FP), R13 \
+	LEAQ (SI)(R8*1), R10 \
+	LEAQ (SI)(R8*2), R11 \
+	LEAQ (R10)(R8*2), R12 \
+	MOVQ $0, (R13) \
+	MOVQ $0, 8(R13) \
+	TESTQ CX, CX \
+	JLE done \
+loop: \
+	block(SI, 0(R13)) \
+	block(R10, 4(R13)) \
+	block(R11, 8(R13)) \
+	block(R12, 12(R13)) \
+	ADDQ $bs, SI \
+	ADDQ $bs, R10 \
+	ADDQ $bs, R11 \
+	ADDQ $bs, R12 \
+	ADDQ $324, DI \
+	DECQ CX \
+	JNZ loop \
+done: \
+	VZEROUPPER \
+	RET
+
+// HSUMT is HSUM with the temporary t in place of X5.
+#define HSUMT(y, x, t) \
+	VEXTRACTI128 $1, y, t \
+	VPADDD t, x, x \
+	VPSHUFD $0x4e, x, t \
+	VPADDD t, x, x \
+	VPSHUFD $0xb1, x, t \
+	VPADDD t, x, x \
+	VMOVD x, AX
+
+// Q4KXROW adds to the float at acc the Q4_K block unpacked by dotQ4Kr4AVX
+// (nibbles of group g in Yg, mins in Y8, scales broadcast at 32g(SP),
+// half(d) in X13, half(dmin) in X15) times the Q8_K block at p, in
+// Q4KBLOCK's order.
+#define Q4KXROW(p, acc) \
+	VMOVDQU 260(p), Y9 \
+	VPHADDD 292(p), Y9, Y9 \
+	VPERMQ $0xd8, Y9, Y9 \
+	VPMULLD Y8, Y9, Y9 \
+	HSUMT(Y9, X9, X11) \
+	VCVTSI2SSL AX, X12, X12 \
+	VPMADDUBSW 4(p), Y0, Y10 \
+	VPMADDWD 0(SP), Y10, Y10 \
+	VPMADDUBSW 36(p), Y1, Y9 \
+	VPMADDWD 32(SP), Y9, Y9 \
+	VPADDD Y9, Y10, Y10 \
+	VPMADDUBSW 68(p), Y2, Y9 \
+	VPMADDWD 64(SP), Y9, Y9 \
+	VPADDD Y9, Y10, Y10 \
+	VPMADDUBSW 100(p), Y3, Y9 \
+	VPMADDWD 96(SP), Y9, Y9 \
+	VPADDD Y9, Y10, Y10 \
+	VPMADDUBSW 132(p), Y4, Y9 \
+	VPMADDWD 128(SP), Y9, Y9 \
+	VPADDD Y9, Y10, Y10 \
+	VPMADDUBSW 164(p), Y5, Y9 \
+	VPMADDWD 160(SP), Y9, Y9 \
+	VPADDD Y9, Y10, Y10 \
+	VPMADDUBSW 196(p), Y6, Y9 \
+	VPMADDWD 192(SP), Y9, Y9 \
+	VPADDD Y9, Y10, Y10 \
+	VPMADDUBSW 228(p), Y7, Y9 \
+	VPMADDWD 224(SP), Y9, Y9 \
+	VPADDD Y9, Y10, Y10 \
+	HSUMT(Y10, X10, X11) \
+	VCVTSI2SSL AX, X10, X10 \
+	VMULSS (p), X13, X9 \
+	VMULSS (p), X15, X11 \
+	VMULSS X10, X9, X9 \
+	VMULSS X12, X11, X11 \
+	VSUBSS X11, X9, X9 \
+	VMOVSS acc, X11 \
+	VADDSS X9, X11, X11 \
+	VMOVSS X11, acc
+
+// Q4KSCALE broadcasts R9's low byte to the int16 lanes at off(SP) and
+// moves R9 on to the next scale.
+#define Q4KSCALE(off) \
+	MOVBLZX R9, AX \
+	VMOVD AX, X9 \
+	VPBROADCASTW X9, Y9 \
+	VMOVDQU Y9, off(SP) \
+	SHRQ $8, R9
+
 // PF is how far ahead of each row the x4 loops prefetch.
 #define PF 2048
 
@@ -226,119 +342,265 @@ TEXT ·dotQ5_0x4AVX(SB), NOSPLIT, $0-40
 	Q5CONSTS
 	ROW4(W5_0, 22)
 
-// PFK is how far ahead the K-quant group sums prefetch: a few blocks on,
-// in the same row or the next (rows are contiguous).
+// PFK is how far ahead the K-quant dot products prefetch: a few blocks
+// on, in the same row or the next (rows are contiguous).
 #define PFK 1024
 
-// SCALEDSUM adds to Y10 the products of the unsigned bytes in Y0 and the
-// signed bytes at off(DI), pairs summed and times scale byte soff(BX).
-#define SCALEDSUM(off, soff) \
-	VMOVDQU off(DI), Y1 \
-	VPMADDUBSW Y1, Y0, Y4 \
-	MOVBLZX soff(BX), AX \
-	VMOVD AX, X9 \
-	VPBROADCASTW X9, Y9 \
-	VPMADDWD Y9, Y4, Y4 \
-	VPADDD Y4, Y10, Y10
-
-// func q4KSumAVX(qs *byte, q8 *int8, sc *uint8) int32
-// Σ_j sc[2j]·(qs[32j:][:32]&15 · q8[64j:][:32]) + sc[2j+1]·(qs[32j:][:32]>>4 ·
-// q8[64j+32:][:32]) for j < 4. Nibbles are unsigned, so VPMADDUBSW takes
-// them as they are (pairs at most 2·15·128); every sum fits int32.
-TEXT ·q4KSumAVX(SB), NOSPLIT, $0-28
-	MOVQ qs+0(FP), SI
-	MOVQ q8+8(FP), DI
-	MOVQ sc+16(FP), BX
-	VMOVDQU nib<>(SB), Y14
-	VPXOR Y10, Y10, Y10
-	MOVQ $4, CX
-q4kloop:
-	PREFETCHT0 PFK(SI)
-	VMOVDQU (SI), Y2
-	VPAND Y14, Y2, Y0
-	SCALEDSUM(0, 0)
-	VPSRLW $4, Y2, Y0
-	VPAND Y14, Y0, Y0
-	SCALEDSUM(32, 1)
-	ADDQ $32, SI
-	ADDQ $64, DI
-	ADDQ $2, BX
-	DECQ CX
-	JNZ q4kloop
-	HSUM(Y10, X10)
-	MOVL AX, ret+24(FP)
-	VZEROUPPER
-	RET
-
+// Q6_K's high bits land in bits 4 and 5 (bits45); b32 is its offset 32.
 CONST32(bits45<>, $0x3030303030303030)
 
 CONST32(b32<>, $0x2020202020202020)
 
-// Q6PART adds to Y10 the products of the values v+32 (0..63, unsigned
-// bytes in v) and the activations at off(DI), as (v+32)·y - 32·y pair sums
-// times the int8 scales soff(BX) (lanes 0-15) and soff+1(BX) (16-31).
-#define Q6PART(v, off, soff) \
+// Whole-row K-quant dot products: Q4_K or Q6_K weight rows times a Q8_K
+// activation row (324-byte blocks: float32 d, 256 int8 values, 16 int32
+// sums of 16), in dotQ4K's and dotQ6K's order (quant.go): each block's
+// integer sums are exact; the block's float term is formed with one
+// rounding per operation and added to the row's float sum, block by block.
+// The x4 forms run four rows (stride bytes apart) block by block against
+// one activation row, each row's sum kept in out.
+
+// Q4KSC adds to Y10 the products of the unsigned bytes in Y0 and the
+// signed bytes at off(DI), pairs summed and times R9's low byte, the
+// group's scale; R9 moves on to the next scale.
+#define Q4KSC(off) \
+	VMOVDQU off(DI), Y1 \
+	VPMADDUBSW Y1, Y0, Y4 \
+	MOVBLZX R9, AX \
+	VMOVD AX, X9 \
+	VPBROADCASTW X9, Y9 \
+	VPMADDWD Y9, Y4, Y4 \
+	VPADDD Y4, Y10, Y10 \
+	SHRQ $8, R9
+
+// Q4KPAIR adds groups 2j and 2j+1: the nibbles of 32 bytes at qoff(r)
+// times the activations at aoff(DI) and aoff+32(DI).
+#define Q4KPAIR(r, qoff, aoff) \
+	VMOVDQU qoff(r), Y2 \
+	VPAND Y14, Y2, Y0 \
+	Q4KSC(aoff) \
+	VPSRLW $4, Y2, Y0 \
+	VPAND Y14, Y0, Y0 \
+	Q4KSC(aoff+32)
+
+// Q4KUNPACK leaves in R9 the eight 6-bit scales of the Q4_K block at r,
+// one a byte, and in DX its eight mins; clobbers AX, BX, R8.
+#define Q4KUNPACK(r) \
+	MOVL 4(r), AX \
+	MOVL 8(r), BX \
+	MOVL 12(r), DX \
+	MOVL AX, R8 \
+	SHRL $6, R8 \
+	ANDL $0x03030303, R8 \
+	SHLL $4, R8 \
+	MOVL DX, R9 \
+	ANDL $0x0f0f0f0f, R9 \
+	ORL R8, R9 \
+	ANDL $0x3f3f3f3f, AX \
+	SHLQ $32, R9 \
+	ORQ AX, R9 \
+	MOVL BX, R8 \
+	SHRL $6, R8 \
+	ANDL $0x03030303, R8 \
+	SHLL $4, R8 \
+	SHRL $4, DX \
+	ANDL $0x0f0f0f0f, DX \
+	ORL R8, DX \
+	ANDL $0x3f3f3f3f, BX \
+	SHLQ $32, DX \
+	ORQ BX, DX
+
+// Q4KBLOCK adds to the float at acc the Q4_K block at r times the Q8_K
+// block at DI: d·isum - dmin·msum with d = half(0(r))·d_x and dmin =
+// half(2(r))·d_x. Needs Y14 = nib; clobbers AX, BX, DX, R8, R9, Y0-Y5,
+// Y9, Y10.
+#define Q4KBLOCK(r, acc) \
+	PREFETCHT0 PFK(r) \
+	Q4KUNPACK(r) \
+	VMOVQ DX, X3 \
+	VPMOVZXBD X3, Y3 \
+	VMOVDQU 260(DI), Y1 \
+	VPHADDD 292(DI), Y1, Y1 \
+	VPERMQ $0xd8, Y1, Y1 \
+	VPMULLD Y3, Y1, Y1 \
+	HSUM(Y1, X1) \
+	VCVTSI2SSL AX, X3, X3 \
+	VPXOR Y10, Y10, Y10 \
+	Q4KPAIR(r, 16, 4) \
+	Q4KPAIR(r, 48, 68) \
+	Q4KPAIR(r, 80, 132) \
+	Q4KPAIR(r, 112, 196) \
+	HSUM(Y10, X10) \
+	VCVTSI2SSL AX, X10, X10 \
+	MOVWLZX 0(r), AX \
+	VMOVD AX, X1 \
+	VCVTPH2PS X1, X1 \
+	VMULSS (DI), X1, X1 \
+	MOVWLZX 2(r), AX \
+	VMOVD AX, X2 \
+	VCVTPH2PS X2, X2 \
+	VMULSS (DI), X2, X2 \
+	VMULSS X10, X1, X1 \
+	VMULSS X3, X2, X2 \
+	VSUBSS X2, X1, X1 \
+	VMOVSS acc, X2 \
+	VADDSS X1, X2, X2 \
+	VMOVSS X2, acc
+
+// Q6KPART adds to Y10 the values v+32 (unsigned bytes in v) times the
+// activations at off(DI), as (v+32)·y - 32·y pair sums, times the int8
+// scales soff(r) (lanes 0-15) and soff+1(r) (16-31). Needs Y12 = b32.
+#define Q6KPART(r, v, off, soff) \
 	VMOVDQU off(DI), Y1 \
 	VPMADDUBSW Y1, v, Y4 \
 	VPMADDUBSW Y1, Y12, Y5 \
 	VPSUBW Y5, Y4, Y4 \
-	MOVBQSX soff(BX), AX \
+	MOVBQSX soff(r), AX \
 	VMOVD AX, X9 \
 	VPBROADCASTW X9, X9 \
-	MOVBQSX soff+1(BX), AX \
+	MOVBQSX soff+1(r), AX \
 	VMOVD AX, X11 \
 	VPBROADCASTW X11, X11 \
 	VINSERTI128 $1, X11, Y9, Y9 \
 	VPMADDWD Y9, Y4, Y4 \
 	VPADDD Y4, Y10, Y10
 
-// func q6KSumAVX(blk *byte, q8 *int8) int32
-// q6KSumGo for one 210-byte Q6_K block: low 4 bits at 0, high 2 bits at
-// 128, int8 scales at 192.
-TEXT ·q6KSumAVX(SB), NOSPLIT, $0-20
-	MOVQ blk+0(FP), SI
-	MOVQ q8+8(FP), DI
-	LEAQ 128(SI), R8
-	LEAQ 192(SI), BX
-	VMOVDQU nib<>(SB), Y14
-	VMOVDQU bits45<>(SB), Y13
+// Q6KHALF adds to Y10 one half (128 values) of the Q6_K block at r: low
+// bits at ql(r), high bits at qh(r), scales at sc(r), activations at
+// q8(DI). Needs Y14 = nib, Y13 = bits45.
+#define Q6KHALF(r, ql, qh, sc, q8) \
+	VMOVDQU ql(r), Y6 \
+	VMOVDQU ql+32(r), Y7 \
+	VMOVDQU qh(r), Y8 \
+	VPAND Y14, Y6, Y0 \
+	VPSLLW $4, Y8, Y2 \
+	VPAND Y13, Y2, Y2 \
+	VPOR Y2, Y0, Y0 \
+	Q6KPART(r, Y0, q8, sc) \
+	VPAND Y14, Y7, Y0 \
+	VPSLLW $2, Y8, Y2 \
+	VPAND Y13, Y2, Y2 \
+	VPOR Y2, Y0, Y0 \
+	Q6KPART(r, Y0, q8+32, sc+2) \
+	VPSRLW $4, Y6, Y0 \
+	VPAND Y14, Y0, Y0 \
+	VPAND Y13, Y8, Y2 \
+	VPOR Y2, Y0, Y0 \
+	Q6KPART(r, Y0, q8+64, sc+4) \
+	VPSRLW $4, Y7, Y0 \
+	VPAND Y14, Y0, Y0 \
+	VPSRLW $2, Y8, Y2 \
+	VPAND Y13, Y2, Y2 \
+	VPOR Y2, Y0, Y0 \
+	Q6KPART(r, Y0, q8+96, sc+6)
+
+// Q6KBLOCK adds to the float at acc the Q6_K block at r times the Q8_K
+// block at DI: (half(208(r))·d_x)·isum. Clobbers AX, Y0-Y2, Y4-Y11.
+#define Q6KBLOCK(r, acc) \
+	PREFETCHT0 PFK(r) \
+	PREFETCHT0 PFK+64(r) \
+	PREFETCHT0 PFK+128(r) \
+	VPXOR Y10, Y10, Y10 \
+	Q6KHALF(r, 0, 128, 192, 4) \
+	Q6KHALF(r, 64, 160, 200, 132) \
+	HSUM(Y10, X10) \
+	VCVTSI2SSL AX, X10, X10 \
+	MOVWLZX 208(r), AX \
+	VMOVD AX, X1 \
+	VCVTPH2PS X1, X1 \
+	VMULSS (DI), X1, X1 \
+	VMULSS X10, X1, X1 \
+	VMOVSS acc, X2 \
+	VADDSS X1, X2, X2 \
+	VMOVSS X2, acc
+
+#define Q6KCONSTS \
+	VMOVDQU nib<>(SB), Y14 \
+	VMOVDQU bits45<>(SB), Y13 \
 	VMOVDQU b32<>(SB), Y12
-	VPXOR Y10, Y10, Y10
-	MOVQ $2, CX
-q6kloop:
+
+// func dotQ4KAVX(w *byte, x *q8KBlock, nb int) float32
+TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-28
+	VMOVDQU nib<>(SB), Y14
+	KROW1(Q4KBLOCK, 144)
+
+// func dotQ4Kx4AVX(w *byte, stride int, x *q8KBlock, nb int, out *[4]float32)
+TEXT ·dotQ4Kx4AVX(SB), NOSPLIT, $0-40
+	VMOVDQU nib<>(SB), Y14
+	KROW4(Q4KBLOCK, 144)
+
+// func dotQ6KAVX(w *byte, x *q8KBlock, nb int) float32
+TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-28
+	Q6KCONSTS
+	KROW1(Q6KBLOCK, 210)
+
+// func dotQ6Kx4AVX(w *byte, stride int, x *q8KBlock, nb int, out *[4]float32)
+TEXT ·dotQ6Kx4AVX(SB), NOSPLIT, $0-40
+	Q6KCONSTS
+	KROW4(Q6KBLOCK, 210)
+
+// func dotQ4Kr4AVX(w *byte, x *q8KBlock, xstride int, nb int, out *[4]float32)
+// One Q4_K weight row times four Q8_K activation rows xstride bytes apart:
+// each weight block is unpacked once for the four (prompt processing).
+TEXT ·dotQ4Kr4AVX(SB), NOSPLIT, $256-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R8
+	MOVQ nb+24(FP), CX
+	MOVQ out+32(FP), R13
+	LEAQ (DI)(R8*1), R10
+	LEAQ (DI)(R8*2), R11
+	LEAQ (R10)(R8*2), R12
+	MOVQ $0, (R13)
+	MOVQ $0, 8(R13)
+	VMOVDQU nib<>(SB), Y14
+	TESTQ CX, CX
+	JLE done
+loop:
 	PREFETCHT0 PFK(SI)
-	PREFETCHT0 PFK+64(SI)
-	VMOVDQU (SI), Y6
-	VMOVDQU 32(SI), Y7
-	VMOVDQU (R8), Y8
-	VPAND Y14, Y6, Y0
-	VPSLLW $4, Y8, Y2
-	VPAND Y13, Y2, Y2
-	VPOR Y2, Y0, Y0
-	Q6PART(Y0, 0, 0)
-	VPAND Y14, Y7, Y0
-	VPSLLW $2, Y8, Y2
-	VPAND Y13, Y2, Y2
-	VPOR Y2, Y0, Y0
-	Q6PART(Y0, 32, 2)
-	VPSRLW $4, Y6, Y0
-	VPAND Y14, Y0, Y0
-	VPAND Y13, Y8, Y2
-	VPOR Y2, Y0, Y0
-	Q6PART(Y0, 64, 4)
-	VPSRLW $4, Y7, Y0
-	VPAND Y14, Y0, Y0
-	VPSRLW $2, Y8, Y2
-	VPAND Y13, Y2, Y2
-	VPOR Y2, Y0, Y0
-	Q6PART(Y0, 96, 6)
-	ADDQ $64, SI
-	ADDQ $32, R8
-	ADDQ $128, DI
-	ADDQ $8, BX
+	Q4KUNPACK(SI)
+	VMOVQ DX, X8
+	VPMOVZXBD X8, Y8
+	Q4KSCALE(0)
+	Q4KSCALE(32)
+	Q4KSCALE(64)
+	Q4KSCALE(96)
+	Q4KSCALE(128)
+	Q4KSCALE(160)
+	Q4KSCALE(192)
+	Q4KSCALE(224)
+	VMOVDQU 16(SI), Y1
+	VPAND Y14, Y1, Y0
+	VPSRLW $4, Y1, Y1
+	VPAND Y14, Y1, Y1
+	VMOVDQU 48(SI), Y3
+	VPAND Y14, Y3, Y2
+	VPSRLW $4, Y3, Y3
+	VPAND Y14, Y3, Y3
+	VMOVDQU 80(SI), Y5
+	VPAND Y14, Y5, Y4
+	VPSRLW $4, Y5, Y5
+	VPAND Y14, Y5, Y5
+	VMOVDQU 112(SI), Y7
+	VPAND Y14, Y7, Y6
+	VPSRLW $4, Y7, Y7
+	VPAND Y14, Y7, Y7
+	MOVWLZX 0(SI), AX
+	VMOVD AX, X13
+	VCVTPH2PS X13, X13
+	MOVWLZX 2(SI), AX
+	VMOVD AX, X15
+	VCVTPH2PS X15, X15
+	Q4KXROW(DI, 0(R13))
+	Q4KXROW(R10, 4(R13))
+	Q4KXROW(R11, 8(R13))
+	Q4KXROW(R12, 12(R13))
+	ADDQ $144, SI
+	ADDQ $324, DI
+	ADDQ $324, R10
+	ADDQ $324, R11
+	ADDQ $324, R12
 	DECQ CX
-	JNZ q6kloop
-	HSUM(Y10, X10)
-	MOVL AX, ret+16(FP)
+	JNZ loop
+done:
 	VZEROUPPER
 	RET

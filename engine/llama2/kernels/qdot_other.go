@@ -11,4 +11,10 @@ func dotQ8x4Fast(t DType, w []byte, stride int, x []q8Block, out *[4]float32) {
 	dotQ8x4(t, w, stride, x, out)
 }
 
-var q4KSumAsmForBench, q6KSumAsmForBench = q4KSumGo, q6KSumGo
+func dotKFast(t DType, w []byte, x []q8KBlock) float32 { return dotK(t, w, x) }
+
+func dotKx4Fast(t DType, w []byte, stride int, x []q8KBlock, out *[4]float32) {
+	dotKx4(t, w, stride, x, out)
+}
+
+func dotQ4Kr4Fast(w []byte, x []q8KBlock, nb int, out *[4]float32) { dotQ4Kr4(w, x, nb, out) }

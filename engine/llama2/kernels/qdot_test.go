@@ -115,7 +115,7 @@ func TestQuantDotValues(t *testing.T) {
 
 // BenchmarkQuantDot measures one weight row of 4864 columns (Qwen2.5-0.5B's
 // FFN width) times one Q8_0 activation row, Go and assembly, and a Q4_K row
-// or Q6_K row of 4864 columns times a Q8_K row.
+// or Q6_K row of 4864 columns times a Q8_K row (19 blocks).
 func BenchmarkQuantDot(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const nb = 4864 / 32
@@ -149,124 +149,170 @@ func BenchmarkQuantDot(b *testing.B) {
 			})
 		}
 	}
-	xf := make([]float32, 4864)
-	for i := range xf {
-		xf[i] = float32(rng.NormFloat64())
-	}
-	wk := Quantize(Q4_K, make([]float32, 4864*1))
-	for i := range wk {
-		wk[i] = byte(rng.IntN(256))
-	}
-	xk := make([]q8KBlock, 4864/256)
-	quantizeQ8K(xf, xk)
-	w6 := make([]byte, 210*4864/256)
-	for i := range w6 {
-		w6[i] = byte(rng.IntN(256))
-	}
-	for _, c := range []struct {
-		name string
-		sum  func([]byte, *[256]int8) int32
-		ok   bool
-	}{{"Q6_K/go", q6KSumGo, true}, {"Q6_K/asm", q6KSumAsmForBench, hasQuantAVX2}} {
-		if !c.ok {
-			continue
-		}
-		b.Run(c.name, func(b *testing.B) {
-			defer func(f func([]byte, *[256]int8) int32) { q6KSum = f }(q6KSum)
-			q6KSum = c.sum
+	xk := randQ8KBlocks(rng, 4864/256, false)
+	for _, t := range []DType{Q4_K, Q6_K} {
+		w := randKBlocks(rng, t, 4*4864/256, false, 0)
+		rb := t.RowBytes(4864)
+		b.Run(t.String()+"/go", func(b *testing.B) {
 			for b.Loop() {
-				dotQ6K(w6, xk)
+				dotK(t, w[:rb], xk)
 			}
 			b.ReportMetric(float64(b.N)*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
 		})
-	}
-	for _, c := range []struct {
-		name string
-		sum  func([]byte, *[256]int8, *[8]uint8) int32
-		ok   bool
-	}{{"Q4_K/go", q4KSumGo, true}, {"Q4_K/asm", q4KSumAsmForBench, hasQuantAVX2}} {
-		if !c.ok {
-			continue
-		}
-		b.Run(c.name, func(b *testing.B) {
-			defer func(f func([]byte, *[256]int8, *[8]uint8) int32) { q4KSum = f }(q4KSum)
-			q4KSum = c.sum
-			for b.Loop() {
-				dotQ4K(wk, xk)
-			}
-			b.ReportMetric(float64(b.N)*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
-		})
-	}
-}
-
-// TestQ4KSumAsm checks the assembly Q4_K group sums against the Go ones on
-// random blocks and on the extremes (nibbles 15, scales 63, activations
-// ±127 or -128 from quantizeQ8K's clamp-free low end).
-func TestQ4KSumAsm(t *testing.T) {
-	if !hasQuantAVX2 {
-		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
-	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	for i := range 200 {
-		extreme := i%4 == 0
-		qs := make([]byte, 128)
-		var q8 [256]int8
-		var sc [8]uint8
-		for j := range qs {
-			qs[j] = byte(rng.IntN(256))
-			if extreme {
-				qs[j] = 0xff
-			}
-		}
-		for j := range q8 {
-			q8[j] = int8(rng.IntN(256) - 128)
-			if extreme {
-				q8[j] = int8(-128 + 255*rng.IntN(2))
-			}
-		}
-		for j := range sc {
-			sc[j] = uint8(rng.IntN(64))
-			if extreme {
-				sc[j] = 63
-			}
-		}
-		if got, want := q4KSumAsmForBench(qs, &q8, &sc), q4KSumGo(qs, &q8, &sc); got != want {
-			t.Fatalf("block %d: asm %d, Go %d", i, got, want)
+		if hasQuantAVX2 {
+			b.Run(t.String()+"/asm", func(b *testing.B) {
+				for b.Loop() {
+					dotKFast(t, w[:rb], xk)
+				}
+				b.ReportMetric(float64(b.N)*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+			b.Run(t.String()+"/asm-x4", func(b *testing.B) {
+				var out [4]float32
+				for b.Loop() {
+					dotKx4Fast(t, w, rb, xk, &out)
+				}
+				b.ReportMetric(float64(b.N)*4*4864/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
 		}
 	}
 }
 
-// TestQ6KSumAsm checks the assembly Q6_K group sums against the Go ones on
-// random blocks (every 6-bit value, every int8 scale) and on the extremes
-// (all values -32 or all 31, scales -128, activations ±127 or -128).
-func TestQ6KSumAsm(t *testing.T) {
-	if !hasQuantAVX2 {
-		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
+// randQ8KBlocks returns nb random Q8_K activation blocks; extreme sets
+// every value to -128 or 127, the int8 ends, with the sums of 16 to match.
+func randQ8KBlocks(rng *rand.Rand, nb int, extreme bool) []q8KBlock {
+	x := make([]float32, 256*nb)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
 	}
-	rng := rand.New(rand.NewPCG(9, 10))
-	for i := range 300 {
-		blk := make([]byte, 210)
-		var q8 [256]int8
+	out := make([]q8KBlock, nb)
+	quantizeQ8K(x, out)
+	if extreme {
+		for b := range out {
+			for j := range out[b].qs {
+				out[b].qs[j] = int8(-128 + 255*rng.IntN(2))
+			}
+			for j := range out[b].bsums {
+				s := int32(0)
+				for _, q := range out[b].qs[16*j : 16*j+16] {
+					s += int32(q)
+				}
+				out[b].bsums[j] = s
+			}
+		}
+	}
+	return out
+}
+
+// randKBlocks returns nb random Q4_K or Q6_K blocks (every byte random
+// but the f16 scales), or, with extreme, every byte but the f16 scales
+// fill; the f16 scales are random normal, or 65504 and 6e-8 with extreme.
+func randKBlocks(rng *rand.Rand, t DType, nb int, extreme bool, fill byte) []byte {
+	size := dtypes[t].bytes
+	w := make([]byte, nb*size)
+	for b := range nb {
+		blk := w[b*size : (b+1)*size]
 		for j := range blk {
 			blk[j] = byte(rng.IntN(256))
-		}
-		for j := range q8 {
-			q8[j] = int8(rng.IntN(256) - 128)
-		}
-		if i%3 != 0 {
-			fill := byte(0xff * (i % 3 / 2))
-			for j := range 192 {
+			if extreme {
 				blk[j] = fill
 			}
-			for j := 192; j < 208; j++ {
-				blk[j] = 0x80
+		}
+		for _, at := range map[DType][]int{Q4_K: {0, 2}, Q6_K: {208}}[t] {
+			h := FloatToHalf(float32(rng.NormFloat64() * 0.01))
+			if extreme {
+				h = []uint16{0x7bff, 0x0001, 0xfbff}[rng.IntN(3)]
 			}
-			for j := range q8 {
-				q8[j] = int8(-128 + 255*rng.IntN(2))
+			binary.LittleEndian.PutUint16(blk[at:], h)
+		}
+	}
+	return w
+}
+
+// TestKQuantDotAsm checks the whole-row assembly Q4_K and Q6_K dot
+// products, one row and four rows at a time (and for Q4_K one weight row
+// against four activation rows), against the Go ones bit for
+// bit (exact integer block sums, then the same float operations in the
+// same order), on random blocks and on the extremes (all bits clear or
+// set: nibbles and 6-bit scales and mins at 0 or their largest, Q6_K
+// values -32 or 31 with scales 0 or -1; activations -128 or 127; f16
+// scales at the ends of their range), for 0 to 40 blocks, with the four
+// rows packed or further apart.
+func TestKQuantDotAsm(t *testing.T) {
+	if !hasQuantAVX2 {
+		t.Skip("no AVX2/F16C assembly in this build or on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	for nb := range 41 {
+		for _, extreme := range []byte{0, 1, 2} {
+			x := randQ8KBlocks(rng, nb, extreme != 0)
+			for _, typ := range []DType{Q4_K, Q6_K} {
+				rb := typ.RowBytes(256 * nb)
+				for _, pad := range []int{0, 7} {
+					stride := rb + pad
+					w := make([]byte, 4*stride)
+					for k := range 4 {
+						copy(w[k*stride:], randKBlocks(rng, typ, nb, extreme != 0, []byte{0x00, 0xff}[extreme%2]))
+					}
+					if typ == Q4_K {
+						// One weight row against four activation rows.
+						x4 := randQ8KBlocks(rng, 4*nb, extreme != 0)
+						var got [4]float32
+						dotQ4Kr4Fast(w[:rb], x4, nb, &got)
+						for k := range 4 {
+							want := dotQ4K(w[:rb], x4[k*nb:(k+1)*nb])
+							if math.Float32bits(got[k]) != math.Float32bits(want) {
+								t.Errorf("Q4_K r4 nb=%d extreme=%d pad=%d activation row %d: asm %g, Go %g", nb, extreme, pad, k, got[k], want)
+							}
+						}
+					}
+					var got [4]float32
+					dotKx4Fast(typ, w, stride, x, &got)
+					for k := range 4 {
+						row := w[k*stride : k*stride+rb]
+						want := dotK(typ, row, x)
+						if math.Float32bits(got[k]) != math.Float32bits(want) {
+							t.Errorf("%v x4 nb=%d extreme=%d pad=%d row %d: asm %g, Go %g", typ, nb, extreme, pad, k, got[k], want)
+						}
+						if one := dotKFast(typ, row, x); math.Float32bits(one) != math.Float32bits(want) {
+							t.Errorf("%v nb=%d extreme=%d row %d: asm %g, Go %g", typ, nb, extreme, k, one, want)
+						}
+					}
+				}
 			}
 		}
-		if got, want := q6KSumAsmForBench(blk, &q8), q6KSumGo(blk, &q8); got != want {
-			t.Fatalf("block %d: asm %d, Go %d", i, got, want)
+	}
+}
+
+// TestKQuantMatMulRows checks Q4_K and Q6_K matrix products of 1 to 9
+// activation rows (four at a time and the rest, in tiles of weight rows,
+// split across workers) against the one-row Go dot products bit for bit.
+func TestKQuantMatMulRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	pool := NewPool(2)
+	defer pool.Close()
+	cpu := NewCPU(pool)
+	const n = 512
+	for _, typ := range []DType{Q4_K, Q6_K} {
+		for _, d := range []int{5, 130} {
+			w := randKBlocks(rng, typ, d*n/256, false, 0)
+			for rows := 1; rows <= 9; rows++ {
+				m := MatMul{X: make([]float32, rows*n), Out: make([]float32, rows*d), Rows: rows, N: n, D: d, Type: typ, Raw: w}
+				for i := range m.X {
+					m.X[i] = float32(rng.NormFloat64())
+				}
+				cpu.MatMul(m)
+				x := make([]q8KBlock, rows*n/256)
+				quantizeQ8K(m.X, x)
+				rb := typ.RowBytes(n)
+				for r := range rows {
+					for o := range d {
+						want := dotK(typ, w[o*rb:(o+1)*rb], x[r*n/256:(r+1)*n/256])
+						if got := m.Out[r*d+o]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("%v d=%d rows=%d: row %d output %d is %g, want %g", typ, d, rows, r, o, got, want)
+						}
+					}
+				}
+			}
 		}
 	}
 }

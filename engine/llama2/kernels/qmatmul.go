@@ -61,6 +61,9 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 	case Q8_0, Q4_0, Q5_0:
 		c.rowsQ8(i, m, lo, hi)
 		return
+	case Q4_K, Q6_K:
+		c.rowsK(i, m, lo, hi)
+		return
 	}
 	a := &c.acts[i]
 	n, d := m.N, m.D
@@ -70,10 +73,6 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 		for r := range m.Rows {
 			var v float32
 			switch m.Type {
-			case Q4_K:
-				v = dotQ4K(w, a.q8K[r*n/256:(r+1)*n/256])
-			case Q6_K:
-				v = dotQ6K(w, a.q8K[r*n/256:(r+1)*n/256])
 			case Q4_1, Q5_1:
 				v = dotQ8_1(m.Type, w, a.q81[r*n/32:(r+1)*n/32])
 			case Q5_K:
@@ -88,24 +87,64 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 	}
 }
 
-// rowsQ8 is rows for the weight types with Q8_0 activations: four weight
-// rows at a time against each activation row, so that an activation block
-// is read once per four rows, then the rest one by one.
+// rowsQ8 is rows for the weight types with Q8_0 activations.
 func (c *CPU) rowsQ8(i int, m *MatMul, lo, hi int) {
-	x := c.acts[i].q8
+	rowsBy4(m, c.acts[i].q8, 32, lo, hi, dotQ8x4Fast, dotQ8Fast)
+}
+
+// rowsBy4 computes output rows [lo, hi) of m from its activation rows x
+// (blocks of bs values): four weight rows at a time against each
+// activation row, so that an activation block is read once per four rows,
+// then the rest one by one.
+func rowsBy4[B any](m *MatMul, x []B, bs, lo, hi int,
+	four func(DType, []byte, int, []B, *[4]float32), one func(DType, []byte, []B) float32) {
 	n, d := m.N, m.D
-	nb, rb := n/32, m.Type.RowBytes(n)
+	nb, rb := n/bs, m.Type.RowBytes(n)
 	o := lo
 	for ; o+4 <= hi; o += 4 {
 		w := m.Raw[o*rb : (o+4)*rb]
 		for r := range m.Rows {
-			dotQ8x4Fast(m.Type, w, rb, x[r*nb:(r+1)*nb], (*[4]float32)(m.Out[r*d+o:r*d+o+4]))
+			four(m.Type, w, rb, x[r*nb:(r+1)*nb], (*[4]float32)(m.Out[r*d+o:r*d+o+4]))
 		}
 	}
 	for ; o < hi; o++ {
 		w := m.Raw[o*rb : (o+1)*rb]
 		for r := range m.Rows {
-			m.Out[r*d+o] = dotQ8Fast(m.Type, w, x[r*nb:(r+1)*nb])
+			m.Out[r*d+o] = one(m.Type, w, x[r*nb:(r+1)*nb])
+		}
+	}
+}
+
+// rowsK is rowsQ8 for Q4_K and Q6_K weights with Q8_K activations. A
+// Q4_K job of four activation rows or more (a prompt) goes by tiles of
+// about 16 KiB of weight rows, each row against four activation rows at a
+// time, so a weight block is unpacked once for four activation rows and
+// the activations are read once per tile.
+func (c *CPU) rowsK(i int, m *MatMul, lo, hi int) {
+	x := c.acts[i].q8K
+	if m.Type != Q4_K || m.Rows < 4 {
+		rowsBy4(m, x, 256, lo, hi, dotKx4Fast, dotKFast)
+		return
+	}
+	n, d := m.N, m.D
+	nb, rb := n/256, m.Type.RowBytes(n)
+	tile := max(1, 16384/rb)
+	var out [4]float32
+	for t := lo; t < hi; t += tile {
+		end := min(t+tile, hi)
+		r := 0
+		for ; r+4 <= m.Rows; r += 4 {
+			for o := t; o < end; o++ {
+				dotQ4Kr4Fast(m.Raw[o*rb:(o+1)*rb], x[r*nb:(r+4)*nb], nb, &out)
+				for k, v := range out {
+					m.Out[(r+k)*d+o] = v
+				}
+			}
+		}
+		for ; r < m.Rows; r++ {
+			for o := t; o < end; o++ {
+				m.Out[r*d+o] = dotKFast(m.Type, m.Raw[o*rb:(o+1)*rb], x[r*nb:(r+1)*nb])
+			}
 		}
 	}
 }

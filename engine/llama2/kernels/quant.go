@@ -292,17 +292,16 @@ func dotQ4K(w []byte, x []q8KBlock) float32 {
 		}
 		d := halfTable[binary.LittleEndian.Uint16(blk)] * y.d
 		dmin := halfTable[binary.LittleEndian.Uint16(blk[2:])] * y.d
-		sum += d*float32(isum) - dmin*float32(msum)
+		// Each product rounded on its own (no fused multiply-add), as the
+		// assembly (qdot_amd64.s) rounds it.
+		sum += float32(d*float32(isum)) - float32(dmin*float32(msum))
 	}
 	return sum
 }
 
 // q4KSum returns Σ sc[g]·(group g's values · q8's) over the eight groups
-// of 32 values of a Q4_K block's 128 bytes qs: the Go code below, or the
-// assembly (qdot_amd64.s) where the CPU allows; both are exact.
-var q4KSum = q4KSumGo
-
-func q4KSumGo(qs []byte, q8 *[256]int8, sc *[8]uint8) int32 {
+// of 32 values of a Q4_K block's 128 bytes qs (exact).
+func q4KSum(qs []byte, q8 *[256]int8, sc *[8]uint8) int32 {
 	isum := int32(0)
 	for j := range 4 {
 		lo, hi := int32(0), int32(0)
@@ -321,17 +320,40 @@ func dotQ6K(w []byte, x []q8KBlock) float32 {
 		blk := w[210*b : 210*b+210]
 		y := &x[b]
 		isum := q6KSum(blk, &y.qs)
-		sum += halfTable[binary.LittleEndian.Uint16(blk[208:])] * y.d * float32(isum)
+		sum += float32(halfTable[binary.LittleEndian.Uint16(blk[208:])] * y.d * float32(isum))
 	}
 	return sum
 }
 
-// q6KSum returns Σ scale[g]·(group g's values · q8's) over the sixteen
-// groups of 16 values of a Q6_K block: the Go code below, or the assembly
-// (qdot_amd64.s) where the CPU allows; both are exact.
-var q6KSum = q6KSumGo
+// dotK is dotQ4K or dotQ6K by the weight type t. The block terms are
+// added to the row's sum block by block in order, in the Go code and in
+// the assembly alike (qdot_amd64.s), so both give the same bits.
+func dotK(t DType, w []byte, x []q8KBlock) float32 {
+	if t == Q6_K {
+		return dotQ6K(w, x)
+	}
+	return dotQ4K(w, x)
+}
 
-func q6KSumGo(blk []byte, q8 *[256]int8) int32 {
+// dotQ4Kr4 is dotQ4K of the weight row w with the four activation rows
+// of nb blocks each in x.
+func dotQ4Kr4(w []byte, x []q8KBlock, nb int, out *[4]float32) {
+	for k := range out {
+		out[k] = dotQ4K(w, x[k*nb:(k+1)*nb])
+	}
+}
+
+// dotKx4 is dotK of x with the four weight rows at w, stride bytes apart.
+func dotKx4(t DType, w []byte, stride int, x []q8KBlock, out *[4]float32) {
+	rb := t.RowBytes(256 * len(x))
+	for k := range out {
+		out[k] = dotK(t, w[k*stride:k*stride+rb], x)
+	}
+}
+
+// q6KSum returns Σ scale[g]·(group g's values · q8's) over the sixteen
+// groups of 16 values of a Q6_K block (exact).
+func q6KSum(blk []byte, q8 *[256]int8) int32 {
 	var s [16]int32
 	for n := range 2 {
 		ql, qh, q8 := blk[64*n:64*n+64], blk[128+32*n:128+32*n+32], q8[128*n:128*n+128]

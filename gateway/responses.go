@@ -163,7 +163,7 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 	}
 	resp := openai.NewResponse(s.ids.next("resp"), s.opts.Now().Unix(), rr)
 	tr := &responseEvents{textReader: textReader{ad: ad}, stream: f != formBody,
-		r: &openai.Responder{Resp: resp, ItemID: s.ids.next("msg"), Lazy: len(tools) > 0}}
+		r: &openai.Responder{Resp: resp, ItemID: messageItemID(resp.ID), Lazy: len(tools) > 0}}
 	if len(tools) > 0 {
 		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(resp.ID, "resp-") + "_", Single: !cr.ParallelToolCalls}
 		for _, t := range tools {
@@ -185,6 +185,9 @@ const maxChain = 1000
 // that sent it all would: a chain of responses cannot grow without bound.
 // A response of the chain that is gone (deleted, expired) is 404.
 func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
+	if err := s.resolveReferences(ctx, rr.Input); err != nil {
+		return nil, err
+	}
 	size := int64(0)
 	for _, m := range rr.Input {
 		size += int64(len(m.Content))
@@ -214,6 +217,40 @@ func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]op
 	}
 	slices.Reverse(turns)
 	return slices.Concat(turns...), nil
+}
+
+// messageItemID is the id of the message item of response id: the
+// response's id under another prefix, so that an item_reference to it
+// finds the response.
+func messageItemID(id string) string { return "msg-" + strings.TrimPrefix(id, "resp-") }
+
+// resolveReferences fills in the text of the input's item_reference
+// items: each names the message item of a stored response of the caller
+// (messageItemID), whose text it stands for; another id is 404.
+func (s *Server) resolveReferences(ctx context.Context, input []openai.ChatMessage) error {
+	for i := range input {
+		ref := input[i].Ref
+		if ref == "" {
+			continue
+		}
+		param := fmt.Sprintf("input[%d].id", i)
+		notFound := &httpError{Status: http.StatusNotFound, Code: "not_found", Param: param,
+			Msg: fmt.Sprintf("Item with id '%s' not found (%s: an item_reference names the message item of a stored response).", truncate(ref, 64), param)}
+		rest, ok := strings.CutPrefix(ref, "msg-")
+		if !ok || rest == "" || strings.Contains(rest, "-") {
+			return notFound
+		}
+		prev, _, err := s.loadResponse(ctx, "resp-"+rest, param)
+		var he *httpError
+		if errors.As(err, &he) && he.Status == http.StatusNotFound {
+			return notFound
+		}
+		if err != nil {
+			return err
+		}
+		input[i].Content = prev.OutputText()
+	}
+	return nil
 }
 
 // createResponse serves POST /v1/responses.

@@ -50,6 +50,9 @@ type ChatMessage struct {
 	// the call a tool message answers.
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Ref is the id of an earlier response's message that a Responses
+	// input item_reference names; the gateway fills in its text.
+	Ref string `json:"-"`
 }
 
 // ChatRequest is a validated chat completions request.

@@ -359,8 +359,10 @@ func inputItem(param string, raw json.RawMessage) (ChatMessage, error) {
 	case "", "message":
 	case "function_call", "function_call_output":
 		return functionItem(param, typ, f)
+	case "item_reference":
+		return referenceItem(param, f)
 	default:
-		return ChatMessage{}, unsupported(param+".type", fmt.Sprintf("'%s' is not supported by this server: input items are messages, function_call and function_call_output (no files or item references).", typ))
+		return ChatMessage{}, unsupported(param+".type", fmt.Sprintf("'%s' is not supported by this server: input items are messages, function_call, function_call_output and item_reference (no files).", typ))
 	}
 	for k := range obj {
 		switch k {
@@ -383,6 +385,25 @@ func inputItem(param string, raw json.RawMessage) (ChatMessage, error) {
 		return ChatMessage{}, err
 	}
 	return ChatMessage{Role: role, Content: content}, nil
+}
+
+// referenceItem reads an item_reference: the id of an assistant message
+// of an earlier stored response (the gateway resolves it), as SDKs send
+// a stored turn back instead of its text.
+func referenceItem(param string, f *fields) (ChatMessage, error) {
+	for k := range f.m {
+		if k != "type" && k != "id" {
+			return ChatMessage{}, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s", param, k), Param: param + "." + k, Code: "unknown_parameter"}
+		}
+	}
+	id, err := f.str("id", false)
+	if err != nil {
+		return ChatMessage{}, typeError(param+".id", "a string", f.m["id"])
+	}
+	if id == "" {
+		return ChatMessage{}, &RequestError{Message: fmt.Sprintf("Missing required parameter: '%s.id'.", param), Param: param + ".id", Code: "missing_required_parameter"}
+	}
+	return ChatMessage{Role: "assistant", Ref: id}, nil
 }
 
 func itemContent(param string, raw json.RawMessage) (string, error) {

@@ -4,7 +4,8 @@
 // newStack (stack_test.go).
 //
 // Besides Go clients they use real third-party clients and proxies: the
-// official openai npm package (node_test.go), nginx configured by the
+// official openai npm package, the Vercel AI SDK and LangChain JS
+// (node_test.go), nginx configured by the
 // shipped deploy/nginx.conf in front of the gateway, and headless Chromium
 // running a page that uses the streaming routes with fetch() and
 // WebSocket as a web app would, and driving the playground at / as a

@@ -34,6 +34,24 @@ func TestOpenAINodeSDK(t *testing.T) {
 	waitFor(t, "the aborted request to stop in the engine", func() bool { return s.eng.InFlight() == 0 })
 }
 
+// TestAgentSDKs runs node/agents.test.mjs: the Vercel AI SDK and
+// LangChain JS (ChatOpenAI), unmodified, against engine + upstream +
+// gateway over loopback: plain and streamed text, a tool loop with a
+// required tool call, and zod-schema objects, validated under the
+// engine's guided decoding on STREAMGATE_TEXT_MODEL.
+func TestAgentSDKs(t *testing.T) {
+	dir, node := nodeTool(t)
+	s := startStack(t)
+	cmd := exec.CommandContext(t.Context(), node, "--test", "--test-reporter=spec", "agents.test.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+s.url+"/v1", "NO_COLOR=1", "STREAMGATE_TEXT_MODEL="+s.textModel())
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test agents.test.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("node tests failed: %v", err)
+	}
+}
+
 // TestOpenAINodeSDKReplicas runs node/responses.replicas.test.mjs, the
 // official openai SDK against two gateway replicas (each with its own
 // engine) sharing a real Redis, with API keys: background responses cut
@@ -81,8 +99,10 @@ func nodeTool(t *testing.T) (dir, node string) {
 		}
 		t.Skip(why)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		missing("no node_modules: run `npm ci` in cmd/internal/e2e/node")
+	// The last package package.json added: node_modules from before it
+	// are as stale as none.
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@langchain", "openai", "package.json")); err != nil {
+		missing("no up-to-date node_modules: run `npm ci` in cmd/internal/e2e/node")
 	}
 	node, err = exec.LookPath("node")
 	if err != nil {

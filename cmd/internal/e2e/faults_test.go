@@ -20,10 +20,14 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/streamgate/streamgate/cmd/internal/procstat"
 	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway/ws"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
 // The fault-injection suite: `streamgate engine` and `streamgate gateway`
@@ -96,10 +100,43 @@ func startPair(t *testing.T, bin, modelDir string, gatewayArgs ...string) (eng, 
 	return eng, startGatewayProc(t, bin, eng.addr, gatewayArgs...)
 }
 
+// startEngineProc starts an engine and waits until it answers
+// ServerReady. A gateway's /readyz only says that one of its targets is
+// ready, and it counts a target it has not checked yet as healthy: in
+// front of two engines, a request could reach the one still starting
+// and be refused (a 503).
 func startEngineProc(t *testing.T, bin, modelDir string) *sgProcess {
 	t.Helper()
 	addr := freeAddr(t)
-	return &sgProcess{process: startStreamgate(t, bin, "engine", modelDir, "engine", "--grpc", addr), addr: addr}
+	p := &sgProcess{process: startStreamgate(t, bin, "engine", modelDir, "engine", "--grpc", addr), addr: addr}
+	p.waitEngineReady(t)
+	return p
+}
+
+// waitEngineReady waits until p, an engine, answers ServerReady with
+// true, failing the test if p exits first.
+func (p *sgProcess) waitEngineReady(t *testing.T) {
+	t.Helper()
+	// Redial soon after a refusal: the engine may take a while to listen.
+	redial := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: time.Second}
+	redial.Backoff.BaseDelay, redial.Backoff.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
+	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(redial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rpc := pb.NewGRPCInferenceServiceClient(conn)
+	waitFor(t, p.name+" to be ready", func() bool {
+		if p.exited() {
+			t.Fatalf("%s exited:\n%s", p.name, tail(p.out.String(), 4<<10))
+		}
+		// Each try waits for the connection a while, not for ever:
+		// the engine may have exited meanwhile.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		r, err := rpc.ServerReady(ctx, &pb.ServerReadyRequest{}, grpc.WaitForReady(true))
+		return err == nil && r.GetReady()
+	})
 }
 
 func startGatewayProc(t *testing.T, bin, upstream string, args ...string) *sgProcess {

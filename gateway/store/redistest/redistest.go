@@ -124,7 +124,10 @@ func (s *Server) start() error {
 	defer cancel()
 	for {
 		if c, err := net.Dial("tcp", s.Addr); err == nil {
-			ok := ping(c)
+			// Another test's server may hold the port (it took the
+			// port back between freeAddr and this start): the one
+			// answering must be ours.
+			ok := ping(c) && serverPID(c) == cmd.Process.Pid
 			c.Close()
 			if ok {
 				s.cmd, s.done = cmd, done
@@ -150,6 +153,26 @@ func ping(c net.Conn) bool {
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	return err == nil && strings.HasPrefix(line, "+PONG")
+}
+
+// serverPID is the process_id the server on c reports (INFO server), 0
+// when it reports none.
+func serverPID(c net.Conn) int {
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return 0
+	}
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid, _ := strconv.Atoi(v)
+			return pid
+		}
+	}
 }
 
 func freeAddr(t testing.TB) string {

@@ -25,17 +25,7 @@ import (
 // pieces, and the token counts are the reference tokenizer's (Hugging
 // Face's, on the prompt @huggingface/jinja renders) and max_tokens.
 func TestGGUFModelEveryClient(t *testing.T) {
-	files := hfref.Load(t, "qwen3")
-	v, err := files.Vocab("qwen2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "Tiny-Qwen3.gguf")
-	spec := ggufmodel.Spec{Arch: "qwen3", Type: gguf.Q8_0, Dim: 64, Hidden: 128, Layers: 1, Heads: 2, KVHeads: 1,
-		Context: 256, Seed: 5, Vocab: &v, ChatTemplate: files.Config.ChatTemplate, RopeBase: 1000000, OutputScale: 0.1}
-	if err := ggufmodel.Write(path, spec); err != nil {
-		t.Fatal(err)
-	}
+	path, files := tinyQwen3(t, 256, 5)
 	const model, maxTokens = "tiny-qwen3", 12
 	messages := []map[string]any{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2? Ça va? 日本語"}}
 	rendered := hfref.Render(t, files.Config.ChatTemplate, []map[string]any{{"messages": messages, "add_generation_prompt": true}})[0]
@@ -168,4 +158,22 @@ func ggufPlayground(t *testing.T, url, model string, maxTokens int) {
 	if problems := page.takeProblems(); len(problems) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(problems, "\n"))
 	}
+}
+
+// tinyQwen3 writes Tiny-Qwen3.gguf: Qwen3's real vocabulary (151k tokens)
+// and chat template, random Q8_0 weights from seed, context positions.
+func tinyQwen3(t *testing.T, context int, seed uint64) (string, hfref.Files) {
+	t.Helper()
+	files := hfref.Load(t, "qwen3")
+	v, err := files.Vocab("qwen2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "Tiny-Qwen3.gguf")
+	spec := ggufmodel.Spec{Arch: "qwen3", Type: gguf.Q8_0, Dim: 64, Hidden: 128, Layers: 1, Heads: 2, KVHeads: 1,
+		Context: context, Seed: seed, Vocab: &v, ChatTemplate: files.Config.ChatTemplate, RopeBase: 1000000, OutputScale: 0.1}
+	if err := ggufmodel.Write(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	return path, files
 }

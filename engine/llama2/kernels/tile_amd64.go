@@ -1,0 +1,45 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "unsafe"
+
+// dotQ8_0t4VNNI is dotQ8_0t4 in AVX-512 VNNI assembly (tile_amd64.s).
+//
+//go:noescape
+func dotQ8_0t4VNNI(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int, out *[32]float32)
+
+// hasVNNI reports whether the CPU has AVX-512 F, BW, VL and VNNI, and
+// F16C, and the OS saves the ZMM registers.
+var hasVNNI = func() bool {
+	if !hasQuantAVX2 {
+		return false
+	}
+	_, b7, c7, _ := cpuid(7, 0)
+	const f, bw, vl, vnni = 1 << 16, 1 << 30, 1 << 31, 1 << 11
+	// XCR0: SSE, AVX, opmask, ZMM upper halves, ZMM16-31.
+	return b7&(f|bw|vl) == f|bw|vl && c7&vnni != 0 && xgetbv0()&0xe6 == 0xe6
+}()
+
+func init() {
+	// The assembly reads x as packed 192-byte pairs: values, lane starts,
+	// scales.
+	if unsafe.Sizeof(q8x2{}) != 192 || unsafe.Offsetof(q8x2{}.corr) != 64 || unsafe.Offsetof(q8x2{}.d) != 128 {
+		panic("kernels: q8x2 layout changed")
+	}
+	if hasVNNI {
+		tileQ8_0 = tileQ8_0VNNI
+	}
+}
+
+func tileQ8_0VNNI(w *[4][]byte, x *[4][]q8x2, nb int, out *[32]float32) {
+	if nb == 0 {
+		*out = [32]float32{}
+		return
+	}
+	for k := range 4 {
+		_ = w[k][34*nb-1]
+		_ = x[k][nb-1]
+	}
+	dotQ8_0t4VNNI(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
+}

@@ -39,7 +39,7 @@ outer:
 		m := &jobs[i]
 		for j := range i {
 			if o := &jobs[j]; kind(o.Type) == kind(m.Type) && kind(m.Type) != 0 && o.Rows == m.Rows && o.N == m.N &&
-				len(m.X) > 0 && len(o.X) > 0 && &o.X[0] == &m.X[0] && canTile(o) == canTile(m) {
+				len(m.X) > 0 && len(o.X) > 0 && &o.X[0] == &m.X[0] && tileKey(o) == tileKey(m) {
 				c.src = append(c.src, c.src[j])
 				continue outer
 			}
@@ -53,9 +53,9 @@ outer:
 			for r := range m.Rows {
 				quantizeQ8_0(m.X[r*m.N:(r+1)*m.N], a.q8[r*nb:(r+1)*nb])
 			}
-			if canTile(m) {
+			if off := tileKey(m); off != 0 {
 				a.x2 = grow(a.x2, (m.Rows+1)/2*nb)
-				packQ8x2(a.q8, m.Rows, nb, a.x2)
+				packQ8x2(a.q8, m.Rows, nb, off, a.x2)
 			}
 		case Q4_1, Q5_1:
 			nb := m.N / 32
@@ -92,8 +92,8 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 		c.matmul(m, lo, hi)
 		return
 	case Q8_0, Q4_0, Q5_0:
-		if canTile(m) {
-			rowsQ8Tile(m, c.acts[c.src[i]].x2, lo, hi)
+		if tile := tileKernel(m); tile != nil {
+			rowsQ8Tile(m, tile, c.acts[c.src[i]].x2, lo, hi)
 			return
 		}
 		c.rowsQ8(i, m, lo, hi)

@@ -4,10 +4,16 @@ package kernels
 
 import "unsafe"
 
-// dotQ8_0t4VNNI is dotQ8_0t4 in AVX-512 VNNI assembly (tile_amd64.s).
+// The tiles of tile_amd64.s: dotQ8t4 in AVX-512 VNNI assembly.
 //
 //go:noescape
 func dotQ8_0t4VNNI(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int, out *[32]float32)
+
+//go:noescape
+func dotQ4_0t4VNNI(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int, out *[32]float32)
+
+//go:noescape
+func dotQ5_0t4VNNI(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int, out *[32]float32)
 
 // hasVNNI reports whether the CPU has AVX-512 F, BW, VL and VNNI, and
 // F16C, and the OS saves the ZMM registers.
@@ -28,18 +34,24 @@ func init() {
 		panic("kernels: q8x2 layout changed")
 	}
 	if hasVNNI {
-		tileQ8_0 = tileQ8_0VNNI
+		tileAsm[Q8_0] = tileVNNI(Q8_0, dotQ8_0t4VNNI)
+		tileAsm[Q4_0] = tileVNNI(Q4_0, dotQ4_0t4VNNI)
+		tileAsm[Q5_0] = tileVNNI(Q5_0, dotQ5_0t4VNNI)
 	}
 }
 
-func tileQ8_0VNNI(w *[4][]byte, x *[4][]q8x2, nb int, out *[32]float32) {
-	if nb == 0 {
-		*out = [32]float32{}
-		return
+// tileVNNI wraps the assembly tile for weight type t.
+func tileVNNI(t DType, f func(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int, out *[32]float32)) tileFunc {
+	return func(w *[4][]byte, x *[4][]q8x2, nb int, out *[32]float32) {
+		if nb == 0 {
+			*out = [32]float32{}
+			return
+		}
+		rb := t.RowBytes(32 * nb)
+		for k := range 4 {
+			_ = w[k][rb-1]
+			_ = x[k][nb-1]
+		}
+		f(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
 	}
-	for k := range 4 {
-		_ = w[k][34*nb-1]
-		_ = x[k][nb-1]
-	}
-	dotQ8_0t4VNNI(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
 }

@@ -18,14 +18,66 @@
 DATA signbit<>+0(SB)/4, $0x80808080
 GLOBL signbit<>(SB), RODATA|NOPTR, $4
 
-// TLOAD loads weight row r's block (at r) for every pair: u = its values
-// plus 128 in both halves, dw = its scale in all sixteen lanes. Z12 =
-// signbit bytes; clobbers Y13.
-#define TLOAD(r, u, dw) \
+DATA nib4<>+0(SB)/4, $0x0f0f0f0f
+GLOBL nib4<>(SB), RODATA|NOPTR, $4
+
+DATA fifth<>+0(SB)/4, $0x10101010
+GLOBL fifth<>(SB), RODATA|NOPTR, $4
+
+// tsel and tbit pick Q5_0's fifth bits, as bytesel and bitsel do in
+// qdot_amd64.s.
+DATA tsel<>+0(SB)/8, $0x0000000000000000
+DATA tsel<>+8(SB)/8, $0x0101010101010101
+DATA tsel<>+16(SB)/8, $0x0202020202020202
+DATA tsel<>+24(SB)/8, $0x0303030303030303
+GLOBL tsel<>(SB), RODATA|NOPTR, $32
+
+DATA tbit<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA tbit<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA tbit<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA tbit<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL tbit<>(SB), RODATA|NOPTR, $32
+
+// TLOAD8, TLOAD4 and TLOAD5 load weight row r's block (at r) for every
+// pair: u = its values made unsigned (Q8_0: plus 128; Q4_0: the nibbles,
+// the value plus 8; Q5_0: the five bits, the value plus 16) in both
+// halves, dw = its scale in all sixteen lanes. Z12 = signbit bytes (Q8_0)
+// or nib4 bytes; Z10 = fifth bytes, Y11 = tsel, Y14 = all ones, Y15 =
+// tbit (Q5_0); clobber Y13.
+#define TLOAD8(r, u, dw) \
 	VBROADCASTI64X4 2(r), u \
 	VPXORD Z12, u, u \
+	TSCALE(r, dw)
+
+#define TSCALE(r, dw) \
 	VPBROADCASTW (r), Y13 \
 	VCVTPH2PS Y13, dw
+
+// TNIB leaves in u's low half the 32 nibbles of the 16 bytes at off(r)
+// (low nibbles first), in both halves.
+#define TNIB(r, off, u, y, x) \
+	VMOVDQU off(r), x \
+	VPSRLW $4, x, X13 \
+	VINSERTI128 $1, X13, y, y \
+	VPANDD Z12, u, u
+
+#define TLOAD4(r, u, dw, y, x) \
+	TNIB(r, 2, u, y, x) \
+	VINSERTI64X4 $1, y, u, u \
+	TSCALE(r, dw)
+
+// A set fifth bit i gives byte i of the broadcast qh, ORed with every bit
+// but bit i%8, all ones.
+#define TLOAD5(r, u, dw, y, x) \
+	TNIB(r, 6, u, y, x) \
+	VPBROADCASTD 2(r), Y13 \
+	VPSHUFB Y11, Y13, Y13 \
+	VPOR Y15, Y13, Y13 \
+	VPCMPEQB Y14, Y13, Y13 \
+	VPAND Y10, Y13, Y13 \
+	VPOR Y13, y, y \
+	VINSERTI64X4 $1, y, u, u \
+	TSCALE(r, dw)
 
 // TPAIR adds to acc the lanes of weight block u (scale dw) times the
 // activation pair at p, each scaled by d_w·d_x; clobbers Z8, Z9.
@@ -62,75 +114,94 @@ GLOBL signbit<>(SB), RODATA|NOPTR, $4
 	VEXTRACTF64X4 $1, acc, Y0 \
 	THSUM(hi)
 
+// TILE is the body of a tile kernel with weight loader load (for
+// TLOAD8, whose x and y are unused) and block size bs: the arguments of
+// dotQ8_0t4VNNI, out[4·row + weight row], rows 2p and 2p+1 from pair p.
+#define TILE(load, bs) \
+	MOVQ w0+0(FP), SI \
+	MOVQ w1+8(FP), R8 \
+	MOVQ w2+16(FP), R9 \
+	MOVQ w3+24(FP), R10 \
+	MOVQ x0+32(FP), DI \
+	MOVQ x1+40(FP), BX \
+	MOVQ x2+48(FP), DX \
+	MOVQ x3+56(FP), R11 \
+	MOVQ nb+64(FP), CX \
+	VPXORD Z16, Z16, Z16 \
+	VPXORD Z17, Z17, Z17 \
+	VPXORD Z18, Z18, Z18 \
+	VPXORD Z19, Z19, Z19 \
+	VPXORD Z20, Z20, Z20 \
+	VPXORD Z21, Z21, Z21 \
+	VPXORD Z22, Z22, Z22 \
+	VPXORD Z23, Z23, Z23 \
+	VPXORD Z24, Z24, Z24 \
+	VPXORD Z25, Z25, Z25 \
+	VPXORD Z26, Z26, Z26 \
+	VPXORD Z27, Z27, Z27 \
+	VPXORD Z28, Z28, Z28 \
+	VPXORD Z29, Z29, Z29 \
+	VPXORD Z30, Z30, Z30 \
+	VPXORD Z31, Z31, Z31 \
+	TESTQ CX, CX \
+	JLE done \
+loop: \
+	load(SI, Z0, Z4, Y0, X0) \
+	load(R8, Z1, Z5, Y1, X1) \
+	load(R9, Z2, Z6, Y2, X2) \
+	load(R10, Z3, Z7, Y3, X3) \
+	TROW(DI, Z16, Z17, Z18, Z19) \
+	TROW(BX, Z20, Z21, Z22, Z23) \
+	TROW(DX, Z24, Z25, Z26, Z27) \
+	TROW(R11, Z28, Z29, Z30, Z31) \
+	ADDQ $bs, SI \
+	ADDQ $bs, R8 \
+	ADDQ $bs, R9 \
+	ADDQ $bs, R10 \
+	ADDQ $192, DI \
+	ADDQ $192, BX \
+	ADDQ $192, DX \
+	ADDQ $192, R11 \
+	DECQ CX \
+	JNZ loop \
+done: \
+	MOVQ out+72(FP), AX \
+	TOUT(Z16, 0, 16) \
+	TOUT(Z17, 4, 20) \
+	TOUT(Z18, 8, 24) \
+	TOUT(Z19, 12, 28) \
+	TOUT(Z20, 32, 48) \
+	TOUT(Z21, 36, 52) \
+	TOUT(Z22, 40, 56) \
+	TOUT(Z23, 44, 60) \
+	TOUT(Z24, 64, 80) \
+	TOUT(Z25, 68, 84) \
+	TOUT(Z26, 72, 88) \
+	TOUT(Z27, 76, 92) \
+	TOUT(Z28, 96, 112) \
+	TOUT(Z29, 100, 116) \
+	TOUT(Z30, 104, 120) \
+	TOUT(Z31, 108, 124) \
+	VZEROUPPER \
+	RET
+
+#define TLOAD8X(r, u, dw, y, x) TLOAD8(r, u, dw)
+
 // func dotQ8_0t4VNNI(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int, out *[32]float32)
 TEXT ·dotQ8_0t4VNNI(SB), NOSPLIT, $0-80
-	MOVQ w0+0(FP), SI
-	MOVQ w1+8(FP), R8
-	MOVQ w2+16(FP), R9
-	MOVQ w3+24(FP), R10
-	MOVQ x0+32(FP), DI
-	MOVQ x1+40(FP), BX
-	MOVQ x2+48(FP), DX
-	MOVQ x3+56(FP), R11
-	MOVQ nb+64(FP), CX
 	VPBROADCASTD signbit<>(SB), Z12
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z28, Z28, Z28
-	VPXORD Z29, Z29, Z29
-	VPXORD Z30, Z30, Z30
-	VPXORD Z31, Z31, Z31
-	TESTQ CX, CX
-	JLE done
+	TILE(TLOAD8X, 34)
 
-loop:
-	TLOAD(SI, Z0, Z4)
-	TLOAD(R8, Z1, Z5)
-	TLOAD(R9, Z2, Z6)
-	TLOAD(R10, Z3, Z7)
-	TROW(DI, Z16, Z17, Z18, Z19)
-	TROW(BX, Z20, Z21, Z22, Z23)
-	TROW(DX, Z24, Z25, Z26, Z27)
-	TROW(R11, Z28, Z29, Z30, Z31)
-	ADDQ $34, SI
-	ADDQ $34, R8
-	ADDQ $34, R9
-	ADDQ $34, R10
-	ADDQ $192, DI
-	ADDQ $192, BX
-	ADDQ $192, DX
-	ADDQ $192, R11
-	DECQ CX
-	JNZ loop
+// func dotQ4_0t4VNNI(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int, out *[32]float32)
+TEXT ·dotQ4_0t4VNNI(SB), NOSPLIT, $0-80
+	VPBROADCASTD nib4<>(SB), Z12
+	TILE(TLOAD4, 18)
 
-done:
-	// out[4·row + weight row], rows 2p and 2p+1 from pair p.
-	MOVQ out+72(FP), AX
-	TOUT(Z16, 0, 16)
-	TOUT(Z17, 4, 20)
-	TOUT(Z18, 8, 24)
-	TOUT(Z19, 12, 28)
-	TOUT(Z20, 32, 48)
-	TOUT(Z21, 36, 52)
-	TOUT(Z22, 40, 56)
-	TOUT(Z23, 44, 60)
-	TOUT(Z24, 64, 80)
-	TOUT(Z25, 68, 84)
-	TOUT(Z26, 72, 88)
-	TOUT(Z27, 76, 92)
-	TOUT(Z28, 96, 112)
-	TOUT(Z29, 100, 116)
-	TOUT(Z30, 104, 120)
-	TOUT(Z31, 108, 124)
-	VZEROUPPER
-	RET
+// func dotQ5_0t4VNNI(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int, out *[32]float32)
+TEXT ·dotQ5_0t4VNNI(SB), NOSPLIT, $0-80
+	VPBROADCASTD nib4<>(SB), Z12
+	VPBROADCASTD fifth<>(SB), Z10
+	VMOVDQU tsel<>(SB), Y11
+	VPCMPEQB Y14, Y14, Y14
+	VMOVDQU tbit<>(SB), Y15
+	TILE(TLOAD5, 22)

@@ -18,3 +18,5 @@ func dotKx4Fast(t DType, w []byte, stride int, x []q8KBlock, out *[4]float32) {
 }
 
 func dotQ4Kr4Fast(w []byte, x []q8KBlock, nb int, out *[4]float32) { dotQ4Kr4(w, x, nb, out) }
+
+func quantizeQ8_0Fast(x []float32, out []q8Block) { quantizeQ8_0(x, out) }

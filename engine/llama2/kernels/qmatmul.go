@@ -51,7 +51,7 @@ outer:
 			nb := m.N / 32
 			a.q8 = grow(a.q8, m.Rows*nb)
 			for r := range m.Rows {
-				quantizeQ8_0(m.X[r*m.N:(r+1)*m.N], a.q8[r*nb:(r+1)*nb])
+				quantizeQ8_0Fast(m.X[r*m.N:(r+1)*m.N], a.q8[r*nb:(r+1)*nb])
 			}
 			if off := tileKey(m); off != 0 {
 				a.x2 = grow(a.x2, (m.Rows+1)/2*nb)

@@ -165,7 +165,10 @@ func rowsQ8Tile(m *MatMul, tile tileFunc, x []q8x2, lo, hi int) {
 				}
 				tile(&w, &xs, nb, &out)
 				for r := 2 * p; r < min(2*p+8, 2*c1, m.Rows); r++ {
-					copy(m.Out[r*d+o:r*d+min(o+4, hi)], out[4*(r-2*p):])
+					res, row := out[4*(r-2*p):4*(r-2*p)+4], m.Out[r*d+o:r*d+min(o+4, hi)]
+					for k := range row {
+						row[k] = res[k]
+					}
 				}
 			}
 		}

@@ -93,3 +93,30 @@ func BenchmarkAttention(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPromptQ8 measures a 64-row product with Q8_0 weights (896 ×
+// 4864, Qwen2.5-0.5B's gate projection), single worker, by tiles where the
+// CPU has AVX-512 VNNI ("tile") and by the one-row kernels ("rows"):
+//
+//	go test -run '^$' -bench PromptQ8 ./engine/llama2/kernels
+func BenchmarkPromptQ8(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	const rows, n, d = 64, 896, 4864
+	m := MatMul{X: randVec(r, rows*n), Out: make([]float32, rows*d), Rows: rows, N: n, D: d, Type: Q8_0, Raw: Quantize(Q8_0, randVec(r, d*n))}
+	pool := NewPool(1)
+	defer pool.Close()
+	c := NewCPU(pool)
+	for _, tile := range []bool{true, false} {
+		b.Run(map[bool]string{true: "tile", false: "rows"}[tile], func(b *testing.B) {
+			if tile && tileAsm[Q8_0] == nil {
+				b.Skip("no tile kernel on this CPU or in this build")
+			}
+			useTile = tile
+			defer func() { useTile = true }()
+			for b.Loop() {
+				c.MatMul(m)
+			}
+			b.ReportMetric(float64(b.N)*rows*n*d/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
+	}
+}

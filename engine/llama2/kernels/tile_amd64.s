@@ -33,10 +33,7 @@ DATA tsel<>+24(SB)/8, $0x0303030303030303
 GLOBL tsel<>(SB), RODATA|NOPTR, $32
 
 DATA tbit<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
-DATA tbit<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
-DATA tbit<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
-DATA tbit<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
-GLOBL tbit<>(SB), RODATA|NOPTR, $32
+GLOBL tbit<>(SB), RODATA|NOPTR, $8
 
 // TLOAD8, TLOAD4 and TLOAD5 load weight row r's block (at r) for every
 // pair: u = its values made unsigned (Q8_0: plus 128; Q4_0: the nibbles,
@@ -203,5 +200,5 @@ TEXT ·dotQ5_0t4VNNI(SB), NOSPLIT, $0-80
 	VPBROADCASTD fifth<>(SB), Z10
 	VMOVDQU tsel<>(SB), Y11
 	VPCMPEQB Y14, Y14, Y14
-	VMOVDQU tbit<>(SB), Y15
+	VPBROADCASTQ tbit<>(SB), Y15
 	TILE(TLOAD5, 22)

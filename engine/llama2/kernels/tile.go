@@ -60,6 +60,9 @@ func tileKernel(m *MatMul) tileFunc {
 
 // tileKey tells the tiled packings apart: 0 where m does not go by tiles.
 func tileKey(m *MatMul) int32 {
+	if tileKKernel(m) != nil {
+		return 1
+	}
 	if tileKernel(m) == nil {
 		return 0
 	}

@@ -110,6 +110,13 @@ func BenchmarkPromptQ4K(b *testing.B) {
 	benchPrompt(b, Q4_K, 2048, 8192, tileQ4K != nil)
 }
 
+// BenchmarkPromptQ6K is BenchmarkPromptQ4K for Q6_K weights (8192 × 2048,
+// Llama-3.2-1B's down projection); "rows" is rowsK's four weight rows
+// against one activation row.
+func BenchmarkPromptQ6K(b *testing.B) {
+	benchPrompt(b, Q6_K, 8192, 2048, tileQ6K != nil)
+}
+
 // benchPrompt measures a 64-row product of n × d weights of type t with
 // and without the tile kernel (which the CPU has where hasTile).
 func benchPrompt(b *testing.B, t DType, n, d int, hasTile bool) {

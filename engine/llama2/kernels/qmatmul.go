@@ -8,7 +8,7 @@ type activations struct {
 	q8K []q8KBlock  // Q4_K, Q5_K, Q6_K
 	f   []float32   // BF16: rows rounded to bfloat16 (F16 weights multiply float32 rows)
 	x2  []q8x2      // q8 packed for the tile kernel, where canTile
-	xK2 []q8Kx2     // q8K packed for the Q4_K tile kernel
+	xK2 []q8Kx2     // q8K packed for the K-quant tile kernels
 }
 
 // kind is the form of activations a weight type multiplies with.
@@ -70,7 +70,7 @@ outer:
 			for r := range m.Rows {
 				quantizeQ8K(m.X[r*m.N:(r+1)*m.N], a.q8K[r*nb:(r+1)*nb])
 			}
-			if tileKKernel(m) != nil {
+			if tileK(m) {
 				a.xK2 = grow(a.xK2, (m.Rows+1)/2*nb)
 				packQ8Kx2(a.q8K, m.Rows, nb, a.xK2)
 			}
@@ -104,8 +104,13 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 		c.rowsQ8(i, m, lo, hi)
 		return
 	case Q4_K, Q6_K:
-		if tile := tileKKernel(m); tile != nil {
-			rowsQ4KTile(m, tile, c.acts[c.src[i]].xK2, lo, hi)
+		if tileK(m) {
+			x := c.acts[c.src[i]].xK2
+			if m.Type == Q4_K {
+				rowsKTile(m, tileQ4K, fillQ4KMeta, x, lo, hi)
+			} else {
+				rowsKTile(m, tileQ6K, fillQ6KMeta, x, lo, hi)
+			}
 			return
 		}
 		c.rowsK(i, m, lo, hi)

@@ -60,7 +60,7 @@ func tileKernel(m *MatMul) tileFunc {
 
 // tileKey tells the tiled packings apart: 0 where m does not go by tiles.
 func tileKey(m *MatMul) int32 {
-	if tileKKernel(m) != nil {
+	if tileK(m) {
 		return 1
 	}
 	if tileKernel(m) == nil {

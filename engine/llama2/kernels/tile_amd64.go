@@ -56,35 +56,44 @@ func tileVNNI(t DType, f func(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int
 	}
 }
 
-// dotQ4Kt4VNNI is dotQ4Kt4 in AVX-512 VNNI assembly (tilek_amd64.s),
-// with the weight rows' scales unpacked in meta.
+// dotQ4Kt4VNNI and dotQ6Kt4VNNI are dotQ4Kt4 and dotQ6Kt4 in AVX-512
+// VNNI assembly (tilek_amd64.s), with the weight rows' scales unpacked in
+// meta.
 //
 //go:noescape
 func dotQ4Kt4VNNI(w0, w1, w2, w3 *byte, meta *q4KMeta, x0, x1, x2, x3 *q8Kx2, nb int, out *[32]float32)
 
+//go:noescape
+func dotQ6Kt4VNNI(w0, w1, w2, w3 *byte, meta *q6KMeta, x0, x1, x2, x3 *q8Kx2, nb int, out *[32]float32)
+
 func init() {
-	// The assembly reads x as packed 576-byte pairs (values, group sums,
-	// scales) and meta as 224-byte blocks (scales, mins, d, dmin).
-	if unsafe.Sizeof(q8Kx2{}) != 576 || unsafe.Offsetof(q8Kx2{}.gs) != 512 || unsafe.Offsetof(q8Kx2{}.d) != 544 ||
-		unsafe.Sizeof(q4KMeta{}) != 224 || unsafe.Offsetof(q4KMeta{}.mn) != 128 || unsafe.Offsetof(q4KMeta{}.d) != 192 || unsafe.Offsetof(q4KMeta{}.dmin) != 208 {
-		panic("kernels: q8Kx2 or q4KMeta layout changed")
+	// The assembly reads x as packed 640-byte pairs (values, sums of 32,
+	// scales, sums of 16) and meta as 224-byte Q4_K blocks (scales, mins,
+	// d, dmin) or 400-byte Q6_K blocks (scales, -32·scales, d).
+	if unsafe.Sizeof(q8Kx2{}) != 640 || unsafe.Offsetof(q8Kx2{}.gs) != 512 || unsafe.Offsetof(q8Kx2{}.d) != 544 || unsafe.Offsetof(q8Kx2{}.bs) != 576 ||
+		unsafe.Sizeof(q4KMeta{}) != 224 || unsafe.Offsetof(q4KMeta{}.mn) != 128 || unsafe.Offsetof(q4KMeta{}.d) != 192 || unsafe.Offsetof(q4KMeta{}.dmin) != 208 ||
+		unsafe.Sizeof(q6KMeta{}) != 400 || unsafe.Offsetof(q6KMeta{}.nsc) != 256 || unsafe.Offsetof(q6KMeta{}.d) != 384 {
+		panic("kernels: q8Kx2, q4KMeta or q6KMeta layout changed")
 	}
 	if hasVNNI {
-		tileQ4K = tileQ4KVNNI
+		tileQ4K = tileKVNNI(Q4_K, dotQ4Kt4VNNI)
+		tileQ6K = tileKVNNI(Q6_K, dotQ6Kt4VNNI)
 	}
 }
 
-// tileQ4KVNNI wraps dotQ4Kt4VNNI.
-func tileQ4KVNNI(w *[4][]byte, meta []q4KMeta, x *[4][]q8Kx2, nb int, out *[32]float32) {
-	if nb == 0 {
-		*out = [32]float32{}
-		return
+// tileKVNNI wraps the assembly tile for K-quant weight type t.
+func tileKVNNI[M any](t DType, f func(w0, w1, w2, w3 *byte, meta *M, x0, x1, x2, x3 *q8Kx2, nb int, out *[32]float32)) tileKFunc[M] {
+	return func(w *[4][]byte, meta []M, x *[4][]q8Kx2, nb int, out *[32]float32) {
+		if nb == 0 {
+			*out = [32]float32{}
+			return
+		}
+		rb := t.RowBytes(256 * nb)
+		for k := range 4 {
+			_ = w[k][rb-1]
+			_ = x[k][nb-1]
+		}
+		_ = meta[nb-1]
+		f(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &meta[0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
 	}
-	rb := Q4_K.RowBytes(256 * nb)
-	for k := range 4 {
-		_ = w[k][rb-1]
-		_ = x[k][nb-1]
-	}
-	_ = meta[nb-1]
-	dotQ4Kt4VNNI(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &meta[0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
 }

@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/textmodel"
@@ -25,19 +26,27 @@ import (
 )
 
 // cannedRelay starts a canned call that the caller feeds (feed) and
-// returns the relayer that relays it through tr into out, observed.
-func cannedRelay(tb testing.TB, srv *Server, ctx context.Context, tr translator, out sink) (*relayer, *upstream.Feed) {
+// returns the relay that relays it through tr into out, observed.
+func cannedRelay(tb testing.TB, srv *Server, ctx context.Context, tr core.Translator, out core.Sink) (*core.Relay, *upstream.Feed) {
 	var feed *upstream.Feed
-	j := &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: tr, op: opGenerate}
-	ob := srv.observe(ctx, j)
-	c, err := upstreamtest.Client(func(_ context.Context, _ *pb.ModelInferRequest, f *upstream.Feed) error {
+	j := &core.Job{Req: &pb.ModelInferRequest{ModelName: "m"}, Tr: tr, Op: core.OpGenerate}
+	rl, err := srv.NewRelay(ctx, j, out, upstreamtest.Client(func(_ context.Context, _ *pb.ModelInferRequest, f *upstream.Feed) error {
 		feed = f
 		return nil
-	}).Start(ob.ctx, j.req)
+	}).Start)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &relayer{c: c, ob: ob, tr: tr, out: out, pending: tr.begin()}, feed
+	return rl, feed
+}
+
+func cannedResponse(outs ...*tensor.Tensor) *pb.ModelInferResponse {
+	r := &pb.ModelInferResponse{ModelName: "m", ModelVersion: "1", Id: "req-1",
+		Parameters: map[string]*pb.InferParameter{
+			"triton_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: false}},
+		}}
+	tensor.ToResponse(r, outs)
+	return r
 }
 
 // repeatClient answers every request with resp n times.
@@ -59,24 +68,15 @@ func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
 func (w *discardWriter) Flush()                      {}
 
-func cannedResponse(outs ...*tensor.Tensor) *pb.ModelInferResponse {
-	r := &pb.ModelInferResponse{ModelName: "m", ModelVersion: "1", Id: "req-1",
-		Parameters: map[string]*pb.InferParameter{
-			"triton_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: false}},
-		}}
-	tensor.ToResponse(r, outs)
-	return r
-}
-
 // route is one inference route's relay: a translator and a sink as its
 // handler builds them, writing to a discarding writer.
 type route struct {
 	name  string
 	resp  *pb.ModelInferResponse
-	newTr func() translator
+	newTr func() core.Translator
 	// newSink returns the route's sink; ws sinks append their data
 	// frames to frames as the session's send queue does.
-	newSink func(srv *Server, frames *[]byte) sink
+	newSink func(srv *Server, frames *[]byte) core.Sink
 	// growth is the allocations relaying 1,000 more responses may add:
 	// none, but on routes that keep the whole text (the Responses API's
 	// done events repeat it), whose buffer grows by doubling.
@@ -101,36 +101,36 @@ func relayRoutes(tb testing.TB) []route {
 		tb.Fatal(err)
 	}
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
-	sseSink := func(srv *Server, _ *[]byte) sink {
-		return srv.newSSESink(&discardWriter{h: http.Header{}}, r, tritonErrors, false)
+	sseSink := func(srv *Server, _ *[]byte) core.Sink {
+		return srv.NewSSESink(&discardWriter{h: http.Header{}}, r, core.TritonErrors, false)
 	}
-	wsSink := func(srv *Server, frames *[]byte) sink {
+	wsSink := func(srv *Server, frames *[]byte) core.Sink {
 		var seq uint64
-		return &wsSink{events: srv.metrics.events.With("ws"), emit: func(data []byte) error {
+		return &core.WSSink{Events: srv.Metrics.Events.With("ws"), Emit: func(data []byte) error {
 			*frames = ws.AppendDataFrame((*frames)[:0], "a1", seq, data)
 			seq++
 			return nil
 		}}
 	}
 	return []route{
-		{"generate_stream", intResp, func() translator { return &generateEvents{id: "abc"} }, sseSink, 0},
-		{"chat", textResp, func() translator {
-			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, formSSE, "")
+		{"generate_stream", intResp, func() core.Translator { return &generateEvents{id: "abc"} }, sseSink, 0},
+		{"chat", textResp, func() core.Translator {
+			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, core.FormSSE, "")
 		}, sseSink, 0},
-		{"completions", textResp, func() translator {
-			return newTextEvents(ad, &openai.Chunker{ID: "cmpl-1", Created: 1, Model: "m"}, formSSE, "")
+		{"completions", textResp, func() core.Translator {
+			return newTextEvents(ad, &openai.Chunker{ID: "cmpl-1", Created: 1, Model: "m"}, core.FormSSE, "")
 		}, sseSink, 0},
-		{"responses", textResp, func() translator {
+		{"responses", textResp, func() core.Translator {
 			resp := openai.NewResponse("resp-1", 1, &openai.ResponsesRequest{Model: "m", Store: true})
 			return &responseEvents{textReader: textReader{ad: ad}, stream: true, r: &openai.Responder{Resp: resp, ItemID: "msg-1"}}
-		}, func(srv *Server, _ *[]byte) sink {
-			o := srv.newSSESink(&discardWriter{h: http.Header{}}, r, openAIErrors, false)
-			o.named = true
+		}, func(srv *Server, _ *[]byte) core.Sink {
+			o := srv.NewSSESink(&discardWriter{h: http.Header{}}, r, core.OpenAIErrors, false)
+			o.Named = true
 			return o
 		}, 16},
-		{"ws_generate", intResp, func() translator { return &generateEvents{id: "abc"} }, wsSink, 0},
-		{"ws_chat", textResp, func() translator {
-			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, formWS, "")
+		{"ws_generate", intResp, func() core.Translator { return &generateEvents{id: "abc"} }, wsSink, 0},
+		{"ws_chat", textResp, func() core.Translator {
+			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, core.FormWS, "")
 		}, wsSink, 0},
 	}
 }
@@ -143,12 +143,12 @@ func relayN(tb testing.TB, srv *Server, rt route, n int, frames *[]byte) {
 	msg := upstream.Encode(rt.resp)
 	for range n {
 		feed.SendEncoded(msg)
-		if _, ended, err := r.step(); ended {
+		if ended, err := r.Step(); ended {
 			tb.Fatal(err)
 		}
 	}
 	feed.End(io.EOF)
-	if _, ended, err := r.step(); !ended || err != nil {
+	if ended, err := r.Step(); !ended || err != nil {
 		tb.Fatalf("ended %v: %v", ended, err)
 	}
 }

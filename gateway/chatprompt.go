@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/streamgate/streamgate/gateway/chattemplate"
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
@@ -71,7 +72,7 @@ func (s *Server) chatPrompt(ctx context.Context, model string, msgs []openai.Cha
 		prompt, err = renderGo(t, msgs, param)
 		return prompt, format, err
 	}
-	cfg, err := s.modelConfig(ctx, model, "")
+	cfg, err := s.ModelConfig(ctx, model, "")
 	if err != nil {
 		if status.Code(err) == codes.Unimplemented {
 			prompt, err = renderGo(s.template, msgs, param) // an upstream without model configs
@@ -87,7 +88,7 @@ func (s *Server) chatPrompt(ctx context.Context, model string, msgs []openai.Cha
 	if v := params[paramToolParser].GetStringValue(); v != "" {
 		f, ok := openai.ParseToolFormat(v)
 		if !ok {
-			return "", format, &httpError{Status: http.StatusInternalServerError, Code: "chat_template_error",
+			return "", format, &core.HTTPError{Status: http.StatusInternalServerError, Code: "chat_template_error",
 				Msg: "The tool_parser '" + v + "' of model '" + model + "' is not one of hermes, llama3, mistral."}
 		}
 		format = f
@@ -105,7 +106,7 @@ func (s *Server) chatPrompt(ctx context.Context, model string, msgs []openai.Cha
 func (s *Server) renderJinja(model, src string, params map[string]*pb.ModelParameter, msgs []openai.ChatMessage, tools []openai.Tool, param string) (string, error) {
 	tmpl, err := s.jinja.get(model, src)
 	if err != nil {
-		return "", &httpError{Status: http.StatusInternalServerError, Code: "chat_template_error",
+		return "", &core.HTTPError{Status: http.StatusInternalServerError, Code: "chat_template_error",
 			Msg: "The chat template of model '" + model + "' cannot be used: " + err.Error()}
 	}
 	in := chattemplate.Input{
@@ -113,12 +114,12 @@ func (s *Server) renderJinja(model, src string, params map[string]*pb.ModelParam
 		BOSToken:            params[paramBOSToken].GetStringValue(),
 		EOSToken:            params[paramEOSToken].GetStringValue(),
 		AddGenerationPrompt: true,
-		Now:                 s.opts.Now(),
+		Now:                 s.Opts.Now(),
 	}
 	for _, t := range tools {
 		v, err := chattemplate.FromJSON(t.Raw)
 		if err != nil {
-			return "", &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "tools", Msg: "Invalid tool '" + t.Name + "': " + err.Error()}
+			return "", &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "tools", Msg: "Invalid tool '" + t.Name + "': " + err.Error()}
 		}
 		in.Tools = append(in.Tools, v)
 	}
@@ -128,7 +129,7 @@ func (s *Server) renderJinja(model, src string, params map[string]*pb.ModelParam
 		for _, c := range m.ToolCalls {
 			args, err := chattemplate.FromJSON([]byte(c.Arguments))
 			if err != nil {
-				return "", &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: param,
+				return "", &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: param,
 					Msg: "Invalid arguments of tool call '" + c.ID + "': " + err.Error()}
 			}
 			tm.ToolCalls = append(tm.ToolCalls, chattemplate.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
@@ -144,10 +145,10 @@ func (s *Server) renderJinja(model, src string, params map[string]*pb.ModelParam
 	}
 	switch {
 	case chattemplate.IsRaised(err): // the template refuses this conversation
-		return "", &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: param,
+		return "", &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: param,
 			Msg: "The chat template of model '" + model + "' refused the conversation: " + err.Error()}
 	case err != nil:
-		return "", &httpError{Status: http.StatusInternalServerError, Code: "chat_template_error",
+		return "", &core.HTTPError{Status: http.StatusInternalServerError, Code: "chat_template_error",
 			Msg: "The chat template of model '" + model + "' failed: " + err.Error()}
 	}
 	return prompt, nil
@@ -170,7 +171,7 @@ func retryWithEmptyContent(msgs []chattemplate.Message) bool {
 func renderGo(t *openai.Template, msgs []openai.ChatMessage, param string) (string, error) {
 	prompt, err := t.Render(msgs)
 	if err != nil {
-		return "", &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: param, Msg: err.Error()}
+		return "", &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: param, Msg: err.Error()}
 	}
 	return prompt, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/store"
@@ -26,13 +27,6 @@ import (
 // (previous_response_id), cancelled and deleted, by its owner only, from
 // any replica, for Options.ResponseTTL. A background response runs on
 // when its client leaves.
-
-// Defaults of Options.ResponseTTL, KeyStorage and StorageCap.
-const (
-	DefaultResponseTTL = 24 * time.Hour
-	DefaultKeyStorage  = 64 << 20
-	DefaultStorageCap  = 1 << 30
-)
 
 // responseData is what the gateway stores of a response beside its
 // object (store.StoredResponse.Data).
@@ -57,8 +51,8 @@ func (d *responseData) turn(answer string, calls []openai.ToolCall) []openai.Cha
 	return append(out, openai.ChatMessage{Role: "assistant", Content: answer, ToolCalls: calls})
 }
 
-func responseNotFound(id, param string) *httpError {
-	e := &httpError{Status: http.StatusNotFound, Code: "response_not_found", Param: param,
+func responseNotFound(id, param string) *core.HTTPError {
+	e := &core.HTTPError{Status: http.StatusNotFound, Code: "response_not_found", Param: param,
 		Msg: "Response with id '" + id + "' not found."}
 	if param == "previous_response_id" {
 		e.Msg = "Previous response with id '" + id + "' not found."
@@ -70,7 +64,7 @@ func responseNotFound(id, param string) *httpError {
 // and logged; classify answers it (503 when the store is down).
 func (s *Server) responseStoreError(ctx context.Context, err error) error {
 	if err != nil {
-		s.storeError(ctx, "responses", err)
+		s.StoreError(ctx, "responses", err)
 	}
 	return err
 }
@@ -78,8 +72,8 @@ func (s *Server) responseStoreError(ctx context.Context, err error) error {
 // loadResponse reads stored response id for the caller: 404 (naming
 // param) when there is none or it is another API key's.
 func (s *Server) loadResponse(ctx context.Context, id, param string) (*openai.Response, *responseData, error) {
-	rec, err := s.opts.Store.GetResponse(ctx, id)
-	if errors.Is(err, store.ErrNoResponse) || err == nil && rec.Owner != callerKey(ctx) {
+	rec, err := s.Opts.Store.GetResponse(ctx, id)
+	if errors.Is(err, store.ErrNoResponse) || err == nil && rec.Owner != core.CallerKey(ctx) {
 		return nil, nil, responseNotFound(id, param)
 	}
 	if err != nil {
@@ -107,24 +101,24 @@ func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *
 	if err != nil {
 		return err
 	}
-	rec := store.StoredResponse{Owner: callerKey(ctx), Object: resp.JSON(), Data: d}
+	rec := store.StoredResponse{Owner: core.CallerKey(ctx), Object: resp.JSON(), Data: d}
 	if err := s.chargeStorage(ctx, resp.ID, int64(len(rec.Object)+len(rec.Data)), !update); err != nil {
 		return err
 	}
 	if update {
-		err = s.opts.Store.UpdateResponse(ctx, resp.ID, rec, s.opts.ResponseTTL)
+		err = s.Opts.Store.UpdateResponse(ctx, resp.ID, rec, s.Opts.ResponseTTL)
 		if errors.Is(err, store.ErrNoResponse) {
 			return nil // deleted: it stays so
 		}
 		return s.responseStoreError(ctx, err)
 	}
-	return s.responseStoreError(ctx, s.opts.Store.PutResponse(ctx, resp.ID, rec, s.opts.ResponseTTL))
+	return s.responseStoreError(ctx, s.Opts.Store.PutResponse(ctx, resp.ID, rec, s.Opts.ResponseTTL))
 }
 
 // responseJob turns a Responses API request into a job whose payloads
 // take form f, and the translator that keeps its Response. history is the
 // conversation it continues.
-func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f form) (*job, *responseEvents, error) {
+func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f core.Form) (*core.Job, *responseEvents, error) {
 	ad, err := s.textModel(ctx, &rr.Model)
 	if err != nil {
 		return nil, nil, err
@@ -160,18 +154,18 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 	if err != nil {
 		return nil, nil, err
 	}
-	resp := openai.NewResponse(s.ids.next("resp"), s.opts.Now().Unix(), rr)
-	tr := &responseEvents{textReader: textReader{ad: ad}, stream: f != formBody,
+	resp := openai.NewResponse(s.IDs.Next("resp"), s.Opts.Now().Unix(), rr)
+	tr := &responseEvents{textReader: textReader{ad: ad}, stream: f != core.FormBody,
 		r: &openai.Responder{Resp: resp, ItemID: messageItemID(resp.ID), Lazy: len(tools) > 0}}
 	if len(tools) > 0 {
 		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(resp.ID, "resp-") + "_", Single: !cr.ParallelToolCalls}
 		for _, t := range tools {
 			tr.tools.Tools = append(tr.tools.Tools, t.Name)
 		}
-		tr.callID = func() string { return s.ids.next("fc") }
+		tr.callID = func() string { return s.IDs.Next("fc") }
 	}
-	return &job{req: req, tr: tr, op: opChat,
-		tokens: estimateTokens(prompt, rr.Params.MaxTokens), prompt: promptTokens(prompt)}, tr, nil
+	return &core.Job{Req: req, Tr: tr, Op: core.OpChat,
+		Tokens: core.EstimateTokens(prompt, rr.Params.MaxTokens), Prompt: core.PromptTokens(prompt)}, tr, nil
 }
 
 // maxChain bounds the responses one conversation chains.
@@ -194,9 +188,9 @@ func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]op
 	var turns [][]openai.ChatMessage // the latest first
 	for id := rr.PreviousResponseID; id != ""; {
 		if len(turns) == maxChain {
-			return nil, &httpError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
+			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
 				Msg: fmt.Sprintf("The conversation of previous_response_id '%s' chains more than %d responses: start a new conversation.",
-					truncate(rr.PreviousResponseID, 64), maxChain)}
+					core.Truncate(rr.PreviousResponseID, 64), maxChain)}
 		}
 		prev, data, err := s.loadResponse(ctx, id, "previous_response_id")
 		if err != nil {
@@ -206,10 +200,10 @@ func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]op
 		for _, m := range turn {
 			size += int64(len(m.Content))
 		}
-		if size > s.opts.MaxBodyBytes {
-			return nil, &httpError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
+		if size > s.Opts.MaxBodyBytes {
+			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
 				Msg: fmt.Sprintf("The conversation of previous_response_id '%s' with this input holds more than the %d bytes of text a request may send (--max-body): start a new conversation.",
-					truncate(rr.PreviousResponseID, 64), s.opts.MaxBodyBytes)}
+					core.Truncate(rr.PreviousResponseID, 64), s.Opts.MaxBodyBytes)}
 		}
 		turns = append(turns, turn)
 		id = data.Previous
@@ -233,14 +227,14 @@ func (s *Server) resolveReferences(ctx context.Context, input []openai.ChatMessa
 			continue
 		}
 		param := fmt.Sprintf("input[%d].id", i)
-		notFound := &httpError{Status: http.StatusNotFound, Code: "not_found", Param: param,
-			Msg: fmt.Sprintf("Item with id '%s' not found (%s: an item_reference names the message item of a stored response).", truncate(ref, 64), param)}
+		notFound := &core.HTTPError{Status: http.StatusNotFound, Code: "not_found", Param: param,
+			Msg: fmt.Sprintf("Item with id '%s' not found (%s: an item_reference names the message item of a stored response).", core.Truncate(ref, 64), param)}
 		rest, ok := strings.CutPrefix(ref, "msg-")
 		if !ok || rest == "" || strings.Contains(rest, "-") {
 			return notFound
 		}
 		prev, _, err := s.loadResponse(ctx, "resp-"+rest, param)
-		var he *httpError
+		var he *core.HTTPError
 		if errors.As(err, &he) && he.Status == http.StatusNotFound {
 			return notFound
 		}
@@ -254,7 +248,7 @@ func (s *Server) resolveReferences(ctx context.Context, input []openai.ChatMessa
 
 // createResponse serves POST /v1/responses.
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
-	body, err := s.readBody(w, r)
+	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -272,15 +266,15 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var sse *sseSink
-	var out sink = &bodySink{w: w}
+	var sse *core.SSESink
+	var out core.Sink = &core.BodySink{W: w}
 	if rr.Stream {
-		sse = s.newSSESink(w, r, tr.failedEvent, false)
-		sse.named = true
+		sse = s.NewSSESink(w, r, tr.failedEvent, false)
+		sse.Named = true
 		out = sse
 	}
 	if !rr.Store {
-		return s.serve(r.Context(), r.RemoteAddr, j, out)
+		return s.Serve(r.Context(), r.RemoteAddr, j, out)
 	}
 
 	// Stored: written now (queued or in_progress) and at its end, by the
@@ -307,7 +301,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 		}
 		done := s.running.add(tr.r.Resp.ID, cancel)
 		defer done()
-		err = s.serve(ctx, r.RemoteAddr, j, out)
+		err = s.Serve(ctx, r.RemoteAddr, j, out)
 		tr.finish(ctx, err)
 		return err
 	}
@@ -316,48 +310,50 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	// resume), which GET /v1/responses/{id}?stream=true reads from any
 	// replica and POST .../cancel cancels from any replica. Nobody
 	// reading it is no reason to stop: it runs to its end.
-	p := s.resume.Start(store.StreamMeta{Owner: callerKey(ctx), Format: formatResponses}, func(cause error) {
+	var logged core.LoggedSink = &core.LogSink{}
+	if rr.Stream {
+		logged = sse
+	}
+	p := s.StartLog(ctx, core.FormatResponses, logged, func(cause error) {
 		if !errors.Is(cause, resume.ErrAbandoned) {
 			cancel(cause)
 		}
 	})
 	data.Stream = p.ID()
 	if err := s.saveResponse(ctx, tr.r.Resp, data, false); err != nil {
-		p.Close(resume.EndError, endDetail(classify(err)))
+		p.Close(resume.EndError, core.EndDetail(core.Classify(err)))
 		return err
 	}
 	<-p.Created() // a read or cancel of the id we answer finds its stream
 	done := s.running.add(tr.r.Resp.ID, cancel)
-	run := func(out sink, failed func() *httpError) error {
+	run := func() error {
 		defer done()
-		err := s.serve(ctx, r.RemoteAddr, j, out)
+		err := s.Serve(ctx, r.RemoteAddr, j, logged)
 		tr.finish(ctx, err) // stored before the log's end tells readers
-		s.endLog(p, ctx, err, failed(), tr.failedEvent)
+		s.EndLog(p, ctx, err, logged, tr.failedEvent)
 		return err
 	}
 	if rr.Stream {
-		sse.log = p
-		sse.sw.SetNextID(p.NextID())
-		err := run(sse, func() *httpError { return sse.failed })
-		if errors.Is(err, errClientGone) && sse.gone {
+		err := run()
+		if errors.Is(err, core.ErrClientGone) && sse.ClientLeft() {
 			return nil
 		}
 		return err
 	}
 	// The answer is the queued response; the run goes on without a
 	// client, registered for Drain until its end is stored.
-	remove, ok := s.streams.add(&liveStream{hard: func() { cancel(errDraining) }})
+	remove, ok := s.Streams.Add(&core.LiveStream{Hard: func() { cancel(core.ErrDraining) }})
 	if !ok {
 		done()
-		p.Close(resume.EndError, endDetail(classify(errDraining)))
-		return errDraining
+		p.Close(resume.EndError, core.EndDetail(core.Classify(core.ErrDraining)))
+		return core.ErrDraining
 	}
-	writeJSON(w, http.StatusOK, tr.r.Resp.JSON())
+	core.WriteJSON(w, http.StatusOK, tr.r.Resp.JSON())
 	handedOff = true
 	go func() {
 		defer remove()
 		defer cancel(nil)
-		_ = run(&logSink{p: p}, func() *httpError { return nil })
+		_ = run()
 	}()
 	return nil
 }
@@ -367,7 +363,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 // sequence number; or after the SSE id in Last-Event-ID), then the live
 // ones until its end, read from its log on any replica.
 func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
-	id := urlParam(r, "id")
+	id := core.URLParam(r, "id")
 	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {
 		return err
@@ -379,29 +375,29 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !stream {
 		if q.Has("starting_after") {
-			return &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "starting_after",
+			return &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "starting_after",
 				Msg: "starting_after is only allowed with stream=true."}
 		}
-		writeJSON(w, http.StatusOK, resp.JSON())
+		core.WriteJSON(w, http.StatusOK, resp.JSON())
 		return nil
 	}
 	if data.Stream == "" {
-		return &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "stream",
+		return &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "stream",
 			Msg: "Only background responses can be streamed again: this one was created without background."}
 	}
-	after, err := parseLastEventID(r.Header.Get(headerLastEvent), "")
+	after, err := core.ParseLastEventID(r.Header.Get(core.HeaderLastEvent), "")
 	if err != nil {
 		return err
 	}
 	if v := q.Get("starting_after"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 63)
 		if err != nil {
-			return &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "starting_after",
-				Msg: "starting_after must be the sequence_number of an event (a whole number), not '" + truncate(v, 64) + "'"}
+			return &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "starting_after",
+				Msg: "starting_after must be the sequence_number of an event (a whole number), not '" + core.Truncate(v, 64) + "'"}
 		}
 		after = n + 1 // the event with sequence_number n is the log's n+1st
 	}
-	return s.followStream(w, r, data.Stream, after)
+	return s.FollowStream(w, r, data.Stream, after)
 }
 
 // queryBool reads a boolean query parameter: "true", "false" or absent.
@@ -412,8 +408,8 @@ func queryBool(v, name string) (bool, error) {
 	case "true":
 		return true, nil
 	}
-	return false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: name,
-		Msg: name + " must be true or false, not '" + truncate(v, 64) + "'"}
+	return false, &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: name,
+		Msg: name + " must be true or false, not '" + core.Truncate(v, 64) + "'"}
 }
 
 // stop stops response id, which has not ended as resp says, wherever it
@@ -428,7 +424,7 @@ func (s *Server) stop(ctx context.Context, id string, resp *openai.Response, dat
 	if data.Stream == "" || ended(resp.Status) {
 		return resp, nil
 	}
-	if err := s.resume.Cancel(ctx, data.Stream, callerKey(ctx)); err != nil && !errors.Is(err, resume.ErrNotFound) {
+	if err := s.Resume.Cancel(ctx, data.Stream, core.CallerKey(ctx)); err != nil && !errors.Is(err, resume.ErrNotFound) {
 		return nil, err
 	}
 	// Bounded: a replica that died with the response leaves it as it was.
@@ -465,7 +461,7 @@ func ended(status string) bool {
 // deleteResponse serves DELETE /v1/responses/{id}. A response still
 // running is cancelled first.
 func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
-	id := urlParam(r, "id")
+	id := core.URLParam(r, "id")
 	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {
 		return err
@@ -473,7 +469,7 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.stop(r.Context(), id, resp, data); err != nil {
 		return err
 	}
-	err = s.opts.Store.DeleteResponse(r.Context(), id)
+	err = s.Opts.Store.DeleteResponse(r.Context(), id)
 	if errors.Is(err, store.ErrNoResponse) {
 		return responseNotFound(id, "")
 	}
@@ -481,7 +477,7 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 		return s.responseStoreError(r.Context(), err)
 	}
 	s.releaseStorage(r.Context(), id)
-	writeJSON(w, http.StatusOK, jsonOf(struct {
+	core.WriteJSON(w, http.StatusOK, jsonOf(struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
 		Deleted bool   `json:"deleted"`
@@ -494,19 +490,19 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 // as cancelled; the answer is the Response as stored then. Cancelling one
 // that has ended answers it as it is.
 func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) error {
-	id := urlParam(r, "id")
+	id := core.URLParam(r, "id")
 	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {
 		return err
 	}
 	if !resp.Background {
-		return &httpError{Status: http.StatusBadRequest, Code: "invalid_request", Param: "response_id",
+		return &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_request", Param: "response_id",
 			Msg: "Only responses created with background set to true can be cancelled."}
 	}
 	if resp, err = s.stop(r.Context(), id, resp, data); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, resp.JSON())
+	core.WriteJSON(w, http.StatusOK, resp.JSON())
 	return nil
 }
 

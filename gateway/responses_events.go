@@ -6,37 +6,13 @@ package gateway
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
-	"time"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/resume"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
-
-// logSink sends a background response's events to its stream's log
-// only: the response was answered at once, queued, and runs with no
-// client.
-type logSink struct{ p *resume.Producer }
-
-func (o *logSink) protocol() string            { return "http" }
-func (o *logSink) keepAlive() time.Duration    { return 0 }
-func (o *logSink) idle() error                 { return nil }
-func (o *logSink) fail(error) bool             { return false }
-func (o *logSink) cut()                        {}
-func (o *logSink) countEvents()                {}
-func (o *logSink) writer() http.ResponseWriter { return nil }
-
-func (o *logSink) send(p []byte) error {
-	o.p.Append(p)
-	return nil
-}
-
-func (o *logSink) flush() error {
-	o.p.Flush()
-	return nil
-}
 
 // responseEvents turns a text model's responses into a Response: its
 // semantic events (streams) or the object itself (one body).
@@ -60,7 +36,7 @@ type responseEvents struct {
 	textReader
 }
 
-func (t *responseEvents) begin() [][]byte {
+func (t *responseEvents) Begin() [][]byte {
 	t.textReader.begin()
 	if !t.stream {
 		return nil
@@ -72,7 +48,7 @@ func (t *responseEvents) begin() [][]byte {
 	return ps
 }
 
-func (t *responseEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+func (t *responseEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	delta, err := t.read(resp)
 	if err != nil || len(delta) == 0 {
 		return nil, err
@@ -97,7 +73,7 @@ func (t *responseEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	return t.nextOut[:], nil
 }
 
-func (t *responseEvents) end() ([][]byte, error) {
+func (t *responseEvents) End() ([][]byte, error) {
 	tail := t.tail()
 	if t.tools != nil {
 		content, calls := t.tools.Feed([]byte(tail))
@@ -131,7 +107,7 @@ func (t *responseEvents) stored() {
 
 // fail ends the Response with status (failed or cancelled) and, when it
 // failed, e; the text so far is kept.
-func (t *responseEvents) fail(status string, e *httpError) {
+func (t *responseEvents) fail(status string, e *core.HTTPError) {
 	resp := t.r.Resp
 	if t.text.Len() > 0 {
 		resp.Finish(t.r.ItemID, t.text.String(), "length", nil)
@@ -147,7 +123,7 @@ func (t *responseEvents) fail(status string, e *httpError) {
 
 // failedEvent is the stream's in-band error (an errorFormat): the
 // response.failed event, never a cut connection.
-func (t *responseEvents) failedEvent(e *httpError) []byte {
+func (t *responseEvents) failedEvent(e *core.HTTPError) []byte {
 	if t.failed == nil { // once: a resumable stream's log and its live client get the same event
 		t.fail(openai.StatusFailed, e)
 		t.failed = t.r.Failed()
@@ -163,11 +139,11 @@ func (t *responseEvents) finish(ctx context.Context, err error) {
 		return
 	}
 	if err == nil {
-		err = errClientGone
+		err = core.ErrClientGone
 	}
-	if errors.Is(context.Cause(ctx), resume.ErrCancelled) || errors.Is(err, errClientGone) {
+	if errors.Is(context.Cause(ctx), resume.ErrCancelled) || errors.Is(err, core.ErrClientGone) {
 		t.fail(openai.StatusCancelled, nil)
 		return
 	}
-	t.failedEvent(classify(err))
+	t.failedEvent(core.Classify(err))
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/streamgate/streamgate/gateway/core"
 )
 
 // inputItem is an item of GET /v1/responses/{id}/input_items.
@@ -31,7 +33,7 @@ type inputItemTextPart struct {
 // responseInputItems serves GET /v1/responses/{id}/input_items: the
 // response's own input, as message items, in order.
 func (s *Server) responseInputItems(w http.ResponseWriter, r *http.Request) error {
-	id := urlParam(r, "id")
+	id := core.URLParam(r, "id")
 	_, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {
 		return err
@@ -70,7 +72,7 @@ func (s *Server) responseInputItems(w http.ResponseWriter, r *http.Request) erro
 	if len(items) > 0 {
 		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
 	}
-	writeJSON(w, http.StatusOK, jsonOf(list))
+	core.WriteJSON(w, http.StatusOK, jsonOf(list))
 	return nil
 }
 
@@ -84,22 +86,22 @@ func pageInputItems(q url.Values, items []inputItem) (page []inputItem, more boo
 	case "desc":
 		slices.Reverse(items)
 	default:
-		return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "order",
-			Msg: "Invalid value for 'order': '" + truncate(q.Get("order"), 64) + "' is not one of 'asc', 'desc'."}
+		return nil, false, &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "order",
+			Msg: "Invalid value for 'order': '" + core.Truncate(q.Get("order"), 64) + "' is not one of 'asc', 'desc'."}
 	}
 	if after := q.Get("after"); after != "" {
 		i := slices.IndexFunc(items, func(it inputItem) bool { return it.ID == after })
 		if i < 0 {
-			return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "after",
-				Msg: "Invalid value for 'after': '" + truncate(after, 64) + "' is not an input item of this response."}
+			return nil, false, &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "after",
+				Msg: "Invalid value for 'after': '" + core.Truncate(after, 64) + "' is not an input item of this response."}
 		}
 		items = items[i+1:]
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
-			return nil, false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "limit",
-				Msg: "Invalid value for 'limit': '" + truncate(v, 64) + "' must be an integer between 1 and 100."}
+			return nil, false, &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: "limit",
+				Msg: "Invalid value for 'limit': '" + core.Truncate(v, 64) + "' must be an integer between 1 and 100."}
 		}
 		if len(items) > n {
 			return items[:n], true, nil

@@ -5,36 +5,23 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/store"
 )
-
-// storageBudget is the bytes of stored responses the caller of ctx may
-// keep: its key's own budget, else Options.KeyStorage; 0 on an open
-// gateway, where only the cap applies.
-func (s *Server) storageBudget(ctx context.Context) int64 {
-	kd := keyOf(ctx)
-	switch {
-	case kd == nil:
-		return 0
-	case kd.key.Storage > 0:
-		return kd.key.Storage
-	}
-	return s.opts.KeyStorage
-}
 
 // chargeStorage counts size bytes for stored response id against its
 // owner's budget and the gateway's cap (Options.StorageCap), for as long
 // as the record lives. With limit false (a response's later record, its
 // request admitted) it counts without refusing.
 func (s *Server) chargeStorage(ctx context.Context, id string, size int64, limit bool) error {
-	budget, capacity := s.storageBudget(ctx), s.opts.StorageCap
+	budget, capacity := s.StorageBudget(ctx), s.Opts.StorageCap
 	if !limit {
 		budget, capacity = 0, 0
 	}
-	owner := callerKey(ctx)
-	ttl := s.opts.ResponseTTL
+	owner := core.CallerKey(ctx)
+	ttl := s.Opts.ResponseTTL
 	if owner != "" {
-		ok, err := s.opts.Store.ChargeStorage(ctx, owner, id, size, ttl, budget)
+		ok, err := s.Opts.Store.ChargeStorage(ctx, owner, id, size, ttl, budget)
 		if err != nil {
 			return s.responseStoreError(ctx, err)
 		}
@@ -42,7 +29,7 @@ func (s *Server) chargeStorage(ctx context.Context, id string, size int64, limit
 			return errStorageFull("this API key", budget, "keys create --storage, or --key-storage for every key")
 		}
 	}
-	ok, err := s.opts.Store.ChargeStorage(ctx, store.GlobalOwner, id, size, ttl, capacity)
+	ok, err := s.Opts.Store.ChargeStorage(ctx, store.GlobalOwner, id, size, ttl, capacity)
 	switch {
 	case err != nil:
 		err = s.responseStoreError(ctx, err)
@@ -50,23 +37,23 @@ func (s *Server) chargeStorage(ctx context.Context, id string, size int64, limit
 		err = errStorageFull("this gateway", capacity, "--storage-cap")
 	}
 	if err != nil && owner != "" { // what the key's budget counted goes back
-		_ = s.responseStoreError(ctx, s.opts.Store.ReleaseStorage(context.WithoutCancel(ctx), owner, id))
+		_ = s.responseStoreError(ctx, s.Opts.Store.ReleaseStorage(context.WithoutCancel(ctx), owner, id))
 	}
 	return err
 }
 
 // releaseStorage gives back what deleted response id counted.
 func (s *Server) releaseStorage(ctx context.Context, id string) {
-	if owner := callerKey(ctx); owner != "" {
-		_ = s.responseStoreError(ctx, s.opts.Store.ReleaseStorage(ctx, owner, id))
+	if owner := core.CallerKey(ctx); owner != "" {
+		_ = s.responseStoreError(ctx, s.Opts.Store.ReleaseStorage(ctx, owner, id))
 	}
-	_ = s.responseStoreError(ctx, s.opts.Store.ReleaseStorage(ctx, store.GlobalOwner, id))
+	_ = s.responseStoreError(ctx, s.Opts.Store.ReleaseStorage(ctx, store.GlobalOwner, id))
 }
 
 // errStorageFull is the answer to a response that would not fit in the
 // stored bytes whose limit is limit.
-func errStorageFull(whose string, limit int64, setting string) *httpError {
-	return &httpError{Status: http.StatusBadRequest, Code: "storage_limit_exceeded", Param: "store",
+func errStorageFull(whose string, limit int64, setting string) *core.HTTPError {
+	return &core.HTTPError{Status: http.StatusBadRequest, Code: "storage_limit_exceeded", Param: "store",
 		Msg: fmt.Sprintf("Storing this response would take the stored responses of %s past their limit of %d bytes (%s): delete stored responses, wait for them to expire, or send store: false.",
 			whose, limit, setting)}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/generate"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -34,17 +35,17 @@ type sequenceModel struct {
 // errNotSequence refuses a sequence for a model without sequence_batching:
 // its chunks would run unrelated, each as a request of its own.
 func errNotSequence(model string) error {
-	return &httpError{Status: http.StatusBadRequest, Code: "bad_request", Param: "model",
+	return &core.HTTPError{Status: http.StatusBadRequest, Code: "bad_request", Param: "model",
 		Msg: "model '" + model + "' is not a sequence model: its config has no sequence_batching"}
 }
 
 func (s *Server) sequenceModel(ctx context.Context, model, version string) (*sequenceModel, error) {
-	md, err := s.metadata(ctx, model, version)
+	md, err := s.Metadata(ctx, model, version)
 	if err != nil {
 		return nil, err
 	}
 	sm := &sequenceModel{md: md}
-	cfg, err := s.modelConfig(ctx, model, version)
+	cfg, err := s.ModelConfig(ctx, model, version)
 	if err != nil {
 		return nil, err
 	}
@@ -88,25 +89,25 @@ func newCorrelationID(stringID bool) *pb.InferParameter {
 // ends the sequence.
 func (s *Server) wsSequence(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
 	if req.Sequence == nil {
-		return &httpError{Status: http.StatusBadRequest, Code: "bad_request", Msg: "a sequence runs on a WebSocket session only"}
+		return &core.HTTPError{Status: http.StatusBadRequest, Code: "bad_request", Msg: "a sequence runs on a WebSocket session only"}
 	}
 	sm, err := s.sequenceModel(ctx, req.Model, req.Version)
 	if err != nil {
 		return err
 	}
 	id := newCorrelationID(sm.stringID)
-	out := &wsSink{emit: emit, events: s.metrics.events.With("ws")}
+	out := &core.WSSink{Emit: emit, Events: s.Metrics.Events.With("ws")}
 	chunk := ws.Chunk{Body: req.Body}
 	for first := true; ; first = false {
 		j, err := sm.chunkJob(req, chunk)
 		if err != nil {
 			return err
 		}
-		p := j.req.Parameters
+		p := j.Req.Parameters
 		p["sequence_id"] = id
 		p["sequence_start"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: first}}
 		p["sequence_end"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: chunk.End}}
-		if err := s.serve(ctx, "", j, out); err != nil {
+		if err := s.Serve(ctx, "", j, out); err != nil {
 			return err
 		}
 		if chunk.End {
@@ -121,7 +122,7 @@ func (s *Server) wsSequence(ctx context.Context, req *ws.Request, emit func([]by
 // chunkJob is one chunk's inference request: a text chunk's body in the
 // generate mapping (without the sequence keys, which the gateway sets),
 // or a binary chunk's bytes as its input.
-func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*job, error) {
+func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*core.Job, error) {
 	tr := &generateEvents{}
 	if c.Body == nil {
 		t, err := generate.BytesInput(c.Input, c.Data, sm.md.GetInputs())
@@ -129,7 +130,7 @@ func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*job, error) {
 			return nil, err
 		}
 		gr := &generate.Request{Inputs: []*tensor.Tensor{t}, Parameters: map[string]*pb.InferParameter{}}
-		return &job{req: gr.Proto(req.Model, req.Version), tr: tr, op: opGenerate}, nil
+		return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: tr, Op: core.OpGenerate}, nil
 	}
 	gr, err := generate.Parse(c.Body, sm.md.GetInputs())
 	if err != nil {
@@ -137,10 +138,10 @@ func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*job, error) {
 	}
 	for k := range gr.Parameters {
 		if generate.IsSequenceKey(k) {
-			return nil, &httpError{Status: http.StatusBadRequest, Code: "bad_request",
+			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "bad_request",
 				Msg: "'" + k + "' is set by the gateway in sequence frames"}
 		}
 	}
 	tr.id = gr.ID
-	return &job{req: gr.Proto(req.Model, req.Version), tr: tr, op: opGenerate}, nil
+	return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: tr, Op: core.OpGenerate}, nil
 }

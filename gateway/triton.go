@@ -4,9 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 
-	"github.com/go-chi/chi/v5"
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/generate"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
@@ -50,27 +49,11 @@ func mustMarshal(v any) []byte {
 }
 
 func modelParams(r *http.Request) (model, version string) {
-	return urlParam(r, "model"), urlParam(r, "version")
-}
-
-// urlParam is the decoded path parameter key. chi matches the escaped
-// path when the request has one that differs from the default encoding
-// (r.URL.RawPath, e.g. for %2F), and its parameters are then still
-// escaped; otherwise it matches the decoded path. Decoding here makes
-// "a%2Fb" the model "a/b" as "a%00b" is "a\x00b".
-func urlParam(r *http.Request, key string) string {
-	v := chi.URLParam(r, key)
-	if r.URL.RawPath == "" {
-		return v
-	}
-	if d, err := url.PathUnescape(v); err == nil {
-		return d
-	}
-	return v
+	return core.URLParam(r, "model"), core.URLParam(r, "version")
 }
 
 func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) error {
-	md, err := s.inspect.ServerMetadata(r.Context())
+	md, err := s.Inspect.ServerMetadata(r.Context())
 	if err != nil {
 		return err
 	}
@@ -78,7 +61,7 @@ func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) error {
 	if ext == nil {
 		ext = []string{}
 	}
-	writeJSON(w, http.StatusOK, mustMarshal(struct {
+	core.WriteJSON(w, http.StatusOK, mustMarshal(struct {
 		Name       string   `json:"name"`
 		Version    string   `json:"version"`
 		Extensions []string `json:"extensions"`
@@ -88,11 +71,11 @@ func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) error {
 
 // health answers 200 with an empty body when ok, else 503.
 func (s *Server) health(w http.ResponseWriter, r *http.Request, check func(ctx context.Context) (bool, error)) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ReadyTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), s.Opts.ReadyTimeout)
 	defer cancel()
 	ok, err := check(ctx)
 	if err != nil {
-		s.log.InfoContext(r.Context(), "health check failed", "path", r.URL.Path, "err", err)
+		s.Log.InfoContext(r.Context(), "health check failed", "path", r.URL.Path, "err", err)
 	}
 	if err != nil || !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -102,15 +85,15 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, check func(ctx c
 }
 
 func (s *Server) serverLive(w http.ResponseWriter, r *http.Request) {
-	s.health(w, r, s.inspect.ServerLive)
+	s.health(w, r, s.Inspect.ServerLive)
 }
 
 func (s *Server) serverReady(w http.ResponseWriter, r *http.Request) {
 	s.health(w, r, func(ctx context.Context) (bool, error) {
-		if s.draining.Load() {
+		if s.Draining.Load() {
 			return false, nil
 		}
-		return s.inspect.ServerReady(ctx)
+		return s.Inspect.ServerReady(ctx)
 	})
 }
 
@@ -118,22 +101,22 @@ func (s *Server) serverReady(w http.ResponseWriter, r *http.Request) {
 // the key may not use is never ready.
 func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
-	if tritonModelAllowed(r.Context(), model) != nil {
+	if core.TritonModelAllowed(r.Context(), model) != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return nil
 	}
 	s.health(w, r, func(ctx context.Context) (bool, error) {
-		return s.inspect.ModelReady(ctx, model, version)
+		return s.Inspect.ModelReady(ctx, model, version)
 	})
 	return nil
 }
 
 func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
-	if err := tritonModelAllowed(r.Context(), model); err != nil {
+	if err := core.TritonModelAllowed(r.Context(), model); err != nil {
 		return err
 	}
-	md, err := s.metadata(r.Context(), model, version)
+	md, err := s.Metadata(r.Context(), model, version)
 	if err != nil {
 		return err
 	}
@@ -141,7 +124,7 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) error {
 	if versions == nil {
 		versions = []string{}
 	}
-	writeJSON(w, http.StatusOK, mustMarshal(modelMetadataJSON{
+	core.WriteJSON(w, http.StatusOK, mustMarshal(modelMetadataJSON{
 		Name: md.GetName(), Versions: versions, Platform: md.GetPlatform(),
 		Inputs: tensorsJSON(md.GetInputs()), Outputs: tensorsJSON(md.GetOutputs()),
 	}))
@@ -150,8 +133,8 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) error {
 
 // generateJob parses a generate body for model/version into a job whose
 // payloads take form f.
-func (s *Server) generateJob(ctx context.Context, model, version string, body []byte, f form) (*job, error) {
-	md, err := s.metadata(ctx, model, version)
+func (s *Server) generateJob(ctx context.Context, model, version string, body []byte, f core.Form) (*core.Job, error) {
+	md, err := s.Metadata(ctx, model, version)
 	if err != nil {
 		return nil, err
 	}
@@ -159,19 +142,19 @@ func (s *Server) generateJob(ctx context.Context, model, version string, body []
 	if err != nil {
 		return nil, err
 	}
-	j := &job{req: gr.Proto(model, version), op: opGenerate}
-	if f == formBody {
-		j.tr = &generateOne{id: gr.ID}
+	j := &core.Job{Req: gr.Proto(model, version), Op: core.OpGenerate}
+	if f == core.FormBody {
+		j.Tr = &generateOne{id: gr.ID}
 	} else {
-		j.tr = &generateEvents{id: gr.ID}
+		j.Tr = &generateEvents{id: gr.ID}
 	}
-	s.countTokens(ctx, model, version, j, len(body), gr.Inputs, gr.Parameters)
+	s.CountTokens(ctx, model, version, j, len(body), gr.Inputs, gr.Parameters)
 	return j, nil
 }
 
 // tritonJob reads a generate route's body into a job of form f.
-func (s *Server) tritonJob(w http.ResponseWriter, r *http.Request, f form) (*job, error) {
-	body, err := s.readBody(w, r)
+func (s *Server) tritonJob(w http.ResponseWriter, r *http.Request, f core.Form) (*core.Job, error) {
+	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -180,19 +163,19 @@ func (s *Server) tritonJob(w http.ResponseWriter, r *http.Request, f form) (*job
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) error {
-	j, err := s.tritonJob(w, r, formBody)
+	j, err := s.tritonJob(w, r, core.FormBody)
 	if err != nil {
 		return err
 	}
-	return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w})
+	return s.Serve(r.Context(), r.RemoteAddr, j, &core.BodySink{W: w})
 }
 
 func (s *Server) generateStream(w http.ResponseWriter, r *http.Request) error {
-	j, err := s.tritonJob(w, r, formSSE)
+	j, err := s.tritonJob(w, r, core.FormSSE)
 	if err != nil {
 		return err
 	}
-	return s.serveSSE(w, r, j, tritonErrors, formatTriton, true)
+	return s.ServeSSE(w, r, j, core.TritonErrors, core.FormatTriton, true)
 }
 
 // generateEvents renders every response as one event, into one buffer
@@ -203,9 +186,9 @@ type generateEvents struct {
 	out [1][]byte // what next returns: buf
 }
 
-func (g *generateEvents) begin() [][]byte { return nil }
+func (g *generateEvents) Begin() [][]byte { return nil }
 
-func (g *generateEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+func (g *generateEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	b, err := generate.AppendResponse(g.buf[:0], resp, g.id)
 	if err != nil {
 		return nil, err
@@ -215,7 +198,7 @@ func (g *generateEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	return g.out[:], nil
 }
 
-func (g *generateEvents) end() ([][]byte, error) { return nil, nil }
+func (g *generateEvents) End() ([][]byte, error) { return nil, nil }
 
 // generateOne insists on exactly one response, as Triton's /generate does.
 type generateOne struct {
@@ -224,20 +207,20 @@ type generateOne struct {
 	body []byte
 }
 
-func (g *generateOne) begin() [][]byte { return nil }
+func (g *generateOne) Begin() [][]byte { return nil }
 
-func (g *generateOne) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+func (g *generateOne) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	if g.n++; g.n > 1 {
-		return nil, errNotOne
+		return nil, core.ErrNotOne
 	}
 	b, err := generate.Response(resp, g.id)
 	g.body = b
 	return nil, err
 }
 
-func (g *generateOne) end() ([][]byte, error) {
+func (g *generateOne) End() ([][]byte, error) {
 	if g.n != 1 {
-		return nil, errNotOne
+		return nil, core.ErrNotOne
 	}
 	return [][]byte{g.body}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/tritonhttp"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
@@ -19,7 +20,7 @@ import (
 // repository index routes, relayed from upstream. The wire format is
 // package tritonhttp's.
 
-var errDecoupledHTTP = &httpError{Status: http.StatusNotImplemented, Code: "unimplemented",
+var errDecoupledHTTP = &core.HTTPError{Status: http.StatusNotImplemented, Code: "unimplemented",
 	Msg: "HTTP end point doesn't support models with decoupled transaction policy"}
 
 // infer answers one /infer request with one body, as Triton does: the
@@ -28,7 +29,7 @@ var errDecoupledHTTP = &httpError{Status: http.StatusNotImplemented, Code: "unim
 // plain, and the answer is JSON, or JSON and binary tensor data.
 func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
-	cfg, err := s.modelConfig(r.Context(), model, version)
+	cfg, err := s.ModelConfig(r.Context(), model, version)
 	if err != nil {
 		return err
 	}
@@ -49,9 +50,9 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a := &inferAnswer{req: req}
-	j := &job{req: req.Proto(model, version), tr: a}
-	s.countTokens(r.Context(), model, version, j, len(body), req.Inputs, j.req.GetParameters())
-	return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w, header: a.header})
+	j := &core.Job{Req: req.Proto(model, version), Tr: a}
+	s.CountTokens(r.Context(), model, version, j, len(body), req.Inputs, j.Req.GetParameters())
+	return s.Serve(r.Context(), r.RemoteAddr, j, &core.BodySink{W: w, Header: a.header})
 }
 
 // readInferBody reads a body in any Content-Encoding Triton's /infer
@@ -59,17 +60,17 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
 // after decompression, within readBody's deadline; any other encoding is
 // 501 with Accept-Encoding, as in Triton.
 func (s *Server) readInferBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	max := s.opts.MaxBodyBytes
+	max := s.Opts.MaxBodyBytes
 	enc := r.Header.Get("Content-Encoding")
 	switch enc {
 	case "", "identity":
-		return s.readBody(w, r)
+		return s.ReadBody(w, r)
 	case "gzip", "deflate":
 	default: // as Triton answers it
 		w.Header().Set("Accept-Encoding", "gzip, deflate")
-		return nil, &httpError{Status: http.StatusNotImplemented, Code: "unimplemented", Msg: "Unsupported compression type"}
+		return nil, &core.HTTPError{Status: http.StatusNotImplemented, Code: "unimplemented", Msg: "Unsupported compression type"}
 	}
-	raw, err := s.readRaw(w, r)
+	raw, err := s.ReadRaw(w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func (s *Server) readInferBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 	}
 	switch {
 	case err != nil:
-		return nil, &httpError{Status: http.StatusBadRequest, Code: "bad_request", Msg: "unable to decompress the " + enc + " request body: " + err.Error()}
+		return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "bad_request", Msg: "unable to decompress the " + enc + " request body: " + err.Error()}
 	case int64(len(b)) > max:
 		return nil, &http.MaxBytesError{Limit: max}
 	}
@@ -101,9 +102,9 @@ type inferAnswer struct {
 	headerLen int // of the JSON part when binary data follows, else -1
 }
 
-func (a *inferAnswer) begin() [][]byte { return nil }
+func (a *inferAnswer) Begin() [][]byte { return nil }
 
-func (a *inferAnswer) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+func (a *inferAnswer) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	if a.n++; a.n > 1 {
 		return nil, errNotSingle(a.n)
 	}
@@ -112,14 +113,14 @@ func (a *inferAnswer) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	return nil, err
 }
 
-func (a *inferAnswer) end() ([][]byte, error) {
+func (a *inferAnswer) End() ([][]byte, error) {
 	if a.n != 1 {
 		return nil, errNotSingle(a.n)
 	}
 	return [][]byte{a.body}, nil
 }
 
-// header sets the answer's Content-Type, and the binary extension's
+// Header sets the answer's Content-Type, and the binary extension's
 // header when binary data follows the JSON.
 func (a *inferAnswer) header(h http.Header) {
 	if a.headerLen < 0 {
@@ -131,7 +132,7 @@ func (a *inferAnswer) header(h http.Header) {
 }
 
 func errNotSingle(n int) error {
-	return &httpError{Status: http.StatusInternalServerError, Code: "internal",
+	return &core.HTTPError{Status: http.StatusInternalServerError, Code: "internal",
 		Msg: "expected a single response, got " + strconv.Itoa(n)}
 }
 
@@ -139,14 +140,14 @@ func errNotSingle(n int) error {
 // it.
 func (s *Server) modelConfigJSON(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
-	if err := tritonModelAllowed(r.Context(), model); err != nil {
+	if err := core.TritonModelAllowed(r.Context(), model); err != nil {
 		return err
 	}
-	cfg, err := s.modelConfig(r.Context(), model, version)
+	cfg, err := s.ModelConfig(r.Context(), model, version)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, tritonhttp.ModelConfig(cfg))
+	core.WriteJSON(w, http.StatusOK, tritonhttp.ModelConfig(cfg))
 	return nil
 }
 
@@ -154,27 +155,27 @@ func (s *Server) modelConfigJSON(w http.ResponseWriter, r *http.Request) error {
 // .../stats.
 func (s *Server) modelStats(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
-	if model != "" && tritonModelAllowed(r.Context(), model) != nil {
+	if model != "" && core.TritonModelAllowed(r.Context(), model) != nil {
 		// As the statistics of a model upstream does not have.
-		return &httpError{Status: http.StatusBadRequest, Code: "invalid_argument",
+		return &core.HTTPError{Status: http.StatusBadRequest, Code: "invalid_argument",
 			Msg: "requested model '" + model + "' is not available"}
 	}
-	st, err := s.inspect.ModelStatistics(r.Context(), model, version)
+	st, err := s.Inspect.ModelStatistics(r.Context(), model, version)
 	if err != nil {
-		return s.notFound(r.Context(), model, err)
+		return s.NotFound(r.Context(), model, err)
 	}
-	if !allowsAll(r.Context()) {
+	if !core.AllowsAll(r.Context()) {
 		st = &pb.ModelStatisticsResponse{ModelStats: slices.DeleteFunc(slices.Clone(st.GetModelStats()),
-			func(m *pb.ModelStatistics) bool { return tritonModelAllowed(r.Context(), m.GetName()) != nil })}
+			func(m *pb.ModelStatistics) bool { return core.TritonModelAllowed(r.Context(), m.GetName()) != nil })}
 	}
-	writeJSON(w, http.StatusOK, tritonhttp.Statistics(st))
+	core.WriteJSON(w, http.StatusOK, tritonhttp.Statistics(st))
 	return nil
 }
 
 // repositoryIndex is POST /v2/repository/index: every model upstream
 // knows, or with {"ready":true} the ready ones.
 func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) error {
-	body, err := s.readBody(w, r)
+	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -182,16 +183,16 @@ func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	models, err := s.inspect.RepositoryIndex(r.Context())
+	models, err := s.Inspect.RepositoryIndex(r.Context())
 	if err != nil {
 		return err
 	}
-	if !allowsAll(r.Context()) {
+	if !core.AllowsAll(r.Context()) {
 		models = slices.DeleteFunc(slices.Clone(models),
 			func(m *pb.RepositoryIndexResponse_ModelIndex) bool {
-				return tritonModelAllowed(r.Context(), m.GetName()) != nil
+				return core.TritonModelAllowed(r.Context(), m.GetName()) != nil
 			})
 	}
-	writeJSON(w, http.StatusOK, tritonhttp.RepositoryIndex(models, ready))
+	core.WriteJSON(w, http.StatusOK, tritonhttp.RepositoryIndex(models, ready))
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/textmodel"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -24,18 +25,18 @@ import (
 // becomes its name. An unknown model is OpenAI's 404, with the nearest
 // name when one is near.
 func (s *Server) textModel(ctx context.Context, model *string) (textmodel.Adapter, error) {
-	md, err := s.inspect.ModelMetadata(ctx, *model, "")
-	if err != nil && classify(err).Status == http.StatusNotFound {
-		if alt := s.nearestModel(ctx, *model); strings.EqualFold(alt, *model) {
+	md, err := s.Inspect.ModelMetadata(ctx, *model, "")
+	if err != nil && core.Classify(err).Status == http.StatusNotFound {
+		if alt := s.NearestModel(ctx, *model); strings.EqualFold(alt, *model) {
 			*model = alt
-			md, err = s.inspect.ModelMetadata(ctx, alt, "")
+			md, err = s.Inspect.ModelMetadata(ctx, alt, "")
 		}
 	}
 	if err != nil {
-		err = s.notLoaded(ctx, *model, err)
-		if e := classify(err); e.Status == http.StatusNotFound && e.Code != codeNotLoaded {
-			return nil, &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
-				Msg: "The model '" + *model + "' does not exist" + s.didYouMean(ctx, *model), Err: err}
+		err = s.NotLoaded(ctx, *model, err)
+		if e := core.Classify(err); e.Status == http.StatusNotFound && e.Code != core.CodeNotLoaded {
+			return nil, &core.HTTPError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
+				Msg: "The model '" + *model + "' does not exist" + s.DidYouMean(ctx, *model), Err: err}
 		}
 		return nil, err
 	}
@@ -44,7 +45,7 @@ func (s *Server) textModel(ctx context.Context, model *string) (textmodel.Adapte
 
 // chatJob turns a chat completions request into a job whose payloads take
 // form f.
-func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*job, error) {
+func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f core.Form) (*core.Job, error) {
 	ad, err := s.textModel(ctx, &cr.Model)
 	if err != nil {
 		return nil, err
@@ -77,7 +78,7 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 	if err != nil {
 		return nil, err
 	}
-	ch := &openai.Chunker{ID: s.ids.next("chatcmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
+	ch := &openai.Chunker{ID: s.IDs.Next("chatcmpl"), Created: s.Opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
 	tr := newTextEvents(ad, ch, f, "")
 	if toolGuide != nil {
 		format = openai.ToolFormatLlama3 // the guide's {"name", "arguments"}
@@ -88,8 +89,8 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 			tr.tools.Tools = append(tr.tools.Tools, t.Name)
 		}
 	}
-	return &job{req: req, tr: tr, op: opChat,
-		tokens: estimateTokens(prompt, cr.Params.MaxTokens), prompt: promptTokens(prompt)}, nil
+	return &core.Job{Req: req, Tr: tr, Op: core.OpChat,
+		Tokens: core.EstimateTokens(prompt, cr.Params.MaxTokens), Prompt: core.PromptTokens(prompt)}, nil
 }
 
 // checkGuided refuses a request that needs guided decoding (a required or
@@ -99,7 +100,7 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 // kinds: the engine's text models set it to "json"). Without it, the
 // output would be unvalidated, so the client is told instead.
 func (s *Server) checkGuided(ctx context.Context, model, param, value, instead string) error {
-	cfg, err := s.modelConfig(ctx, model, "")
+	cfg, err := s.ModelConfig(ctx, model, "")
 	if err != nil && status.Code(err) != codes.Unimplemented {
 		return err
 	}
@@ -108,14 +109,14 @@ func (s *Server) checkGuided(ctx context.Context, model, param, value, instead s
 			return nil
 		}
 	}
-	return &httpError{Status: http.StatusBadRequest, Code: "unsupported_value", Param: param,
+	return &core.HTTPError{Status: http.StatusBadRequest, Code: "unsupported_value", Param: param,
 		Msg: "Unsupported value: '" + param + "' " + value + " needs constrained decoding, which model '" + model +
 			"' does not offer on this server (its config has no parameter guided_decoding listing json); use " + instead + "."}
 }
 
 // completionJob turns a completions request into a job whose payloads
 // take form f.
-func (s *Server) completionJob(ctx context.Context, cr *openai.CompletionRequest, f form) (*job, error) {
+func (s *Server) completionJob(ctx context.Context, cr *openai.CompletionRequest, f core.Form) (*core.Job, error) {
 	ad, err := s.textModel(ctx, &cr.Model)
 	if err != nil {
 		return nil, err
@@ -124,34 +125,34 @@ func (s *Server) completionJob(ctx context.Context, cr *openai.CompletionRequest
 	if err != nil {
 		return nil, err
 	}
-	ch := &openai.Chunker{ID: s.ids.next("cmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, IncludeUsage: cr.IncludeUsage}
+	ch := &openai.Chunker{ID: s.IDs.Next("cmpl"), Created: s.Opts.Now().Unix(), Model: cr.Model, IncludeUsage: cr.IncludeUsage}
 	echo := ""
 	if cr.Echo {
 		echo = cr.Prompt
 	}
-	return &job{req: req, tr: newTextEvents(ad, ch, f, echo), op: opCompletion,
-		tokens: estimateTokens(cr.Prompt, cr.Params.MaxTokens), prompt: promptTokens(cr.Prompt)}, nil
+	return &core.Job{Req: req, Tr: newTextEvents(ad, ch, f, echo), Op: core.OpCompletion,
+		Tokens: core.EstimateTokens(cr.Prompt, cr.Params.MaxTokens), Prompt: core.PromptTokens(cr.Prompt)}, nil
 }
 
 // serveOpenAI runs j: as an event stream when the client asked for one,
 // otherwise as one JSON body.
-func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, j *job, stream bool) error {
+func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, j *core.Job, stream bool) error {
 	if stream {
-		return s.serveSSE(w, r, j, openAIErrors, formatOpenAI, false)
+		return s.ServeSSE(w, r, j, core.OpenAIErrors, core.FormatOpenAI, false)
 	}
-	return s.serve(r.Context(), r.RemoteAddr, j, &bodySink{w: w})
+	return s.Serve(r.Context(), r.RemoteAddr, j, &core.BodySink{W: w})
 }
 
 // streamForm is the form of an OpenAI request's payloads over HTTP.
-func streamForm(stream bool) form {
+func streamForm(stream bool) core.Form {
 	if stream {
-		return formSSE
+		return core.FormSSE
 	}
-	return formBody
+	return core.FormBody
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
-	body, err := s.readBody(w, r)
+	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -167,7 +168,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
-	body, err := s.readBody(w, r)
+	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -184,7 +185,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 
 // listModels lists the ready models that follow a text convention.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
-	index, err := s.inspect.RepositoryIndex(r.Context())
+	index, err := s.Inspect.RepositoryIndex(r.Context())
 	if err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	var models []openai.Model
 	for _, m := range index {
 		name := m.GetName()
-		if seen[name] || (m.GetState() != "" && !strings.EqualFold(m.GetState(), "READY")) || modelAllowed(r.Context(), name) != nil {
+		if seen[name] || (m.GetState() != "" && !strings.EqualFold(m.GetState(), "READY")) || core.ModelAllowed(r.Context(), name) != nil {
 			continue
 		}
 		seen[name] = true
@@ -202,22 +203,22 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 		models = append(models, openai.NewModel(name))
 	}
 	sort.Slice(models, func(i, j int) bool { return models[i].ID < models[j].ID })
-	writeJSON(w, http.StatusOK, openai.ModelList(models))
+	core.WriteJSON(w, http.StatusOK, openai.ModelList(models))
 	return nil
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
-	id := urlParam(r, "id")
-	if err := modelAllowed(r.Context(), id); err != nil {
+	id := core.URLParam(r, "id")
+	if err := core.ModelAllowed(r.Context(), id); err != nil {
 		return err
 	}
 	if _, err := s.textModel(r.Context(), &id); err != nil {
 		if errors.Is(err, textmodel.ErrNotText) {
-			err = &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model", Msg: "The model '" + id + "' is not a text model", Err: err}
+			err = &core.HTTPError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model", Msg: "The model '" + id + "' is not a text model", Err: err}
 		}
 		return err
 	}
-	writeJSON(w, http.StatusOK, openai.ModelObject(openai.NewModel(id)))
+	core.WriteJSON(w, http.StatusOK, openai.ModelObject(openai.NewModel(id)))
 	return nil
 }
 
@@ -294,11 +295,11 @@ func (t *textReader) outcome() (reason string, in, out int) {
 	return t.reason, t.in, out
 }
 
-func newTextEvents(ad textmodel.Adapter, ch *openai.Chunker, f form, echo string) *textEvents {
-	return &textEvents{textReader: textReader{ad: ad}, ch: ch, stream: f != formBody, done: f == formSSE, echo: echo}
+func newTextEvents(ad textmodel.Adapter, ch *openai.Chunker, f core.Form, echo string) *textEvents {
+	return &textEvents{textReader: textReader{ad: ad}, ch: ch, stream: f != core.FormBody, done: f == core.FormSSE, echo: echo}
 }
 
-func (t *textEvents) begin() [][]byte {
+func (t *textEvents) Begin() [][]byte {
 	t.textReader.begin()
 	if !t.stream {
 		t.text.WriteString(t.echo)
@@ -314,7 +315,7 @@ func (t *textEvents) begin() [][]byte {
 	return out
 }
 
-func (t *textEvents) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+func (t *textEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	delta, err := t.read(resp)
 	if err != nil || len(delta) == 0 {
 		return nil, err
@@ -337,7 +338,7 @@ func (t *textEvents) usage() openai.Usage {
 	return openai.Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}
 }
 
-func (t *textEvents) end() ([][]byte, error) {
+func (t *textEvents) End() ([][]byte, error) {
 	tail := t.tail()
 	reason := t.reason
 	if reason == "" {

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/ws"
 )
@@ -15,20 +16,20 @@ import (
 // websocket serves GET /v1/ws: the streamgate.v1 protocol, one ws.Session
 // per socket, each request run by serve like its HTTP twin.
 func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
-	if s.draining.Load() {
-		return errDraining
+	if s.Draining.Load() {
+		return core.ErrDraining
 	}
 	var authErr error
-	if s.opts.Keys != nil {
-		ctx, _, err := s.authenticate(r, true)
+	if s.Opts.Keys != nil {
+		ctx, _, err := s.Authenticate(r, true)
 		if err == nil {
 			r = r.WithContext(ctx)
 		}
 		authErr = err
 	}
-	if origin := r.Header.Get("Origin"); origin != "" && !s.opts.WebSocketSkipOriginCheck && !s.originAllowed(r, origin) {
-		return &httpError{Status: http.StatusForbidden, Code: "origin_not_allowed",
-			Msg: "origin " + truncate(origin, 128) + " may not open /v1/ws from a browser (see --origins)"}
+	if origin := r.Header.Get("Origin"); origin != "" && !s.Opts.WebSocketSkipOriginCheck && !s.OriginAllowed(r, origin) {
+		return &core.HTTPError{Status: http.StatusForbidden, Code: "origin_not_allowed",
+			Msg: "origin " + core.Truncate(origin, 128) + " may not open /v1/ws from a browser (see --origins)"}
 	}
 	c, err := ws.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{ws.Subprotocol},
@@ -46,10 +47,10 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	opts := ws.Options{}
-	if s.opts.WebSocket != nil {
-		opts = *s.opts.WebSocket
+	if s.Opts.WebSocket != nil {
+		opts = *s.Opts.WebSocket
 	}
-	opts.ErrorInfo = wsErrorInfo
+	opts.ErrorInfo = core.WSErrorInfo
 	sess := ws.NewSession(c, func(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
 		return s.wsRequest(ctx, r, req, emit)
 	}, &opts)
@@ -57,13 +58,13 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 	// for a socket whose client does not read.
 	ctx, cut := context.WithCancel(r.Context())
 	defer cut()
-	remove, ok := s.streams.add(&liveStream{soft: sess.Drain, hard: sess.Stop, cut: cut})
+	remove, ok := s.Streams.Add(&core.LiveStream{Soft: sess.Drain, Hard: sess.Stop, Cut: cut})
 	if !ok {
 		c.Close(websocket.StatusGoingAway, "server shutting down")
 		return nil
 	}
 	defer remove()
-	sockets := s.metrics.sockets.With()
+	sockets := s.Metrics.Sockets.With()
 	sockets.Inc()
 	defer sockets.Dec()
 	// Run returns once the socket is closed and every request on it ended.
@@ -76,7 +77,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
 // A plain streaming request waits for its responses without a goroutine
 // (flight.relayLater: req.Later); the others end before it returns.
 func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request, emit func([]byte) error) error {
-	ctx, span := s.tracer.Start(ctx, wsSpanName(req.Type), trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.Tracer.Start(ctx, core.WSSpanName(req.Type), trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("streamgate.ws.request_id", req.ID))
 	}
@@ -85,7 +86,7 @@ func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request
 	case ws.TypeSequenceStart:
 		err = s.wsSequence(ctx, req, emit)
 	case ws.TypeResume:
-		err = s.wsResume(ctx, req, emit)
+		err = s.WSResume(ctx, req, emit)
 	default:
 		var later bool
 		if later, err = s.wsInfer(ctx, r, span, req, emit); later {
@@ -100,91 +101,83 @@ func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request
 // ends its span.
 func (s *Server) wsEnd(ctx context.Context, r *http.Request, span trace.Span, err error) {
 	if err != nil {
-		s.logError(ctx, r, err, http.StatusSwitchingProtocols)
+		s.LogError(ctx, r, err, http.StatusSwitchingProtocols)
 	}
-	endSpan(span, err)
+	core.EndSpan(span, err)
 }
 
 // wsInfer runs an inference request frame (generate, chat.completions,
 // completions, responses). later says it goes on after wsInfer returns,
 // and will end itself (wsEnd, then the function req.Later gave).
 func (s *Server) wsInfer(ctx context.Context, r *http.Request, span trace.Span, req *ws.Request, emit func([]byte) error) (later bool, err error) {
-	out := &wsSink{emit: emit, events: s.metrics.events.With("ws")}
-	var j *job
-	if s.resumableAsked(req.Resumable) {
+	out := &core.WSSink{Emit: emit, Events: s.Metrics.Events.With("ws")}
+	var j *core.Job
+	if s.ResumableAsked(req.Resumable) {
 		if j, err = s.wsJob(ctx, req); err != nil {
 			return false, err
 		}
-		return false, s.wsResumable(ctx, req, j, out)
+		return false, s.WSResumable(ctx, req, j, out)
 	}
 	if j, err = s.wsJob(ctx, req); err != nil {
 		return false, err
 	}
 	req.Body = nil // parsed: not kept while the request runs
-	f, err := s.begin(ctx, req.Cancel, "", j, out)
+	f, err := s.Begin(ctx, req.Cancel, "", j, out)
 	if f == nil {
 		return false, err
 	}
 	end := req.Later()
-	f.relayLater(func(err error) {
+	f.RelayLater(func(err error) {
 		s.wsEnd(ctx, r, span, err)
 		end(err)
 	})
 	return true, nil
 }
 
-// wsFormat is the stream format of a WebSocket request's payloads.
-func wsFormat(req *ws.Request) string {
-	if req.Type == ws.TypeGenerate {
-		return formatTriton
-	}
-	return formatOpenAI
-}
-
 // wsJob validates a request frame into a job: the body is the same as on
 // the frame type's HTTP route, the payloads are data frames.
-func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*job, error) {
+func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) {
 	switch req.Type {
 	case ws.TypeGenerate:
-		return s.generateJob(ctx, req.Model, req.Version, req.Body, formWS)
+		return s.generateJob(ctx, req.Model, req.Version, req.Body, core.FormWS)
 	case ws.TypeChat:
 		cr, err := openai.ParseChat(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		return s.chatJob(ctx, cr, formWS)
+		return s.chatJob(ctx, cr, core.FormWS)
 	case ws.TypeCompletions:
 		cr, err := openai.ParseCompletion(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		return s.completionJob(ctx, cr, formWS)
+		return s.completionJob(ctx, cr, core.FormWS)
 	case ws.TypeResponses:
 		rr, err := openai.ParseResponses(req.Body)
 		if err != nil {
 			return nil, err
 		}
 		if rr.Background {
-			return nil, &httpError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Param: "background",
+			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Param: "background",
 				Msg: "Unsupported parameter: 'background' is not supported on the WebSocket: create background responses with POST /v1/responses."}
 		}
 		history, err := s.history(ctx, rr)
 		if err != nil {
 			return nil, err
 		}
-		j, _, err := s.responseJob(ctx, rr, history, formWS)
+		j, _, err := s.responseJob(ctx, rr, history, core.FormWS)
 		return j, err
 	}
 	// ws.ParseFrame lets no other type through.
-	return nil, &httpError{Status: http.StatusBadRequest, Code: ws.CodeBadRequest, Msg: "unknown frame type '" + req.Type + "'"}
+	return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: ws.CodeBadRequest, Msg: "unknown frame type '" + req.Type + "'"}
 }
 
 // refuseSocket answers a socket whose upgrade had no valid API key (or
 // whose key the store could not check): one error frame, before any
 // request runs, then the close (1008, or 1013 to try again later).
 func (s *Server) refuseSocket(r *http.Request, c *ws.Conn, err error) {
-	e := s.logError(r.Context(), r, err, http.StatusSwitchingProtocols)
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.StopTimeout)
+	e := s.LogError(r.Context(), r, err, http.StatusSwitchingProtocols)
+	ctx, cancel := context.WithTimeout(r.Context(), s.Opts.StopTimeout)
 	defer cancel()
 	c.Write(ctx, websocket.MessageText, ws.ErrorFrame("", e.Code, e.Msg))
 	code := websocket.StatusPolicyViolation

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -17,14 +17,14 @@ import (
 // own counts once it ends (countedTokens). Requests to other models
 // generate no tokens.
 
-// countTokens makes j, a Triton request of body bytes to model, count its
+// CountTokens makes j, a Triton request of body bytes to model, count its
 // tokens when its key has a tpm limit and the model is a text model.
 // inputs and params are the request's.
-func (s *Server) countTokens(ctx context.Context, model, version string, j *job, body int, inputs []*tensor.Tensor, params map[string]*pb.InferParameter) {
+func (s *Server) CountTokens(ctx context.Context, model, version string, j *Job, body int, inputs []*tensor.Tensor, params map[string]*pb.InferParameter) {
 	if kd := keyOf(ctx); kd == nil || kd.key.TPM == 0 {
 		return
 	}
-	md, err := s.metadata(ctx, model, version)
+	md, err := s.Metadata(ctx, model, version)
 	if err != nil {
 		return // the request fails on its own
 	}
@@ -32,9 +32,9 @@ func (s *Server) countTokens(ctx context.Context, model, version string, j *job,
 	if err != nil {
 		return
 	}
-	j.prompt = body/4 + 1
-	j.tokens = j.prompt + requestedTokens(inputs, params)
-	j.tr = &countedTokens{translator: j.tr, ad: ad, in: -1, out: -1}
+	j.Prompt = body/4 + 1
+	j.Tokens = j.Prompt + requestedTokens(inputs, params)
+	j.Tr = &countedTokens{Translator: j.Tr, ad: ad, in: -1, out: -1}
 }
 
 // requestedTokens is the max_tokens a Triton request asks for: a
@@ -85,13 +85,13 @@ func positive(n int64) int {
 // countedTokens is a Triton translator that also reads a text model's
 // responses for their token counts (usageReporter), as textReader does.
 type countedTokens struct {
-	translator
+	Translator
 	ad             textmodel.Adapter
 	in, out, texts int
 	reason         string
 }
 
-func (c *countedTokens) next(resp *pb.ModelInferResponse) ([][]byte, error) {
+func (c *countedTokens) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	if p, err := c.ad.Decode(resp); err == nil {
 		if p.InputTokens >= 0 {
 			c.in = p.InputTokens
@@ -106,7 +106,7 @@ func (c *countedTokens) next(resp *pb.ModelInferResponse) ([][]byte, error) {
 			c.texts++
 		}
 	}
-	return c.translator.next(resp)
+	return c.Translator.Next(resp)
 }
 
 // outcome is usageReporter's: a model that does not count its output is

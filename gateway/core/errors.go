@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -23,10 +23,10 @@ import (
 // away (nginx's 499); it is never written.
 const StatusClientClosed = 499
 
-// httpError is an error with what the client is told: a status, a
+// HTTPError is an error with what the client is told: a status, a
 // machine-readable code, a message safe to show, and for OpenAI routes the
 // parameter at fault. Err is the internal cause, logged and never sent.
-type httpError struct {
+type HTTPError struct {
 	Status     int
 	Code       string
 	Msg        string
@@ -38,19 +38,21 @@ type httpError struct {
 	Err     error
 }
 
-func (e *httpError) Error() string {
+// Error says the status, code and message (and the cause, if any).
+func (e *HTTPError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("%d %s: %s: %v", e.Status, e.Code, e.Msg, e.Err)
 	}
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Msg)
 }
 
-func (e *httpError) Unwrap() error { return e.Err }
+// Unwrap is the cause, if any.
+func (e *HTTPError) Unwrap() error { return e.Err }
 
 var (
-	errDraining   = &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "server is shutting down", RetryAfter: true}
-	errClientGone = errors.New("client went away")
-	errNotOne     = &httpError{Status: http.StatusBadRequest, Code: "bad_request", Msg: "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"}
+	ErrDraining   = &HTTPError{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "server is shutting down", RetryAfter: true}
+	ErrClientGone = errors.New("client went away")
+	ErrNotOne     = &HTTPError{Status: http.StatusBadRequest, Code: "bad_request", Msg: "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"}
 )
 
 // codeForStatus is the code of errors that carry none of their own.
@@ -105,10 +107,10 @@ func grpcStatus(c codes.Code) int {
 	return http.StatusInternalServerError
 }
 
-// classify is the one place an error becomes what the client sees.
-func classify(err error) *httpError {
+// Classify is the one place an error becomes what the client sees.
+func Classify(err error) *HTTPError {
 	var (
-		he  *httpError
+		he  *HTTPError
 		ge  *generate.Error
 		te  *tritonhttp.Error
 		se  *jsonobj.SyntaxError
@@ -125,45 +127,45 @@ func classify(err error) *httpError {
 	}
 	switch {
 	case errors.As(err, &oe):
-		return &httpError{Status: http.StatusBadRequest, Code: oe.Code, Msg: oe.Message, Param: oe.Param}
+		return &HTTPError{Status: http.StatusBadRequest, Code: oe.Code, Msg: oe.Message, Param: oe.Param}
 	case errors.As(err, &se):
-		return &httpError{Status: http.StatusBadRequest, Code: "invalid_json", Msg: se.Error()}
+		return &HTTPError{Status: http.StatusBadRequest, Code: "invalid_json", Msg: se.Error()}
 	case errors.As(err, &ge):
-		return &httpError{Status: http.StatusBadRequest, Code: "bad_request", Msg: ge.Msg}
+		return &HTTPError{Status: http.StatusBadRequest, Code: "bad_request", Msg: ge.Msg}
 	case errors.As(err, &te): // Triton's text, with the status Triton gives its class
 		st := grpcStatus(te.Code)
-		return &httpError{Status: st, Code: codeForStatus(st), Msg: te.Msg}
+		return &HTTPError{Status: st, Code: codeForStatus(st), Msg: te.Msg}
 	case errors.As(err, &mbe):
-		return &httpError{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large",
+		return &HTTPError{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large",
 			Msg: "request body too large: the limit is " + strconv.FormatInt(mbe.Limit, 10) + " bytes"}
 	case errors.As(err, &be):
 		return be.classify()
 	case errors.As(err, &ue):
-		return &httpError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Msg: ue.Error(), Param: ue.Param}
+		return &HTTPError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Msg: ue.Error(), Param: ue.Param}
 	case errors.Is(err, textmodel.ErrNotText):
-		return &httpError{Status: http.StatusBadRequest, Code: "model_not_supported", Msg: err.Error(), Param: "model"}
-	case errors.Is(err, errClientGone), errors.Is(err, context.Canceled):
-		return &httpError{Status: StatusClientClosed, Code: "cancelled", Msg: "request cancelled", Err: err}
+		return &HTTPError{Status: http.StatusBadRequest, Code: "model_not_supported", Msg: err.Error(), Param: "model"}
+	case errors.Is(err, ErrClientGone), errors.Is(err, context.Canceled):
+		return &HTTPError{Status: StatusClientClosed, Code: "cancelled", Msg: "request cancelled", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &httpError{Status: http.StatusGatewayTimeout, Code: "deadline_exceeded", Msg: "deadline exceeded", Err: err}
+		return &HTTPError{Status: http.StatusGatewayTimeout, Code: "deadline_exceeded", Msg: "deadline exceeded", Err: err}
 	}
 	if ue, ok := upstream.AsError(err); ok {
 		return classifyUpstream(ue)
 	}
 	if s, ok := status.FromError(err); ok && s.Code() != codes.OK {
 		st := grpcStatus(s.Code())
-		e := &httpError{Status: st, Code: codeForStatus(st), Msg: s.Message(), Err: err}
+		e := &HTTPError{Status: st, Code: codeForStatus(st), Msg: s.Message(), Err: err}
 		if st >= 500 {
 			e.Msg = http.StatusText(st)
 			e.RetryAfter = st == http.StatusServiceUnavailable
 		}
 		return e
 	}
-	return &httpError{Status: http.StatusInternalServerError, Code: "internal", Msg: "internal error", Err: err}
+	return &HTTPError{Status: http.StatusInternalServerError, Code: "internal", Msg: "internal error", Err: err}
 }
 
-func classifyUpstream(ue *upstream.Error) *httpError {
-	e := &httpError{Code: ue.Kind.String(), Err: ue}
+func classifyUpstream(ue *upstream.Error) *HTTPError {
+	e := &HTTPError{Code: ue.Kind.String(), Err: ue}
 	switch ue.Kind {
 	case upstream.KindModel:
 		// The model's own text is what the client needs (Triton sends it
@@ -212,17 +214,18 @@ func openAIType(st int) string {
 	return "invalid_request_error"
 }
 
-func (s *Server) setRetryAfter(w http.ResponseWriter, e *httpError) {
+func (s *Server) setRetryAfter(w http.ResponseWriter, e *HTTPError) {
 	if e.RetryIn > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(e.RetryIn)))
 		return
 	}
 	if e.RetryAfter || e.Status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", strconv.Itoa(int((s.opts.RetryAfter+999_999_999)/1_000_000_000)))
+		w.Header().Set("Retry-After", strconv.Itoa(int((s.Opts.RetryAfter+999_999_999)/1_000_000_000)))
 	}
 }
 
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
+// WriteJSON answers status with body, a JSON document.
+func WriteJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	writeBody(w, status, body)
 }
@@ -234,30 +237,30 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// errorFormat renders a classified error as one protocol's JSON error
+// ErrorFormat renders a classified error as one protocol's JSON error
 // object. The gateway answers errors in three formats: Triton's
 // (tritonErrors, on /v2 and the WebSocket upgrade), OpenAI's
 // (openAIErrors, on /v1) and the WebSocket error frame (wsErrorInfo).
-type errorFormat func(e *httpError) []byte
+type ErrorFormat func(e *HTTPError) []byte
 
-// tritonErrors is Triton's {"error":"..."}.
-func tritonErrors(e *httpError) []byte { return generate.ErrorBody(e.Msg) }
+// TritonErrors is Triton's {"error":"..."}.
+func TritonErrors(e *HTTPError) []byte { return generate.ErrorBody(e.Msg) }
 
-// openAIErrors is OpenAI's {"error":{"message","type","param","code"}}.
-func openAIErrors(e *httpError) []byte {
+// OpenAIErrors is OpenAI's {"error":{"message","type","param","code"}}.
+func OpenAIErrors(e *HTTPError) []byte {
 	return openai.ErrorBody(e.Msg, openAIType(e.Status), e.Param, e.Code)
 }
 
-// handlerFunc serves one request: it answers it, or returns the error to
+// HandlerFunc serves one request: it answers it, or returns the error to
 // answer.
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle adapts h to net/http: an error h returns is answered in format
+// Handle adapts h to net/http: an error h returns is answered in format
 // f, with its status (and Retry-After), unless the client has gone. With
 // API keys (Options.Keys) the request must have one (door) before h runs.
-func (s *Server) handle(f errorFormat, h handlerFunc) http.HandlerFunc {
+func (s *Server) Handle(f ErrorFormat, h HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.Keys != nil {
+		if s.Opts.Keys != nil {
 			kr, err := s.door(w, r)
 			if err != nil {
 				s.writeError(w, r, f, err)
@@ -271,9 +274,9 @@ func (s *Server) handle(f errorFormat, h handlerFunc) http.HandlerFunc {
 	}
 }
 
-// handleOpen is handle without API keys: for /v1/ws, which answers a
+// HandleOpen is handle without API keys: for /v1/ws, which answers a
 // missing or bad key with an error frame (websocket).
-func (s *Server) handleOpen(f errorFormat, h handlerFunc) http.HandlerFunc {
+func (s *Server) HandleOpen(f ErrorFormat, h HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, f, err)
@@ -282,8 +285,8 @@ func (s *Server) handleOpen(f errorFormat, h handlerFunc) http.HandlerFunc {
 }
 
 // writeError answers err in format f.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, f errorFormat, err error) {
-	e := s.logError(r.Context(), r, err, 0)
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, f ErrorFormat, err error) {
+	e := s.LogError(r.Context(), r, err, 0)
 	if e.Status == StatusClientClosed {
 		return
 	}
@@ -291,29 +294,29 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, f errorForma
 		w.Header().Set("Connection", "close") // what is left of the body is not read
 	}
 	s.setRetryAfter(w, e)
-	writeJSON(w, e.Status, f(e))
+	WriteJSON(w, e.Status, f(e))
 }
 
-// wsErrorInfo is the WebSocket error frame's code and message for err
+// WSErrorInfo is the WebSocket error frame's code and message for err
 // (wsRequest has logged it).
-func wsErrorInfo(err error) (code, msg string) {
-	e := classify(err)
+func WSErrorInfo(err error) (code, msg string) {
+	e := Classify(err)
 	return e.Code, e.Msg
 }
 
-// logError classifies err and logs what the client will not see, with
+// LogError classifies err and logs what the client will not see, with
 // ctx (the request's: its trace) and r (the HTTP request, or the
 // WebSocket upgrade). sent is the HTTP status the client has, when not
 // the error's own (0): 200 for an error delivered in band in a stream
 // that had started, 101 for a WebSocket request's error frame. The log
 // shows that status, and the error's own as error_status.
-func (s *Server) logError(ctx context.Context, r *http.Request, err error, sent int) *httpError {
-	e := classify(err)
+func (s *Server) LogError(ctx context.Context, r *http.Request, err error, sent int) *HTTPError {
+	e := Classify(err)
 	if e.Status >= 500 && e.Err != nil {
 		if sent == 0 {
 			sent = e.Status
 		}
-		s.log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "status", sent,
+		s.Log.WarnContext(ctx, "request failed", "method", r.Method, "path", r.URL.Path, "status", sent,
 			"error_status", e.Status, "code", e.Code, "err", e.Err)
 	}
 	return e

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // only the stream's own frames, one small reader goroutine, and a
 // detach.Response.
 
-// detachStream runs run, the rest of an event stream's request, on a
+// DetachStream runs run, the rest of an event stream's request, on a
 // goroutine of its own over r's connection taken from net/http, and
 // reports true; the handler must then return at once, writing nothing.
 // run's error, if any, is answered in format f there, and the request's
@@ -24,8 +24,8 @@ import (
 // HTTP/1.1, Options.Detach unset) runs shallow instead (runShallow). It
 // reports false, doing nothing, when neither can be done (already
 // answered, draining): run it in place.
-func (s *Server) detachStream(w http.ResponseWriter, r *http.Request, f errorFormat, run handlerFunc) bool {
-	if s.opts.Detach == nil || r.ProtoMajor != 1 || r.TLS != nil {
+func (s *Server) DetachStream(w http.ResponseWriter, r *http.Request, f ErrorFormat, run HandlerFunc) bool {
+	if s.Opts.Detach == nil || r.ProtoMajor != 1 || r.TLS != nil {
 		return s.runShallow(w, r, f, run)
 	}
 	sw := instrumented(w)
@@ -36,7 +36,7 @@ func (s *Server) detachStream(w http.ResponseWriter, r *http.Request, f errorFor
 	// (which no longer closes it at shutdown) until it is handed back or
 	// closed: Drain's cut closes it.
 	var resp atomic.Pointer[detach.Response]
-	remove, ok := s.streams.add(&liveStream{hard: func() {}, cut: func() {
+	remove, ok := s.Streams.Add(&LiveStream{Hard: func() {}, Cut: func() {
 		if d := resp.Load(); d != nil {
 			d.Close()
 		}
@@ -60,11 +60,11 @@ func (s *Server) detachStream(w http.ResponseWriter, r *http.Request, f errorFor
 }
 
 // runDetached is a detached request's goroutine.
-func (s *Server) runDetached(d *detach.Response, w *statusWriter, r *http.Request, cancel context.CancelFunc, f errorFormat, run handlerFunc, route string, remove func()) {
+func (s *Server) runDetached(d *detach.Response, w *statusWriter, r *http.Request, cancel context.CancelFunc, f ErrorFormat, run HandlerFunc, route string, remove func()) {
 	defer remove()
 	defer func() {
 		if v := recover(); v != nil { // as net/http answers a handler's panic
-			s.log.Error("panic serving a detached stream", "method", r.Method, "path", r.URL.Path,
+			s.Log.Error("panic serving a detached stream", "method", r.Method, "path", r.URL.Path,
 				"panic", v, "stack", stack())
 			d.Close()
 		}
@@ -76,8 +76,8 @@ func (s *Server) runDetached(d *detach.Response, w *statusWriter, r *http.Reques
 	s.endServerSpan(r.Context(), r, w, route)
 	cancel()
 	var back *detach.Listener
-	if !s.draining.Load() {
-		back = s.opts.Detach
+	if !s.Draining.Load() {
+		back = s.Opts.Detach
 	}
 	d.Finish(back)
 }
@@ -93,7 +93,7 @@ func (s *Server) runDetached(d *detach.Response, w *statusWriter, r *http.Reques
 // span, metrics and access log line are ended there too, as instrument
 // ends them. It reports false, doing nothing, when the request did not
 // come through topHandler or is answered already: run it in place.
-func (s *Server) runShallow(w http.ResponseWriter, r *http.Request, f errorFormat, run handlerFunc) bool {
+func (s *Server) runShallow(w http.ResponseWriter, r *http.Request, f ErrorFormat, run HandlerFunc) bool {
 	sw := instrumented(w)
 	if sw == nil || sw.top == nil || sw.rest != nil || sw.status != 0 {
 		return false

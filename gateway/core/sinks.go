@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"bytes"
@@ -22,16 +22,16 @@ const maxBatch = 32 << 10
 // waits for its first response before its headers go out anyway.
 const headerWait = 15 * time.Second
 
-// sseSink writes a request as an event stream. As in Triton, the first
+// SSESink writes a request as an event stream. As in Triton, the first
 // response sets the status: the headers go out with the first batch, or
 // when the keepalive interval passes first, and an error that comes before
 // them is answered with its own status.
-type sseSink struct {
+type SSESink struct {
 	s      *Server
 	w      http.ResponseWriter
 	r      *http.Request
 	sw     *sse.Writer
-	errs   errorFormat
+	errs   ErrorFormat
 	events *metrics.CounterValue
 	// unflushed is the events appended since they were last counted:
 	// events are counted once per flush, not one by one (the counter's
@@ -43,32 +43,36 @@ type sseSink struct {
 	// such an error is the caller's to answer.
 	firstErrorAsEvent bool
 	started           bool // the headers are out
-	// named gives every event an "event:" line naming it by the "type"
+	// Named gives every event an "event:" line naming it by the "type"
 	// its payload starts with (the Responses API's semantic events).
-	named bool
+	Named bool
 
 	// log, when set, is the resumable stream's log: every event goes to
 	// it as well, and a client that leaves is no failure (gone).
 	log    *resume.Producer
 	gone   bool       // the live client left (resumable streams only)
-	failed *httpError // the error whose event ended the log, if any
+	failed *HTTPError // the error whose event ended the log, if any
 }
 
-func (s *Server) newSSESink(w http.ResponseWriter, r *http.Request, errs errorFormat, firstErrorAsEvent bool) *sseSink {
-	return &sseSink{
+// NewSSESink returns the sink of an event stream answering r on w, whose
+// errors are errs's events; firstErrorAsEvent answers an error that comes
+// first with its status and one error event (Triton's generate_stream)
+// instead of leaving it to the caller.
+func (s *Server) NewSSESink(w http.ResponseWriter, r *http.Request, errs ErrorFormat, firstErrorAsEvent bool) *SSESink {
+	return &SSESink{
 		s: s, w: w, r: r, errs: errs, firstErrorAsEvent: firstErrorAsEvent,
-		sw:     sse.NewWriter(w, s.opts.SSE),
-		events: s.metrics.events.With("sse"),
+		sw:     sse.NewWriter(w, s.Opts.SSE),
+		events: s.Metrics.Events.With("sse"),
 	}
 }
 
-func (o *sseSink) protocol() string { return "sse" }
+func (o *SSESink) protocol() string { return "sse" }
 
 // writer is the response the stream goes to (noteRequest).
-func (o *sseSink) writer() http.ResponseWriter { return o.w }
-func (o *sseSink) cut()                        { o.sw.Abort() }
+func (o *SSESink) writer() http.ResponseWriter { return o.w }
+func (o *SSESink) cut()                        { o.sw.Abort() }
 
-func (o *sseSink) keepAlive() time.Duration {
+func (o *SSESink) keepAlive() time.Duration {
 	if ka := o.sw.KeepAliveInterval(); ka > 0 {
 		return ka
 	}
@@ -77,9 +81,9 @@ func (o *sseSink) keepAlive() time.Duration {
 
 // leave notes that the live client of a resumable stream left: the
 // stream runs on into its log.
-func (o *sseSink) leave() error {
+func (o *SSESink) leave() error {
 	if o.log == nil {
-		return errClientGone
+		return ErrClientGone
 	}
 	o.gone = true
 	o.log.Detach()
@@ -87,8 +91,8 @@ func (o *sseSink) leave() error {
 }
 
 // append buffers one event for the live client.
-func (o *sseSink) append(p []byte) {
-	if o.named {
+func (o *SSESink) append(p []byte) {
+	if o.Named {
 		o.sw.AppendNamed(eventType(p), p)
 		return
 	}
@@ -109,7 +113,7 @@ func eventType(p []byte) []byte {
 	return nil
 }
 
-func (o *sseSink) send(p []byte) error {
+func (o *SSESink) send(p []byte) error {
 	if o.log != nil {
 		o.log.Append(p)
 		if o.gone {
@@ -124,7 +128,7 @@ func (o *sseSink) send(p []byte) error {
 	return nil
 }
 
-func (o *sseSink) start() error {
+func (o *SSESink) start() error {
 	o.started = true
 	if o.log != nil {
 		<-o.log.Created() // the stream id goes out once others can find it
@@ -137,14 +141,14 @@ func (o *sseSink) start() error {
 
 // countEvents counts the events appended since the last count, as they
 // go to the client.
-func (o *sseSink) countEvents() {
+func (o *SSESink) countEvents() {
 	if o.unflushed > 0 {
 		o.events.Add(o.unflushed)
 		o.unflushed = 0
 	}
 }
 
-func (o *sseSink) flush() error {
+func (o *SSESink) flush() error {
 	o.countEvents()
 	if o.log != nil {
 		defer o.log.Flush() // behind the live client
@@ -163,7 +167,7 @@ func (o *sseSink) flush() error {
 	return nil
 }
 
-func (o *sseSink) idle() error {
+func (o *SSESink) idle() error {
 	o.countEvents()
 	if o.gone {
 		return nil
@@ -180,10 +184,10 @@ func (o *sseSink) idle() error {
 	return nil
 }
 
-func (o *sseSink) fail(err error) bool {
+func (o *SSESink) fail(err error) bool {
 	o.countEvents()
 	if o.log != nil {
-		o.failed = classify(err)
+		o.failed = Classify(err)
 		o.log.Append(o.errs(o.failed))
 		o.log.Flush()
 		if o.gone {
@@ -198,7 +202,7 @@ func (o *sseSink) fail(err error) bool {
 	if inBand {
 		sent = http.StatusOK
 	}
-	e := o.s.logError(o.r.Context(), o.r, err, sent)
+	e := o.s.LogError(o.r.Context(), o.r, err, sent)
 	body := o.errs(e)
 	if !inBand {
 		id := uint64(1) // the first event
@@ -221,46 +225,46 @@ func (o *sseSink) fail(err error) bool {
 	return true
 }
 
-// bodySink answers a request with one body, once its call has ended.
-type bodySink struct {
-	w    http.ResponseWriter
+// BodySink answers a request with one body, once its call has ended.
+type BodySink struct {
+	W    http.ResponseWriter
 	body []byte
 	// header, if set, sets the body's Content-Type (and any other header
 	// its form needs) just before it is written; nil means JSON.
-	header func(http.Header)
+	Header func(http.Header)
 }
 
-func (o *bodySink) protocol() string            { return "http" }
-func (o *bodySink) writer() http.ResponseWriter { return o.w }
-func (o *bodySink) cut()                        { _ = http.NewResponseController(o.w).SetWriteDeadline(time.Now()) }
-func (o *bodySink) keepAlive() time.Duration    { return 0 }
-func (o *bodySink) idle() error                 { return nil }
-func (o *bodySink) fail(error) bool             { return false }
-func (o *bodySink) countEvents()                {}
+func (o *BodySink) protocol() string            { return "http" }
+func (o *BodySink) writer() http.ResponseWriter { return o.W }
+func (o *BodySink) cut()                        { _ = http.NewResponseController(o.W).SetWriteDeadline(time.Now()) }
+func (o *BodySink) keepAlive() time.Duration    { return 0 }
+func (o *BodySink) idle() error                 { return nil }
+func (o *BodySink) fail(error) bool             { return false }
+func (o *BodySink) countEvents()                {}
 
-func (o *bodySink) send(p []byte) error {
+func (o *BodySink) send(p []byte) error {
 	o.body = append(o.body[:0], p...)
 	return nil
 }
 
-func (o *bodySink) flush() error {
+func (o *BodySink) flush() error {
 	if o.body != nil {
-		if o.header != nil {
-			o.header(o.w.Header())
-			writeBody(o.w, http.StatusOK, o.body)
+		if o.Header != nil {
+			o.Header(o.W.Header())
+			writeBody(o.W, http.StatusOK, o.body)
 		} else {
-			writeJSON(o.w, http.StatusOK, o.body)
+			WriteJSON(o.W, http.StatusOK, o.body)
 		}
 		o.body = nil
 	}
 	return nil
 }
 
-// wsSink sends a request's payloads as data frames of its WebSocket
+// WSSink sends a request's payloads as data frames of its WebSocket
 // session (emit); the session writes the terminal frame.
-type wsSink struct {
-	emit   func(data []byte) error
-	events *metrics.CounterValue
+type WSSink struct {
+	Emit   func(data []byte) error
+	Events *metrics.CounterValue
 	// unflushed is the payloads emitted since they were last counted:
 	// counted once per batch (flush), at fail and when the request
 	// finishes, as sseSink counts its events.
@@ -270,27 +274,27 @@ type wsSink struct {
 	// to it as well, and a socket that closes is no failure (gone).
 	log    *resume.Producer
 	gone   bool
-	failed *httpError // the error that ended the request, if any
+	failed *HTTPError // the error that ended the request, if any
 	// announce, if set, is called before the first data frame (to name
 	// the stream in it).
 	announce func()
 }
 
-func (o *wsSink) protocol() string            { return "ws" }
-func (o *wsSink) writer() http.ResponseWriter { return nil }
-func (o *wsSink) cut()                        {} // the socket is cut, with all its requests
-func (o *wsSink) keepAlive() time.Duration    { return 0 }
-func (o *wsSink) idle() error                 { return nil }
+func (o *WSSink) protocol() string            { return "ws" }
+func (o *WSSink) writer() http.ResponseWriter { return nil }
+func (o *WSSink) cut()                        {} // the socket is cut, with all its requests
+func (o *WSSink) keepAlive() time.Duration    { return 0 }
+func (o *WSSink) idle() error                 { return nil }
 
 // countEvents counts the payloads emitted since the last count.
-func (o *wsSink) countEvents() {
+func (o *WSSink) countEvents() {
 	if o.unflushed > 0 {
-		o.events.Add(o.unflushed)
+		o.Events.Add(o.unflushed)
 		o.unflushed = 0
 	}
 }
 
-func (o *wsSink) flush() error {
+func (o *WSSink) flush() error {
 	o.countEvents()
 	if o.log != nil {
 		o.log.Flush()
@@ -298,16 +302,16 @@ func (o *wsSink) flush() error {
 	return nil
 }
 
-func (o *wsSink) fail(err error) bool {
+func (o *WSSink) fail(err error) bool {
 	o.countEvents()
 	if o.log != nil {
-		o.failed = classify(err)
+		o.failed = Classify(err)
 		return o.gone // nobody to tell
 	}
 	return false
 }
 
-func (o *wsSink) send(p []byte) error {
+func (o *WSSink) send(p []byte) error {
 	if o.log != nil {
 		o.log.Append(p)
 		if o.gone {
@@ -318,14 +322,61 @@ func (o *wsSink) send(p []byte) error {
 		o.announce()
 		o.announce = nil
 	}
-	if o.emit(p) != nil { // the request or its socket has ended
+	if o.Emit(p) != nil { // the request or its socket has ended
 		if o.log != nil {
 			o.gone = true
 			o.log.Detach()
 			return nil
 		}
-		return errClientGone
+		return ErrClientGone
 	}
 	o.unflushed++
 	return nil
 }
+
+// LogSink sends a background response's events to its stream's log
+// only: the response was answered at once, queued, and runs with no
+// client. StartLog gives it its log.
+type LogSink struct{ p *resume.Producer }
+
+func (o *LogSink) protocol() string            { return "http" }
+func (o *LogSink) keepAlive() time.Duration    { return 0 }
+func (o *LogSink) idle() error                 { return nil }
+func (o *LogSink) fail(error) bool             { return false }
+func (o *LogSink) cut()                        {}
+func (o *LogSink) countEvents()                {}
+func (o *LogSink) writer() http.ResponseWriter { return nil }
+
+func (o *LogSink) send(p []byte) error {
+	o.p.Append(p)
+	return nil
+}
+
+func (o *LogSink) flush() error {
+	o.p.Flush()
+	return nil
+}
+
+// LoggedSink is a sink whose payloads can go to a resumable stream's log
+// as well (StartLog, EndLog): SSESink, WSSink, LogSink.
+type LoggedSink interface {
+	Sink
+	// logTo sends every later payload to p's log as well.
+	logTo(p *resume.Producer)
+	// logFailed is the error whose event ended the log, if any.
+	logFailed() *HTTPError
+}
+
+func (o *SSESink) logTo(p *resume.Producer) {
+	o.log = p
+	o.sw.SetNextID(p.NextID())
+}
+func (o *SSESink) logFailed() *HTTPError    { return o.failed }
+func (o *WSSink) logTo(p *resume.Producer)  { o.log = p }
+func (o *WSSink) logFailed() *HTTPError     { return o.failed }
+func (o *LogSink) logTo(p *resume.Producer) { o.p = p }
+func (o *LogSink) logFailed() *HTTPError    { return nil }
+
+// ClientLeft says that the live client of a resumable stream left (which
+// is no failure: the stream runs on for its readers).
+func (o *SSESink) ClientLeft() bool { return o.gone }

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -24,9 +24,9 @@ func newLimiter(max, maxPerClient int) *limiter {
 }
 
 var (
-	errGlobalLimit = &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "too many requests in flight on this server", RetryAfter: true}
-	errConnLimit   = &httpError{Status: http.StatusTooManyRequests, Code: "too_many_requests", Msg: "too many requests in flight on this connection", RetryAfter: true}
-	errKeyLimit    = &httpError{Status: http.StatusTooManyRequests, Code: "too_many_requests", Msg: "too many requests in flight for this API key", RetryAfter: true}
+	errGlobalLimit = &HTTPError{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "too many requests in flight on this server", RetryAfter: true}
+	errConnLimit   = &HTTPError{Status: http.StatusTooManyRequests, Code: "too_many_requests", Msg: "too many requests in flight on this connection", RetryAfter: true}
+	errKeyLimit    = &HTTPError{Status: http.StatusTooManyRequests, Code: "too_many_requests", Msg: "too many requests in flight for this API key", RetryAfter: true}
 )
 
 // The per-client limit (Options.MaxStreamsPerConn) counts a request
@@ -38,28 +38,28 @@ var (
 // and no address tells those users apart; an API key does.
 //
 // Authentication names the key: it returns the request's context through
-// withLimitKey, before the handler runs (Server.handle).
+// WithLimitKey, before the handler runs (Server.handle).
 
 type limitKeyCtx struct{}
 
-// withLimitKey returns ctx naming the API key its requests count against
+// WithLimitKey returns ctx naming the API key its requests count against
 // (a stable id of the key, never the secret).
-func withLimitKey(ctx context.Context, key string) context.Context {
+func WithLimitKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, limitKeyCtx{}, key)
 }
 
-// callerKey is the id of the API key the request with context ctx was
-// authenticated with (withLimitKey), "" on an open gateway. What a key
+// CallerKey is the id of the API key the request with context ctx was
+// authenticated with (WithLimitKey), "" on an open gateway. What a key
 // creates (resumable streams, stored responses) belongs to it: others
 // get 404.
-func callerKey(ctx context.Context) string {
+func CallerKey(ctx context.Context) string {
 	k, _ := ctx.Value(limitKeyCtx{}).(string)
 	return k
 }
 
 // limitKey is what a request with context ctx from connection conn (its
 // remote address and port; "" for a WebSocket request) counts against:
-// "key:" and the API key withLimitKey put in ctx, else "conn:" and conn.
+// "key:" and the API key WithLimitKey put in ctx, else "conn:" and conn.
 // A WebSocket request without a key counts only toward the global limit:
 // its socket's own limit (ws.Options.MaxInFlight) applies instead.
 func limitKey(ctx context.Context, conn string) string {
@@ -114,17 +114,18 @@ func (l *limiter) acquire(client string) (release func(), err error) {
 // unseen in the client's HTTP/2 queue, and requests that are not inference
 // (models, health, metrics) still get through beside a full connection.
 func (s *Server) HTTP2Config() *http.HTTP2Config {
-	return &http.HTTP2Config{MaxConcurrentStreams: max(2*s.opts.MaxStreamsPerConn, 100)}
+	return &http.HTTP2Config{MaxConcurrentStreams: max(2*s.Opts.MaxStreamsPerConn, 100)}
 }
 
-// idSource makes the gateway's public ids (responses, completions,
+// IDSource makes the gateway's public ids (responses, completions,
 // request ids, limit slots): a kind and 128 bits from crypto/rand, so
 // that no id tells anything about another.
-type idSource struct{}
+type IDSource struct{}
 
-func newIDSource() idSource { return idSource{} }
+func newIDSource() IDSource { return IDSource{} }
 
-func (idSource) next(kind string) string {
+// Next is a new id of kind: "kind-" and 32 hex digits.
+func (IDSource) Next(kind string) string {
 	var b [16]byte
 	rand.Read(b[:])
 	return kind + "-" + hex.EncodeToString(b[:])

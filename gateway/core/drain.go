@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -10,26 +10,26 @@ import (
 // wait for them, then end them.
 type registry struct {
 	mu       sync.Mutex
-	live     map[*liveStream]struct{}
+	live     map[*LiveStream]struct{}
 	draining bool
 	changed  chan struct{} // closed and replaced whenever live shrinks
 }
 
-// liveStream is one registered request or socket. soft is called when
+// LiveStream is one registered request or socket. soft is called when
 // draining starts (nil: nothing to do), hard when its time is up, and cut
 // when it has not ended Options.StopTimeout after hard: cut makes its
 // writes fail at once (a client that does not read cannot hold it).
-type liveStream struct {
-	soft, hard, cut func()
+type LiveStream struct {
+	Soft, Hard, Cut func()
 }
 
 func newRegistry() *registry {
-	return &registry{live: map[*liveStream]struct{}{}, changed: make(chan struct{})}
+	return &registry{live: map[*LiveStream]struct{}{}, changed: make(chan struct{})}
 }
 
-// add registers e; it fails once draining has begun. The returned function
+// Add registers e; it fails once draining has begun. The returned function
 // unregisters it.
-func (r *registry) add(e *liveStream) (remove func(), ok bool) {
+func (r *registry) Add(e *LiveStream) (remove func(), ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.draining {
@@ -50,10 +50,10 @@ func (r *registry) add(e *liveStream) (remove func(), ok bool) {
 
 // snapshot returns the live entries and a channel closed at the next
 // change.
-func (r *registry) snapshot() ([]*liveStream, <-chan struct{}) {
+func (r *registry) snapshot() ([]*LiveStream, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*liveStream, 0, len(r.live))
+	out := make([]*LiveStream, 0, len(r.live))
 	for e := range r.live {
 		out = append(out, e)
 	}
@@ -71,18 +71,18 @@ func (r *registry) snapshot() ([]*liveStream, <-chan struct{}) {
 // their own, ctx.Err() if some had to be ended. It does not close
 // listeners; call http.Server.Shutdown afterwards.
 func (s *Server) Drain(ctx context.Context) error {
-	if !s.draining.Swap(true) {
-		s.metrics.draining.With().Inc()
+	if !s.Draining.Swap(true) {
+		s.Metrics.draining.With().Inc()
 	}
-	r := s.streams
+	r := s.Streams
 	r.mu.Lock()
 	r.draining = true
 	r.mu.Unlock()
 
 	live, _ := r.snapshot()
 	for _, e := range live {
-		if e.soft != nil {
-			e.soft()
+		if e.Soft != nil {
+			e.Soft()
 		}
 	}
 	var forced error
@@ -97,16 +97,16 @@ func (s *Server) Drain(ctx context.Context) error {
 		case <-doneIf(forced == nil, ctx):
 			forced = ctx.Err()
 			for _, e := range live {
-				e.hard()
+				e.Hard()
 			}
-			t := time.NewTimer(s.opts.StopTimeout)
+			t := time.NewTimer(s.Opts.StopTimeout)
 			defer t.Stop()
 			cutoff = t.C
 		case <-cutoff: // once: what is still live was ended StopTimeout ago
 			cutoff = nil
 			for _, e := range live {
-				if e.cut != nil {
-					e.cut()
+				if e.Cut != nil {
+					e.Cut()
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -46,9 +46,9 @@ var (
 type gatewayMetrics struct {
 	requests   *metrics.Counter // route, code
 	active     *metrics.Gauge   // protocol: sse, http, ws
-	sockets    *metrics.Gauge
+	Sockets    *metrics.Gauge
 	draining   *metrics.Gauge
-	events     *metrics.Counter // protocol
+	Events     *metrics.Counter // protocol
 	rejected   *metrics.Counter // reason
 	clientGone *metrics.Counter // protocol
 	slowClient *metrics.Counter // protocol
@@ -56,7 +56,7 @@ type gatewayMetrics struct {
 	resumes    *metrics.Counter // protocol
 
 	rateLimited *metrics.Counter // limit: requests, tokens, concurrency
-	storeErrs   *metrics.Counter // op
+	StoreErrs   *metrics.Counter // op
 
 	// GenAI semantic conventions, by model and operation.
 	ttft     *metrics.Histogram // model, operation
@@ -69,14 +69,14 @@ func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
 	return &gatewayMetrics{
 		requests:    r.Counter("streamgate.gateway.http_requests", "{request}", "HTTP requests by route pattern and status (101 for WebSocket upgrades).", "route", "code"),
 		active:      r.Gauge("streamgate.gateway.active_requests", "{request}", "Inference requests in flight, by protocol (sse, http, ws).", "protocol"),
-		sockets:     r.Gauge("streamgate.gateway.websocket_connections", "{connection}", "Open WebSocket connections."),
+		Sockets:     r.Gauge("streamgate.gateway.websocket_connections", "{connection}", "Open WebSocket connections."),
 		draining:    r.Gauge("streamgate.gateway.draining", "", "1 from the start of the gateway's drain (SIGTERM) until the process ends."),
-		events:      r.Counter("streamgate.gateway.stream_events", "{event}", "Events written to SSE streams and WebSocket data frames, by protocol.", "protocol"),
+		Events:      r.Counter("streamgate.gateway.stream_events", "{event}", "Events written to SSE streams and WebSocket data frames, by protocol.", "protocol"),
 		rejected:    r.Counter("streamgate.gateway.rejected", "{request}", "Inference requests refused before reaching upstream, by reason.", "reason"),
 		clientGone:  r.Counter("streamgate.gateway.client_gone", "{request}", "Requests cancelled upstream because the client went away or cancelled, by protocol.", "protocol"),
 		slowClient:  r.Counter("streamgate.gateway.slow_clients", "{request}", "Requests ended because their client did not read its responses fast enough, by protocol.", "protocol"),
 		rateLimited: r.Counter("streamgate.gateway.rate_limited", "{request}", "Keyed requests refused with 429 by their API key's limits, by limit (requests, tokens, concurrency).", "limit"),
-		storeErrs:   r.Counter("streamgate.gateway.store_errors", "{error}", "Failed operations on the shared store (Redis), by operation.", "op"),
+		StoreErrs:   r.Counter("streamgate.gateway.store_errors", "{error}", "Failed operations on the shared store (Redis), by operation.", "op"),
 		resumes:     r.Counter("streamgate.gateway.resumes", "{stream}", "Resumable streams read again from their log (GET /v1/streams/{sid}, WebSocket resume frames), by protocol.", "protocol"),
 		upstream:    r.Counter("streamgate.gateway.upstream_errors", "{request}", "Requests that ended with an upstream error, by kind (a client too slow for its responses counts in slow_clients instead).", "kind"),
 
@@ -97,14 +97,14 @@ func newGatewayMetrics(r *metrics.Registry) *gatewayMetrics {
 
 // Operations (gen_ai.operation.name) of the jobs.
 const (
-	opChat       = "chat"            // /v1/chat/completions, WebSocket chat.completions
-	opCompletion = "text_completion" // /v1/completions, WebSocket completions
-	opGenerate   = "generate"        // Triton's generate and generate_stream
+	OpChat       = "chat"            // /v1/chat/completions, WebSocket chat.completions
+	OpCompletion = "text_completion" // /v1/completions, WebSocket completions
+	OpGenerate   = "generate"        // Triton's generate and generate_stream
 )
 
-// instrument runs every HTTP request in its server span, continuing the
+// Instrument runs every HTTP request in its server span, continuing the
 // caller's traceparent, and counts it by route pattern and status.
-func (s *Server) instrument(next http.Handler) http.Handler {
+func (s *Server) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx, span := s.startServerSpan(r)
@@ -146,7 +146,7 @@ func routePattern(r *http.Request) string {
 func (s *Server) startServerSpan(r *http.Request) (context.Context, trace.Span) {
 	ctx := s.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	extracted := ctx != r.Context()
-	ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.Tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
 	if !extracted && !span.IsRecording() && !span.SpanContext().IsValid() {
 		return r.Context(), span
 	}
@@ -175,7 +175,7 @@ func (s *Server) endServerSpan(ctx context.Context, r *http.Request, sw *statusW
 		}
 	}
 	span.End()
-	s.metrics.requests.With(route, strconv.Itoa(code)).Inc()
+	s.Metrics.requests.With(route, strconv.Itoa(code)).Inc()
 	s.logRequest(ctx, r, sw, route, code, time.Since(sw.start))
 }
 
@@ -190,7 +190,7 @@ func (s *Server) logRequest(ctx context.Context, r *http.Request, sw *statusWrit
 			level = slog.LevelDebug
 		}
 	}
-	if !s.log.Enabled(ctx, level) {
+	if !s.Log.Enabled(ctx, level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 7)
@@ -202,13 +202,13 @@ func (s *Server) logRequest(ctx context.Context, r *http.Request, sw *statusWrit
 		attrs = append(attrs, slog.Int("tokens", sw.tokens))
 	}
 	attrs = append(attrs, slog.Duration("duration", took))
-	s.log.LogAttrs(ctx, level, "request", attrs...)
+	s.Log.LogAttrs(ctx, level, "request", attrs...)
 }
 
 // noteRequest tells the log line of the HTTP request that out writes to
 // (if any: a WebSocket's requests have none of their own) the model ob
 // asked for and the tokens it generated.
-func noteRequest(out sink, ob *observation) {
+func noteRequest(out Sink, ob *observation) {
 	if sw := instrumented(out.writer()); sw != nil {
 		sw.model = ob.model
 		if ob.outTokens >= 0 {
@@ -222,7 +222,7 @@ func noteRequest(out sink, ob *observation) {
 // not streams say how long they took (from start). It returns ctx
 // carrying the id.
 func (s *Server) nameRequest(ctx context.Context, sw *statusWriter, span trace.Span, start time.Time) context.Context {
-	id := s.ids.next("req")
+	id := s.IDs.Next("req")
 	sw.Header().Set("X-Request-Id", id)
 	sw.since = start
 	if span.IsRecording() {
@@ -265,8 +265,8 @@ func (h requestIDHandler) WithGroup(name string) slog.Handler {
 	return requestIDHandler{h.Handler.WithGroup(name)}
 }
 
-// wsSpanName is the name of a WebSocket request's server span.
-func wsSpanName(typ string) string {
+// WSSpanName is the name of a WebSocket request's server span.
+func WSSpanName(typ string) string {
 	switch typ {
 	case "generate":
 		return "WS generate"
@@ -282,9 +282,9 @@ func wsSpanName(typ string) string {
 	return "WS request"
 }
 
-// endSpan sets span's status from err, the error a request or call ended
+// EndSpan sets span's status from err, the error a request or call ended
 // with (nil: success), and ends it.
-func endSpan(span trace.Span, err error) {
+func EndSpan(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		typ, msg := errorType(err)
 		span.SetAttributes(semconv.ErrorTypeKey.String(typ))
@@ -298,15 +298,15 @@ func endSpan(span trace.Span, err error) {
 // the error's code.
 func errorType(err error) (typ, msg string) {
 	switch {
-	case errors.Is(err, errClientGone):
+	case errors.Is(err, ErrClientGone):
 		return "cancelled", "cancelled: the client went away"
-	case errors.Is(err, errDraining):
+	case errors.Is(err, ErrDraining):
 		return "draining", "ended by the gateway's drain"
 	}
 	if ue, ok := upstream.AsError(err); ok {
 		return ue.Kind.String(), ue.Error()
 	}
-	e := classify(err)
+	e := Classify(err)
 	if e.Code == "" {
 		return strconv.Itoa(e.Status), e.Msg
 	}
@@ -328,18 +328,18 @@ type observation struct {
 }
 
 // observe starts the telemetry of j, a request just admitted.
-func (s *Server) observe(ctx context.Context, j *job) *observation {
-	model := j.req.GetModelName()
-	o := &observation{m: s.metrics, model: model, op: j.op, start: time.Now()}
-	o.ctx, o.span = s.tracer.Start(ctx, j.op, trace.WithSpanKind(trace.SpanKindClient))
+func (s *Server) observe(ctx context.Context, j *Job) *observation {
+	model := j.Req.GetModelName()
+	o := &observation{m: s.Metrics, model: model, op: j.Op, start: time.Now()}
+	o.ctx, o.span = s.Tracer.Start(ctx, j.Op, trace.WithSpanKind(trace.SpanKindClient))
 	if !o.span.IsRecording() && !o.span.SpanContext().IsValid() {
 		o.ctx = ctx // as startServerSpan: a context holding it tells nothing
 	}
 	if o.span.IsRecording() {
-		o.span.SetName(j.op + " " + model) // as the GenAI conventions name it
+		o.span.SetName(j.Op + " " + model) // as the GenAI conventions name it
 		o.span.SetAttributes(
 			semconv.GenAIRequestModel(model),
-			semconv.GenAIOperationNameKey.String(j.op),
+			semconv.GenAIOperationNameKey.String(j.Op),
 			semconv.RPCSystemNameGRPC,
 			semconv.RPCMethod("inference.GRPCInferenceService/ModelStreamInfer"),
 		)
@@ -358,7 +358,7 @@ func (o *observation) response() {
 // end records how the request ended (err nil: success) and ends the
 // span. cancelled says that serve cancelled the call upstream. tr is the
 // job's translator: a text model's tells the tokens and finish reason.
-func (o *observation) end(err error, cancelled bool, tr translator) {
+func (o *observation) end(err error, cancelled bool, tr Translator) {
 	now := time.Now()
 	m := o.m
 	if cancelled {
@@ -402,7 +402,7 @@ func (o *observation) end(err error, cancelled bool, tr translator) {
 			m.tokens.With(o.model, o.op, "output").Record(o.ctx, float64(out))
 		}
 	}
-	endSpan(o.span, err)
+	EndSpan(o.span, err)
 }
 
 // usageReporter is implemented by the translators of text models: what

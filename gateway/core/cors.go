@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"net/http"
@@ -13,15 +13,15 @@ const corsExposed = "Retry-After, Streamgate-Stream-Id, X-Ratelimit-Limit-Reques
 // corsMaxAge is how long, in seconds, a browser may cache a preflight.
 const corsMaxAge = "600"
 
-// cors lets browser pages on the origins Options.CORSOrigins allows call
+// CORS lets browser pages on the origins Options.CORSOrigins allows call
 // every route. A preflight (OPTIONS with Access-Control-Request-Method) is
 // answered here, whatever its path: 204 with the methods and the request
 // headers asked for, or 403 in the route's error shape for an origin not
 // allowed. Any other request from an allowed origin gets
 // Access-Control-Allow-Origin and the headers it may read. With no
 // origins configured it does nothing: preflights reach the router (405).
-func (s *Server) cors(next http.Handler) http.Handler {
-	if len(s.opts.CORSOrigins) == 0 {
+func (s *Server) CORS(next http.Handler) http.Handler {
+	if len(s.Opts.CORSOrigins) == 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +63,7 @@ func (s *Server) corsAllowed(origin string) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	for _, p := range s.opts.CORSOrigins {
+	for _, p := range s.Opts.CORSOrigins {
 		if ok, _ := path.Match(p, origin); ok {
 			return true
 		}
@@ -76,7 +76,7 @@ func (s *Server) corsAllowed(origin string) bool {
 
 // noCORS refuses the preflight of a page on an origin not allowed.
 func (s *Server) noCORS(w http.ResponseWriter, r *http.Request, origin string) {
-	e := &httpError{Status: http.StatusForbidden, Code: "origin_not_allowed",
+	e := &HTTPError{Status: http.StatusForbidden, Code: "origin_not_allowed",
 		Msg: "origin " + origin + " may not call this server from a browser (see --origins)"}
-	writeJSON(w, e.Status, pathErrors(r)(e))
+	WriteJSON(w, e.Status, PathErrors(r)(e))
 }

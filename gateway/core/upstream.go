@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -28,38 +28,38 @@ type Inspector interface {
 
 var _ Inspector = (*upstream.Client)(nil)
 
-// codeNotLoaded is the error code of a known model upstream has not loaded
+// CodeNotLoaded is the error code of a known model upstream has not loaded
 // (Options.UnloadedModels).
-const codeNotLoaded = "model_not_loaded"
+const CodeNotLoaded = "model_not_loaded"
 
-// metadata asks upstream for a model's metadata (notLoaded's errors).
-func (s *Server) metadata(ctx context.Context, model, version string) (*pb.ModelMetadataResponse, error) {
-	md, err := s.inspect.ModelMetadata(ctx, model, version)
+// Metadata asks upstream for a model's metadata (notLoaded's errors).
+func (s *Server) Metadata(ctx context.Context, model, version string) (*pb.ModelMetadataResponse, error) {
+	md, err := s.Inspect.ModelMetadata(ctx, model, version)
 	if err != nil {
-		return nil, s.notFound(ctx, model, err)
+		return nil, s.NotFound(ctx, model, err)
 	}
 	return md, nil
 }
 
-// modelConfig asks upstream for a model's config (notLoaded's errors).
-func (s *Server) modelConfig(ctx context.Context, model, version string) (*pb.ModelConfig, error) {
-	cfg, err := s.inspect.ModelConfig(ctx, model, version)
+// ModelConfig asks upstream for a model's config (notLoaded's errors).
+func (s *Server) ModelConfig(ctx context.Context, model, version string) (*pb.ModelConfig, error) {
+	cfg, err := s.Inspect.ModelConfig(ctx, model, version)
 	if err != nil {
-		return nil, s.notFound(ctx, model, err)
+		return nil, s.NotFound(ctx, model, err)
 	}
 	return cfg, nil
 }
 
-// notFound is err, upstream's answer about model, unless it is "not
+// NotFound is err, upstream's answer about model, unless it is "not
 // found": then it is notLoaded's answer, or upstream's with the name of
 // the nearest model when one is near ("did you mean").
-func (s *Server) notFound(ctx context.Context, model string, err error) error {
-	err = s.notLoaded(ctx, model, err)
-	e := classify(err)
-	if e.Status != http.StatusNotFound || e.Code == codeNotLoaded {
+func (s *Server) NotFound(ctx context.Context, model string, err error) error {
+	err = s.NotLoaded(ctx, model, err)
+	e := Classify(err)
+	if e.Status != http.StatusNotFound || e.Code == CodeNotLoaded {
 		return err
 	}
-	if hint := s.didYouMean(ctx, model); hint != "" {
+	if hint := s.DidYouMean(ctx, model); hint != "" {
 		e2 := *e
 		e2.Msg, e2.Err = e.Msg+hint, err
 		return &e2
@@ -67,44 +67,44 @@ func (s *Server) notFound(ctx context.Context, model string, err error) error {
 	return err
 }
 
-// notLoaded is err, upstream's answer about model, unless upstream does
+// NotLoaded is err, upstream's answer about model, unless upstream does
 // not know the model but Options.UnloadedModels does (in any case): then
 // it is the model's hint instead of upstream's "unknown model".
-func (s *Server) notLoaded(_ context.Context, model string, err error) error {
-	if classify(err).Status != http.StatusNotFound {
+func (s *Server) NotLoaded(_ context.Context, model string, err error) error {
+	if Classify(err).Status != http.StatusNotFound {
 		return err
 	}
-	for name, hint := range s.opts.UnloadedModels {
+	for name, hint := range s.Opts.UnloadedModels {
 		if strings.EqualFold(name, model) {
-			return &httpError{Status: http.StatusNotFound, Code: codeNotLoaded, Param: "model",
+			return &HTTPError{Status: http.StatusNotFound, Code: CodeNotLoaded, Param: "model",
 				Msg: "The model '" + name + "' is known but not loaded: " + hint, Err: err}
 		}
 	}
 	return err
 }
 
-// didYouMean is "; did you mean 'NAME'?" for the model nearest to model
+// DidYouMean is "; did you mean 'NAME'?" for the model nearest to model
 // (nearestModel), "" when none is near.
-func (s *Server) didYouMean(ctx context.Context, model string) string {
-	if alt := s.nearestModel(ctx, model); alt != "" && alt != model {
+func (s *Server) DidYouMean(ctx context.Context, model string) string {
+	if alt := s.NearestModel(ctx, model); alt != "" && alt != model {
 		return "; did you mean '" + alt + "'?"
 	}
 	return ""
 }
 
-// nearestModel is the model upstream serves or Options.UnloadedModels
+// NearestModel is the model upstream serves or Options.UnloadedModels
 // knows whose name is nearest to name: the same but for case, else the
 // fewest edits away within a budget that grows with the name's length;
 // "" when none is near. It asks upstream for its repository index: it is
 // for requests that are failing anyway.
-func (s *Server) nearestModel(ctx context.Context, name string) string {
+func (s *Server) NearestModel(ctx context.Context, name string) string {
 	var names []string
-	if index, err := s.inspect.RepositoryIndex(ctx); err == nil {
+	if index, err := s.Inspect.RepositoryIndex(ctx); err == nil {
 		for _, m := range index {
 			names = append(names, m.GetName())
 		}
 	}
-	for n := range s.opts.UnloadedModels {
+	for n := range s.Opts.UnloadedModels {
 		names = append(names, n)
 	}
 	sort.Strings(names)

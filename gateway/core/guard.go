@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"mime"
@@ -26,15 +26,18 @@ import (
 //
 // /v1/ws checks Origin the same way (originAllowed).
 
-var errSimpleBody = &httpError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Param: "Content-Type",
+var errSimpleBody = &HTTPError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Param: "Content-Type",
 	Msg: "send the body as application/json (or application/octet-stream on /infer): a browser page on another site can send text, form and untyped bodies without asking"}
 
-func (s *Server) guard(next http.Handler) http.Handler {
-	checkHost := s.opts.Keys == nil || len(s.opts.AllowedHosts) > 0
+// Guard is the middleware that refuses, before any route runs, a Host an
+// open gateway does not answer and a body a browser page on another site
+// could send without asking (see above).
+func (s *Server) Guard(next http.Handler) http.Handler {
+	checkHost := s.Opts.Keys == nil || len(s.Opts.AllowedHosts) > 0
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if checkHost && !s.hostAllowed(r.Host) {
-			e := &httpError{Status: http.StatusForbidden, Code: "host_not_allowed",
-				Msg: "Host '" + truncate(r.Host, 64) + "' is not allowed: this gateway answers loopback names, IP addresses and the names of --allowed-hosts only"}
+			e := &HTTPError{Status: http.StatusForbidden, Code: "host_not_allowed",
+				Msg: "Host '" + Truncate(r.Host, 64) + "' is not allowed: this gateway answers loopback names, IP addresses and the names of --allowed-hosts only"}
 			s.writeError(w, r, guardErrors(r), e)
 			return
 		}
@@ -48,11 +51,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 
 // guardErrors is the error format of r's route: /v1/ws answers in
 // Triton's, as its handler does; the others as pathErrors says.
-func guardErrors(r *http.Request) errorFormat {
+func guardErrors(r *http.Request) ErrorFormat {
 	if r.URL.Path == "/v1/ws" {
-		return tritonErrors
+		return TritonErrors
 	}
-	return pathErrors(r)
+	return PathErrors(r)
 }
 
 // hostAllowed reports whether a request's Host may reach the gateway:
@@ -67,7 +70,7 @@ func (s *Server) hostAllowed(hostport string) bool {
 	if host == "" || host == "localhost" || strings.HasSuffix(host, ".localhost") || net.ParseIP(host) != nil {
 		return true
 	}
-	for _, p := range s.opts.AllowedHosts {
+	for _, p := range s.Opts.AllowedHosts {
 		if ok, _ := path.Match(strings.ToLower(p), host); ok {
 			return true
 		}
@@ -92,16 +95,16 @@ func (s *Server) simpleBody(r *http.Request) bool {
 		return true
 	case "", "application/x-www-form-urlencoded":
 		origin := r.Header.Get("Origin")
-		return origin != "" && !s.originAllowed(r, origin)
+		return origin != "" && !s.OriginAllowed(r, origin)
 	}
 	return false
 }
 
-// originAllowed reports whether a page of origin may call the gateway
+// OriginAllowed reports whether a page of origin may call the gateway
 // answering r: its own origin (the origin's host:port is r's Host), or one
 // Options.CORSOrigins allows; on /v1/ws also one of
 // Options.WebSocketOriginPatterns.
-func (s *Server) originAllowed(r *http.Request, origin string) bool {
+func (s *Server) OriginAllowed(r *http.Request, origin string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
 		return false
@@ -109,7 +112,7 @@ func (s *Server) originAllowed(r *http.Request, origin string) bool {
 	if strings.EqualFold(u.Host, r.Host) || s.corsAllowed(origin) {
 		return true
 	}
-	for _, p := range s.opts.WebSocketOriginPatterns {
+	for _, p := range s.Opts.WebSocketOriginPatterns {
 		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(u.Host)); ok {
 			return true
 		}

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -33,40 +33,40 @@ const (
 
 // Headers of resumable streams.
 const (
-	headerResumable = "Streamgate-Resumable"
-	headerStreamID  = "Streamgate-Stream-Id"
-	headerLastEvent = "Last-Event-ID"
+	HeaderResumable = "Streamgate-Resumable"
+	HeaderStreamID  = "Streamgate-Stream-Id"
+	HeaderLastEvent = "Last-Event-ID"
 )
 
 // Stream formats (store.StreamMeta.Format): how a stream's events and
 // errors are written.
 const (
-	formatOpenAI    = "openai"
-	formatTriton    = "triton"
-	formatResponses = "responses" // the Responses API's named semantic events
+	FormatOpenAI    = "openai"
+	FormatTriton    = "triton"
+	FormatResponses = "responses" // the Responses API's named semantic events
 )
 
 // formatErrors is the error format of a stream format.
-func formatErrors(format string) errorFormat {
-	if format == formatTriton {
-		return tritonErrors
+func formatErrors(format string) ErrorFormat {
+	if format == FormatTriton {
+		return TritonErrors
 	}
-	return openAIErrors
+	return OpenAIErrors
 }
 
 var (
-	errStreamNotFound = &httpError{Status: http.StatusNotFound, Code: "stream_not_found", Msg: "no such stream: it never existed, has expired, or belongs to another API key"}
-	errStreamLost     = &httpError{Status: http.StatusBadGateway, Code: "stream_lost", Msg: "the stream was lost: the replica producing it is gone, and the events above are all that were stored"}
-	errStreamTrimmed  = &httpError{Status: http.StatusGone, Code: "stream_truncated", Msg: "the events asked for are no longer stored"}
+	errStreamNotFound = &HTTPError{Status: http.StatusNotFound, Code: "stream_not_found", Msg: "no such stream: it never existed, has expired, or belongs to another API key"}
+	errStreamLost     = &HTTPError{Status: http.StatusBadGateway, Code: "stream_lost", Msg: "the stream was lost: the replica producing it is gone, and the events above are all that were stored"}
+	errStreamTrimmed  = &HTTPError{Status: http.StatusGone, Code: "stream_truncated", Msg: "the events asked for are no longer stored"}
 	// errStreamCancelled is the error event that ends an event stream
 	// cancelled by DELETE /v1/streams/{sid}, for its live client and for
 	// every reader: a cancel is no normal finish.
-	errStreamCancelled = &httpError{Status: http.StatusConflict, Code: "cancelled", Msg: "cancelled: the stream was cancelled, by DELETE /v1/streams/{sid} or for want of a reader within the grace period"}
+	errStreamCancelled = &HTTPError{Status: http.StatusConflict, Code: "cancelled", Msg: "cancelled: the stream was cancelled, by DELETE /v1/streams/{sid} or for want of a reader within the grace period"}
 )
 
 // classifyResume maps the errors of resumable streams, and the shared
 // store's unavailability whatever found it (classify calls it).
-func classifyResume(err error) *httpError {
+func classifyResume(err error) *HTTPError {
 	switch {
 	case errors.Is(err, resume.ErrNotFound):
 		return errStreamNotFound
@@ -80,9 +80,9 @@ func classifyResume(err error) *httpError {
 	return nil
 }
 
-// parseResumable reads a Streamgate-Resumable header (or the WebSocket
+// ParseResumable reads a Streamgate-Resumable header (or the WebSocket
 // flag's text): "true" or "false" in any case, or empty for not asked.
-func parseResumable(v string) (bool, error) {
+func ParseResumable(v string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "":
 		return false, nil
@@ -91,15 +91,15 @@ func parseResumable(v string) (bool, error) {
 	case "false":
 		return false, nil
 	}
-	return false, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: headerResumable,
-		Msg: "header " + headerResumable + " must be true or false, not '" + truncate(v, 64) + "'"}
+	return false, &HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: HeaderResumable,
+		Msg: "header " + HeaderResumable + " must be true or false, not '" + Truncate(v, 64) + "'"}
 }
 
-// parseLastEventID reads the id a stream read resumes after: the
+// ParseLastEventID reads the id a stream read resumes after: the
 // Last-Event-ID header, else the last_event_id query parameter, else 0
 // (from the start).
-func parseLastEventID(header, query string) (uint64, error) {
-	v, name := header, headerLastEvent
+func ParseLastEventID(header, query string) (uint64, error) {
+	v, name := header, HeaderLastEvent
 	if v == "" {
 		v, name = query, "last_event_id"
 	}
@@ -109,23 +109,25 @@ func parseLastEventID(header, query string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, &httpError{Status: http.StatusBadRequest, Code: "invalid_value", Param: name,
-			Msg: name + " must be the id of an event of the stream (a whole number), not '" + truncate(v, 64) + "'"}
+		return 0, &HTTPError{Status: http.StatusBadRequest, Code: "invalid_value", Param: name,
+			Msg: name + " must be the id of an event of the stream (a whole number), not '" + Truncate(v, 64) + "'"}
 	}
 	return n, nil
 }
 
-func truncate(s string, n int) string {
+// Truncate is s cut to n bytes, with an ellipsis when cut: what an error
+// message quotes of a client's input.
+func Truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "…"
 	}
 	return s
 }
 
-// resumableAsked is whether a request that asked (or not) gets a
+// ResumableAsked is whether a request that asked (or not) gets a
 // resumable stream under Options.Resumable.
-func (s *Server) resumableAsked(asked bool) bool {
-	switch s.opts.Resumable {
+func (s *Server) ResumableAsked(asked bool) bool {
+	switch s.Opts.Resumable {
 	case ResumableAlways:
 		return true
 	case ResumableNever:
@@ -134,23 +136,23 @@ func (s *Server) resumableAsked(asked bool) bool {
 	return asked
 }
 
-// serveSSE runs j as an event stream in error format errs (its stream
+// ServeSSE runs j as an event stream in error format errs (its stream
 // format: format), resumable when the request asks and Options.Resumable
 // allows it.
-func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, errs errorFormat, format string, firstErrorAsEvent bool) error {
-	asked, err := parseResumable(r.Header.Get(headerResumable))
+func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, j *Job, errs ErrorFormat, format string, firstErrorAsEvent bool) error {
+	asked, err := ParseResumable(r.Header.Get(HeaderResumable))
 	if err != nil {
 		return err
 	}
-	resumable := s.resumableAsked(asked)
+	resumable := s.ResumableAsked(asked)
 	run := func(w http.ResponseWriter, r *http.Request) error {
-		out := s.newSSESink(w, r, errs, firstErrorAsEvent)
+		out := s.NewSSESink(w, r, errs, firstErrorAsEvent)
 		if !resumable {
-			return s.serve(r.Context(), r.RemoteAddr, j, out)
+			return s.Serve(r.Context(), r.RemoteAddr, j, out)
 		}
 		return s.serveResumable(r, j, out, errs, format)
 	}
-	if s.detachStream(w, r, errs, run) {
+	if s.DetachStream(w, r, errs, run) {
 		return nil
 	}
 	return run(w, r)
@@ -158,26 +160,24 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, j *job, errs e
 
 // serveResumable is serveSSE for a resumable stream (apart, so that the
 // frame of a plain stream stays small: see serve).
-func (s *Server) serveResumable(r *http.Request, j *job, out *sseSink, errs errorFormat, format string) error {
+func (s *Server) serveResumable(r *http.Request, j *Job, out *SSESink, errs ErrorFormat, format string) error {
 	w := out.w
 	// The request no longer ends with its client: it ends on its own, on
 	// a cancel, or when the grace period runs out with nobody reading.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	defer cancel(nil)
-	p := s.resume.Start(store.StreamMeta{Owner: callerKey(r.Context()), Format: format}, cancel)
-	w.Header().Set(headerStreamID, p.ID())
-	out.log = p
-	out.sw.SetNextID(p.NextID())
+	p := s.StartLog(r.Context(), format, out, cancel)
+	w.Header().Set(HeaderStreamID, p.ID())
 	stop := context.AfterFunc(r.Context(), p.Detach)
 	defer stop()
-	err := s.serve(ctx, r.RemoteAddr, j, out)
-	if errors.Is(context.Cause(ctx), resume.ErrCancelled) && format != formatResponses {
+	err := s.Serve(ctx, r.RemoteAddr, j, out)
+	if errors.Is(context.Cause(ctx), resume.ErrCancelled) && format != FormatResponses {
 		// The error event takes the end event's id, as readers of the
 		// log get it (followStream); it is not logged itself.
 		id := p.NextID()
-		s.endLog(p, ctx, err, out.failed, errs)
+		s.EndLog(p, ctx, err, out, errs)
 		if out.gone || !out.started {
-			return errClientGone
+			return ErrClientGone
 		}
 		out.countEvents()
 		out.sw.SetNextID(id)
@@ -187,21 +187,20 @@ func (s *Server) serveResumable(r *http.Request, j *job, out *sseSink, errs erro
 		}
 		return nil
 	}
-	s.endLog(p, ctx, err, out.failed, errs)
+	s.EndLog(p, ctx, err, out, errs)
 	if err != nil && out.gone {
-		return errClientGone
+		return ErrClientGone
 	}
 	return err
 }
 
-// wsResumable runs a WebSocket request as a resumable stream: its first
+// WSResumable runs a WebSocket request as a resumable stream: its first
 // data frame names the stream; a socket that closes leaves it running
 // for the grace period, a cancel frame cancels it.
-func (s *Server) wsResumable(ctx context.Context, req *ws.Request, j *job, out *wsSink) error {
+func (s *Server) WSResumable(ctx context.Context, req *ws.Request, j *Job, out *WSSink) error {
 	dctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	p := s.resume.Start(store.StreamMeta{Owner: callerKey(ctx), Format: wsFormat(req)}, cancel)
-	out.log = p
+	p := s.StartLog(ctx, WSFormat(req), out, cancel)
 	stop := context.AfterFunc(ctx, func() {
 		if errors.Is(context.Cause(ctx), ws.ErrCancelled) {
 			cancel(resume.ErrCancelled)
@@ -215,29 +214,29 @@ func (s *Server) wsResumable(ctx context.Context, req *ws.Request, j *job, out *
 		<-p.Created() // the stream id goes out once others can find it
 		req.Announce(p.ID())
 	}
-	err := s.serve(dctx, "", j, out)
-	s.endLog(p, dctx, err, out.failed, nil)
+	err := s.Serve(dctx, "", j, out)
+	s.EndLog(p, dctx, err, out, nil)
 	if errors.Is(context.Cause(dctx), resume.ErrCancelled) {
 		return ws.ErrCancelled
 	}
 	return err
 }
 
-// wsResume serves a resume frame, admitted as a new request is (its key
+// WSResume serves a resume frame, admitted as a new request is (its key
 // looked up again, its limits taken): the stream's events after req.After
 // as data frames (seq = event id - 1), then the live ones, then the
 // stream's own terminal frame.
-func (s *Server) wsResume(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
-	done, err := s.admitFrame(ctx)
+func (s *Server) WSResume(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
+	done, err := s.AdmitFrame(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	rd, err := s.resume.Open(ctx, req.Stream, callerKey(ctx), req.After)
+	rd, err := s.Resume.Open(ctx, req.Stream, CallerKey(ctx), req.After)
 	if err != nil {
 		return err
 	}
-	s.metrics.resumes.With("ws").Inc()
+	s.Metrics.resumes.With("ws").Inc()
 	for {
 		events, err := rd.Next(ctx, followWait)
 		if err != nil {
@@ -270,32 +269,44 @@ func (s *Server) wsResume(ctx context.Context, req *ws.Request, emit func([]byte
 	}
 }
 
-// endLog closes a resumable stream's log with how its request ended: err
-// as serve returned it, failed the error the sink logged as an event; errs
-// is the event format of an error logged here (nil: no event, as on
-// WebSocket, whose errors are terminal frames).
-func (s *Server) endLog(p *resume.Producer, ctx context.Context, err error, failed *httpError, errs errorFormat) {
+// StartLog starts a resumable stream in format, owned by ctx's caller,
+// whose log gets every payload out sends from now on (the producer glue
+// every resumable route shares: event streams, WebSocket requests,
+// background responses). cancel is called when the stream is cancelled
+// or abandoned; EndLog closes the log.
+func (s *Server) StartLog(ctx context.Context, format string, out LoggedSink, cancel context.CancelCauseFunc) *resume.Producer {
+	p := s.Resume.Start(store.StreamMeta{Owner: CallerKey(ctx), Format: format}, cancel)
+	out.logTo(p)
+	return p
+}
+
+// EndLog closes a resumable stream's log with how its request ended: err
+// as Serve returned it into out, whose logged error event (if any) ended
+// the log; errs is the event format of an error logged here (nil: no
+// event, as on WebSocket, whose errors are terminal frames).
+func (s *Server) EndLog(p *resume.Producer, ctx context.Context, err error, out LoggedSink, errs ErrorFormat) {
 	cause := context.Cause(ctx)
+	failed := out.logFailed()
 	switch {
 	case errors.Is(cause, resume.ErrCancelled), errors.Is(cause, resume.ErrAbandoned):
 		p.Close(resume.EndCancelled, nil)
 	case failed != nil:
-		p.Close(resume.EndError, endDetail(failed))
-	case err != nil && !errors.Is(err, errClientGone):
+		p.Close(resume.EndError, EndDetail(failed))
+	case err != nil && !errors.Is(err, ErrClientGone):
 		// Refused before it started (limits, upstream): the log says why.
-		e := classify(err)
+		e := Classify(err)
 		if errs != nil {
 			p.Append(errs(e))
 		}
-		p.Close(resume.EndError, endDetail(e))
+		p.Close(resume.EndError, EndDetail(e))
 	default:
 		p.Close(resume.EndFinal, nil)
 	}
 }
 
-// endDetail is an error end event's Data: {"code","message"}, what a
+// EndDetail is an error end event's Data: {"code","message"}, what a
 // WebSocket reader's error frame says.
-func endDetail(e *httpError) []byte {
+func EndDetail(e *HTTPError) []byte {
 	b, _ := json.Marshal(struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
@@ -303,46 +314,20 @@ func endDetail(e *httpError) []byte {
 	return b
 }
 
-// tokenQuery lets a browser's EventSource, which cannot set headers, give
-// its API key as ?token=KEY: it becomes the request's Authorization
-// header when it has none.
-func tokenQuery(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if tok := r.URL.Query().Get("token"); tok != "" && r.Header.Get("Authorization") == "" {
-			r = r.Clone(r.Context())
-			r.Header.Set("Authorization", "Bearer "+tok)
-		}
-		h(w, r)
-	}
-}
-
 // followWait is how long one read of a followed stream waits for events.
 const followWait = time.Second
 
-// getStream serves GET /v1/streams/{sid}: the events after Last-Event-ID
-// (or ?last_event_id=), then the live ones until the stream's end, as an
-// event stream in the original route's format. A stream that has ended
-// with nothing after that id answers 204, which tells EventSource to stop
-// reconnecting.
-func (s *Server) getStream(w http.ResponseWriter, r *http.Request) error {
-	after, err := parseLastEventID(r.Header.Get(headerLastEvent), r.URL.Query().Get("last_event_id"))
-	if err != nil {
-		return err
-	}
-	return s.followStream(w, r, urlParam(r, "sid"), after)
-}
-
-// followStream answers r with the events of stream sid after id after,
+// FollowStream answers r with the events of stream sid after id after,
 // then the live ones until its end, as an event stream in the stream's
 // format (GET /v1/streams/{sid}, and GET /v1/responses/{id}?stream=true
 // for a background response's stream).
-func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string, after uint64) error {
-	if s.draining.Load() {
-		return errDraining
+func (s *Server) FollowStream(w http.ResponseWriter, r *http.Request, sid string, after uint64) error {
+	if s.Draining.Load() {
+		return ErrDraining
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	rd, err := s.resume.Open(ctx, sid, callerKey(ctx), after)
+	rd, err := s.Resume.Open(ctx, sid, CallerKey(ctx), after)
 	if err != nil {
 		return err
 	}
@@ -350,7 +335,7 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string
 	if err != nil && !errors.Is(err, resume.ErrLost) {
 		return err
 	}
-	named := rd.Meta().Format == formatResponses
+	named := rd.Meta().Format == FormatResponses
 	// A stream ended before the first event read: 204, which stops an
 	// EventSource, unless it was cancelled and this reader has not yet
 	// seen its cancel event (which carries the end event's id).
@@ -359,31 +344,31 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	sw := sse.NewWriter(w, s.opts.SSE)
-	remove, ok := s.streams.add(&liveStream{hard: func() { cancel(errDraining) }, cut: sw.Abort})
+	sw := sse.NewWriter(w, s.Opts.SSE)
+	remove, ok := s.Streams.Add(&LiveStream{Hard: func() { cancel(ErrDraining) }, Cut: sw.Abort})
 	if !ok {
-		return errDraining
+		return ErrDraining
 	}
 	defer remove()
-	s.metrics.resumes.With("sse").Inc()
+	s.Metrics.resumes.With("sse").Inc()
 	if sw.Start() != nil {
 		return nil
 	}
 	errs := formatErrors(rd.Meta().Format)
 	if named { // the Responses API's error event, numbered after the last event sent
-		errs = func(e *httpError) []byte { return openai.ErrorEvent(int(rd.After()), e.Code, e.Msg, e.Param) }
+		errs = func(e *HTTPError) []byte { return openai.ErrorEvent(int(rd.After()), e.Code, e.Msg, e.Param) }
 	}
 	ka := sw.KeepAliveInterval()
 	quiet := time.Now()
 	for {
 		if err != nil {
-			if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errDraining) {
+			if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrDraining) {
 				return nil // the client left
 			}
-			if errors.Is(context.Cause(ctx), errDraining) {
-				err = errDraining
+			if errors.Is(context.Cause(ctx), ErrDraining) {
+				err = ErrDraining
 			}
-			e := s.logError(ctx, r, err, http.StatusOK)
+			e := s.LogError(ctx, r, err, http.StatusOK)
 			sw.SetNextID(rd.After()) // an error is no event of the stream: it repeats the last id
 			if named {
 				sw.AppendNamed([]byte("error"), errs(e))
@@ -428,13 +413,10 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, sid string
 	}
 }
 
-// deleteStream serves DELETE /v1/streams/{sid}: the replica producing the
-// stream cancels its request at once. 204 also for a stream that has
-// already ended.
-func (s *Server) deleteStream(w http.ResponseWriter, r *http.Request) error {
-	if err := s.resume.Cancel(r.Context(), urlParam(r, "sid"), callerKey(r.Context())); err != nil {
-		return err
+// WSFormat is the stream format of a WebSocket request's payloads.
+func WSFormat(req *ws.Request) string {
+	if req.Type == ws.TypeGenerate {
+		return FormatTriton
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return FormatOpenAI
 }

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -24,11 +24,11 @@ import (
 // nameEvents renders each response as its model name.
 type nameEvents struct{}
 
-func (nameEvents) begin() [][]byte { return [][]byte{[]byte("begin")} }
-func (nameEvents) next(r *pb.ModelInferResponse) ([][]byte, error) {
+func (nameEvents) Begin() [][]byte { return [][]byte{[]byte("begin")} }
+func (nameEvents) Next(r *pb.ModelInferResponse) ([][]byte, error) {
 	return [][]byte{[]byte(r.GetModelName())}, nil
 }
-func (nameEvents) end() ([][]byte, error) { return [][]byte{[]byte("end"), []byte("[DONE]")}, nil }
+func (nameEvents) End() ([][]byte, error) { return [][]byte{[]byte("end"), []byte("[DONE]")}, nil }
 
 // flushRecorder records what each flush delivered.
 type flushRecorder struct {
@@ -70,15 +70,15 @@ func TestServeSSEBatchesAndKeepsAlive(t *testing.T) {
 	script := func(t *testing.T, leave bool) ([]string, int64, error) {
 		up, calls := feeds(1)
 		rd := sdkmetric.NewManualReader()
-		srv := testServer(up, fakeUpstream{}, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second},
+		srv := testServer(up, nil, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second},
 			MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))})
 		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
-		out := srv.newSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), tritonErrors, false)
+		out := srv.NewSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), TritonErrors, false)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		errc := make(chan error, 1)
 		go func() {
-			errc <- srv.serve(ctx, "", &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: nameEvents{}, op: opGenerate}, out)
+			errc <- srv.Serve(ctx, "", &Job{Req: &pb.ModelInferRequest{ModelName: "m"}, Tr: nameEvents{}, Op: OpGenerate}, out)
 		}()
 		c := <-calls
 		synctest.Wait()
@@ -109,7 +109,7 @@ func TestServeSSEBatchesAndKeepsAlive(t *testing.T) {
 	for _, leave := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			got, events, err := script(t, leave)
-			if leave && !errors.Is(err, errClientGone) || !leave && err != nil {
+			if leave && !errors.Is(err, ErrClientGone) || !leave && err != nil {
 				t.Fatalf("leave %v: ended with %v", leave, err)
 			}
 			w, wantEvents := want, int64(5)

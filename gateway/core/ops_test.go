@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // set, every API route needs a key: handle authenticates HTTP requests
 // before their handler runs, websocket authenticates the upgrade and
 // answers a bad key with an error frame. A keyed request's context
-// carries its key (keyOf), and withLimitKey names it for the per-client
+// carries its key (keyOf), and WithLimitKey names it for the per-client
 // limit and as the owner of what it creates (callerKey).
 //
 // Limits are the store's, shared by replicas: handle counts every keyed
@@ -37,7 +37,7 @@ import (
 // keyed is what the context of a keyed request carries.
 type keyed struct {
 	key store.Key
-	// header is the answer's, for the x-ratelimit-* headers; nil on a
+	// Header is the answer's, for the x-ratelimit-* headers; nil on a
 	// WebSocket request.
 	header http.Header
 	// counted: the request was counted against RPM (HTTP, by handle).
@@ -53,30 +53,30 @@ func keyOf(ctx context.Context) *keyed {
 }
 
 func withKey(ctx context.Context, k *keyed) context.Context {
-	return withLimitKey(context.WithValue(ctx, keyedCtx{}, k), k.key.ID)
+	return WithLimitKey(context.WithValue(ctx, keyedCtx{}, k), k.key.ID)
 }
 
 var (
-	errNoKey = &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+	errNoKey = &HTTPError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
 		Msg: "You didn't provide an API key: send it as 'Authorization: Bearer KEY' (on /v1/ws also as the subprotocol streamgate.key.KEY)"}
-	errBadKey = &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+	errBadKey = &HTTPError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
 		Msg: "Incorrect API key provided"}
-	errKeyExpired = &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+	errKeyExpired = &HTTPError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
 		Msg: "The API key has expired"}
 )
 
 // errStore answers a request the shared store could not serve: the one
 // answer for the store down, whatever found it (classify gives it to
 // every store.ErrUnavailable).
-func errStore(err error) *httpError {
-	return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+func errStore(err error) *HTTPError {
+	return &HTTPError{Status: http.StatusServiceUnavailable, Code: "unavailable",
 		Msg: "the gateway's shared store is unavailable; try again shortly", RetryAfter: true, Err: err}
 }
 
-// bearerKey is the key of an Authorization header: "Bearer KEY" (the
+// BearerKey is the key of an Authorization header: "Bearer KEY" (the
 // scheme in any case, one or more spaces). ok is false when there is no
 // such key.
-func bearerKey(h string) (key string, ok bool) {
+func BearerKey(h string) (key string, ok bool) {
 	scheme, rest, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
@@ -121,22 +121,22 @@ func subprotocolKey(values []string) (key string, ok bool) {
 	return "", false
 }
 
-// authenticate finds the key of r (Authorization, or on WebSocket
+// Authenticate finds the key of r (Authorization, or on WebSocket
 // upgrades also the subprotocol) and returns r's context with it.
-func (s *Server) authenticate(r *http.Request, webSocket bool) (context.Context, *keyed, error) {
-	secret, ok := bearerKey(r.Header.Get("Authorization"))
+func (s *Server) Authenticate(r *http.Request, webSocket bool) (context.Context, *keyed, error) {
+	secret, ok := BearerKey(r.Header.Get("Authorization"))
 	if !ok && webSocket {
 		secret, ok = subprotocolKey(r.Header.Values("Sec-WebSocket-Protocol"))
 	}
 	if !ok {
 		return nil, nil, errNoKey
 	}
-	k, err := s.opts.Keys.LookupKey(r.Context(), store.HashSecret(secret))
+	k, err := s.Opts.Keys.LookupKey(r.Context(), store.HashSecret(secret))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, nil, errBadKey
 	case err != nil:
-		s.storeError(r.Context(), "keys", err)
+		s.StoreError(r.Context(), "keys", err)
 		return nil, nil, errStore(err)
 	case k.Expired(time.Now()):
 		return nil, nil, errKeyExpired
@@ -148,12 +148,12 @@ func (s *Server) authenticate(r *http.Request, webSocket bool) (context.Context,
 // recheck looks k up again, for a request on a socket authenticated
 // earlier: a revoked or expired key fails as at the door.
 func (s *Server) recheck(ctx context.Context, k store.Key) (store.Key, error) {
-	fresh, err := s.opts.Keys.LookupKey(ctx, k.Hash)
+	fresh, err := s.Opts.Keys.LookupKey(ctx, k.Hash)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || err == nil && fresh.ID != k.ID:
 		return store.Key{}, errBadKey
 	case err != nil:
-		s.storeError(ctx, "keys", err)
+		s.StoreError(ctx, "keys", err)
 		return store.Key{}, errStore(err)
 	case fresh.Expired(time.Now()):
 		return store.Key{}, errKeyExpired
@@ -164,7 +164,7 @@ func (s *Server) recheck(ctx context.Context, k store.Key) (store.Key, error) {
 // door authenticates an HTTP request to an API route and counts it
 // against its key's requests per minute; it returns the request to serve.
 func (s *Server) door(w http.ResponseWriter, r *http.Request) (*http.Request, error) {
-	ctx, kd, err := s.authenticate(r, false)
+	ctx, kd, err := s.Authenticate(r, false)
 	if err != nil {
 		return nil, err
 	}
@@ -185,9 +185,9 @@ func (s *Server) takeLimits(ctx context.Context, kd *keyed, t store.Take, v *sto
 		}
 		return nil
 	}
-	got, err := s.opts.Store.Admit(ctx, kd.key.ID, l, t)
+	got, err := s.Opts.Store.Admit(ctx, kd.key.ID, l, t)
 	if err != nil {
-		s.storeError(ctx, "limits", err)
+		s.StoreError(ctx, "limits", err)
 		return errStore(err)
 	}
 	if v != nil {
@@ -199,8 +199,8 @@ func (s *Server) takeLimits(ctx context.Context, kd *keyed, t store.Take, v *sto
 	if got.Limited == "" {
 		return nil
 	}
-	s.metrics.rateLimited.With(got.Limited).Inc()
-	e := &httpError{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryIn: max(got.RetryAfter, time.Millisecond)}
+	s.Metrics.rateLimited.With(got.Limited).Inc()
+	e := &HTTPError{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryIn: max(got.RetryAfter, time.Millisecond)}
 	wait := retrySeconds(e.RetryIn)
 	switch got.Limited {
 	case store.LimitRequests:
@@ -245,13 +245,13 @@ func retrySeconds(d time.Duration) int {
 // sets no max_tokens; the model's usage settles it.
 const defaultReserve = 256
 
-// promptTokens estimates a prompt's tokens: about four bytes a token.
-func promptTokens(prompt string) int { return len(prompt)/4 + 1 }
+// PromptTokens estimates a prompt's tokens: about four bytes a token.
+func PromptTokens(prompt string) int { return len(prompt)/4 + 1 }
 
-// estimateTokens is what a text request reserves: its prompt's estimate
+// EstimateTokens is what a text request reserves: its prompt's estimate
 // plus max_tokens (or defaultReserve).
-func estimateTokens(prompt string, maxTokens *int) int {
-	n := promptTokens(prompt)
+func EstimateTokens(prompt string, maxTokens *int) int {
+	n := PromptTokens(prompt)
 	if maxTokens != nil && *maxTokens > 0 {
 		return n + *maxTokens
 	}
@@ -261,8 +261,8 @@ func estimateTokens(prompt string, maxTokens *int) int {
 // admitKeyed admits an inference request of the keyed request kd: its
 // model allowed, a concurrency slot and its tokens taken. done settles it
 // with the translator's usage.
-func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *job) (done func(), err error) {
-	kd, slot, v, err := s.takeKeyed(ctx, kd, j.req.GetModelName(), j.tokens)
+func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *Job) (done func(), err error) {
+	kd, slot, v, err := s.takeKeyed(ctx, kd, j.Req.GetModelName(), j.Tokens)
 	if err != nil {
 		return nil, err
 	}
@@ -272,10 +272,10 @@ func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *job) (done func()
 	}
 	return func() {
 		used := v.Reserved
-		if u, ok := j.tr.(usageReporter); ok {
+		if u, ok := j.Tr.(usageReporter); ok {
 			_, in, out := u.outcome()
 			if in < 0 {
-				in = j.prompt
+				in = j.Prompt
 			}
 			used = max(in, 0) + max(out, 0)
 		}
@@ -286,11 +286,11 @@ func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *job) (done func()
 	}, nil
 }
 
-// admitFrame admits a WebSocket frame that reads what a request made (a
+// AdmitFrame admits a WebSocket frame that reads what a request made (a
 // resume): the socket's key looked up again, a request and a concurrency
 // slot taken, as for a new request. done gives the slot back. An open
 // gateway admits every frame.
-func (s *Server) admitFrame(ctx context.Context) (done func(), err error) {
+func (s *Server) AdmitFrame(ctx context.Context) (done func(), err error) {
 	kd := keyOf(ctx)
 	if kd == nil {
 		return func() {}, nil
@@ -321,7 +321,7 @@ func (s *Server) takeKeyed(ctx context.Context, kd *keyed, model string, tokens 
 	if model != "" && !kd.key.Allows(model) {
 		return nil, "", v, modelNotAllowed(model)
 	}
-	slot = s.ids.next("slot")
+	slot = s.IDs.Next("slot")
 	t := store.Take{Tokens: tokens, Slot: slot}
 	if !kd.counted {
 		t.Requests = 1
@@ -338,8 +338,8 @@ func (s *Server) takeKeyed(ctx context.Context, kd *keyed, model string, tokens 
 func (s *Server) settle(ctx context.Context, kd *keyed, slot string, tokens int) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	if err := s.opts.Store.Settle(sctx, kd.key.ID, kd.key.Limit, slot, tokens); err != nil {
-		s.storeError(ctx, "limits", err)
+	if err := s.Opts.Store.Settle(sctx, kd.key.ID, kd.key.Limit, slot, tokens); err != nil {
+		s.StoreError(ctx, "limits", err)
 	}
 }
 
@@ -348,39 +348,53 @@ const settleTimeout = 2 * time.Second
 
 // modelNotAllowed is OpenAI's answer for a model a key may not use: 404,
 // as for a model that does not exist.
-func modelNotAllowed(model string) *httpError {
-	return &httpError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
+func modelNotAllowed(model string) *HTTPError {
+	return &HTTPError{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
 		Msg: "The model '" + model + "' does not exist or you do not have access to it"}
 }
 
-// modelAllowed is nil when the request with context ctx may use model.
-func modelAllowed(ctx context.Context, model string) error {
+// ModelAllowed is nil when the request with context ctx may use model.
+func ModelAllowed(ctx context.Context, model string) error {
 	if kd := keyOf(ctx); kd != nil && !kd.key.Allows(model) {
 		return modelNotAllowed(model)
 	}
 	return nil
 }
 
-// tritonModelAllowed is modelAllowed on the Triton routes: a model the
+// TritonModelAllowed is modelAllowed on the Triton routes: a model the
 // key may not use is answered as Triton answers a model it does not have,
 // so that a key learns nothing of the others.
-func tritonModelAllowed(ctx context.Context, model string) error {
+func TritonModelAllowed(ctx context.Context, model string) error {
 	if kd := keyOf(ctx); kd != nil && !kd.key.Allows(model) {
-		return &httpError{Status: http.StatusNotFound, Code: "model_not_found",
+		return &HTTPError{Status: http.StatusNotFound, Code: "model_not_found",
 			Msg: "Request for unknown model: '" + model + "' is not found"}
 	}
 	return nil
 }
 
-// allowsAll reports whether the request with context ctx may use every
+// AllowsAll reports whether the request with context ctx may use every
 // model (an open gateway, or a key without --models).
-func allowsAll(ctx context.Context) bool {
+func AllowsAll(ctx context.Context) bool {
 	kd := keyOf(ctx)
 	return kd == nil || len(kd.key.Models) == 0
 }
 
-// storeError counts and logs a failure of the shared store.
-func (s *Server) storeError(ctx context.Context, op string, err error) {
-	s.metrics.storeErrs.With(op).Inc()
-	s.log.WarnContext(ctx, "store failed", "op", op, "err", err)
+// StoreError counts and logs a failure of the shared store.
+func (s *Server) StoreError(ctx context.Context, op string, err error) {
+	s.Metrics.StoreErrs.With(op).Inc()
+	s.Log.WarnContext(ctx, "store failed", "op", op, "err", err)
+}
+
+// StorageBudget is the bytes of stored responses the caller of ctx may
+// keep: its key's own budget, else Options.KeyStorage; 0 on an open
+// gateway, where only the cap applies.
+func (s *Server) StorageBudget(ctx context.Context) int64 {
+	kd := keyOf(ctx)
+	switch {
+	case kd == nil:
+		return 0
+	case kd.key.Storage > 0:
+		return kd.key.Storage
+	}
+	return s.Opts.KeyStorage
 }

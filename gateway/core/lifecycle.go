@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -19,51 +19,51 @@ import (
 // it, starts it upstream, relays its responses into a sink and accounts how
 // it ended. sinks.go has the sinks, errors.go the error formats.
 
-// translator turns one call's responses into payloads, each one JSON
+// Translator turns one call's responses into payloads, each one JSON
 // value: an SSE event's data, a WebSocket data frame's "data", or the body
 // of a non-streaming response.
-type translator interface {
-	// begin gives the payloads due once the call has started.
-	begin() [][]byte
-	// next gives the payloads for one response. They (and the slice) are
+type Translator interface {
+	// Begin gives the payloads due once the call has started.
+	Begin() [][]byte
+	// Next gives the payloads for one response. They (and the slice) are
 	// only valid until the next call: sinks copy them out.
-	next(resp *pb.ModelInferResponse) ([][]byte, error)
-	// end gives the payloads due after the last response.
-	end() ([][]byte, error)
+	Next(resp *pb.ModelInferResponse) ([][]byte, error)
+	// End gives the payloads due after the last response.
+	End() ([][]byte, error)
 }
 
-// form is how a job's payloads reach the client; the translator is built
+// Form is how a job's payloads reach the client; the translator is built
 // for it.
-type form int
+type Form int
 
 const (
 	// formBody: one JSON body once the call has ended (non-streaming
 	// routes).
-	formBody form = iota
+	FormBody Form = iota
 	// formSSE: one event per payload; OpenAI streams end with [DONE].
-	formSSE
+	FormSSE
 	// formWS: one WebSocket data frame per payload; the session's done
 	// frame ends the request, so there is no [DONE].
-	formWS
+	FormWS
 )
 
-// job is a validated request, ready to start upstream.
-type job struct {
-	req *pb.ModelInferRequest
-	tr  translator
-	op  string // gen_ai.operation.name: opChat, opCompletion or opGenerate
-	// tokens is what a keyed request reserves of its key's tokens per
+// Job is a validated request, ready to start upstream.
+type Job struct {
+	Req *pb.ModelInferRequest
+	Tr  Translator
+	Op  string // gen_ai.operation.name: opChat, opCompletion or opGenerate
+	// Tokens is what a keyed request reserves of its key's tokens per
 	// minute (estimateTokens; 0 for requests that are not text), prompt
 	// the part of it that is the prompt's estimate.
-	tokens, prompt int
+	Tokens, Prompt int
 }
 
-// sink is where one request's payloads go: an event stream (sseSink), one
+// Sink is where one request's payloads go: an event stream (sseSink), one
 // JSON body (bodySink) or WebSocket data frames (wsSink); logSink (a
 // background response's) writes them to its resumable log alone. Its
 // request's relay drives it (run or relayLater), one batch at a time;
 // only cut comes from elsewhere.
-type sink interface {
+type Sink interface {
 	// protocol names the sink in metrics: "sse", "http" or "ws".
 	protocol() string
 	// keepAlive is how long the request may stay quiet before idle is
@@ -96,7 +96,7 @@ type sink interface {
 	cut()
 }
 
-// serve runs one request through its whole life:
+// Serve runs one request through its whole life:
 //
 //  1. admit: not draining, under the global and per-client limits
 //     (limitKey: the API key, else the connection), registered for Drain;
@@ -120,17 +120,17 @@ type sink interface {
 // waits for the end, in this frame: see run. A WebSocket request runs 3
 // and 4 with no goroutine waiting (flight.relayLater). Both relay in
 // steps, with the same relayer, and end in finish.
-func (s *Server) serve(ctx context.Context, conn string, j *job, out sink) error {
-	f, err := s.begin(ctx, nil, conn, j, out)
+func (s *Server) Serve(ctx context.Context, conn string, j *Job, out Sink) error {
+	f, err := s.Begin(ctx, nil, conn, j, out)
 	if f == nil {
 		return err
 	}
 	return <-f.run()
 }
 
-// flight is a request between begin and finish: admitted, its call
+// Flight is a request between begin and finish: admitted, its call
 // started upstream.
-type flight struct {
+type Flight struct {
 	s      *Server
 	parent context.Context // the ctx given to begin
 	ctx    context.Context // the request's: parent, or its child
@@ -139,8 +139,8 @@ type flight struct {
 	done   func() // gives back what admission took
 	ob     *observation
 	c      *upstream.Call
-	j      *job
-	out    sink
+	j      *Job
+	out    Sink
 	active *metrics.GaugeValue
 	r      relayer
 
@@ -150,44 +150,44 @@ type flight struct {
 	ka    *keepalive   // nil without keepalives
 }
 
-// begin admits j and starts its call: serve's steps 1 and 2. A nil flight
+// Begin admits j and starts its call: serve's steps 1 and 2. A nil flight
 // comes with the error serve returns. cancel, if not nil, cancels ctx
 // (a WebSocket request's: ws.Request.Cancel), whose owner cancels it once
 // the request has ended; otherwise the request runs in a child of ctx
 // that finish cancels.
-func (s *Server) begin(ctx context.Context, cancel context.CancelCauseFunc, conn string, j *job, out sink) (*flight, error) {
-	f := &flight{s: s, parent: ctx, ctx: ctx, cancel: cancel, j: j, out: out}
+func (s *Server) Begin(ctx context.Context, cancel context.CancelCauseFunc, conn string, j *Job, out Sink) (*Flight, error) {
+	f := &Flight{s: s, parent: ctx, ctx: ctx, cancel: cancel, j: j, out: out}
 	if cancel == nil {
 		f.ctx, f.cancel = context.WithCancelCause(ctx)
 		f.own = true
 	}
 	var err error
-	f.done, err = s.admitJob(f.ctx, conn, j, &liveStream{hard: func() { f.cancel(errDraining) }, cut: out.cut})
+	f.done, err = s.admitJob(f.ctx, conn, j, &LiveStream{Hard: func() { f.cancel(ErrDraining) }, Cut: out.cut})
 	if err != nil {
 		f.release()
 		return nil, err
 	}
 	f.ob = s.observe(f.ctx, j) // the upstream span, in ob.ctx
-	f.c, err = s.up.Start(f.ob.ctx, j.req)
+	f.c, err = s.Up.Start(f.ob.ctx, j.Req)
 	if err != nil {
 		err = s.failed(f.ctx, ctx, f.ob, nil, j, out, err)
 		f.done()
 		f.release()
 		return nil, err
 	}
-	f.r = relayer{c: f.c, ob: f.ob, tr: j.tr, out: out, pending: j.tr.begin()}
-	f.active = s.metrics.active.With(out.protocol())
+	f.r = relayer{c: f.c, ob: f.ob, tr: j.Tr, out: out, pending: j.Tr.Begin()}
+	f.active = s.Metrics.active.With(out.protocol())
 	f.active.Inc()
 	return f, nil
 }
 
 // finish ends a flight whose relay returned err: serve's step 4, the one
 // end of every inference request. It returns what serve returns.
-func (f *flight) finish(err error) error {
+func (f *Flight) finish(err error) error {
 	f.c.Notify(nil)
 	f.out.countEvents() // what the last batch emitted, if it did not flush
 	if err == nil {
-		f.ob.end(nil, false, f.j.tr)
+		f.ob.end(nil, false, f.j.Tr)
 		noteRequest(f.out, f.ob)
 	} else {
 		err = f.s.failed(f.ctx, f.parent, f.ob, f.c, f.j, f.out, err)
@@ -200,7 +200,7 @@ func (f *flight) finish(err error) error {
 }
 
 // release cancels the request's context if begin made it.
-func (f *flight) release() {
+func (f *Flight) release() {
 	if f.own {
 		f.cancel(nil)
 	}
@@ -227,7 +227,7 @@ func (f *flight) release() {
 // of tr.begin wait for the first response (or the first idle), so that
 // an error coming first finds the response still uncommitted and gets
 // its own status.
-func (f *flight) run() <-chan error {
+func (f *Flight) run() <-chan error {
 	done := make(chan error, 1)
 	f.ended = func(err error) { done <- err }
 	if ka := f.out.keepAlive(); ka > 0 {
@@ -273,12 +273,12 @@ func (k *keepalive) due() bool {
 }
 
 // wakeIdle is the keepalive timer's: the request may be due its idle.
-func (f *flight) wakeIdle() {
+func (f *Flight) wakeIdle() {
 	f.ka.fired.Store(true)
 	f.wakeGo()
 }
 
-// relayLater relays f's call and finishes f like run, but with no
+// RelayLater relays f's call and finishes f like run, but with no
 // goroutine at all between batches: each time the call says it may have
 // a response ready (or has ended), the goroutine that says so (the
 // upstream stream's reader, which has just queued a response) relays
@@ -287,7 +287,7 @@ func (f *flight) wakeIdle() {
 // serve would have returned. It is for sinks whose writes never block
 // and that need no keepalives: a WebSocket request's (its session queues
 // the frames).
-func (f *flight) relayLater(ended func(error)) {
+func (f *Flight) RelayLater(ended func(error)) {
 	f.ended = ended
 	f.c.Notify(f.wakeHere)
 	f.wakeHere()
@@ -295,7 +295,7 @@ func (f *flight) relayLater(ended func(error)) {
 
 // wakeGo steps f on a goroutine of its own unless a step runs already
 // (which then steps again): run's.
-func (f *flight) wakeGo() {
+func (f *Flight) wakeGo() {
 	if f.wakes.Add(1) == 1 {
 		go f.steps(false)
 	}
@@ -303,7 +303,7 @@ func (f *flight) wakeGo() {
 
 // wakeHere steps f on the calling goroutine unless a step runs already
 // (which then steps again): relayLater's.
-func (f *flight) wakeHere() {
+func (f *Flight) wakeHere() {
 	if f.wakes.Add(1) == 1 {
 		f.steps(true)
 	}
@@ -313,7 +313,7 @@ func (f *flight) wakeHere() {
 // due, again while a wake came meanwhile, and finishes f once its call
 // has ended: there and then, or (here: on the goroutine that delivered
 // the response) on a goroutine of its own.
-func (f *flight) steps(here bool) {
+func (f *Flight) steps(here bool) {
 	defer f.recoverStep()
 	for {
 		n := f.wakes.Load()
@@ -348,7 +348,7 @@ func (f *flight) steps(here bool) {
 
 // end finishes f, whose relay ended with err, and hands what serve
 // returns to f.ended.
-func (f *flight) end(err error) {
+func (f *Flight) end(err error) {
 	if f.ka != nil {
 		f.ka.t.Stop()
 	}
@@ -356,7 +356,7 @@ func (f *flight) end(err error) {
 }
 
 // errRelayPanic ends a request whose relay panicked.
-var errRelayPanic = &httpError{Status: http.StatusInternalServerError, Code: "internal", Msg: "internal error relaying the response"}
+var errRelayPanic = &HTTPError{Status: http.StatusInternalServerError, Code: "internal", Msg: "internal error relaying the response"}
 
 // recoverStep ends f's request when its step panicked, as net/http ends a
 // handler that panics, rather than the whole process (a panic on the
@@ -364,19 +364,19 @@ var errRelayPanic = &httpError{Status: http.StatusInternalServerError, Code: "in
 // stack and f finished with errRelayPanic, which its client gets like any
 // other failure. wakes stays > 0: no step runs again. A second panic, in
 // finish itself, still ends the process.
-func (f *flight) recoverStep() {
+func (f *Flight) recoverStep() {
 	v := recover()
 	if v == nil {
 		return
 	}
-	f.s.log.ErrorContext(f.ctx, "panic relaying a request", "model", f.j.req.GetModelName(),
+	f.s.Log.ErrorContext(f.ctx, "panic relaying a request", "model", f.j.Req.GetModelName(),
 		"panic", v, "stack", stack())
 	f.end(errRelayPanic)
 }
 
 // admitJob is serve's admission: admit, then a keyed request's model and
 // key limits (admitKeyed). done gives everything back.
-func (s *Server) admitJob(ctx context.Context, conn string, j *job, e *liveStream) (func(), error) {
+func (s *Server) admitJob(ctx context.Context, conn string, j *Job, e *LiveStream) (func(), error) {
 	release, err := s.admit(limitKey(ctx, conn), e)
 	if err != nil {
 		return nil, err
@@ -395,11 +395,11 @@ func (s *Server) admitJob(ctx context.Context, conn string, j *job, e *liveStrea
 
 // failed accounts a request whose call could not start (c nil) or ended
 // with err, and lets out deliver the error if it can: serve's error path.
-func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstream.Call, j *job, out sink, err error) error {
+func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstream.Call, j *Job, out Sink, err error) error {
 	err = endCause(ctx, parent, err)
 	s.noteEnd(out.protocol(), err)
 	if c == nil {
-		ob.end(err, false, j.tr)
+		ob.end(err, false, j.Tr)
 		noteRequest(out, ob)
 		return err
 	}
@@ -407,9 +407,9 @@ func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstrea
 	// bad response): cancel it now, inside its span.
 	_, upstreamEnded := upstream.AsError(err)
 	c.Cancel()
-	ob.end(err, !upstreamEnded, j.tr)
+	ob.end(err, !upstreamEnded, j.Tr)
 	noteRequest(out, ob)
-	if errors.Is(err, errClientGone) || !out.fail(err) {
+	if errors.Is(err, ErrClientGone) || !out.fail(err) {
 		return err
 	}
 	return nil
@@ -418,10 +418,10 @@ func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstrea
 // admit lets one inference request in: not draining, under the limits
 // (client is its limitKey), registered for Drain as e. done gives
 // everything back.
-func (s *Server) admit(client string, e *liveStream) (done func(), err error) {
-	if s.draining.Load() {
-		s.metrics.rejected.With("draining").Inc()
-		return nil, errDraining
+func (s *Server) admit(client string, e *LiveStream) (done func(), err error) {
+	if s.Draining.Load() {
+		s.Metrics.rejected.With("draining").Inc()
+		return nil, ErrDraining
 	}
 	release, err := s.limits.acquire(client)
 	if err != nil {
@@ -432,14 +432,14 @@ func (s *Server) admit(client string, e *liveStream) (done func(), err error) {
 		case errKeyLimit:
 			reason = "key_limit"
 		}
-		s.metrics.rejected.With(reason).Inc()
+		s.Metrics.rejected.With(reason).Inc()
 		return nil, err
 	}
-	remove, ok := s.streams.add(e)
+	remove, ok := s.Streams.Add(e)
 	if !ok {
 		release()
-		s.metrics.rejected.With("draining").Inc()
-		return nil, errDraining
+		s.Metrics.rejected.With("draining").Inc()
+		return nil, ErrDraining
 	}
 	return func() { remove(); release() }, nil
 }
@@ -449,26 +449,26 @@ func (s *Server) admit(client string, e *liveStream) (done func(), err error) {
 // done, or a write failed), otherwise err.
 func endCause(ctx, parent context.Context, err error) error {
 	switch {
-	case errors.Is(context.Cause(ctx), errDraining):
-		return errDraining
-	case parent.Err() != nil, errors.Is(err, errClientGone):
-		return errClientGone
+	case errors.Is(context.Cause(ctx), ErrDraining):
+		return ErrDraining
+	case parent.Err() != nil, errors.Is(err, ErrClientGone):
+		return ErrClientGone
 	}
 	return err
 }
 
 // noteEnd counts how a request ended, when it did not succeed.
 func (s *Server) noteEnd(protocol string, err error) {
-	if errors.Is(err, errClientGone) {
-		s.metrics.clientGone.With(protocol).Inc()
+	if errors.Is(err, ErrClientGone) {
+		s.Metrics.clientGone.With(protocol).Inc()
 		return
 	}
 	if ue, ok := upstream.AsError(err); ok {
 		if ue.Kind == upstream.KindTooSlow { // the client's fault, not upstream's
-			s.metrics.slowClient.With(protocol).Inc()
+			s.Metrics.slowClient.With(protocol).Inc()
 			return
 		}
-		s.metrics.upstream.With(ue.Kind.String()).Inc()
+		s.Metrics.upstream.With(ue.Kind.String()).Inc()
 	}
 }
 
@@ -477,8 +477,8 @@ func (s *Server) noteEnd(protocol string, err error) {
 type relayer struct {
 	c       *upstream.Call
 	ob      *observation // sees every response
-	tr      translator
-	out     sink
+	tr      Translator
+	out     Sink
 	pending [][]byte // tr.begin's payloads, until the first response
 }
 
@@ -532,7 +532,7 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 	}
 	for {
 		if err == io.EOF {
-			ps, terr := r.tr.end()
+			ps, terr := r.tr.End()
 			if terr != nil {
 				return true, terr
 			}
@@ -544,7 +544,7 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 		if err != nil {
 			return true, err
 		}
-		ps, terr := r.tr.next(resp)
+		ps, terr := r.tr.Next(resp)
 		if terr != nil {
 			return true, terr
 		}
@@ -558,4 +558,28 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 	}
 	err = r.out.flush()
 	return err != nil, err
+}
+
+// Relay is one call's relay stepped by hand, as a request's flight steps
+// it between wakes, without admission or a finish: for benchmarks and
+// tests of the surfaces' translators and sinks.
+type Relay struct{ r relayer }
+
+// NewRelay starts j's call with start, observed as serve observes it (the
+// upstream span, the GenAI metrics), and returns its relay through j's
+// translator into out.
+func (s *Server) NewRelay(ctx context.Context, j *Job, out Sink, start func(context.Context, *pb.ModelInferRequest) (*upstream.Call, error)) (*Relay, error) {
+	ob := s.observe(ctx, j)
+	c, err := start(ob.ctx, j.Req)
+	if err != nil {
+		return nil, err
+	}
+	return &Relay{relayer{c: c, ob: ob, tr: j.Tr, out: out, pending: j.Tr.Begin()}}, nil
+}
+
+// Step relays the responses ready now, if any, without waiting; ended
+// says the call has ended, with err (nil: it completed).
+func (r *Relay) Step() (ended bool, err error) {
+	_, ended, err = r.r.step()
+	return ended, err
 }

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -9,8 +9,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/upstreamtest"
 )
 
 // collected returns the data of instrument name collected from rd (nil when
@@ -73,7 +75,7 @@ func TestTokenPathDoesNotAllocate(t *testing.T) {
 	defer server.End()
 
 	resp := cannedResponse(tensor.NewString("text_output", " word"))
-	out := &wsSink{emit: func([]byte) error { return nil }, events: srv.metrics.events.With("ws")}
+	out := &WSSink{Emit: func([]byte) error { return nil }, Events: srv.Metrics.Events.With("ws")}
 	rl, feed := cannedRelay(t, srv, ctx, nameEvents{}, out)
 	ob := rl.ob
 	if !ob.span.IsRecording() {
@@ -105,7 +107,7 @@ func TestTokenPathDoesNotAllocate(t *testing.T) {
 	}
 	ob.end(nil, false, nil)
 
-	model := []attribute.KeyValue{attribute.String(attrModel, "m"), attribute.String(attrOperation, opGenerate)}
+	model := []attribute.KeyValue{attribute.String(attrModel, "m"), attribute.String(attrOperation, OpGenerate)}
 	if n := histogramCount(t, rd, "gen_ai.server.time_to_first_token", model...); n != 1 {
 		t.Errorf("time to first token: %d observations, want 1", n)
 	}
@@ -125,7 +127,7 @@ func TestWSEventsCountedPerBatch(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 	defer mp.Shutdown(context.Background())
 	srv := testServer(nil, nil, &Options{MeterProvider: mp})
-	out := &wsSink{emit: func([]byte) error { return nil }, events: srv.metrics.events.With("ws")}
+	out := &WSSink{Emit: func([]byte) error { return nil }, Events: srv.Metrics.Events.With("ws")}
 	count := func() int64 {
 		return counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "ws"))
 	}
@@ -141,10 +143,34 @@ func TestWSEventsCountedPerBatch(t *testing.T) {
 		t.Fatalf("%d events counted after a batch of 3, want 3", n)
 	}
 	_ = out.send([]byte(`{}`))
-	out.fail(errClientGone)
+	out.fail(ErrClientGone)
 	if n := count(); n != 4 {
 		t.Fatalf("%d events counted after a failed batch, want 4", n)
 	}
+}
+
+// cannedRelay starts a canned call that the caller feeds (feed) and
+// returns the relayer that relays it through tr into out, observed.
+func cannedRelay(tb testing.TB, srv *Server, ctx context.Context, tr Translator, out Sink) (*relayer, *upstream.Feed) {
+	var feed *upstream.Feed
+	j := &Job{Req: &pb.ModelInferRequest{ModelName: "m"}, Tr: tr, Op: OpGenerate}
+	rl, err := srv.NewRelay(ctx, j, out, upstreamtest.Client(func(_ context.Context, _ *pb.ModelInferRequest, f *upstream.Feed) error {
+		feed = f
+		return nil
+	}).Start)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &rl.r, feed
+}
+
+func cannedResponse(outs ...*tensor.Tensor) *pb.ModelInferResponse {
+	r := &pb.ModelInferResponse{ModelName: "m", ModelVersion: "1", Id: "req-1",
+		Parameters: map[string]*pb.InferParameter{
+			"triton_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: false}},
+		}}
+	tensor.ToResponse(r, outs)
+	return r
 }
 
 // streamgate.gateway.draining is 1 from the first Drain on, once however
@@ -153,7 +179,7 @@ func TestDrainingGauge(t *testing.T) {
 	rd := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 	defer mp.Shutdown(context.Background())
-	srv := newServer(nil, nil, &Options{MeterProvider: mp})
+	srv := New(nil, nil, &Options{MeterProvider: mp})
 	if n := counterValue(t, rd, "streamgate.gateway.draining"); n != 0 {
 		t.Fatalf("draining %d before Drain", n)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"bufio"
@@ -81,37 +81,37 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// healthz reports that the process serves HTTP.
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
+// Healthz reports that the process serves HTTP.
+func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, http.StatusOK, []byte(`{"status":"ok"}`))
 }
 
-// readyz reports whether the gateway takes traffic: not draining and
+// Readyz reports whether the gateway takes traffic: not draining and
 // upstream ready.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.draining.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"draining"}`))
+func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
+	if s.Draining.Load() {
+		WriteJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"draining"}`))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ReadyTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), s.Opts.ReadyTimeout)
 	defer cancel()
-	ok, err := s.inspect.ServerReady(ctx)
+	ok, err := s.Inspect.ServerReady(ctx)
 	if err != nil || !ok {
 		if err == nil {
 			err = errors.New("upstream not ready")
 		}
-		s.log.InfoContext(r.Context(), "not ready", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"upstream not ready"}`))
+		s.Log.InfoContext(r.Context(), "not ready", "err", err)
+		WriteJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"upstream not ready"}`))
 		return
 	}
-	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
+	WriteJSON(w, http.StatusOK, []byte(`{"status":"ready"}`))
 }
 
-// metricsHandler serves /metrics with Options.Metrics.
-func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Metrics == nil {
-		writeJSON(w, http.StatusNotFound, []byte(`{"error":"metrics are not served by this gateway"}`))
+// MetricsHandler serves /metrics with Options.Metrics.
+func (s *Server) MetricsHandler(w http.ResponseWriter, r *http.Request) {
+	if s.Opts.Metrics == nil {
+		WriteJSON(w, http.StatusNotFound, []byte(`{"error":"metrics are not served by this gateway"}`))
 		return
 	}
-	s.opts.Metrics.ServeHTTP(w, r)
+	s.Opts.Metrics.ServeHTTP(w, r)
 }

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"bytes"
@@ -23,8 +23,8 @@ type wsRecorder struct {
 	sent []string
 }
 
-func (w *wsRecorder) sink(srv *Server) *wsSink {
-	return &wsSink{events: srv.metrics.events.With("ws"), emit: func(p []byte) error {
+func (w *wsRecorder) sink(srv *Server) *WSSink {
+	return &WSSink{Events: srv.Metrics.Events.With("ws"), Emit: func(p []byte) error {
 		w.mu.Lock()
 		w.sent = append(w.sent, string(p))
 		w.mu.Unlock()
@@ -58,22 +58,22 @@ func TestRelayLater(t *testing.T) {
 		cancelled bool
 	}{
 		{"completes", func(c *upstream.Feed, _ context.CancelFunc) { c.End(io.EOF) }, []string{"begin", "a", "b", "c", "end", "[DONE]"}, nil, false},
-		{"client leaves", func(_ *upstream.Feed, cancel context.CancelFunc) { cancel() }, []string{"begin", "a", "b", "c"}, errClientGone, true},
+		{"client leaves", func(_ *upstream.Feed, cancel context.CancelFunc) { cancel() }, []string{"begin", "a", "b", "c"}, ErrClientGone, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				up, calls := feeds(1)
-				srv := testServer(up, fakeUpstream{}, nil)
+				srv := testServer(up, nil, nil)
 				var rec wsRecorder
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
-				f, err := srv.begin(ctx, nil, "", &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: nameEvents{}, op: opGenerate}, rec.sink(srv))
+				f, err := srv.Begin(ctx, nil, "", &Job{Req: &pb.ModelInferRequest{ModelName: "m"}, Tr: nameEvents{}, Op: OpGenerate}, rec.sink(srv))
 				if err != nil {
 					t.Fatalf("begin: %v", err)
 				}
 				c := <-calls
 				ended := make(chan error, 1)
-				f.relayLater(func(err error) { ended <- err })
+				f.RelayLater(func(err error) { ended <- err })
 				synctest.Wait() // no goroutine waits for the call
 				if s := rec.got(); len(s) != 0 {
 					t.Fatalf("sent %q before any response", s)
@@ -112,16 +112,16 @@ func TestRelayLaterHoldsNoGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 200
 		up, calls := feeds(n)
-		srv := testServer(up, fakeUpstream{}, &Options{MaxStreams: 1000})
+		srv := testServer(up, nil, &Options{MaxStreams: 1000})
 		recs := make([]wsRecorder, n)
 		ended := make(chan error, n)
 		before := runtime.NumGoroutine()
 		for i := range n {
-			f, err := srv.begin(t.Context(), nil, "", &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: nameEvents{}, op: opGenerate}, recs[i].sink(srv))
+			f, err := srv.Begin(t.Context(), nil, "", &Job{Req: &pb.ModelInferRequest{ModelName: "m"}, Tr: nameEvents{}, Op: OpGenerate}, recs[i].sink(srv))
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.relayLater(func(err error) { ended <- err })
+			f.RelayLater(func(err error) { ended <- err })
 		}
 		feedsOf := make([]*upstream.Feed, n)
 		for i := range feedsOf {
@@ -152,11 +152,11 @@ func TestRelayLaterHoldsNoGoroutine(t *testing.T) {
 // panicEvents is nameEvents that panics at a response named "boom".
 type panicEvents struct{ nameEvents }
 
-func (p panicEvents) next(r *pb.ModelInferResponse) ([][]byte, error) {
+func (p panicEvents) Next(r *pb.ModelInferResponse) ([][]byte, error) {
 	if r.ModelName == "boom" {
 		panic("boom")
 	}
-	return p.nameEvents.next(r)
+	return p.nameEvents.Next(r)
 }
 
 // TestRelayLaterPanicEndsOneRequest: a panic while a request is relayed
@@ -169,14 +169,14 @@ func TestRelayLaterPanicEndsOneRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		up, calls := feeds(2)
 		var logged bytes.Buffer
-		srv := testServer(up, fakeUpstream{}, &Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-		run := func(tr translator, rec *wsRecorder) (chan error, *upstream.Feed) {
+		srv := testServer(up, nil, &Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		run := func(tr Translator, rec *wsRecorder) (chan error, *upstream.Feed) {
 			ended := make(chan error, 1)
-			f, err := srv.begin(t.Context(), nil, "", &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: tr, op: opGenerate}, rec.sink(srv))
+			f, err := srv.Begin(t.Context(), nil, "", &Job{Req: &pb.ModelInferRequest{ModelName: "m"}, Tr: tr, Op: OpGenerate}, rec.sink(srv))
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.relayLater(func(err error) { ended <- err })
+			f.RelayLater(func(err error) { ended <- err })
 			return ended, <-calls
 		}
 		var badRec, goodRec wsRecorder
@@ -192,7 +192,7 @@ func TestRelayLaterPanicEndsOneRequest(t *testing.T) {
 		if !cancelledCall(badCall) {
 			t.Fatal("the panicking request's call was not cancelled")
 		}
-		if !strings.Contains(logged.String(), "panic relaying a request") || !strings.Contains(logged.String(), "panicEvents.next") {
+		if !strings.Contains(logged.String(), "panic relaying a request") || !strings.Contains(logged.String(), "panicEvents.Next") {
 			t.Fatalf("log has no panic with its stack:\n%s", logged.String())
 		}
 		goodCall.Send(&pb.ModelInferResponse{ModelName: "b"})

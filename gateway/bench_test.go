@@ -18,6 +18,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/textmodel"
+	"github.com/streamgate/streamgate/gateway/tritonapi"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -113,7 +114,7 @@ func relayRoutes(tb testing.TB) []route {
 		}}
 	}
 	return []route{
-		{"generate_stream", intResp, func() core.Translator { return &generateEvents{id: "abc"} }, sseSink, 0},
+		{"generate_stream", intResp, func() core.Translator { return tritonapi.NewEvents("abc") }, sseSink, 0},
 		{"chat", textResp, func() core.Translator {
 			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, core.FormSSE, "")
 		}, sseSink, 0},
@@ -128,7 +129,7 @@ func relayRoutes(tb testing.TB) []route {
 			o.Named = true
 			return o
 		}, 16},
-		{"ws_generate", intResp, func() core.Translator { return &generateEvents{id: "abc"} }, wsSink, 0},
+		{"ws_generate", intResp, func() core.Translator { return tritonapi.NewEvents("abc") }, wsSink, 0},
 		{"ws_chat", textResp, func() core.Translator {
 			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, core.FormWS, "")
 		}, wsSink, 0},

@@ -115,10 +115,10 @@ func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *
 	return s.responseStoreError(ctx, s.Opts.Store.PutResponse(ctx, resp.ID, rec, s.Opts.ResponseTTL))
 }
 
-// responseJob turns a Responses API request into a job whose payloads
+// ResponseJob turns a Responses API request into a job whose payloads
 // take form f, and the translator that keeps its Response. history is the
 // conversation it continues.
-func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f core.Form) (*core.Job, *responseEvents, error) {
+func (s *Server) ResponseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f core.Form) (*core.Job, *responseEvents, error) {
 	ad, err := s.textModel(ctx, &rr.Model)
 	if err != nil {
 		return nil, nil, err
@@ -171,13 +171,13 @@ func (s *Server) responseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 // maxChain bounds the responses one conversation chains.
 const maxChain = 1000
 
-// history is the conversation a request continues: that of its
+// History is the conversation a request continues: that of its
 // previous_response_id, if any, read turn by turn back along the chain of
 // responses (each record names the one it continues). The conversation
 // with the request's input must fit in Options.MaxBodyBytes, as a request
 // that sent it all would: a chain of responses cannot grow without bound.
 // A response of the chain that is gone (deleted, expired) is 404.
-func (s *Server) history(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
+func (s *Server) History(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
 	if err := s.resolveReferences(ctx, rr.Input); err != nil {
 		return nil, err
 	}
@@ -246,8 +246,8 @@ func (s *Server) resolveReferences(ctx context.Context, input []openai.ChatMessa
 	return nil
 }
 
-// createResponse serves POST /v1/responses.
-func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
+// CreateResponse serves POST /v1/responses.
+func (s *Server) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
@@ -256,13 +256,13 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	history, err := s.history(r.Context(), rr)
+	history, err := s.History(r.Context(), rr)
 	if err != nil {
 		return err
 	}
 	// A background response's log holds its events, whatever its client
 	// asked for.
-	j, tr, err := s.responseJob(r.Context(), rr, history, streamForm(rr.Stream || rr.Background))
+	j, tr, err := s.ResponseJob(r.Context(), rr, history, streamForm(rr.Stream || rr.Background))
 	if err != nil {
 		return err
 	}
@@ -358,11 +358,11 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getResponse serves GET /v1/responses/{id}: the stored object, or with
+// GetResponse serves GET /v1/responses/{id}: the stored object, or with
 // ?stream=true a background response's events after starting_after (a
 // sequence number; or after the SSE id in Last-Event-ID), then the live
 // ones until its end, read from its log on any replica.
-func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) GetResponse(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {
@@ -458,9 +458,9 @@ func ended(status string) bool {
 	return true
 }
 
-// deleteResponse serves DELETE /v1/responses/{id}. A response still
+// DeleteResponse serves DELETE /v1/responses/{id}. A response still
 // running is cancelled first.
-func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) DeleteResponse(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {
@@ -485,11 +485,11 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// cancelResponse serves POST /v1/responses/{id}/cancel: a background
+// CancelResponse serves POST /v1/responses/{id}/cancel: a background
 // response still running, on any replica, is stopped upstream and stored
 // as cancelled; the answer is the Response as stored then. Cancelling one
 // that has ended answers it as it is.
-func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) CancelResponse(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {

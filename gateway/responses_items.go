@@ -30,9 +30,9 @@ type inputItemTextPart struct {
 	Text string `json:"text"`
 }
 
-// responseInputItems serves GET /v1/responses/{id}/input_items: the
+// ResponseInputItems serves GET /v1/responses/{id}/input_items: the
 // response's own input, as message items, in order.
-func (s *Server) responseInputItems(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) ResponseInputItems(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	_, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {

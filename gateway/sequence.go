@@ -10,6 +10,7 @@ import (
 
 	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/generate"
+	"github.com/streamgate/streamgate/gateway/tritonapi"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -123,14 +124,13 @@ func (s *Server) wsSequence(ctx context.Context, req *ws.Request, emit func([]by
 // generate mapping (without the sequence keys, which the gateway sets),
 // or a binary chunk's bytes as its input.
 func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*core.Job, error) {
-	tr := &generateEvents{}
 	if c.Body == nil {
 		t, err := generate.BytesInput(c.Input, c.Data, sm.md.GetInputs())
 		if err != nil {
 			return nil, err
 		}
 		gr := &generate.Request{Inputs: []*tensor.Tensor{t}, Parameters: map[string]*pb.InferParameter{}}
-		return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: tr, Op: core.OpGenerate}, nil
+		return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: tritonapi.NewEvents(""), Op: core.OpGenerate}, nil
 	}
 	gr, err := generate.Parse(c.Body, sm.md.GetInputs())
 	if err != nil {
@@ -142,6 +142,5 @@ func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*core.Job, error
 				Msg: "'" + k + "' is set by the gateway in sequence frames"}
 		}
 	}
-	tr.id = gr.ID
-	return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: tr, Op: core.OpGenerate}, nil
+	return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: tritonapi.NewEvents(gr.ID), Op: core.OpGenerate}, nil
 }

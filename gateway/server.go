@@ -9,6 +9,8 @@ import (
 	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/playground"
+	"github.com/streamgate/streamgate/gateway/streams"
+	"github.com/streamgate/streamgate/gateway/tritonapi"
 	"github.com/streamgate/streamgate/upstream"
 )
 
@@ -52,6 +54,9 @@ type Server struct {
 	template  *openai.Template
 	jinja     jinjaTemplates   // models' own chat templates (chatprompt.go)
 	running   runningResponses // stored responses running here
+
+	triton  *tritonapi.API
+	streams *streams.API
 }
 
 // newServer is New with inspect answering the /v2 and /v1/models
@@ -68,6 +73,8 @@ func newServer(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 	for model, src := range c.Opts.ChatTemplates {
 		s.templates[model] = openai.MustParseTemplate(model, src)
 	}
+	s.triton = tritonapi.New(c)
+	s.streams = streams.New(c)
 	s.router = s.routes()
 	return s
 }
@@ -96,33 +103,33 @@ func (s *Server) routes() chi.Router {
 
 	triton := func(h core.HandlerFunc) http.HandlerFunc { return s.Handle(core.TritonErrors, h) }
 	openAI := func(h core.HandlerFunc) http.HandlerFunc { return s.Handle(core.OpenAIErrors, h) }
-	r.Get("/v2", triton(s.serverMetadata))
-	r.Get("/v2/health/live", s.serverLive)
-	r.Get("/v2/health/ready", s.serverReady)
-	r.Post("/v2/repository/index", triton(s.repositoryIndex))
-	r.Get("/v2/models/stats", triton(s.modelStats))
+	r.Get("/v2", triton(s.triton.ServerMetadata))
+	r.Get("/v2/health/live", s.triton.ServerLive)
+	r.Get("/v2/health/ready", s.triton.ServerReady)
+	r.Post("/v2/repository/index", triton(s.triton.RepositoryIndex))
+	r.Get("/v2/models/stats", triton(s.triton.ModelStats))
 	for _, base := range []string{"/v2/models/{model}", "/v2/models/{model}/versions/{version}"} {
-		r.Get(base, triton(s.modelMetadata))
-		r.Get(base+"/ready", triton(s.modelReady))
-		r.Post(base+"/generate", triton(s.generate))
-		r.Post(base+"/generate_stream", triton(s.generateStream))
-		r.Post(base+"/infer", triton(s.infer))
-		r.Get(base+"/config", triton(s.modelConfigJSON))
-		r.Get(base+"/stats", triton(s.modelStats))
+		r.Get(base, triton(s.triton.ModelMetadata))
+		r.Get(base+"/ready", triton(s.triton.ModelReady))
+		r.Post(base+"/generate", triton(s.triton.Generate))
+		r.Post(base+"/generate_stream", triton(s.triton.GenerateStream))
+		r.Post(base+"/infer", triton(s.triton.Infer))
+		r.Get(base+"/config", triton(s.triton.ModelConfigJSON))
+		r.Get(base+"/stats", triton(s.triton.ModelStats))
 	}
 
-	r.Post("/v1/chat/completions", openAI(s.chatCompletions))
-	r.Post("/v1/completions", openAI(s.completions))
-	r.Post("/v1/responses", openAI(s.createResponse))
-	r.Get("/v1/responses/{id}", openAI(s.getResponse))
-	r.Delete("/v1/responses/{id}", openAI(s.deleteResponse))
-	r.Post("/v1/responses/{id}/cancel", openAI(s.cancelResponse))
-	r.Get("/v1/responses/{id}/input_items", openAI(s.responseInputItems))
-	r.Get("/v1/models", openAI(s.listModels))
-	r.Get("/v1/models/{id}", openAI(s.getModel))
-	r.Get("/v1/ws", s.HandleOpen(core.TritonErrors, s.websocket))
-	r.Get("/v1/streams/{sid}", tokenQuery(openAI(s.getStream)))
-	r.Delete("/v1/streams/{sid}", openAI(s.deleteStream))
+	r.Post("/v1/chat/completions", openAI(s.ChatCompletions))
+	r.Post("/v1/completions", openAI(s.Completions))
+	r.Post("/v1/responses", openAI(s.CreateResponse))
+	r.Get("/v1/responses/{id}", openAI(s.GetResponse))
+	r.Delete("/v1/responses/{id}", openAI(s.DeleteResponse))
+	r.Post("/v1/responses/{id}/cancel", openAI(s.CancelResponse))
+	r.Get("/v1/responses/{id}/input_items", openAI(s.ResponseInputItems))
+	r.Get("/v1/models", openAI(s.ListModels))
+	r.Get("/v1/models/{id}", openAI(s.GetModel))
+	r.Get("/v1/ws", s.HandleOpen(core.TritonErrors, s.WebSocket))
+	r.Get("/v1/streams/{sid}", streams.TokenQuery(openAI(s.streams.GetStream)))
+	r.Delete("/v1/streams/{sid}", openAI(s.streams.DeleteStream))
 	return r
 }
 

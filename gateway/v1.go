@@ -43,9 +43,9 @@ func (s *Server) textModel(ctx context.Context, model *string) (textmodel.Adapte
 	return textmodel.Select(md)
 }
 
-// chatJob turns a chat completions request into a job whose payloads take
+// ChatJob turns a chat completions request into a job whose payloads take
 // form f.
-func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f core.Form) (*core.Job, error) {
+func (s *Server) ChatJob(ctx context.Context, cr *openai.ChatRequest, f core.Form) (*core.Job, error) {
 	ad, err := s.textModel(ctx, &cr.Model)
 	if err != nil {
 		return nil, err
@@ -114,9 +114,9 @@ func (s *Server) checkGuided(ctx context.Context, model, param, value, instead s
 			"' does not offer on this server (its config has no parameter guided_decoding listing json); use " + instead + "."}
 }
 
-// completionJob turns a completions request into a job whose payloads
+// CompletionJob turns a completions request into a job whose payloads
 // take form f.
-func (s *Server) completionJob(ctx context.Context, cr *openai.CompletionRequest, f core.Form) (*core.Job, error) {
+func (s *Server) CompletionJob(ctx context.Context, cr *openai.CompletionRequest, f core.Form) (*core.Job, error) {
 	ad, err := s.textModel(ctx, &cr.Model)
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func streamForm(stream bool) core.Form {
 	return core.FormBody
 }
 
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) ChatCompletions(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
@@ -160,14 +160,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.chatJob(r.Context(), cr, streamForm(cr.Stream))
+	j, err := s.ChatJob(r.Context(), cr, streamForm(cr.Stream))
 	if err != nil {
 		return err
 	}
 	return s.serveOpenAI(w, r, j, cr.Stream)
 }
 
-func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) Completions(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
@@ -176,15 +176,15 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.completionJob(r.Context(), cr, streamForm(cr.Stream))
+	j, err := s.CompletionJob(r.Context(), cr, streamForm(cr.Stream))
 	if err != nil {
 		return err
 	}
 	return s.serveOpenAI(w, r, j, cr.Stream)
 }
 
-// listModels lists the ready models that follow a text convention.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
+// ListModels lists the ready models that follow a text convention.
+func (s *Server) ListModels(w http.ResponseWriter, r *http.Request) error {
 	index, err := s.Inspect.RepositoryIndex(r.Context())
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) GetModel(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	if err := core.ModelAllowed(r.Context(), id); err != nil {
 		return err

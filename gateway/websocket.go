@@ -13,9 +13,9 @@ import (
 	"github.com/streamgate/streamgate/gateway/ws"
 )
 
-// websocket serves GET /v1/ws: the streamgate.v1 protocol, one ws.Session
+// WebSocket serves GET /v1/ws: the streamgate.v1 protocol, one ws.Session
 // per socket, each request run by serve like its HTTP twin.
-func (s *Server) websocket(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) WebSocket(w http.ResponseWriter, r *http.Request) error {
 	if s.Draining.Load() {
 		return core.ErrDraining
 	}
@@ -139,19 +139,19 @@ func (s *Server) wsInfer(ctx context.Context, r *http.Request, span trace.Span, 
 func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) {
 	switch req.Type {
 	case ws.TypeGenerate:
-		return s.generateJob(ctx, req.Model, req.Version, req.Body, core.FormWS)
+		return s.triton.GenerateJob(ctx, req.Model, req.Version, req.Body, core.FormWS)
 	case ws.TypeChat:
 		cr, err := openai.ParseChat(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		return s.chatJob(ctx, cr, core.FormWS)
+		return s.ChatJob(ctx, cr, core.FormWS)
 	case ws.TypeCompletions:
 		cr, err := openai.ParseCompletion(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		return s.completionJob(ctx, cr, core.FormWS)
+		return s.CompletionJob(ctx, cr, core.FormWS)
 	case ws.TypeResponses:
 		rr, err := openai.ParseResponses(req.Body)
 		if err != nil {
@@ -161,11 +161,11 @@ func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) 
 			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Param: "background",
 				Msg: "Unsupported parameter: 'background' is not supported on the WebSocket: create background responses with POST /v1/responses."}
 		}
-		history, err := s.history(ctx, rr)
+		history, err := s.History(ctx, rr)
 		if err != nil {
 			return nil, err
 		}
-		j, _, err := s.responseJob(ctx, rr, history, core.FormWS)
+		j, _, err := s.ResponseJob(ctx, rr, history, core.FormWS)
 		return j, err
 	}
 	// ws.ParseFrame lets no other type through.

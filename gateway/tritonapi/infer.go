@@ -1,4 +1,4 @@
-package gateway
+package tritonapi
 
 import (
 	"bytes"
@@ -23,11 +23,11 @@ import (
 var errDecoupledHTTP = &core.HTTPError{Status: http.StatusNotImplemented, Code: "unimplemented",
 	Msg: "HTTP end point doesn't support models with decoupled transaction policy"}
 
-// infer answers one /infer request with one body, as Triton does: the
+// Infer answers one /infer request with one body, as Triton does: the
 // model must not be decoupled (Triton checks that first, so an unknown
 // model is 404 before the body is read), the body is gzip, deflate or
 // plain, and the answer is JSON, or JSON and binary tensor data.
-func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
+func (s *API) Infer(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
 	cfg, err := s.ModelConfig(r.Context(), model, version)
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) error {
 // takes (identity, gzip, deflate), at most Options.MaxBodyBytes before and
 // after decompression, within readBody's deadline; any other encoding is
 // 501 with Accept-Encoding, as in Triton.
-func (s *Server) readInferBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+func (s *API) readInferBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	max := s.Opts.MaxBodyBytes
 	enc := r.Header.Get("Content-Encoding")
 	switch enc {
@@ -136,9 +136,9 @@ func errNotSingle(n int) error {
 		Msg: "expected a single response, got " + strconv.Itoa(n)}
 }
 
-// modelConfigJSON is GET .../config: the model's config as Triton prints
+// ModelConfigJSON is GET .../config: the model's config as Triton prints
 // it.
-func (s *Server) modelConfigJSON(w http.ResponseWriter, r *http.Request) error {
+func (s *API) ModelConfigJSON(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
 	if err := core.TritonModelAllowed(r.Context(), model); err != nil {
 		return err
@@ -151,9 +151,9 @@ func (s *Server) modelConfigJSON(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// modelStats is GET /v2/models/stats (every model the key may use) and
+// ModelStats is GET /v2/models/stats (every model the key may use) and
 // .../stats.
-func (s *Server) modelStats(w http.ResponseWriter, r *http.Request) error {
+func (s *API) ModelStats(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
 	if model != "" && core.TritonModelAllowed(r.Context(), model) != nil {
 		// As the statistics of a model upstream does not have.
@@ -172,9 +172,9 @@ func (s *Server) modelStats(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// repositoryIndex is POST /v2/repository/index: every model upstream
+// RepositoryIndex is POST /v2/repository/index: every model upstream
 // knows, or with {"ready":true} the ready ones.
-func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) error {
+func (s *API) RepositoryIndex(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err

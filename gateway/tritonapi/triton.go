@@ -1,4 +1,10 @@
-package gateway
+// Package tritonapi serves the Triton-compatible /v2 routes: generate
+// and generate_stream (Triton's generate extension), infer (the KServe
+// v2 HTTP/REST protocol with the binary tensor data extension), and the
+// server's and models' metadata, readiness, config, statistics and the
+// repository index, relayed from upstream. Its requests live the core's
+// one life (core.Server.Serve).
+package tritonapi
 
 import (
 	"context"
@@ -9,6 +15,16 @@ import (
 	"github.com/streamgate/streamgate/gateway/generate"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
+
+// API is the /v2 surface, on the gateway's core.
+type API struct{ *core.Server }
+
+// New returns the surface on c.
+func New(c *core.Server) *API { return &API{c} }
+
+// NewEvents returns the translator of a generate_stream: every response
+// is one event of Triton's generate JSON, with id echoed ("" for none).
+func NewEvents(id string) core.Translator { return &generateEvents{id: id} }
 
 // The Triton-compatible /v2 routes: metadata and health relayed from
 // upstream, and Triton's generate extension over streaming
@@ -52,7 +68,8 @@ func modelParams(r *http.Request) (model, version string) {
 	return core.URLParam(r, "model"), core.URLParam(r, "version")
 }
 
-func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) error {
+// ServerMetadata serves GET /v2: the server's name, version and extensions.
+func (s *API) ServerMetadata(w http.ResponseWriter, r *http.Request) error {
 	md, err := s.Inspect.ServerMetadata(r.Context())
 	if err != nil {
 		return err
@@ -70,7 +87,7 @@ func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) error {
 }
 
 // health answers 200 with an empty body when ok, else 503.
-func (s *Server) health(w http.ResponseWriter, r *http.Request, check func(ctx context.Context) (bool, error)) {
+func (s *API) health(w http.ResponseWriter, r *http.Request, check func(ctx context.Context) (bool, error)) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.Opts.ReadyTimeout)
 	defer cancel()
 	ok, err := check(ctx)
@@ -84,11 +101,14 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, check func(ctx c
 	w.WriteHeader(http.StatusOK)
 }
 
-func (s *Server) serverLive(w http.ResponseWriter, r *http.Request) {
+// ServerLive serves GET /v2/health/live: 200 while upstream is live, else 503.
+func (s *API) ServerLive(w http.ResponseWriter, r *http.Request) {
 	s.health(w, r, s.Inspect.ServerLive)
 }
 
-func (s *Server) serverReady(w http.ResponseWriter, r *http.Request) {
+// ServerReady serves GET /v2/health/ready: 200 while upstream is ready
+// and the gateway is not draining, else 503.
+func (s *API) ServerReady(w http.ResponseWriter, r *http.Request) {
 	s.health(w, r, func(ctx context.Context) (bool, error) {
 		if s.Draining.Load() {
 			return false, nil
@@ -97,9 +117,9 @@ func (s *Server) serverReady(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// modelReady answers 200 or 503, as health does; with API keys, a model
+// ModelReady answers 200 or 503, as health does; with API keys, a model
 // the key may not use is never ready.
-func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) error {
+func (s *API) ModelReady(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
 	if core.TritonModelAllowed(r.Context(), model) != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -111,7 +131,9 @@ func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) error {
+// ModelMetadata serves GET /v2/models/{model}[/versions/{version}]: the
+// model's inputs and outputs.
+func (s *API) ModelMetadata(w http.ResponseWriter, r *http.Request) error {
 	model, version := modelParams(r)
 	if err := core.TritonModelAllowed(r.Context(), model); err != nil {
 		return err
@@ -131,9 +153,9 @@ func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// generateJob parses a generate body for model/version into a job whose
+// GenerateJob parses a generate body for model/version into a job whose
 // payloads take form f.
-func (s *Server) generateJob(ctx context.Context, model, version string, body []byte, f core.Form) (*core.Job, error) {
+func (s *API) GenerateJob(ctx context.Context, model, version string, body []byte, f core.Form) (*core.Job, error) {
 	md, err := s.Metadata(ctx, model, version)
 	if err != nil {
 		return nil, err
@@ -153,16 +175,18 @@ func (s *Server) generateJob(ctx context.Context, model, version string, body []
 }
 
 // tritonJob reads a generate route's body into a job of form f.
-func (s *Server) tritonJob(w http.ResponseWriter, r *http.Request, f core.Form) (*core.Job, error) {
+func (s *API) tritonJob(w http.ResponseWriter, r *http.Request, f core.Form) (*core.Job, error) {
 	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return nil, err
 	}
 	model, version := modelParams(r)
-	return s.generateJob(r.Context(), model, version, body, f)
+	return s.GenerateJob(r.Context(), model, version, body, f)
 }
 
-func (s *Server) generate(w http.ResponseWriter, r *http.Request) error {
+// Generate serves POST .../generate: one JSON body from the model's one
+// response.
+func (s *API) Generate(w http.ResponseWriter, r *http.Request) error {
 	j, err := s.tritonJob(w, r, core.FormBody)
 	if err != nil {
 		return err
@@ -170,7 +194,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) error {
 	return s.Serve(r.Context(), r.RemoteAddr, j, &core.BodySink{W: w})
 }
 
-func (s *Server) generateStream(w http.ResponseWriter, r *http.Request) error {
+// GenerateStream serves POST .../generate_stream: one event per response.
+func (s *API) GenerateStream(w http.ResponseWriter, r *http.Request) error {
 	j, err := s.tritonJob(w, r, core.FormSSE)
 	if err != nil {
 		return err

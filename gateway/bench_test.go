@@ -17,7 +17,6 @@ import (
 	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/sse"
-	"github.com/streamgate/streamgate/gateway/textmodel"
 	"github.com/streamgate/streamgate/gateway/tritonapi"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -74,7 +73,7 @@ func (w *discardWriter) Flush()                      {}
 type route struct {
 	name  string
 	resp  *pb.ModelInferResponse
-	newTr func() core.Translator
+	newTr func(*Server) core.Translator
 	// newSink returns the route's sink; ws sinks append their data
 	// frames to frames as the session's send queue does.
 	newSink func(srv *Server, frames *[]byte) core.Sink
@@ -90,17 +89,44 @@ func relayRoutes(tb testing.TB) []route {
 		tensor.NewUint32("IDX", []int64{1}, []uint32{7}),
 	)
 	textResp := cannedResponse(tensor.NewString("text_output", " word"))
-	md := &pb.ModelMetadataResponse{Name: "m",
-		Inputs: []*pb.ModelMetadataResponse_TensorMetadata{
-			{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}},
-			{Name: "sampling_parameters", Datatype: "BYTES", Shape: []int64{1}},
-		},
-		Outputs: []*pb.ModelMetadataResponse_TensorMetadata{{Name: "text_output", Datatype: "BYTES", Shape: []int64{1}}},
+	// The /v1 translators come from their jobs, built by the OpenAI
+	// surface for fakeUpstream's text model.
+	chat := func(f core.Form) func(*Server) core.Translator {
+		return func(srv *Server) core.Translator {
+			cr, err := openai.ParseChat([]byte(`{"model":"echo","messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			j, err := srv.openai.ChatJob(context.Background(), cr, f)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return j.Tr
+		}
 	}
-	ad, err := textmodel.Select(md)
-	if err != nil {
-		tb.Fatal(err)
+	completions := func(srv *Server) core.Translator {
+		cr, err := openai.ParseCompletion([]byte(`{"model":"echo","prompt":"hi"}`))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		j, err := srv.openai.CompletionJob(context.Background(), cr, core.FormSSE)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return j.Tr
 	}
+	responses := func(srv *Server) core.Translator {
+		rr, err := openai.ParseResponses([]byte(`{"model":"echo","input":"hi","stream":true}`))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		j, err := srv.openai.ResponsesJob(context.Background(), rr, core.FormSSE)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return j.Tr
+	}
+	events := func(*Server) core.Translator { return tritonapi.NewEvents("abc") }
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
 	sseSink := func(srv *Server, _ *[]byte) core.Sink {
 		return srv.NewSSESink(&discardWriter{h: http.Header{}}, r, core.TritonErrors, false)
@@ -114,25 +140,16 @@ func relayRoutes(tb testing.TB) []route {
 		}}
 	}
 	return []route{
-		{"generate_stream", intResp, func() core.Translator { return tritonapi.NewEvents("abc") }, sseSink, 0},
-		{"chat", textResp, func() core.Translator {
-			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, core.FormSSE, "")
-		}, sseSink, 0},
-		{"completions", textResp, func() core.Translator {
-			return newTextEvents(ad, &openai.Chunker{ID: "cmpl-1", Created: 1, Model: "m"}, core.FormSSE, "")
-		}, sseSink, 0},
-		{"responses", textResp, func() core.Translator {
-			resp := openai.NewResponse("resp-1", 1, &openai.ResponsesRequest{Model: "m", Store: true})
-			return &responseEvents{textReader: textReader{ad: ad}, stream: true, r: &openai.Responder{Resp: resp, ItemID: "msg-1"}}
-		}, func(srv *Server, _ *[]byte) core.Sink {
+		{"generate_stream", intResp, events, sseSink, 0},
+		{"chat", textResp, chat(core.FormSSE), sseSink, 0},
+		{"completions", textResp, completions, sseSink, 0},
+		{"responses", textResp, responses, func(srv *Server, _ *[]byte) core.Sink {
 			o := srv.NewSSESink(&discardWriter{h: http.Header{}}, r, core.OpenAIErrors, false)
 			o.Named = true
 			return o
 		}, 16},
-		{"ws_generate", intResp, func() core.Translator { return tritonapi.NewEvents("abc") }, wsSink, 0},
-		{"ws_chat", textResp, func() core.Translator {
-			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, core.FormWS, "")
-		}, wsSink, 0},
+		{"ws_generate", intResp, events, wsSink, 0},
+		{"ws_chat", textResp, chat(core.FormWS), wsSink, 0},
 	}
 }
 
@@ -140,7 +157,7 @@ func relayRoutes(tb testing.TB) []route {
 // stream paced by the model), through a fresh translator and sink, from a
 // canned call (so upstream's queue and decoding are in it too).
 func relayN(tb testing.TB, srv *Server, rt route, n int, frames *[]byte) {
-	r, feed := cannedRelay(tb, srv, context.Background(), rt.newTr(), rt.newSink(srv, frames))
+	r, feed := cannedRelay(tb, srv, context.Background(), rt.newTr(srv), rt.newSink(srv, frames))
 	msg := upstream.Encode(rt.resp)
 	for range n {
 		feed.SendEncoded(msg)
@@ -155,7 +172,7 @@ func relayN(tb testing.TB, srv *Server, rt route, n int, frames *[]byte) {
 }
 
 func benchServer() *Server {
-	return testServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	return testServer(nil, fakeUpstream{}, &Options{SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
 }
 
 // BenchmarkRelay measures the gateway's own work per relayed response on

@@ -129,8 +129,8 @@ func TestResponseChainBounded(t *testing.T) {
 	h := srv.Handler()
 	obj := openai.NewResponse("resp-big", 1, &openai.ResponsesRequest{Model: "echo", Store: true})
 	obj.Status = openai.StatusCompleted
-	data, _ := json.Marshal(responseData{Input: []openai.ChatMessage{{Role: "user", Content: strings.Repeat("a", 4000)}},
-		History: []openai.ChatMessage{{Role: "user", Content: strings.Repeat("b", 1000)}}})
+	data, _ := json.Marshal(map[string][]openai.ChatMessage{"input": {{Role: "user", Content: strings.Repeat("a", 4000)}},
+		"history": {{Role: "user", Content: strings.Repeat("b", 1000)}}}) // the stored data's JSON
 	if err := srv.Opts.Store.PutResponse(t.Context(), "resp-big", store.StoredResponse{Object: obj.JSON(), Data: data}, time.Minute); err != nil {
 		t.Fatal(err)
 	}

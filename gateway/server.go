@@ -7,7 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/streamgate/streamgate/gateway/core"
-	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/openaiapi"
 	"github.com/streamgate/streamgate/gateway/playground"
 	"github.com/streamgate/streamgate/gateway/streams"
 	"github.com/streamgate/streamgate/gateway/tritonapi"
@@ -49,11 +49,8 @@ const StatusClientClosed = core.StatusClientClosed
 // that started it.
 type Server struct {
 	*core.Server
-	router    chi.Router
-	templates map[string]*openai.Template
-	template  *openai.Template
-	jinja     jinjaTemplates   // models' own chat templates (chatprompt.go)
-	running   runningResponses // stored responses running here
+	router chi.Router
+	openai *openaiapi.API
 
 	triton  *tritonapi.API
 	streams *streams.API
@@ -64,15 +61,7 @@ type Server struct {
 // calls but know no models).
 func newServer(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 	c := core.New(up, inspect, opts)
-	s := &Server{
-		Server:    c,
-		template:  openai.MustParseTemplate("default", c.Opts.ChatTemplate),
-		templates: map[string]*openai.Template{},
-		running:   runningResponses{m: map[string]*runningResponse{}},
-	}
-	for model, src := range c.Opts.ChatTemplates {
-		s.templates[model] = openai.MustParseTemplate(model, src)
-	}
+	s := &Server{Server: c, openai: openaiapi.New(c)}
 	s.triton = tritonapi.New(c)
 	s.streams = streams.New(c)
 	s.router = s.routes()
@@ -118,15 +107,15 @@ func (s *Server) routes() chi.Router {
 		r.Get(base+"/stats", triton(s.triton.ModelStats))
 	}
 
-	r.Post("/v1/chat/completions", openAI(s.ChatCompletions))
-	r.Post("/v1/completions", openAI(s.Completions))
-	r.Post("/v1/responses", openAI(s.CreateResponse))
-	r.Get("/v1/responses/{id}", openAI(s.GetResponse))
-	r.Delete("/v1/responses/{id}", openAI(s.DeleteResponse))
-	r.Post("/v1/responses/{id}/cancel", openAI(s.CancelResponse))
-	r.Get("/v1/responses/{id}/input_items", openAI(s.ResponseInputItems))
-	r.Get("/v1/models", openAI(s.ListModels))
-	r.Get("/v1/models/{id}", openAI(s.GetModel))
+	r.Post("/v1/chat/completions", openAI(s.openai.ChatCompletions))
+	r.Post("/v1/completions", openAI(s.openai.Completions))
+	r.Post("/v1/responses", openAI(s.openai.CreateResponse))
+	r.Get("/v1/responses/{id}", openAI(s.openai.GetResponse))
+	r.Delete("/v1/responses/{id}", openAI(s.openai.DeleteResponse))
+	r.Post("/v1/responses/{id}/cancel", openAI(s.openai.CancelResponse))
+	r.Get("/v1/responses/{id}/input_items", openAI(s.openai.ResponseInputItems))
+	r.Get("/v1/models", openAI(s.openai.ListModels))
+	r.Get("/v1/models/{id}", openAI(s.openai.GetModel))
 	r.Get("/v1/ws", s.HandleOpen(core.TritonErrors, s.WebSocket))
 	r.Get("/v1/streams/{sid}", streams.TokenQuery(openAI(s.streams.GetStream)))
 	r.Delete("/v1/streams/{sid}", openAI(s.streams.DeleteStream))

@@ -145,13 +145,13 @@ func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) 
 		if err != nil {
 			return nil, err
 		}
-		return s.ChatJob(ctx, cr, core.FormWS)
+		return s.openai.ChatJob(ctx, cr, core.FormWS)
 	case ws.TypeCompletions:
 		cr, err := openai.ParseCompletion(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		return s.CompletionJob(ctx, cr, core.FormWS)
+		return s.openai.CompletionJob(ctx, cr, core.FormWS)
 	case ws.TypeResponses:
 		rr, err := openai.ParseResponses(req.Body)
 		if err != nil {
@@ -161,12 +161,7 @@ func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) 
 			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Param: "background",
 				Msg: "Unsupported parameter: 'background' is not supported on the WebSocket: create background responses with POST /v1/responses."}
 		}
-		history, err := s.History(ctx, rr)
-		if err != nil {
-			return nil, err
-		}
-		j, _, err := s.ResponseJob(ctx, rr, history, core.FormWS)
-		return j, err
+		return s.openai.ResponsesJob(ctx, rr, core.FormWS)
 	}
 	// ws.ParseFrame lets no other type through.
 	return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: ws.CodeBadRequest, Msg: "unknown frame type '" + req.Type + "'"}

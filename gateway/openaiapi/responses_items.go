@@ -1,4 +1,4 @@
-package gateway
+package openaiapi
 
 import (
 	"net/http"
@@ -32,7 +32,7 @@ type inputItemTextPart struct {
 
 // ResponseInputItems serves GET /v1/responses/{id}/input_items: the
 // response's own input, as message items, in order.
-func (s *Server) ResponseInputItems(w http.ResponseWriter, r *http.Request) error {
+func (s *API) ResponseInputItems(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	_, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {

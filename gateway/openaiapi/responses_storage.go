@@ -1,4 +1,4 @@
-package gateway
+package openaiapi
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // owner's budget and the gateway's cap (Options.StorageCap), for as long
 // as the record lives. With limit false (a response's later record, its
 // request admitted) it counts without refusing.
-func (s *Server) chargeStorage(ctx context.Context, id string, size int64, limit bool) error {
+func (s *API) chargeStorage(ctx context.Context, id string, size int64, limit bool) error {
 	budget, capacity := s.StorageBudget(ctx), s.Opts.StorageCap
 	if !limit {
 		budget, capacity = 0, 0
@@ -43,7 +43,7 @@ func (s *Server) chargeStorage(ctx context.Context, id string, size int64, limit
 }
 
 // releaseStorage gives back what deleted response id counted.
-func (s *Server) releaseStorage(ctx context.Context, id string) {
+func (s *API) releaseStorage(ctx context.Context, id string) {
 	if owner := core.CallerKey(ctx); owner != "" {
 		_ = s.responseStoreError(ctx, s.Opts.Store.ReleaseStorage(ctx, owner, id))
 	}

@@ -1,4 +1,9 @@
-package gateway
+// Package openaiapi serves the OpenAI-compatible /v1 routes: chat
+// completions, completions, the Responses API (with stored and background
+// responses) and the models list, over text models that follow the vLLM
+// or TensorRT-LLM conventions. Its requests live the core's one life
+// (core.Server.Serve).
+package openaiapi
 
 import (
 	"context"
@@ -16,6 +21,32 @@ import (
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
+// API is the /v1 surface, on the gateway's core. Its chat templates come
+// from the core's Options (ChatTemplate, ChatTemplates) and the models'
+// own configs.
+type API struct {
+	*core.Server
+	templates map[string]*openai.Template
+	template  *openai.Template
+	jinja     jinjaTemplates   // models' own chat templates (chatprompt.go)
+	running   runningResponses // stored responses running here
+}
+
+// New returns the surface on c. It panics if a chat template of c's
+// Options does not parse (a wiring error).
+func New(c *core.Server) *API {
+	s := &API{
+		Server:    c,
+		template:  openai.MustParseTemplate("default", c.Opts.ChatTemplate),
+		templates: map[string]*openai.Template{},
+		running:   runningResponses{m: map[string]*runningResponse{}},
+	}
+	for model, src := range c.Opts.ChatTemplates {
+		s.templates[model] = openai.MustParseTemplate(model, src)
+	}
+	return s
+}
+
 // The OpenAI-compatible /v1 routes: chat completions and completions over
 // any text model (through the adapter its metadata selects), and the
 // models list.
@@ -24,7 +55,7 @@ import (
 // differs from a served model's only in case names that model: *model
 // becomes its name. An unknown model is OpenAI's 404, with the nearest
 // name when one is near.
-func (s *Server) textModel(ctx context.Context, model *string) (textmodel.Adapter, error) {
+func (s *API) textModel(ctx context.Context, model *string) (textmodel.Adapter, error) {
 	md, err := s.Inspect.ModelMetadata(ctx, *model, "")
 	if err != nil && core.Classify(err).Status == http.StatusNotFound {
 		if alt := s.NearestModel(ctx, *model); strings.EqualFold(alt, *model) {
@@ -45,7 +76,7 @@ func (s *Server) textModel(ctx context.Context, model *string) (textmodel.Adapte
 
 // ChatJob turns a chat completions request into a job whose payloads take
 // form f.
-func (s *Server) ChatJob(ctx context.Context, cr *openai.ChatRequest, f core.Form) (*core.Job, error) {
+func (s *API) ChatJob(ctx context.Context, cr *openai.ChatRequest, f core.Form) (*core.Job, error) {
 	ad, err := s.textModel(ctx, &cr.Model)
 	if err != nil {
 		return nil, err
@@ -99,7 +130,7 @@ func (s *Server) ChatJob(ctx context.Context, cr *openai.ChatRequest, f core.For
 // (the config parameter guided_decoding, a comma-separated list of vLLM's
 // kinds: the engine's text models set it to "json"). Without it, the
 // output would be unvalidated, so the client is told instead.
-func (s *Server) checkGuided(ctx context.Context, model, param, value, instead string) error {
+func (s *API) checkGuided(ctx context.Context, model, param, value, instead string) error {
 	cfg, err := s.ModelConfig(ctx, model, "")
 	if err != nil && status.Code(err) != codes.Unimplemented {
 		return err
@@ -116,7 +147,7 @@ func (s *Server) checkGuided(ctx context.Context, model, param, value, instead s
 
 // CompletionJob turns a completions request into a job whose payloads
 // take form f.
-func (s *Server) CompletionJob(ctx context.Context, cr *openai.CompletionRequest, f core.Form) (*core.Job, error) {
+func (s *API) CompletionJob(ctx context.Context, cr *openai.CompletionRequest, f core.Form) (*core.Job, error) {
 	ad, err := s.textModel(ctx, &cr.Model)
 	if err != nil {
 		return nil, err
@@ -136,7 +167,7 @@ func (s *Server) CompletionJob(ctx context.Context, cr *openai.CompletionRequest
 
 // serveOpenAI runs j: as an event stream when the client asked for one,
 // otherwise as one JSON body.
-func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, j *core.Job, stream bool) error {
+func (s *API) serveOpenAI(w http.ResponseWriter, r *http.Request, j *core.Job, stream bool) error {
 	if stream {
 		return s.ServeSSE(w, r, j, core.OpenAIErrors, core.FormatOpenAI, false)
 	}
@@ -151,7 +182,8 @@ func streamForm(stream bool) core.Form {
 	return core.FormBody
 }
 
-func (s *Server) ChatCompletions(w http.ResponseWriter, r *http.Request) error {
+// ChatCompletions serves POST /v1/chat/completions.
+func (s *API) ChatCompletions(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
@@ -167,7 +199,8 @@ func (s *Server) ChatCompletions(w http.ResponseWriter, r *http.Request) error {
 	return s.serveOpenAI(w, r, j, cr.Stream)
 }
 
-func (s *Server) Completions(w http.ResponseWriter, r *http.Request) error {
+// Completions serves POST /v1/completions.
+func (s *API) Completions(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
@@ -184,7 +217,7 @@ func (s *Server) Completions(w http.ResponseWriter, r *http.Request) error {
 }
 
 // ListModels lists the ready models that follow a text convention.
-func (s *Server) ListModels(w http.ResponseWriter, r *http.Request) error {
+func (s *API) ListModels(w http.ResponseWriter, r *http.Request) error {
 	index, err := s.Inspect.RepositoryIndex(r.Context())
 	if err != nil {
 		return err
@@ -207,7 +240,8 @@ func (s *Server) ListModels(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) GetModel(w http.ResponseWriter, r *http.Request) error {
+// GetModel serves GET /v1/models/{id}.
+func (s *API) GetModel(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	if err := core.ModelAllowed(r.Context(), id); err != nil {
 		return err

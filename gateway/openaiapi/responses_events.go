@@ -1,4 +1,4 @@
-package gateway
+package openaiapi
 
 // How a Responses request's output becomes events: the translator
 // (responseEvents) and the sink of a background response (logSink).

@@ -1,4 +1,4 @@
-package gateway
+package openaiapi
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // responses too (core's TestClassifyStoreUnavailable: keys and limits,
 // resumable streams).
 func TestResponsesStoreUnavailable(t *testing.T) {
-	s := testServer(nil, nil, nil)
+	s := New(core.New(nil, nil, nil))
 	down := fmt.Errorf("%w: dial tcp: connection refused", store.ErrUnavailable)
 	want := core.Classify(down)
 	for name, err := range map[string]error{

@@ -1,4 +1,4 @@
-package gateway
+package openaiapi
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func responseNotFound(id, param string) *core.HTTPError {
 
 // responseStoreError is err, a failure of the Store's Responses, counted
 // and logged; classify answers it (503 when the store is down).
-func (s *Server) responseStoreError(ctx context.Context, err error) error {
+func (s *API) responseStoreError(ctx context.Context, err error) error {
 	if err != nil {
 		s.StoreError(ctx, "responses", err)
 	}
@@ -71,7 +71,7 @@ func (s *Server) responseStoreError(ctx context.Context, err error) error {
 
 // loadResponse reads stored response id for the caller: 404 (naming
 // param) when there is none or it is another API key's.
-func (s *Server) loadResponse(ctx context.Context, id, param string) (*openai.Response, *responseData, error) {
+func (s *API) loadResponse(ctx context.Context, id, param string) (*openai.Response, *responseData, error) {
 	rec, err := s.Opts.Store.GetResponse(ctx, id)
 	if errors.Is(err, store.ErrNoResponse) || err == nil && rec.Owner != core.CallerKey(ctx) {
 		return nil, nil, responseNotFound(id, param)
@@ -96,7 +96,7 @@ func (s *Server) loadResponse(ctx context.Context, id, param string) (*openai.Re
 // its first record, or (update) a later one, which is not written when
 // the record has been deleted meanwhile. The first record must fit in the
 // key's storage budget and the gateway's cap (chargeStorage).
-func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *responseData, update bool) error {
+func (s *API) saveResponse(ctx context.Context, resp *openai.Response, data *responseData, update bool) error {
 	d, err := json.Marshal(data)
 	if err != nil {
 		return err
@@ -115,10 +115,10 @@ func (s *Server) saveResponse(ctx context.Context, resp *openai.Response, data *
 	return s.responseStoreError(ctx, s.Opts.Store.PutResponse(ctx, resp.ID, rec, s.Opts.ResponseTTL))
 }
 
-// ResponseJob turns a Responses API request into a job whose payloads
+// responseJob turns a Responses API request into a job whose payloads
 // take form f, and the translator that keeps its Response. history is the
 // conversation it continues.
-func (s *Server) ResponseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f core.Form) (*core.Job, *responseEvents, error) {
+func (s *API) responseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f core.Form) (*core.Job, *responseEvents, error) {
 	ad, err := s.textModel(ctx, &rr.Model)
 	if err != nil {
 		return nil, nil, err
@@ -171,13 +171,25 @@ func (s *Server) ResponseJob(ctx context.Context, rr *openai.ResponsesRequest, h
 // maxChain bounds the responses one conversation chains.
 const maxChain = 1000
 
-// History is the conversation a request continues: that of its
+// ResponsesJob validates a Responses API request run on another surface
+// (a WebSocket frame) into a job of form f, continuing the conversation
+// it names (previous_response_id).
+func (s *API) ResponsesJob(ctx context.Context, rr *openai.ResponsesRequest, f core.Form) (*core.Job, error) {
+	history, err := s.history(ctx, rr)
+	if err != nil {
+		return nil, err
+	}
+	j, _, err := s.responseJob(ctx, rr, history, f)
+	return j, err
+}
+
+// history is the conversation a request continues: that of its
 // previous_response_id, if any, read turn by turn back along the chain of
 // responses (each record names the one it continues). The conversation
 // with the request's input must fit in Options.MaxBodyBytes, as a request
 // that sent it all would: a chain of responses cannot grow without bound.
 // A response of the chain that is gone (deleted, expired) is 404.
-func (s *Server) History(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
+func (s *API) history(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
 	if err := s.resolveReferences(ctx, rr.Input); err != nil {
 		return nil, err
 	}
@@ -220,7 +232,7 @@ func messageItemID(id string) string { return "msg-" + strings.TrimPrefix(id, "r
 // resolveReferences fills in the text of the input's item_reference
 // items: each names the message item of a stored response of the caller
 // (messageItemID), whose text it stands for; another id is 404.
-func (s *Server) resolveReferences(ctx context.Context, input []openai.ChatMessage) error {
+func (s *API) resolveReferences(ctx context.Context, input []openai.ChatMessage) error {
 	for i := range input {
 		ref := input[i].Ref
 		if ref == "" {
@@ -247,7 +259,7 @@ func (s *Server) resolveReferences(ctx context.Context, input []openai.ChatMessa
 }
 
 // CreateResponse serves POST /v1/responses.
-func (s *Server) CreateResponse(w http.ResponseWriter, r *http.Request) error {
+func (s *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	body, err := s.ReadBody(w, r)
 	if err != nil {
 		return err
@@ -256,13 +268,13 @@ func (s *Server) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	history, err := s.History(r.Context(), rr)
+	history, err := s.history(r.Context(), rr)
 	if err != nil {
 		return err
 	}
 	// A background response's log holds its events, whatever its client
 	// asked for.
-	j, tr, err := s.ResponseJob(r.Context(), rr, history, streamForm(rr.Stream || rr.Background))
+	j, tr, err := s.responseJob(r.Context(), rr, history, streamForm(rr.Stream || rr.Background))
 	if err != nil {
 		return err
 	}
@@ -362,7 +374,7 @@ func (s *Server) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 // ?stream=true a background response's events after starting_after (a
 // sequence number; or after the SSE id in Last-Event-ID), then the live
 // ones until its end, read from its log on any replica.
-func (s *Server) GetResponse(w http.ResponseWriter, r *http.Request) error {
+func (s *API) GetResponse(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {
@@ -416,7 +428,7 @@ func queryBool(v, name string) (bool, error) {
 // runs: here at once, on another replica through its stream's cancel;
 // then it waits (until ctx is done) for its end to be stored and returns
 // the Response as stored.
-func (s *Server) stop(ctx context.Context, id string, resp *openai.Response, data *responseData) (*openai.Response, error) {
+func (s *API) stop(ctx context.Context, id string, resp *openai.Response, data *responseData) (*openai.Response, error) {
 	if s.running.cancel(ctx, id) {
 		resp, _, err := s.loadResponse(ctx, id, "")
 		return resp, err
@@ -460,7 +472,7 @@ func ended(status string) bool {
 
 // DeleteResponse serves DELETE /v1/responses/{id}. A response still
 // running is cancelled first.
-func (s *Server) DeleteResponse(w http.ResponseWriter, r *http.Request) error {
+func (s *API) DeleteResponse(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {
@@ -489,7 +501,7 @@ func (s *Server) DeleteResponse(w http.ResponseWriter, r *http.Request) error {
 // response still running, on any replica, is stopped upstream and stored
 // as cancelled; the answer is the Response as stored then. Cancelling one
 // that has ended answers it as it is.
-func (s *Server) CancelResponse(w http.ResponseWriter, r *http.Request) error {
+func (s *API) CancelResponse(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
 	resp, data, err := s.loadResponse(r.Context(), id, "")
 	if err != nil {

@@ -30,7 +30,7 @@ import (
 func cannedRelay(tb testing.TB, srv *Server, ctx context.Context, tr core.Translator, out core.Sink) (*core.Relay, *upstream.Feed) {
 	var feed *upstream.Feed
 	j := &core.Job{Req: &pb.ModelInferRequest{ModelName: "m"}, Tr: tr, Op: core.OpGenerate}
-	rl, err := srv.NewRelay(ctx, j, out, upstreamtest.Client(func(_ context.Context, _ *pb.ModelInferRequest, f *upstream.Feed) error {
+	rl, err := srv.core.NewRelay(ctx, j, out, upstreamtest.Client(func(_ context.Context, _ *pb.ModelInferRequest, f *upstream.Feed) error {
 		feed = f
 		return nil
 	}).Start)
@@ -129,11 +129,11 @@ func relayRoutes(tb testing.TB) []route {
 	events := func(*Server) core.Translator { return tritonapi.NewEvents("abc") }
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
 	sseSink := func(srv *Server, _ *[]byte) core.Sink {
-		return srv.NewSSESink(&discardWriter{h: http.Header{}}, r, core.TritonErrors, false)
+		return srv.core.NewSSESink(&discardWriter{h: http.Header{}}, r, core.TritonErrors, false)
 	}
 	wsSink := func(srv *Server, frames *[]byte) core.Sink {
 		var seq uint64
-		return &core.WSSink{Events: srv.Metrics.Events.With("ws"), Emit: func(data []byte) error {
+		return &core.WSSink{Events: srv.core.Metrics.Events.With("ws"), Emit: func(data []byte) error {
 			*frames = ws.AppendDataFrame((*frames)[:0], "a1", seq, data)
 			seq++
 			return nil
@@ -144,7 +144,7 @@ func relayRoutes(tb testing.TB) []route {
 		{"chat", textResp, chat(core.FormSSE), sseSink, 0},
 		{"completions", textResp, completions, sseSink, 0},
 		{"responses", textResp, responses, func(srv *Server, _ *[]byte) core.Sink {
-			o := srv.NewSSESink(&discardWriter{h: http.Header{}}, r, core.OpenAIErrors, false)
+			o := srv.core.NewSSESink(&discardWriter{h: http.Header{}}, r, core.OpenAIErrors, false)
 			o.Named = true
 			return o
 		}, 16},

@@ -235,7 +235,7 @@ func FuzzWebSocketRequest(f *testing.F) {
 			return
 		}
 		err := ws.Serve(t.Context(), req, func(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
-			return srv.wsRequest(ctx, upgrade, req, emit)
+			return srv.ws.Request(ctx, upgrade, req, emit)
 		}, func(p []byte) error {
 			if !json.Valid(p) {
 				t.Errorf("data is not JSON: %q", p)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/playground"
 	"github.com/streamgate/streamgate/gateway/streams"
 	"github.com/streamgate/streamgate/gateway/tritonapi"
+	"github.com/streamgate/streamgate/gateway/wsapi"
 	"github.com/streamgate/streamgate/upstream"
 )
 
@@ -48,11 +50,12 @@ const StatusClientClosed = core.StatusClientClosed
 // WebSocket sessions end with their socket. Nothing outlives the requests
 // that started it.
 type Server struct {
-	*core.Server
+	core   *core.Server // what the surfaces share: the lifecycle, admission, errors
 	router chi.Router
-	openai *openaiapi.API
 
+	openai  *openaiapi.API
 	triton  *tritonapi.API
+	ws      *wsapi.API
 	streams *streams.API
 }
 
@@ -61,8 +64,14 @@ type Server struct {
 // calls but know no models).
 func newServer(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 	c := core.New(up, inspect, opts)
-	s := &Server{Server: c, openai: openaiapi.New(c)}
-	s.triton = tritonapi.New(c)
+	s := &Server{core: c, openai: openaiapi.New(c), triton: tritonapi.New(c)}
+	s.ws = wsapi.New(c, wsapi.Jobs{
+		Generate:   s.triton.GenerateJob,
+		Chat:       s.openai.ChatJob,
+		Completion: s.openai.CompletionJob,
+		Responses:  s.openai.ResponsesJob,
+		Events:     tritonapi.NewEvents,
+	})
 	s.streams = streams.New(c)
 	s.router = s.routes()
 	return s
@@ -79,19 +88,40 @@ func New(up *upstream.Client, opts *Options) *Server {
 // deadlines.
 func (s *Server) Handler() http.Handler { return core.TopHandler{Router: s.router} }
 
+// Drain shuts the gateway down gracefully. At once /readyz and
+// /v2/health/ready start failing, new inference requests get 503 with
+// Retry-After, and WebSocket sockets stop taking requests (and close with
+// 1001 as soon as they have none running). Running requests may finish
+// until ctx is done; then SSE streams end with an error event, non-streaming
+// requests get 503, and sockets close with 1001. What has not ended
+// Options.StopTimeout later (its client does not read) has its connection
+// cut. Drain returns once every request has ended: nil if all finished on
+// their own, ctx.Err() if some had to be ended. It does not close
+// listeners; call http.Server.Shutdown afterwards.
+func (s *Server) Drain(ctx context.Context) error { return s.core.Drain(ctx) }
+
+// HTTP2Config is the HTTP/2 configuration consistent with the gateway's
+// limits, for the http.Server that serves Handler. A connection may open
+// twice Options.MaxStreamsPerConn streams (at least the 100 HTTP/2
+// recommends): inference requests past the per-client limit are answered
+// 429 with Retry-After in the route's format rather than left waiting
+// unseen in the client's HTTP/2 queue, and requests that are not inference
+// (models, health, metrics) still get through beside a full connection.
+func (s *Server) HTTP2Config() *http.HTTP2Config { return s.core.HTTP2Config() }
+
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.Instrument, s.Guard, s.CORS)
+	r.Use(s.core.Instrument, s.core.Guard, s.core.CORS)
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.noRoute)
 
 	r.Method(http.MethodGet, "/", playground.Handler())
-	r.Get("/healthz", s.Healthz)
-	r.Get("/readyz", s.Readyz)
-	r.Get("/metrics", s.MetricsHandler)
+	r.Get("/healthz", s.core.Healthz)
+	r.Get("/readyz", s.core.Readyz)
+	r.Get("/metrics", s.core.MetricsHandler)
 
-	triton := func(h core.HandlerFunc) http.HandlerFunc { return s.Handle(core.TritonErrors, h) }
-	openAI := func(h core.HandlerFunc) http.HandlerFunc { return s.Handle(core.OpenAIErrors, h) }
+	triton := func(h core.HandlerFunc) http.HandlerFunc { return s.core.Handle(core.TritonErrors, h) }
+	openAI := func(h core.HandlerFunc) http.HandlerFunc { return s.core.Handle(core.OpenAIErrors, h) }
 	r.Get("/v2", triton(s.triton.ServerMetadata))
 	r.Get("/v2/health/live", s.triton.ServerLive)
 	r.Get("/v2/health/ready", s.triton.ServerReady)
@@ -116,7 +146,7 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v1/responses/{id}/input_items", openAI(s.openai.ResponseInputItems))
 	r.Get("/v1/models", openAI(s.openai.ListModels))
 	r.Get("/v1/models/{id}", openAI(s.openai.GetModel))
-	r.Get("/v1/ws", s.HandleOpen(core.TritonErrors, s.WebSocket))
+	r.Get("/v1/ws", s.core.HandleOpen(core.TritonErrors, s.ws.WebSocket))
 	r.Get("/v1/streams/{sid}", streams.TokenQuery(openAI(s.streams.GetStream)))
 	r.Delete("/v1/streams/{sid}", openAI(s.streams.DeleteStream))
 	return r

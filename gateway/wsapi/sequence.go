@@ -1,4 +1,4 @@
-package gateway
+package wsapi
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/generate"
-	"github.com/streamgate/streamgate/gateway/tritonapi"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -29,8 +28,9 @@ import (
 // sequenceModel is what a sequence needs to know of its model.
 type sequenceModel struct {
 	md       *pb.ModelMetadataResponse
-	stringID bool          // its CORRID control is TYPE_STRING: string correlation ids
-	idle     time.Duration // ends idle sequences before the model's reaper would; 0: no limit of its own
+	stringID bool                            // its CORRID control is TYPE_STRING: string correlation ids
+	idle     time.Duration                   // ends idle sequences before the model's reaper would; 0: no limit of its own
+	events   func(id string) core.Translator // a chunk's translator (Jobs.Events)
 }
 
 // errNotSequence refuses a sequence for a model without sequence_batching:
@@ -40,12 +40,12 @@ func errNotSequence(model string) error {
 		Msg: "model '" + model + "' is not a sequence model: its config has no sequence_batching"}
 }
 
-func (s *Server) sequenceModel(ctx context.Context, model, version string) (*sequenceModel, error) {
+func (s *API) sequenceModel(ctx context.Context, model, version string) (*sequenceModel, error) {
 	md, err := s.Metadata(ctx, model, version)
 	if err != nil {
 		return nil, err
 	}
-	sm := &sequenceModel{md: md}
+	sm := &sequenceModel{md: md, events: s.jobs.Events}
 	cfg, err := s.ModelConfig(ctx, model, version)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func newCorrelationID(stringID bool) *pb.InferParameter {
 // wsSequence runs a sequence.start request to its end: the frame's body
 // is the first chunk, then each chunk the client adds, until the one that
 // ends the sequence.
-func (s *Server) wsSequence(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
+func (s *API) wsSequence(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
 	if req.Sequence == nil {
 		return &core.HTTPError{Status: http.StatusBadRequest, Code: "bad_request", Msg: "a sequence runs on a WebSocket session only"}
 	}
@@ -130,7 +130,7 @@ func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*core.Job, error
 			return nil, err
 		}
 		gr := &generate.Request{Inputs: []*tensor.Tensor{t}, Parameters: map[string]*pb.InferParameter{}}
-		return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: tritonapi.NewEvents(""), Op: core.OpGenerate}, nil
+		return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: sm.events(""), Op: core.OpGenerate}, nil
 	}
 	gr, err := generate.Parse(c.Body, sm.md.GetInputs())
 	if err != nil {
@@ -142,5 +142,5 @@ func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*core.Job, error
 				Msg: "'" + k + "' is set by the gateway in sequence frames"}
 		}
 	}
-	return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: tritonapi.NewEvents(gr.ID), Op: core.OpGenerate}, nil
+	return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: sm.events(gr.ID), Op: core.OpGenerate}, nil
 }

@@ -1,4 +1,10 @@
-package gateway
+// Package wsapi serves the streamgate.v1 WebSocket protocol on /v1/ws:
+// one ws.Session per socket, each request frame run by the core like its
+// HTTP twin (generate, chat.completions, completions, responses),
+// resumable requests and resume frames, and Triton sequences streamed in
+// chunks. The jobs of the frames come from the other surfaces through
+// Jobs, which package gateway wires: this surface imports none of them.
+package wsapi
 
 import (
 	"context"
@@ -13,9 +19,33 @@ import (
 	"github.com/streamgate/streamgate/gateway/ws"
 )
 
+// Jobs are the other surfaces' job builders for the socket's request
+// frames: a frame's body is the same as on its HTTP route.
+type Jobs struct {
+	// Generate builds a generate frame's job (Triton's generate JSON).
+	Generate func(ctx context.Context, model, version string, body []byte, f core.Form) (*core.Job, error)
+	// Chat and Completion build the OpenAI frames' jobs.
+	Chat       func(ctx context.Context, cr *openai.ChatRequest, f core.Form) (*core.Job, error)
+	Completion func(ctx context.Context, cr *openai.CompletionRequest, f core.Form) (*core.Job, error)
+	// Responses builds a responses frame's job (not a background one).
+	Responses func(ctx context.Context, rr *openai.ResponsesRequest, f core.Form) (*core.Job, error)
+	// Events is the translator of a sequence chunk's responses (one
+	// generate event each), id the chunk's generate id.
+	Events func(id string) core.Translator
+}
+
+// API is the /v1/ws surface, on the gateway's core.
+type API struct {
+	*core.Server
+	jobs Jobs
+}
+
+// New returns the surface on c, building the frames' jobs with jobs.
+func New(c *core.Server, jobs Jobs) *API { return &API{Server: c, jobs: jobs} }
+
 // WebSocket serves GET /v1/ws: the streamgate.v1 protocol, one ws.Session
 // per socket, each request run by serve like its HTTP twin.
-func (s *Server) WebSocket(w http.ResponseWriter, r *http.Request) error {
+func (s *API) WebSocket(w http.ResponseWriter, r *http.Request) error {
 	if s.Draining.Load() {
 		return core.ErrDraining
 	}
@@ -52,7 +82,7 @@ func (s *Server) WebSocket(w http.ResponseWriter, r *http.Request) error {
 	}
 	opts.ErrorInfo = core.WSErrorInfo
 	sess := ws.NewSession(c, func(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
-		return s.wsRequest(ctx, r, req, emit)
+		return s.Request(ctx, r, req, emit)
 	}, &opts)
 	// Cancelling Run's context closes the connection at once: Drain's cut
 	// for a socket whose client does not read.
@@ -72,11 +102,11 @@ func (s *Server) WebSocket(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// wsRequest runs one request frame on the socket upgraded by r (the
+// Request runs one request frame on the socket upgraded by r (the
 // session's ws.Handler) in its own server span, a child of the socket's.
 // A plain streaming request waits for its responses without a goroutine
 // (flight.relayLater: req.Later); the others end before it returns.
-func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request, emit func([]byte) error) error {
+func (s *API) Request(ctx context.Context, r *http.Request, req *ws.Request, emit func([]byte) error) error {
 	ctx, span := s.Tracer.Start(ctx, core.WSSpanName(req.Type), trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("streamgate.ws.request_id", req.ID))
@@ -99,7 +129,7 @@ func (s *Server) wsRequest(ctx context.Context, r *http.Request, req *ws.Request
 
 // wsEnd logs the error that ended a WebSocket request (nil: none) and
 // ends its span.
-func (s *Server) wsEnd(ctx context.Context, r *http.Request, span trace.Span, err error) {
+func (s *API) wsEnd(ctx context.Context, r *http.Request, span trace.Span, err error) {
 	if err != nil {
 		s.LogError(ctx, r, err, http.StatusSwitchingProtocols)
 	}
@@ -109,7 +139,7 @@ func (s *Server) wsEnd(ctx context.Context, r *http.Request, span trace.Span, er
 // wsInfer runs an inference request frame (generate, chat.completions,
 // completions, responses). later says it goes on after wsInfer returns,
 // and will end itself (wsEnd, then the function req.Later gave).
-func (s *Server) wsInfer(ctx context.Context, r *http.Request, span trace.Span, req *ws.Request, emit func([]byte) error) (later bool, err error) {
+func (s *API) wsInfer(ctx context.Context, r *http.Request, span trace.Span, req *ws.Request, emit func([]byte) error) (later bool, err error) {
 	out := &core.WSSink{Emit: emit, Events: s.Metrics.Events.With("ws")}
 	var j *core.Job
 	if s.ResumableAsked(req.Resumable) {
@@ -136,22 +166,22 @@ func (s *Server) wsInfer(ctx context.Context, r *http.Request, span trace.Span, 
 
 // wsJob validates a request frame into a job: the body is the same as on
 // the frame type's HTTP route, the payloads are data frames.
-func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) {
+func (s *API) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) {
 	switch req.Type {
 	case ws.TypeGenerate:
-		return s.triton.GenerateJob(ctx, req.Model, req.Version, req.Body, core.FormWS)
+		return s.jobs.Generate(ctx, req.Model, req.Version, req.Body, core.FormWS)
 	case ws.TypeChat:
 		cr, err := openai.ParseChat(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		return s.openai.ChatJob(ctx, cr, core.FormWS)
+		return s.jobs.Chat(ctx, cr, core.FormWS)
 	case ws.TypeCompletions:
 		cr, err := openai.ParseCompletion(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		return s.openai.CompletionJob(ctx, cr, core.FormWS)
+		return s.jobs.Completion(ctx, cr, core.FormWS)
 	case ws.TypeResponses:
 		rr, err := openai.ParseResponses(req.Body)
 		if err != nil {
@@ -161,7 +191,7 @@ func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) 
 			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Param: "background",
 				Msg: "Unsupported parameter: 'background' is not supported on the WebSocket: create background responses with POST /v1/responses."}
 		}
-		return s.openai.ResponsesJob(ctx, rr, core.FormWS)
+		return s.jobs.Responses(ctx, rr, core.FormWS)
 	}
 	// ws.ParseFrame lets no other type through.
 	return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: ws.CodeBadRequest, Msg: "unknown frame type '" + req.Type + "'"}
@@ -170,7 +200,7 @@ func (s *Server) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) 
 // refuseSocket answers a socket whose upgrade had no valid API key (or
 // whose key the store could not check): one error frame, before any
 // request runs, then the close (1008, or 1013 to try again later).
-func (s *Server) refuseSocket(r *http.Request, c *ws.Conn, err error) {
+func (s *API) refuseSocket(r *http.Request, c *ws.Conn, err error) {
 	e := s.LogError(r.Context(), r, err, http.StatusSwitchingProtocols)
 	ctx, cancel := context.WithTimeout(r.Context(), s.Opts.StopTimeout)
 	defer cancel()

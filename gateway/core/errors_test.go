@@ -59,7 +59,7 @@ func TestClassifyIdleTimeout(t *testing.T) {
 	}
 }
 
-// An answer already made (an *httpError) is kept as it is, even when it
+// An answer already made (an *HTTPError) is kept as it is, even when it
 // wraps a store error classifyResume knows: a key lookup with the store
 // down says so, not that the stream store is down.
 func TestClassifyKeepsHTTPError(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/streamgate/streamgate/upstream"
 )
 
-// wsRecorder is a wsSink whose data frames a test reads back.
+// wsRecorder is a WSSink whose data frames a test reads back.
 type wsRecorder struct {
 	mu   sync.Mutex
 	sent []string

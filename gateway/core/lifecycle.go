@@ -58,8 +58,8 @@ type Job struct {
 	Tokens, Prompt int
 }
 
-// Sink is where one request's payloads go: an event stream (sseSink), one
-// JSON body (bodySink) or WebSocket data frames (wsSink); logSink (a
+// Sink is where one request's payloads go: an event stream (SSESink), one
+// JSON body (BodySink) or WebSocket data frames (WSSink); LogSink (a
 // background response's) writes them to its resumable log alone. Its
 // request's relay drives it (run or relayLater), one batch at a time;
 // only cut comes from elsewhere.
@@ -70,7 +70,7 @@ type Sink interface {
 	// due; 0 means never.
 	keepAlive() time.Duration
 	// send takes one payload, copying what it keeps. It may buffer it
-	// until flush. A failed write returns errClientGone.
+	// until flush. A failed write returns ErrClientGone.
 	send(p []byte) error
 	// flush delivers what send buffered; serve calls it after every batch
 	// of ready responses. The first flush (or idle) commits the response:
@@ -112,13 +112,13 @@ type Sink interface {
 // when it is done the call is cancelled upstream. conn names the client
 // connection for the per-client limit when the request has no API key
 // ("" for none: a WebSocket's requests are limited by its session).
-// serve returns nil when the request succeeded or out delivered its
-// error, and otherwise the error the caller must answer (errClientGone
+// Serve returns nil when the request succeeded or out delivered its
+// error, and otherwise the error the caller must answer (ErrClientGone
 // when there is nobody to answer).
 //
-// serve is begin (1, 2) and flight.run (3, 4); the caller's goroutine
+// Serve is Begin (1, 2) and Flight.run (3, 4); the caller's goroutine
 // waits for the end, in this frame: see run. A WebSocket request runs 3
-// and 4 with no goroutine waiting (flight.relayLater). Both relay in
+// and 4 with no goroutine waiting (Flight.RelayLater). Both relay in
 // steps, with the same relayer, and end in finish.
 func (s *Server) Serve(ctx context.Context, conn string, j *Job, out Sink) error {
 	f, err := s.Begin(ctx, nil, conn, j, out)
@@ -150,7 +150,7 @@ type Flight struct {
 	ka    *keepalive   // nil without keepalives
 }
 
-// Begin admits j and starts its call: serve's steps 1 and 2. A nil flight
+// Begin admits j and starts its call: Serve's steps 1 and 2. A nil flight
 // comes with the error serve returns. cancel, if not nil, cancels ctx
 // (a WebSocket request's: ws.Request.Cancel), whose owner cancels it once
 // the request has ended; otherwise the request runs in a child of ctx
@@ -181,7 +181,7 @@ func (s *Server) Begin(ctx context.Context, cancel context.CancelCauseFunc, conn
 	return f, nil
 }
 
-// finish ends a flight whose relay returned err: serve's step 4, the one
+// finish ends a flight whose relay returned err: Serve's step 4, the one
 // end of every inference request. It returns what serve returns.
 func (f *Flight) finish(err error) error {
 	f.c.Notify(nil)
@@ -206,21 +206,21 @@ func (f *Flight) release() {
 	}
 }
 
-// run starts relaying f's call, to finish f when it ends: serve's steps
+// run starts relaying f's call, to finish f when it ends: Serve's steps
 // 3 and 4. It returns at once, with the channel that gets what serve
 // returns; the caller's goroutine only waits for it: each time the call
 // says it may have a response ready (Notify) or has ended (which it does
 // when the request's context is done), and each time the keepalive is
 // due, a short-lived goroutine relays what is ready (step) and leaves.
-// The caller waits a channel receive deep, in serve's frame rather than
+// The caller waits a channel receive deep, in Serve's frame rather than
 // run's, so its stack (grown to 8 KB by routing and parsing the request)
 // halves at the next collection, and the relay's deeper frames (the
 // translator, the writes) are on no goroutine while the request is
 // quiet. The runtime halves a parked goroutine's stack only while it
 // uses under a quarter of it, 800 bytes of margin included: a held
 // HTTP/2 stream waits about 1.2 KB deep (topHandler, runShallow's rest,
-// serveSSE's run, serve, the receive), so 16 more bytes (run's frame
-// under serve's was 96) keep its 8 KB and cost about 4 KB per held
+// ServeSSE's run, Serve, the receive), so 16 more bytes (run's frame
+// under Serve's was 96) keep its 8 KB and cost about 4 KB per held
 // stream (bench --preset hold --http2). The sink sends the payloads of every response already
 // queued, then flushes once (one write per batch), and out.idle is called
 // whenever the request has been quiet for out.keepAlive(). The payloads
@@ -374,7 +374,7 @@ func (f *Flight) recoverStep() {
 	f.end(errRelayPanic)
 }
 
-// admitJob is serve's admission: admit, then a keyed request's model and
+// admitJob is Serve's admission: admit, then a keyed request's model and
 // key limits (admitKeyed). done gives everything back.
 func (s *Server) admitJob(ctx context.Context, conn string, j *Job, e *LiveStream) (func(), error) {
 	release, err := s.admit(limitKey(ctx, conn), e)
@@ -394,7 +394,7 @@ func (s *Server) admitJob(ctx context.Context, conn string, j *Job, e *LiveStrea
 }
 
 // failed accounts a request whose call could not start (c nil) or ended
-// with err, and lets out deliver the error if it can: serve's error path.
+// with err, and lets out deliver the error if it can: Serve's error path.
 func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstream.Call, j *Job, out Sink, err error) error {
 	err = endCause(ctx, parent, err)
 	s.noteEnd(out.protocol(), err)
@@ -444,8 +444,8 @@ func (s *Server) admit(client string, e *LiveStream) (done func(), err error) {
 	return func() { remove(); release() }, nil
 }
 
-// endCause is why a request that failed with err ended: errDraining when
-// Drain ended it, errClientGone when its client went away (its context is
+// endCause is why a request that failed with err ended: ErrDraining when
+// Drain ended it, ErrClientGone when its client went away (its context is
 // done, or a write failed), otherwise err.
 func endCause(ctx, parent context.Context, err error) error {
 	switch {
@@ -521,7 +521,7 @@ func (r *relayer) recv() (resp *pb.ModelInferResponse, ok bool, err error) {
 // batch relays one result of the call (resp, or its end: err) and every
 // response already queued after it, then flushes. ended says that relay
 // is over, with err (nil: the call completed and its payloads are out).
-// Errors are the call's, the translator's, or errClientGone when out
+// Errors are the call's, the translator's, or ErrClientGone when out
 // could not write; the payloads before them may still be buffered in
 // out, for its in-band error to follow.
 func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ error) {

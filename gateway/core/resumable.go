@@ -158,7 +158,7 @@ func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, j *Job, errs E
 	return run(w, r)
 }
 
-// serveResumable is serveSSE for a resumable stream (apart, so that the
+// serveResumable is ServeSSE for a resumable stream (apart, so that the
 // frame of a plain stream stays small: see serve).
 func (s *Server) serveResumable(r *http.Request, j *Job, out *SSESink, errs ErrorFormat, format string) error {
 	w := out.w

@@ -10,7 +10,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/sse"
 )
 
-// The sinks a request's relay writes into (logSink, a background
+// The sinks a request's relay writes into (LogSink, a background
 // response's, is in responses.go). Each is used by one request
 // from its handler goroutine only.
 
@@ -267,7 +267,7 @@ type WSSink struct {
 	Events *metrics.CounterValue
 	// unflushed is the payloads emitted since they were last counted:
 	// counted once per batch (flush), at fail and when the request
-	// finishes, as sseSink counts its events.
+	// finishes, as SSESink counts its events.
 	unflushed int64
 
 	// log, when set, is the resumable request's log: every payload goes

@@ -313,9 +313,9 @@ func errorType(err error) (typ, msg string) {
 	return e.Code, e.Msg
 }
 
-// observation is the telemetry of one inference request from serve's
+// observation is the telemetry of one inference request from Serve's
 // start: the upstream span (a child of the request's server span, in
-// ctx) and the GenAI measurements. serve's goroutine owns it.
+// ctx) and the GenAI measurements. Serve's goroutine owns it.
 type observation struct {
 	ctx       context.Context // carries span: the upstream call's context
 	span      trace.Span

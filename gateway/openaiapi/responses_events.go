@@ -1,7 +1,7 @@
 package openaiapi
 
 // How a Responses request's output becomes events: the translator
-// (responseEvents) and the sink of a background response (logSink).
+// (responseEvents) and the sink of a background response (LogSink).
 
 import (
 	"context"

@@ -93,38 +93,14 @@ func relayRoutes(tb testing.TB) []route {
 	// surface for fakeUpstream's text model.
 	chat := func(f core.Form) func(*Server) core.Translator {
 		return func(srv *Server) core.Translator {
-			cr, err := openai.ParseChat([]byte(`{"model":"echo","messages":[{"role":"user","content":"hi"}]}`))
-			if err != nil {
-				tb.Fatal(err)
-			}
-			j, err := srv.openai.ChatJob(context.Background(), cr, f)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return j.Tr
+			return jobTranslator(tb, openai.ParseChat, srv.openai.ChatJob, `{"model":"echo","messages":[{"role":"user","content":"hi"}]}`, f)
 		}
 	}
 	completions := func(srv *Server) core.Translator {
-		cr, err := openai.ParseCompletion([]byte(`{"model":"echo","prompt":"hi"}`))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		j, err := srv.openai.CompletionJob(context.Background(), cr, core.FormSSE)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return j.Tr
+		return jobTranslator(tb, openai.ParseCompletion, srv.openai.CompletionJob, `{"model":"echo","prompt":"hi"}`, core.FormSSE)
 	}
 	responses := func(srv *Server) core.Translator {
-		rr, err := openai.ParseResponses([]byte(`{"model":"echo","input":"hi","stream":true}`))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		j, err := srv.openai.ResponsesJob(context.Background(), rr, core.FormSSE)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return j.Tr
+		return jobTranslator(tb, openai.ParseResponses, srv.openai.ResponsesJob, `{"model":"echo","input":"hi","stream":true}`, core.FormSSE)
 	}
 	events := func(*Server) core.Translator { return tritonapi.NewEvents("abc") }
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
@@ -151,6 +127,20 @@ func relayRoutes(tb testing.TB) []route {
 		{"ws_generate", intResp, events, wsSink, 0},
 		{"ws_chat", textResp, chat(core.FormWS), wsSink, 0},
 	}
+}
+
+// jobTranslator is the translator of the job build makes of body, parsed
+// by parse, in form f.
+func jobTranslator[R any](tb testing.TB, parse func([]byte) (R, error), build func(context.Context, R, core.Form) (*core.Job, error), body string, f core.Form) core.Translator {
+	req, err := parse([]byte(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	j, err := build(context.Background(), req, f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return j.Tr
 }
 
 // relayN relays n responses of rt, each its own batch and flush (as on a

@@ -272,8 +272,8 @@ func (s *Server) admitKeyed(ctx context.Context, kd *keyed, j *Job) (done func()
 	}
 	return func() {
 		used := v.Reserved
-		if u, ok := j.Tr.(usageReporter); ok {
-			_, in, out := u.outcome()
+		if u, ok := j.Tr.(UsageReporter); ok {
+			_, in, out := u.Outcome()
 			if in < 0 {
 				in = j.Prompt
 			}

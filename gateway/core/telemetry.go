@@ -367,8 +367,8 @@ func (o *observation) end(err error, cancelled bool, tr Translator) {
 	}
 	var in, out int = -1, -1
 	var finish string
-	if u, ok := tr.(usageReporter); ok {
-		finish, in, out = u.outcome()
+	if u, ok := tr.(UsageReporter); ok {
+		finish, in, out = u.Outcome()
 	}
 	o.outTokens = out
 	if o.span.IsRecording() {
@@ -405,9 +405,9 @@ func (o *observation) end(err error, cancelled bool, tr Translator) {
 	EndSpan(o.span, err)
 }
 
-// usageReporter is implemented by the translators of text models: what
+// UsageReporter is implemented by the translators of text models: what
 // the model said of a request once it ended. in is -1 when the model did
 // not count the prompt.
-type usageReporter interface {
-	outcome() (finishReason string, in, out int)
+type UsageReporter interface {
+	Outcome() (finishReason string, in, out int)
 }

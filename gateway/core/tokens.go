@@ -83,7 +83,7 @@ func positive(n int64) int {
 }
 
 // countedTokens is a Triton translator that also reads a text model's
-// responses for their token counts (usageReporter), as textReader does.
+// responses for their token counts (UsageReporter), as textReader does.
 type countedTokens struct {
 	Translator
 	ad             textmodel.Adapter
@@ -109,9 +109,9 @@ func (c *countedTokens) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	return c.Translator.Next(resp)
 }
 
-// outcome is usageReporter's: a model that does not count its output is
+// Outcome is UsageReporter's: a model that does not count its output is
 // taken as one token per response with text.
-func (c *countedTokens) outcome() (reason string, in, out int) {
+func (c *countedTokens) Outcome() (reason string, in, out int) {
 	if c.out < 0 {
 		return c.reason, c.in, c.texts
 	}

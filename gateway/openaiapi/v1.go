@@ -322,9 +322,16 @@ func (t *textReader) tokens() (in, out int) {
 	return max(t.in, 0), t.out
 }
 
-// outcome is the finish reason the model gave ("" if none) and the
-// request's token counts (usageReporter).
-func (t *textReader) outcome() (reason string, in, out int) {
+// The text translators report the model's usage, which the core settles
+// a key's tokens and records the GenAI metrics with.
+var (
+	_ core.UsageReporter = (*textEvents)(nil)
+	_ core.UsageReporter = (*responseEvents)(nil)
+)
+
+// Outcome is the finish reason the model gave ("" if none) and the
+// request's token counts (UsageReporter).
+func (t *textReader) Outcome() (reason string, in, out int) {
 	_, out = t.tokens()
 	return t.reason, t.in, out
 }

@@ -2,7 +2,6 @@ package llama2
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -49,20 +48,8 @@ func TestGGUFFromLlama2C(t *testing.T) {
 // files in dir with chatTemplate, into a temporary directory.
 func convertStories(t *testing.T, dir, chatTemplate string) string {
 	t.Helper()
-	ckpt, err := os.ReadFile(filepath.Join(dir, CheckpointFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := os.ReadFile(filepath.Join(dir, TokenizerFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, tensors, err := ggufmodel.Llama2C(ckpt, tok, chatTemplate)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "stories260K.gguf")
-	if err := ggufmodel.Save(path, meta, tensors); err != nil {
+	if err := ggufmodel.WriteLlama2C(path, filepath.Join(dir, CheckpointFile), filepath.Join(dir, TokenizerFile), chatTemplate); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -308,6 +308,14 @@ func TestParseResponses(t *testing.T) {
 	if len(msgs) != 5 || !reflect.DeepEqual(msgs[0], ChatMessage{Role: "system", Content: "be brief"}) || msgs[1].Content != "before" {
 		t.Fatalf("messages %+v", msgs)
 	}
+	// A stateless agent sends a response's output back as input: the
+	// call items carry the parsed_arguments the SDK's helpers add.
+	r, err = ParseResponses([]byte(`{"model":"m","input":[{"type":"function_call","id":"fc-1","status":"completed","call_id":"c",
+		"name":"f","arguments":"{\"a\":1}","parsed_arguments":{"a":1}},{"type":"function_call_output","call_id":"c","output":"ok"}]}`))
+	if err != nil || !reflect.DeepEqual(r.Input, []ChatMessage{{Role: "assistant", ToolCalls: []ToolCall{{ID: "c", Name: "f", Arguments: `{"a":1}`}}},
+		{Role: "tool", Content: "ok", ToolCallID: "c"}}) {
+		t.Fatalf("got %+v, %v", r, err)
+	}
 	r, err = ParseResponses([]byte(`{"model":"m","input":"x","store":false}`))
 	if err != nil || r.Store || !reflect.DeepEqual(r.Input[0], ChatMessage{Role: "user", Content: "x"}) || r.Params.MaxTokens != nil {
 		t.Fatalf("got %+v, %v", r, err)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/streamgate/streamgate/engine/gguf"
@@ -111,6 +112,24 @@ func Llama2C(checkpoint, tok []byte, chatTemplate string) ([]gguf.KV, []gguf.New
 		{Key: "llama.vocab_size", Value: uint32(vocab)},
 	}
 	return append(meta, VocabMetadata(v, chatTemplate)...), tensors, nil
+}
+
+// WriteLlama2C converts the llama2.c checkpoint and tokenizer.bin at the
+// paths given (Llama2C) into a GGUF file at path.
+func WriteLlama2C(path, checkpoint, tok, chatTemplate string) error {
+	c, err := os.ReadFile(checkpoint)
+	if err != nil {
+		return err
+	}
+	t, err := os.ReadFile(tok)
+	if err != nil {
+		return err
+	}
+	meta, tensors, err := Llama2C(c, t, chatTemplate)
+	if err != nil {
+		return err
+	}
+	return Save(path, meta, tensors)
 }
 
 // llama2cVocab reads a llama2.c tokenizer.bin of n pieces as a

@@ -80,10 +80,11 @@ func (s *Server) chatJob(ctx context.Context, cr *openai.ChatRequest, f form) (*
 	ch := &openai.Chunker{ID: s.ids.next("chatcmpl"), Created: s.opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
 	tr := newTextEvents(ad, ch, f, "")
 	if toolGuide != nil {
-		format = openai.ToolFormatLlama3 // the guide's {"name", "arguments"}
+		format = openai.ToolFormatGuided
 	}
 	if len(tools) > 0 {
-		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(ch.ID, "chatcmpl-") + "_", Single: !cr.ParallelToolCalls}
+		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(ch.ID, "chatcmpl-") + "_", Single: !cr.ParallelToolCalls,
+			Live: tr.stream}
 		for _, t := range tools {
 			tr.tools.Tools = append(tr.tools.Tools, t.Name)
 		}
@@ -386,9 +387,11 @@ func (t *textEvents) toolChunks(content []byte, calls []openai.ToolCall) [][]byt
 	if len(content) > 0 {
 		out = append(out, t.ch.AppendDelta(nil, content))
 	}
-	if len(calls) > 0 {
+	if t.tools.Live && t.tools.Format == openai.ToolFormatGuided { // calls stream as generated
+		out = append(out, t.ch.CallDeltas(t.tools.Deltas())...)
+	} else if len(calls) > 0 {
 		out = append(out, t.ch.ToolCallDeltas(calls, len(t.calls))...)
-		t.calls = append(t.calls, calls...)
 	}
+	t.calls = append(t.calls, calls...)
 	return out
 }

@@ -34,7 +34,7 @@ func TestMatcherTable(t *testing.T) {
 		schema: person,
 		ok: []string{
 			`{"name":"ann","age":3}`,
-			`{"age":-12, "name":"ünï"}`,
+			`{"name":"ünï", "age":-12}`,
 			`{ "name": "a\"\u00e9", "age": 0, "tags": ["a", 1, null] }`,
 			`{"name":"","age":1,"pet":null}`,
 			`{"name":"x","age":1,"pet":{"kind":"cat","w":1.5e-3}}`,
@@ -42,6 +42,8 @@ func TestMatcherTable(t *testing.T) {
 		},
 		bad: []string{
 			`{"name":"ann"}`,                        // age missing
+			`{"age":-12, "name":"ünï"}`,             // not in declared order
+			`{"name":"a","pet":null,"age":1}`,       // not in declared order
 			`{"name":"ann","age":3,"x":1}`,          // undeclared
 			`{"name":"ann","age":3.5}`,              // integer
 			`{"name":"123456789","age":1}`,          // maxLength

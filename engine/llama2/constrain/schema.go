@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // kind is what a node matches.
@@ -104,17 +107,20 @@ var Supported = []string{"type", "properties", "required", "additionalProperties
 var annotations = []string{"title", "description", "$schema", "$id", "$comment", "default", "examples", "strict", "nullable"}
 
 // Compile compiles a JSON schema (the subset of Supported) into a grammar.
-// Objects accept their declared properties only (in any order, each at most
-// once, the required ones present), whatever additionalProperties says: an
+// Objects accept their declared properties only, in the order the schema
+// declares them (as llama.cpp's and xgrammar's grammars write them, so
+// that a streaming reader meets them in that order), each at most once,
+// the required ones present, whatever additionalProperties says: an
 // output that uses fewer properties still validates.
 func Compile(schema []byte) (*Grammar, error) {
-	var root any
 	d := json.NewDecoder(bytes.NewReader(schema))
 	d.UseNumber()
-	if err := d.Decode(&root); err != nil {
+	order := map[unsafe.Pointer][]string{}
+	root, err := decodeOrdered(d, order)
+	if err != nil {
 		return nil, &SchemaError{Msg: "not JSON: " + err.Error()}
 	}
-	c := &compiler{root: root, refs: map[string]*node{}}
+	c := &compiler{root: root, refs: map[string]*node{}, order: order}
 	n, err := c.compile(root, "", 0)
 	if err != nil {
 		return nil, err
@@ -127,6 +133,57 @@ type compiler struct {
 	refs map[string]*node
 	n    int
 	any  *node
+	// order is the keys of each object of the schema, as written.
+	order map[unsafe.Pointer][]string
+}
+
+// decodeOrdered decodes the next JSON value of d into the types
+// json.Unmarshal gives an any (numbers as json.Number), recording the
+// keys of each object in the order written.
+func decodeOrdered(d *json.Decoder, order map[unsafe.Pointer][]string) (any, error) {
+	t, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t {
+	case json.Delim('{'):
+		m := map[string]any{}
+		var keys []string
+		for d.More() {
+			k, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			key, _ := k.(string)
+			v, err := decodeOrdered(d, order)
+			if err != nil {
+				return nil, err
+			}
+			if _, dup := m[key]; !dup {
+				keys = append(keys, key)
+			}
+			m[key] = v
+		}
+		if _, err := d.Token(); err != nil {
+			return nil, err
+		}
+		order[reflect.ValueOf(m).UnsafePointer()] = keys
+		return m, nil
+	case json.Delim('['):
+		a := []any{}
+		for d.More() {
+			v, err := decodeOrdered(d, order)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		if _, err := d.Token(); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+	return t, nil
 }
 
 func (c *compiler) newNode(k kind) (*node, error) {
@@ -373,11 +430,10 @@ func (c *compiler) objectType(s map[string]any, path string, depth int) (*node, 
 	if len(props) > maxProps {
 		return nil, &SchemaError{Path: path + "/properties", Msg: fmt.Sprintf("has %d properties, at most %d are supported", len(props), maxProps)}
 	}
-	names := make([]string, 0, len(props))
-	for k := range props {
-		names = append(names, k)
+	names := c.order[reflect.ValueOf(props).UnsafePointer()]
+	if len(names) != len(props) { // not decoded by Compile
+		names = slices.Sorted(maps.Keys(props))
 	}
-	slices.Sort(names)
 	for _, k := range names {
 		pn, err := c.compile(props[k], path+"/properties/"+pointerEscape(k), depth+1)
 		if err != nil {

@@ -54,10 +54,10 @@ type responseEvents struct {
 	calls   []openai.ToolCall
 	callID  func() string
 	live    []openai.OutputMessage // the calls streamed as generated (tools.Live)
-	event   []byte    // the last delta event, reused
-	nextOut [1][]byte // what next returns: event
-	ended   bool      // the Response has its end
-	failed  []byte    // the response.failed event, once made
+	event   []byte                 // the last delta event, reused
+	nextOut [1][]byte              // what next returns: event
+	ended   bool                   // the Response has its end
+	failed  []byte                 // the response.failed event, once made
 	textReader
 }
 

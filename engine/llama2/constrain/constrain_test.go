@@ -88,6 +88,13 @@ func TestMatcherTable(t *testing.T) {
 		ok:     []string{`1`, `12`, `123`},
 		bad:    []string{`1234`, `2`, `13`},
 	}, {
+		// allOf merges object schemas: properties in the order met,
+		// required names together, the stricter additionalProperties.
+		schema: `{"allOf":[{"$ref":"#/$defs/base"},{"type":"object","properties":{"b":{"type":"integer"}},"required":["b"],"additionalProperties":false}],
+			"$defs":{"base":{"type":"object","properties":{"a":{"type":"string","maxLength":2},"b":{"type":"integer"}},"required":["a"]}}}`,
+		ok:  []string{`{"a":"x","b":1}`},
+		bad: []string{`{"a":"x"}`, `{"b":1}`, `{"b":1,"a":"x"}`, `{"a":"xyz","b":1}`, `{"a":"x","b":1,"c":2}`},
+	}, {
 		schema: `{"type":["string","null"]}`,
 		ok:     []string{`"a"`, `null`},
 		bad:    []string{`nul`, `1`},
@@ -136,6 +143,9 @@ func TestCompileRefuses(t *testing.T) {
 		{`{"$ref":"#/$defs/missing"}`, "/$ref"},
 		{`{"type":"string","minLength":3,"maxLength":2}`, "/maxLength"},
 		{`{"allOf":[]}`, "/allOf"},
+		{`{"allOf":[{"type":"object","properties":{"a":{"type":"string"}}},{"properties":{"a":{"type":"integer"}}}]}`, "/allOf/1/properties/a"},
+		{`{"allOf":[{"type":"string"},{"type":"integer"}]}`, "/allOf/1/type"},
+		{`{"allOf":[{"type":"string","pattern":"a"}]}`, "/allOf/0/pattern"},
 		{`false`, ""},
 		{`[1]`, ""},
 	} {

@@ -100,7 +100,7 @@ func AnyJSON() *Grammar {
 // Supported lists the JSON Schema keywords Compile understands; any other
 // keyword (besides annotations such as title and description) is refused.
 var Supported = []string{"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-	"enum", "const", "anyOf", "$ref", "$defs", "definitions", "minLength", "maxLength",
+	"enum", "const", "anyOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength",
 	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
 
 // annotations are keywords that do not constrain a value.
@@ -137,6 +137,11 @@ type compiler struct {
 	order map[unsafe.Pointer][]string
 }
 
+// ptr identifies an object of the schema, for its keys' order.
+func ptr(m map[string]any) unsafe.Pointer { return reflect.ValueOf(m).UnsafePointer() }
+
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
+
 // decodeOrdered decodes the next JSON value of d into the types
 // json.Unmarshal gives an any (numbers as json.Number), recording the
 // keys of each object in the order written.
@@ -167,7 +172,7 @@ func decodeOrdered(d *json.Decoder, order map[unsafe.Pointer][]string) (any, err
 		if _, err := d.Token(); err != nil {
 			return nil, err
 		}
-		order[reflect.ValueOf(m).UnsafePointer()] = keys
+		order[ptr(m)] = keys
 		return m, nil
 	case json.Delim('['):
 		a := []any{}
@@ -244,6 +249,13 @@ func (c *compiler) object(s map[string]any, path string, depth int) (*node, erro
 		if !slices.Contains(Supported, k) && !slices.Contains(annotations, k) {
 			return nil, &SchemaError{Path: path + "/" + k, Msg: fmt.Sprintf("the keyword %q is not supported (supported: %s)", k, strings.Join(Supported, ", "))}
 		}
+	}
+	if _, ok := s["allOf"]; ok {
+		merged, err := c.allOf(s, path, depth)
+		if err != nil {
+			return nil, err
+		}
+		return c.object(merged, path, depth)
 	}
 	if ref, ok := s["$ref"]; ok {
 		if len(s) > 1 && !onlyAnnotations(s, "$ref", "$defs", "definitions") {
@@ -430,9 +442,9 @@ func (c *compiler) objectType(s map[string]any, path string, depth int) (*node, 
 	if len(props) > maxProps {
 		return nil, &SchemaError{Path: path + "/properties", Msg: fmt.Sprintf("has %d properties, at most %d are supported", len(props), maxProps)}
 	}
-	names := c.order[reflect.ValueOf(props).UnsafePointer()]
+	names := c.order[ptr(props)]
 	if len(names) != len(props) { // not decoded by Compile
-		names = slices.Sorted(maps.Keys(props))
+		names = sortedKeys(props)
 	}
 	for _, k := range names {
 		pn, err := c.compile(props[k], path+"/properties/"+pointerEscape(k), depth+1)
@@ -565,10 +577,8 @@ func (c *compiler) literals(vals []any, path string) (*node, error) {
 }
 
 // ref resolves a local reference: #, #/$defs/name, #/definitions/name.
-func (c *compiler) ref(r, path string, depth int) (*node, error) {
-	if n, ok := c.refs[r]; ok {
-		return n, nil
-	}
+// resolve returns the schema the local reference r points at.
+func (c *compiler) resolve(r, path string) (any, error) {
 	if !strings.HasPrefix(r, "#") {
 		return nil, &SchemaError{Path: path, Msg: fmt.Sprintf("only local references (#/$defs/...) are supported, got %q", r)}
 	}
@@ -590,6 +600,17 @@ func (c *compiler) ref(r, path string, depth int) (*node, error) {
 				return nil, &SchemaError{Path: path, Msg: fmt.Sprintf("%q does not resolve", r)}
 			}
 		}
+	}
+	return target, nil
+}
+
+func (c *compiler) ref(r, path string, depth int) (*node, error) {
+	if n, ok := c.refs[r]; ok {
+		return n, nil
+	}
+	target, err := c.resolve(r, path)
+	if err != nil {
+		return nil, err
 	}
 	// A placeholder breaks cycles: the reference resolves to an anyOf of
 	// one branch, filled once the target is compiled.

@@ -127,7 +127,7 @@ test('tool_choice named: a call of that function, arguments per its schema', { s
 test('tool loop with tool_choice required: call, tool result, answer', { skip }, async () => {
   for (const stream of [false, true]) {
     const history = [...messages];
-    const body = { model, messages: history, temperature: 1, seed: 7, max_tokens: 200, tools, tool_choice: 'required' };
+    const body = { model, messages: history, temperature: 1, seed: 7, max_tokens: 200, tools, tool_choice: 'required', parallel_tool_calls: false };
     const r = stream
       ? await client.chat.completions.stream({ ...body, stream: true }).finalChatCompletion()
       : await client.chat.completions.create(body);
@@ -166,7 +166,7 @@ test('a schema the engine cannot enforce is refused with 400 naming the keyword'
 test('Responses API: tool_choice required, the call answered by function_call_output after previous_response_id', { skip }, async () => {
   const rtools = tools.map((t) => ({ type: 'function', name: t.function.name, parameters: t.function.parameters, strict: true }));
   for (const stream of [false, true]) {
-    const body = { model, input: 'Tell me about Lily.', tools: rtools, tool_choice: 'required', temperature: 1, max_output_tokens: 200 };
+    const body = { model, input: 'Tell me about Lily.', tools: rtools, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, max_output_tokens: 200 };
     const r = stream ? await client.responses.stream(body).finalResponse() : await client.responses.create(body);
     assert.equal(r.status, 'completed');
     const calls = r.output.filter((o) => o.type === 'function_call');

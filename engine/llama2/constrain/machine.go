@@ -346,6 +346,20 @@ func stepString(out []*frame, f *frame, b byte) []*frame {
 	n := f.node
 	full := n.maxLen >= 0 && int(f.n) >= n.maxLen
 	g := clone(f)
+	if n.pattern != nil && f.st == strChar { // n2 is the pattern's state
+		switch {
+		case b == '"':
+			if n.pattern.accept[f.n2] {
+				return append(out, done(f))
+			}
+		case b < 0x80:
+			if t := n.pattern.next[f.n2][b]; t >= 0 {
+				g.n2 = int32(t)
+				return append(out, g)
+			}
+		}
+		return out
+	}
 	switch f.st {
 	case strChar:
 		switch {

@@ -63,6 +63,8 @@ type node struct {
 	lits [][]byte // kindLiteral: canonical JSON texts
 
 	noExp bool // kindNumber: no exponent (the schema bounds it)
+
+	pattern *dfa // kindString: the pattern or format its characters follow
 }
 
 type prop struct {
@@ -100,7 +102,7 @@ func AnyJSON() *Grammar {
 // Supported lists the JSON Schema keywords Compile understands; any other
 // keyword (besides annotations such as title and description) is refused.
 var Supported = []string{"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-	"enum", "const", "anyOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength",
+	"enum", "const", "anyOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern", "format",
 	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
 
 // annotations are keywords that do not constrain a value.
@@ -344,7 +346,7 @@ func (c *compiler) typed(t string, s map[string]any, path string, depth int) (*n
 	allowed := map[string][]string{
 		"object":  {"properties", "required", "additionalProperties"},
 		"array":   {"items", "minItems", "maxItems"},
-		"string":  {"minLength", "maxLength"},
+		"string":  {"minLength", "maxLength", "pattern", "format"},
 		"number":  {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
 		"integer": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
 		"boolean": nil,
@@ -403,6 +405,9 @@ func (c *compiler) typed(t string, s map[string]any, path string, depth int) (*n
 		}
 		if n.maxLen >= 0 && n.maxLen < n.minLen {
 			return nil, &SchemaError{Path: path + "/maxLength", Msg: "is below minLength"}
+		}
+		if err := stringPattern(n, s, path); err != nil {
+			return nil, err
 		}
 		return n, nil
 	case "array":

@@ -165,6 +165,14 @@ func (p *Producer) tick() time.Duration {
 	return max(min(p.m.opts.Lease/3, p.m.opts.Grace/4), 10*time.Millisecond)
 }
 
+// retryAfter is how long the writer waits after a failed write: well
+// within the lease, so that once a hung store answers again the lease is
+// back before a reader takes its absence for the producer's death (a
+// reader waits Lease/2 for that).
+func (p *Producer) retryAfter() time.Duration {
+	return max(p.tick()/4, 10*time.Millisecond)
+}
+
 // run is the writer: it writes the pending batch in one store call at
 // most once per Options.FlushInterval (sooner when the batch is full or
 // the stream ends), and renews the lease when the stream is quiet, until
@@ -175,6 +183,8 @@ func (p *Producer) run() {
 	defer t.Stop()
 	hold := time.NewTimer(time.Hour)
 	hold.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
 	tried := false // the first write: it creates the stream
 	defer func() {
 		if !tried {
@@ -187,10 +197,12 @@ func (p *Producer) run() {
 	for {
 		switch {
 		case closing, !tried: // the first write goes at once
-		case failed: // wait for the tick before trying again
+		case failed: // wait a little before trying again
+			retry.Reset(p.retryAfter())
 			select {
-			case <-t.C:
+			case <-retry.C:
 			case <-p.closing:
+				retry.Stop()
 				closing = true
 			}
 		default:

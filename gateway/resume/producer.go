@@ -168,7 +168,7 @@ func (p *Producer) tick() time.Duration {
 // retryAfter is how long the writer waits after a failed write: well
 // within the lease, so that once a hung store answers again the lease is
 // back before a reader takes its absence for the producer's death (a
-// reader waits Lease/2 for that).
+// reader waits a whole Lease for that).
 func (p *Producer) retryAfter() time.Duration {
 	return max(p.tick()/4, 10*time.Millisecond)
 }

@@ -82,14 +82,15 @@ func (r *Reader) Next(ctx context.Context, wait time.Duration) ([]store.Event, e
 	}
 	if len(rd.Events) == 0 && !rd.Live {
 		// The lease is gone. A producer whose store stopped answering
-		// for longer than its lease (a hung Redis master) renews it
-		// at its next try: it is lost only once the lease has stayed
-		// gone for half a lease, past that try.
+		// for longer than its lease (a hung Redis master: its clock
+		// runs on) renews it once the store answers again, which may
+		// take a while (every replica reconnects at once): it is lost
+		// only once the lease has stayed gone for a whole lease.
 		now := time.Now()
 		if r.leaseGone.IsZero() {
 			r.leaseGone = now
 		}
-		if now.Sub(r.leaseGone) >= r.m.opts.Lease/2 {
+		if now.Sub(r.leaseGone) >= r.m.opts.Lease {
 			return nil, ErrLost
 		}
 		return nil, nil

@@ -149,7 +149,10 @@ func (p *Producer) Detach() {
 // Close ends the stream: what Append buffered and an end event of kind
 // end (EndFinal, EndError, EndCancelled) with detail as its Data are
 // written, then the lease is released. It waits for the writer, which
-// gives one try to the last write.
+// tries the last write again while the store fails, for up to
+// Options.Lease (readers wait as long for a producer whose lease is
+// gone): a stream that ends while Redis fails over or hangs briefly
+// still reaches its readers whole.
 func (p *Producer) Close(end string, detail []byte) {
 	p.batch = append(p.batch, store.Event{ID: p.next, End: end, Data: append([]byte(nil), detail...)})
 	p.next++
@@ -176,7 +179,7 @@ func (p *Producer) retryAfter() time.Duration {
 // run is the writer: it writes the pending batch in one store call at
 // most once per Options.FlushInterval (sooner when the batch is full or
 // the stream ends), and renews the lease when the stream is quiet, until
-// the end is written (or, after Close, its one try failed).
+// the end is written (or, after Close, its tries failed for a Lease).
 func (p *Producer) run() {
 	defer close(p.done)
 	t := time.NewTicker(p.tick())
@@ -194,8 +197,12 @@ func (p *Producer) run() {
 	needMeta := true // no write has succeeded yet
 	var renewed, wrote time.Time
 	closing, failed := false, false
+	var lastTry time.Time // after Close, when the last write may be tried until
 	for {
 		switch {
+		case failed && closing: // wait a little before trying the end again
+			retry.Reset(p.retryAfter())
+			<-retry.C
 		case closing, !tried: // the first write goes at once
 		case failed: // wait a little before trying again
 			retry.Reset(p.retryAfter())
@@ -243,7 +250,10 @@ func (p *Producer) run() {
 			failed = err != nil
 			if failed {
 				p.m.failed("append", p.sid, err)
-				if closing {
+				if closing && lastTry.IsZero() {
+					lastTry = now.Add(p.m.opts.Lease)
+				}
+				if closing && !now.Before(lastTry) {
 					p.m.opts.Memory.Give(int64(size))
 					return
 				}

@@ -190,7 +190,8 @@ func TestReplicasClusterFaults(t *testing.T) {
 			lostAfter = append(lostAfter, s.lostAfter)
 		default:
 			lost += events - len(s.got)
-			t.Errorf("stream %d %s (replica %d): %d events of %d, lost %t", i, s.sid, s.gw, len(s.got), events, s.lost)
+			t.Errorf("stream %d %s (replica %d): %d events of %d, lost %t; the replicas' lines about it:\n%s",
+				i, s.sid, s.gw, len(s.got), events, s.lost, linesWith(s.sid, gw...))
 		}
 	}
 	if dups != 0 {
@@ -423,6 +424,19 @@ func (s *faultStream) request(ctx context.Context, method, url, body string, hea
 		return nil, &statusError{resp.StatusCode, string(b)}
 	}
 	return resp, nil
+}
+
+// linesWith is the output lines of ps that contain s.
+func linesWith(s string, ps ...*sgProcess) string {
+	var b strings.Builder
+	for i, p := range ps {
+		for line := range strings.Lines(p.out.String()) {
+			if strings.Contains(line, s) {
+				fmt.Fprintf(&b, "%d: %s", i, line)
+			}
+		}
+	}
+	return b.String()
 }
 
 // keyID is the id of the key whose secret is secret.

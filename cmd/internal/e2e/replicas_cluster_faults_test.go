@@ -139,12 +139,17 @@ func TestReplicasClusterFaults(t *testing.T) {
 	live := run.live.Load()
 	paused.Pause()
 	pausedAt := time.Now()
-	open := keyRequest(t, c, outage, "POST", gw[0].url+"/v1/completions", completion)
-	closed := keyRequest(t, c, outage, "POST", gw[2].url+"/v1/completions", completion)
+	var open, closed reply
+	var answered sync.WaitGroup
+	answered.Go(func() { open = keyRequest(t, c, outage, "POST", gw[0].url+"/v1/completions", completion) })
+	answered.Go(func() { closed = keyRequest(t, c, outage, "POST", gw[2].url+"/v1/completions", completion) })
+	answered.Wait()
+	answeredIn := time.Since(pausedAt)
 	waitFor(t, "live streams to flow while a master is stopped", func() bool { return run.live.Load() > live })
 	<-time.After(time.Until(pausedAt.Add(5 * time.Second))) // the fault lasts 5 s; nothing waits on it
 	flowed := run.live.Load() - live
 	paused.Continue()
+	t.Logf("a master stopped for %v; the keyed requests answered within %v", time.Since(pausedAt), answeredIn)
 	if open.status != 200 {
 		t.Errorf("the open replica, its key's master stopped: %d %s, want 200", open.status, open.body)
 	}

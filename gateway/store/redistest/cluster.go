@@ -40,7 +40,7 @@ func StartClusterReplicas(t testing.TB, masters, replicas int) *Cluster {
 	for range masters * (1 + replicas) {
 		// A node timeout far beyond any pause a test makes: a replica
 		// takes over only when the test asks it to (Failover).
-		s := start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "15000")
+		s := start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "60000")
 		c.Nodes = append(c.Nodes, s)
 		args = append(args, s.Addr)
 	}

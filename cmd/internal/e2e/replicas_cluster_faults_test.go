@@ -25,7 +25,7 @@ import (
 // The issue-31 deployment under faults: three gateway replicas behind
 // nginx, a Redis Cluster of three masters with a replica each (real
 // redis-server processes), two engines; N concurrent resumable streams
-// made with four API keys that have limits (N is
+// made with API keys that have limits, one per 100 streams (N is
 // STREAMGATE_CLUSTER_STREAMS, default 120; the full-size run is 2000).
 // Each stream is a repeat_int32 generate_stream, so every event says
 // which it is. While they run:
@@ -76,10 +76,13 @@ func TestReplicasClusterFaults(t *testing.T) {
 	c := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}}
 	t.Cleanup(c.CloseIdleConnections)
 
+	// A key per 100 streams (4 at least): a replica lets one key have
+	// --max-streams-per-conn (64) requests in flight.
 	var secrets []string
-	for i := range 4 {
+	keys := max(4, n/100)
+	for i := range keys {
 		secrets = append(secrets, createKeyCLI(t, bin, url, "--name", fmt.Sprintf("k%d", i),
-			"--concurrency", strconv.Itoa(n/4+10), "--rpm", strconv.Itoa(4*n)))
+			"--concurrency", strconv.Itoa(n/keys+10), "--rpm", strconv.Itoa(50*n/keys+1000))) // room for the resumes and their retries
 	}
 	// The outage key: one whose limits live on the master that also
 	// holds every key's record and the key-change channel ({keys}), so

@@ -33,7 +33,8 @@ import (
 //   - one replica is killed (SIGKILL) once every stream is under way:
 //     its clients resume through nginx on the others and get, after the
 //     last event they saw, what the dead replica had logged, then
-//     stream_lost (its engine request died with it): never an event
+//     stream_lost (its engine request died with it), or 404 when it died
+//     before any of the stream's log reached Redis: never an event
 //     twice, never a gap;
 //   - a quarter of the other streams' clients drop their connection a
 //     third of the way through and resume through nginx: they get the
@@ -122,6 +123,7 @@ func TestReplicasClusterFaults(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range streams {
 		s := &faultStream{run: &run, c: c, events: events, secret: secrets[i%len(secrets)], gw: i % len(gw), resumeAt: -1}
+		s.victim = s.gw == victim
 		if s.gw != victim && i%4 == 0 {
 			s.resumeAt = events / 3
 		}
@@ -181,7 +183,7 @@ func TestReplicasClusterFaults(t *testing.T) {
 	wg.Wait()
 	cmds.stop(t, &run)
 
-	var lost, dups, complete, lostStreams, cut int
+	var lost, dups, complete, lostStreams, unstored, cut int
 	var latency, lostAfter []time.Duration
 	for i, s := range streams {
 		if s.err != nil {
@@ -201,6 +203,9 @@ func TestReplicasClusterFaults(t *testing.T) {
 			complete++
 		case s.gw == victim && s.lost:
 			lostStreams++
+			if s.unstored {
+				unstored++
+			}
 			lostAfter = append(lostAfter, s.lostAfter)
 		default:
 			lost += events - len(s.got)
@@ -217,8 +222,8 @@ func TestReplicasClusterFaults(t *testing.T) {
 	if flowed == 0 {
 		t.Errorf("no event reached a live client while the master was stopped")
 	}
-	t.Logf("%d streams of %d events: %d complete, %d of the killed replica's ended with stream_lost (after %s); %d cut and resumed; lost events of live clients: %d; duplicates: %d",
-		n, events, complete, lostStreams, quantiles(lostAfter), cut, lost, dups)
+	t.Logf("%d streams of %d events: %d complete, %d of the killed replica's ended with stream_lost (after %s; %d of them never stored: 404); %d cut and resumed; lost events of live clients: %d; duplicates: %d",
+		n, events, complete, lostStreams, quantiles(lostAfter), unstored, cut, lost, dups)
 	t.Logf("resume latency (request to first event): %s; %d events reached live clients while a master was stopped",
 		quantiles(latency), flowed)
 	t.Logf("Redis commands on the masters: %d for %d events: %.3f per event", cmds.total, cmds.events, float64(cmds.total)/float64(cmds.events))
@@ -272,14 +277,17 @@ type faultStream struct {
 	resumeAt int // cut the connection after this many events; -1: never
 
 	sid        string
-	got        []int           // OUT of each event, in order
-	dups       int             // events that came again
-	cut        bool            // the first connection ended early
-	liveEvents int             // events read on the first connection
-	lost       bool            // ended by stream_lost
-	lostAfter  time.Duration   // from the cut to stream_lost
-	latency    []time.Duration // of each resume, request to first event
-	err        error
+	got        []int // OUT of each event, in order
+	dups       int   // events that came again
+	cut        bool  // the first connection ended early
+	liveEvents int   // events read on the first connection
+	lost       bool  // ended by stream_lost
+	unstored   bool  // lost, and never stored: 404
+	victim     bool  // its replica is the one killed
+
+	lostAfter time.Duration   // from the cut to stream_lost
+	latency   []time.Duration // of each resume, request to first event
+	err       error
 }
 
 var outRE = regexp.MustCompile(`"OUT":(-?\d+)\b`)
@@ -335,6 +343,12 @@ func (s *faultStream) resume(ctx context.Context, lb string) {
 			if len(s.got) != s.events {
 				s.err = fmt.Errorf("204 (the stream is over) after %d events of %d", len(s.got), s.events)
 			}
+			return
+		case errors.As(err, &status) && status.code == http.StatusNotFound && s.victim:
+			// Killed before any write of its log reached Redis (the
+			// first write is tried, not awaited, before the stream
+			// id goes out): nothing of it was ever stored.
+			s.lost, s.unstored, s.lostAfter = true, true, time.Since(cutAt)
 			return
 		case errors.As(err, &status) && status.code != http.StatusServiceUnavailable:
 			s.err = err

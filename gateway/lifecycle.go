@@ -74,8 +74,12 @@ type sink interface {
 	send(p []byte) error
 	// flush delivers what send buffered; serve calls it after every batch
 	// of ready responses. The first flush (or idle) commits the response:
-	// its status is 200 from then on.
-	flush() error
+	// its status is 200 from then on. Without wait it must not wait for
+	// the client (it runs on the upstream reader, which serves many
+	// requests): done false says that some of the batch may not have gone
+	// out, and the relay goes on on a goroutine of its own, which flushes
+	// again with wait first.
+	flush(wait bool) (done bool, err error)
 	// idle is called whenever the request has been quiet for keepAlive.
 	idle() error
 	// fail delivers err, which ended the request, if the sink can (in
@@ -209,9 +213,12 @@ func (f *flight) release() {
 // run starts relaying f's call, to finish f when it ends: serve's steps
 // 3 and 4. It returns at once, with the channel that gets what serve
 // returns; the caller's goroutine only waits for it: each time the call
-// says it may have a response ready (Notify) or has ended (which it does
-// when the request's context is done), and each time the keepalive is
-// due, a short-lived goroutine relays what is ready (step) and leaves.
+// says it may have a response ready (Notify), the goroutine that says so
+// (the upstream stream's reader, which has just queued it) relays what
+// is ready there and then, as relayLater does, as long as out can write
+// it without waiting (flush); otherwise, and each time the keepalive is
+// due or the call has ended, a short-lived goroutine relays (step) and
+// leaves.
 // The caller waits a channel receive deep, in serve's frame rather than
 // run's, so its stack (grown to 8 KB by routing and parsing the request)
 // halves at the next collection, and the relay's deeper frames (the
@@ -235,7 +242,7 @@ func (f *flight) run() <-chan error {
 		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
 		f.ka.t.Reset(ka)
 	}
-	f.c.Notify(f.wakeGo)
+	f.c.Notify(f.wakeHere)
 	f.wakeGo()
 	return done
 }
@@ -312,12 +319,19 @@ func (f *flight) wakeHere() {
 // steps relays whatever is ready, with out.idle when the keepalive is
 // due, again while a wake came meanwhile, and finishes f once its call
 // has ended: there and then, or (here: on the goroutine that delivered
-// the response) on a goroutine of its own.
+// the response, where nothing may wait for the client) on a goroutine of
+// its own, which also takes over the relay when out could not write a
+// batch at once or the keepalive is due.
 func (f *flight) steps(here bool) {
 	defer f.recoverStep()
+	f.r.wait = !here
 	for {
 		n := f.wakes.Load()
 		relayed, ended, err := f.r.step()
+		if here && !ended && (f.r.owed || f.ka != nil && f.ka.fired.Load()) {
+			go f.steps(false) // wakes stays > 0: it steps in this one's place
+			return
+		}
 		if !ended && f.ka != nil {
 			if relayed {
 				f.ka.batch()
@@ -351,6 +365,9 @@ func (f *flight) steps(here bool) {
 func (f *flight) end(err error) {
 	if f.ka != nil {
 		f.ka.t.Stop()
+	}
+	if err == nil && f.r.owed { // the last batch, not all out yet
+		_, err = f.out.flush(true)
 	}
 	f.ended(f.finish(err))
 }
@@ -480,6 +497,9 @@ type relayer struct {
 	tr      translator
 	out     sink
 	pending [][]byte // tr.begin's payloads, until the first response
+	// wait: the relay runs where it may wait for the client (flush);
+	// owed: a flush without wait did not say done.
+	wait, owed bool
 }
 
 func (r *relayer) send(ps [][]byte) error {
@@ -498,10 +518,15 @@ func (r *relayer) sendPending() error {
 }
 
 // step relays the responses ready now, if any, without waiting (batch);
-// relayed says there were.
+// relayed says there were. Where it may wait, it also delivers what an
+// earlier flush left behind, with the batch if there is one.
 func (r *relayer) step() (relayed, ended bool, err error) {
 	resp, ok, err := r.recv()
 	if !ok {
+		if r.owed && r.wait {
+			err := r.flush()
+			return true, err != nil, err
+		}
 		return false, false, nil
 	}
 	ended, err = r.batch(resp, err)
@@ -539,7 +564,7 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 			if err := r.send(ps); err != nil {
 				return true, err
 			}
-			return true, r.out.flush()
+			return true, r.flush()
 		}
 		if err != nil {
 			return true, err
@@ -556,6 +581,14 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 			break
 		}
 	}
-	err = r.out.flush()
+	err = r.flush()
 	return err != nil, err
+}
+
+// flush flushes out, waiting for the client or not (wait), and notes
+// whether something stayed behind (owed).
+func (r *relayer) flush() error {
+	done, err := r.out.flush(r.wait)
+	r.owed = !done
+	return err
 }

@@ -33,9 +33,12 @@ func (o *logSink) send(p []byte) error {
 	return nil
 }
 
-func (o *logSink) flush() error {
+func (o *logSink) flush(wait bool) (bool, error) {
+	if !wait { // the log's flush may wait
+		return false, nil
+	}
 	o.p.Flush()
-	return nil
+	return true, nil
 }
 
 // responseEvents turns a text model's responses into a Response: its

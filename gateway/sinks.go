@@ -119,7 +119,8 @@ func (o *sseSink) send(p []byte) error {
 	o.append(p)
 	o.unflushed++
 	if o.sw.Buffered() >= maxBatch {
-		return o.flush()
+		_, err := o.flush(false) // the batch's end flushes the rest
+		return err
 	}
 	return nil
 }
@@ -144,7 +145,24 @@ func (o *sseSink) countEvents() {
 	}
 }
 
-func (o *sseSink) flush() error {
+func (o *sseSink) flush(wait bool) (bool, error) {
+	if !wait {
+		if o.log != nil || !o.started { // the log, or the headers, may wait
+			return false, nil
+		}
+		done, err := o.sw.FlushNow()
+		if err != nil {
+			return false, o.leave()
+		}
+		if done {
+			o.countEvents()
+		}
+		return done, nil
+	}
+	return true, o.flushWait()
+}
+
+func (o *sseSink) flushWait() error {
 	o.countEvents()
 	if o.log != nil {
 		defer o.log.Flush() // behind the live client
@@ -169,7 +187,7 @@ func (o *sseSink) idle() error {
 		return nil
 	}
 	if !o.started { // the first response is late: the headers go out now
-		return o.flush()
+		return o.flushWait()
 	}
 	if o.sw.KeepAliveInterval() == 0 {
 		return nil
@@ -243,7 +261,10 @@ func (o *bodySink) send(p []byte) error {
 	return nil
 }
 
-func (o *bodySink) flush() error {
+func (o *bodySink) flush(wait bool) (bool, error) {
+	if !wait {
+		return o.body == nil, nil
+	}
 	if o.body != nil {
 		if o.header != nil {
 			o.header(o.w.Header())
@@ -253,7 +274,7 @@ func (o *bodySink) flush() error {
 		}
 		o.body = nil
 	}
-	return nil
+	return true, nil
 }
 
 // wsSink sends a request's payloads as data frames of its WebSocket
@@ -290,12 +311,15 @@ func (o *wsSink) countEvents() {
 	}
 }
 
-func (o *wsSink) flush() error {
-	o.countEvents()
+func (o *wsSink) flush(wait bool) (bool, error) {
 	if o.log != nil {
+		if !wait {
+			return false, nil
+		}
 		o.log.Flush()
 	}
-	return nil
+	o.countEvents()
+	return true, nil
 }
 
 func (o *wsSink) fail(err error) bool {

@@ -323,7 +323,7 @@ func (f *flight) wakeHere() {
 // its own, which also takes over the relay when out could not write a
 // batch at once or the keepalive is due.
 func (f *flight) steps(here bool) {
-	defer f.recoverStep()
+	defer f.recoverStep(here)
 	f.r.wait = !here
 	for {
 		n := f.wakes.Load()
@@ -346,7 +346,7 @@ func (f *flight) steps(here bool) {
 		if ended { // wakes stays > 0: no step runs again
 			if here {
 				go func() {
-					defer f.recoverStep()
+					defer f.recoverStep(false)
 					f.end(err)
 				}()
 			} else {
@@ -379,15 +379,20 @@ var errRelayPanic = &httpError{Status: http.StatusInternalServerError, Code: "in
 // handler that panics, rather than the whole process (a panic on the
 // upstream reader's goroutine would end it): the panic is logged with its
 // stack and f finished with errRelayPanic, which its client gets like any
-// other failure. wakes stays > 0: no step runs again. A second panic, in
-// finish itself, still ends the process.
-func (f *flight) recoverStep() {
+// other failure (here: on a goroutine of its own, as steps ends it).
+// wakes stays > 0: no step runs again. A second panic, in finish itself,
+// still ends the process.
+func (f *flight) recoverStep(here bool) {
 	v := recover()
 	if v == nil {
 		return
 	}
 	f.s.log.ErrorContext(f.ctx, "panic relaying a request", "model", f.j.req.GetModelName(),
 		"panic", v, "stack", stack())
+	if here {
+		go f.end(errRelayPanic)
+		return
+	}
 	f.end(errRelayPanic)
 }
 

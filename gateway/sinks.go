@@ -11,8 +11,10 @@ import (
 )
 
 // The sinks a request's relay writes into (logSink, a background
-// response's, is in responses.go). Each is used by one request
-// from its handler goroutine only.
+// response's, is in responses_events.go). Each is used by one request,
+// from one goroutine at a time: its relay's step (on the upstream
+// reader while flush need not wait, else on a goroutine of the
+// request's own), then its end.
 
 // maxBatch bounds how many bytes of events an event stream buffers before
 // it flushes, however many responses are ready.

@@ -262,6 +262,17 @@ type keepalive struct {
 // batch notes that a batch went out now.
 func (k *keepalive) batch() { k.last = time.Since(k.start) }
 
+// coalesceGap is how close behind the last batch a response comes when
+// its stream is relayed at full speed rather than paced (LLM tokens come
+// 20 to 50 ms apart). Such a stream is relayed on a goroutine of its
+// own, not on the upstream reader: the responses that come while it
+// wakes go out in one write, where the reader would write each on its
+// own.
+const coalesceGap = 5 * time.Millisecond
+
+// hot says whether the last batch went out less than coalesceGap ago.
+func (k *keepalive) hot() bool { return time.Since(k.start)-k.last < coalesceGap }
+
 // due says whether the timer fired and the request has been quiet for
 // the whole interval since (the timer then restarts for the next one);
 // when a batch went out meanwhile the timer waits for the rest.
@@ -321,9 +332,14 @@ func (f *flight) wakeHere() {
 // has ended: there and then, or (here: on the goroutine that delivered
 // the response, where nothing may wait for the client) on a goroutine of
 // its own, which also takes over the relay when out could not write a
-// batch at once or the keepalive is due.
+// batch at once or the keepalive is due, and relays a stream that runs
+// at full speed (keepalive.hot).
 func (f *flight) steps(here bool) {
 	defer f.recoverStep(here)
+	if here && f.ka != nil && f.ka.hot() {
+		go f.steps(false) // wakes stays > 0: it steps in this one's place
+		return
+	}
 	f.r.wait = !here
 	for {
 		n := f.wakes.Load()

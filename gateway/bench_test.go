@@ -37,7 +37,7 @@ func cannedRelay(tb testing.TB, srv *Server, ctx context.Context, tr translator,
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &relayer{c: c, ob: ob, tr: tr, out: out, pending: tr.begin()}, feed
+	return &relayer{c: c, ob: ob, tr: tr, out: out, pending: tr.begin(), wait: true}, feed
 }
 
 // repeatClient answers every request with resp n times.

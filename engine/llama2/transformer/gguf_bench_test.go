@@ -106,18 +106,63 @@ func BenchmarkGGUF(b *testing.B) {
 				b.Run(fmt.Sprintf("prompt512/threads=%d", threads), func(b *testing.B) {
 					benchGGUF(b, path, threads, prompt)
 				})
+				b.Run(fmt.Sprintf("decode%d/threads=%d", streams, threads), func(b *testing.B) {
+					benchGGUFStreams(b, path, threads)
+				})
 			}
 		})
 	}
 }
 
-// llamacppBench caches llama.cpp's result per benchmark, which Go runs
-// more than once (b.N = 1 first).
-var llamacppBench = map[string]llamacpp.Result{}
+// streams is how many sessions the concurrent-decode benchmark batches.
+const streams = 8
 
-// benchGGUF runs b.N decode steps (prompt nil) or b.N passes over prompt
-// on the file at path with the given threads, and llama.cpp's the same.
-func benchGGUF(b *testing.B, path string, threads int, prompt []int) {
+// benchGGUFStreams runs b.N decode passes of streams sessions at once on
+// the file at path (one row per session, so each pass reads the weights
+// once for all of them), and llama.cpp's batched decode of as many
+// sequences of one context. tok/s counts every session's token.
+func benchGGUFStreams(b *testing.B, path string, threads int) {
+	m, _ := openGGUF(b, path)
+	defer m.Close()
+	pool := kernels.NewPool(threads)
+	defer pool.Close()
+	ws := m.NewWorkspace(kernels.NewCPU(pool), transformer.WorkspaceOptions{MaxRows: streams})
+	steps := make([]transformer.Step, streams)
+	for i := range steps {
+		steps[i] = transformer.Step{Session: m.NewSession(), Logits: make([]float32, m.Config().Vocab)}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := range b.N {
+		for j := range steps {
+			steps[j].Pos, steps[j].Token = i%1024, 7+(i+j)%200
+		}
+		if err := ws.Forward(steps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	tokens := float64(b.N * streams)
+	b.ReportMetric(tokens/b.Elapsed().Seconds(), "tok/s")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/tokens, "cpu-ms/tok")
+	b.ReportMetric(float64(rss())/1e6, "RSS-MB")
+	if os.Getenv("STREAMGATE_REQUIRE") == "" && !llamacpp.Available() {
+		return
+	}
+	res, ok := llamacppBench[b.Name()]
+	if !ok {
+		res = llamacpp.RunThreads(b, threads, llamacpp.Job{Model: path, Vocab: m.Config().Vocab, Tokens: []int{7, 8, 9},
+			Bench: 32, Parallel: streams, Context: 1024})[0]
+		llamacppBench[b.Name()] = res
+	}
+	b.ReportMetric(streams*32/res.DecodeSeconds, "llamacpp-tok/s")
+	b.ReportMetric(res.DecodeCPUSeconds*1e3/(streams*32), "llamacpp-cpu-ms/tok")
+}
+
+// openGGUF loads the file at path as the benchmarks run it; the model
+// owns the file (Model.Close closes it).
+func openGGUF(b *testing.B, path string) (*transformer.Model, *gguf.File) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		b.Fatal(err)
@@ -127,6 +172,17 @@ func benchGGUF(b *testing.B, path string, threads int, prompt []int) {
 		f.Close()
 		b.Fatal(err)
 	}
+	return m, f
+}
+
+// llamacppBench caches llama.cpp's result per benchmark, which Go runs
+// more than once (b.N = 1 first).
+var llamacppBench = map[string]llamacpp.Result{}
+
+// benchGGUF runs b.N decode steps (prompt nil) or b.N passes over prompt
+// on the file at path with the given threads, and llama.cpp's the same.
+func benchGGUF(b *testing.B, path string, threads int, prompt []int) {
+	m, f := openGGUF(b, path)
 	defer m.Close()
 	pool := kernels.NewPool(threads)
 	defer pool.Close()

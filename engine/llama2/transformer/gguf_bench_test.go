@@ -20,8 +20,10 @@ import (
 )
 
 // BenchmarkGGUF measures, on random-weight GGUF files, decoding (one token
-// per forward pass, one session) and prompt processing (512 tokens in one
-// pass, logits for the last), each on 1 and 2 threads, with llama.cpp's
+// per forward pass, one session), prompt processing (512 tokens, and 64 as
+// a chat's time to first token, in one pass, logits for the last), and
+// decoding 8 sessions at once (decode8: one row each per pass, tok/s
+// counting them all), each on 1 and 2 threads, with llama.cpp's
 // speed on the same file and threads beside it (metrics llamacpp-tok/s and
 // llamacpp-RSS-MB, node's resident set; skipped without the llama.cpp
 // reference). Shapes: the small test shape; Qwen2.5-0.5B's (896 wide, 24
@@ -39,6 +41,7 @@ import (
 //
 //	go test -run '^$' -bench 'GGUF/qwen2.5-0.5b-Q8_0/decode' -benchtime 16x ./engine/llama2/transformer/
 //	go test -run '^$' -bench 'GGUF/qwen2.5-0.5b-Q8_0/prompt512' -benchtime 2x ./engine/llama2/transformer/
+//	go test -run '^$' -bench 'GGUF/qwen2.5-0.5b-Q8_0/decode8' -benchtime 16x ./engine/llama2/transformer/
 func BenchmarkGGUF(b *testing.B) {
 	qwen05 := func(typ gguf.Type) ggufmodel.Spec {
 		v := ggufmodel.SmallVocab("qwen2")
@@ -105,6 +108,9 @@ func BenchmarkGGUF(b *testing.B) {
 				})
 				b.Run(fmt.Sprintf("prompt512/threads=%d", threads), func(b *testing.B) {
 					benchGGUF(b, path, threads, prompt)
+				})
+				b.Run(fmt.Sprintf("prompt64/threads=%d", threads), func(b *testing.B) {
+					benchGGUF(b, path, threads, prompt[:64])
 				})
 				b.Run(fmt.Sprintf("decode%d/threads=%d", streams, threads), func(b *testing.B) {
 					benchGGUFStreams(b, path, threads)

@@ -86,23 +86,13 @@ func decode(t *testing.T, m *transformer.Model, ws *transformer.Workspace, promp
 		}
 		batch = batch[:0]
 		for i, p := range prompts {
-			next[i] = argmax(out[i][s])
+			next[i] = slices.Index(out[i][s], slices.Max(out[i][s])) // greedy
 			l := make([]float32, vocab)
 			out[i] = append(out[i], l)
 			batch = append(batch, transformer.Step{Session: sess[i], Pos: len(p) + s, Token: next[i], Logits: l})
 		}
 	}
 	return out
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 func firstDiff(a, b []float32) string {

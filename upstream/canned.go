@@ -59,11 +59,16 @@ func (c *Client) startCanned(ctx context.Context, req *pb.ModelInferRequest) (*C
 // Call is the call f feeds.
 func (f *Feed) Call() *Call { return f.cl }
 
-// Send queues resp for the call's consumer and tells its Notify function,
-// as a stream's reader does; false when the call has ended (cancelled, or
-// its context done) and resp was dropped.
-func (f *Feed) Send(resp *pb.ModelInferResponse) bool {
-	return f.SendEncoded(Encode(resp))
+// Send queues resps for the call's consumer and then tells its Notify
+// function once, as a stream's reader does for the responses one read
+// returned: the consumer sees them as one batch. False when the call has
+// ended (cancelled, or its context done) and the responses were dropped.
+func (f *Feed) Send(resps ...*pb.ModelInferResponse) bool {
+	msgs := make([][]byte, len(resps))
+	for i, r := range resps {
+		msgs[i] = Encode(r)
+	}
+	return f.SendEncoded(msgs...)
 }
 
 // Encode is resp as a stream carries it, for SendEncoded.
@@ -75,21 +80,26 @@ func Encode(resp *pb.ModelInferResponse) []byte {
 	return msg
 }
 
-// SendEncoded is Send for a response Encode has encoded: a test that
+// SendEncoded is Send for responses Encode has encoded: a test that
 // sends one response many times encodes it once (encoding allocates;
 // queueing and receiving it do not).
-func (f *Feed) SendEncoded(msg []byte) bool {
+func (f *Feed) SendEncoded(msgs ...[]byte) bool {
 	cl := f.cl
 	cl.mu.Lock()
 	if cl.finished {
 		cl.mu.Unlock()
 		return false
 	}
-	ok := cl.q.push(msg, &cl.c.lim).ok()
+	ok := true
+	for _, msg := range msgs {
+		if ok = cl.q.push(msg, &cl.c.lim).ok(); !ok {
+			break
+		}
+	}
 	cl.mu.Unlock()
 	if ok {
 		cl.delivered.Store(true)
-		cl.progress.Add(1)
+		cl.progress.Add(uint64(len(msgs)))
 		cl.pushed()
 	}
 	return ok

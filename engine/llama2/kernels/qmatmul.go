@@ -97,20 +97,15 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 		c.matmul(m, lo, hi)
 		return
 	case Q8_0, Q4_0, Q5_0:
-		if tile := tileKernel(m); tile != nil {
-			rowsQ8Tile(m, tile, c.acts[c.src[i]].x2, lo, hi)
+		if tileKernel(m) != nil {
+			rowsQ8Tile(m, c.acts[c.src[i]].x2, lo, hi)
 			return
 		}
 		c.rowsQ8(i, m, lo, hi)
 		return
 	case Q4_K, Q6_K:
 		if tileK(m) {
-			x := c.acts[c.src[i]].xK2
-			if m.Type == Q4_K {
-				rowsKTile(m, tileQ4K, fillQ4KMeta, x, lo, hi)
-			} else {
-				rowsKTile(m, tileQ6K, fillQ6KMeta, x, lo, hi)
-			}
+			rowsKTile(m, c.acts[c.src[i]].xK2, lo, hi)
 			return
 		}
 		c.rowsK(i, m, lo, hi)

@@ -144,7 +144,7 @@ func dotQ8t4(t DType, w *[4][]byte, x *[4][]q8x2, nb int, out *[32]float32) {
 // The activations go in chunks of about 1 MiB, which stay in L2 while
 // every weight row meets them; a chunk's ragged end and a range's last
 // weight rows repeat a row and drop its results.
-func rowsQ8Tile(m *MatMul, tile tileFunc, x []q8x2, lo, hi int) {
+func rowsQ8Tile(m *MatMul, x []q8x2, lo, hi int) {
 	n, d := m.N, m.D
 	nb, rb := n/32, m.Type.RowBytes(n)
 	pairs := (m.Rows + 1) / 2
@@ -166,7 +166,7 @@ func rowsQ8Tile(m *MatMul, tile tileFunc, x []q8x2, lo, hi int) {
 					q := min(p+k, c1-1)
 					xs[k] = x[q*nb : (q+1)*nb]
 				}
-				tile(&w, &xs, nb, &out)
+				tileRun(m.Type, &w, &xs, nb, &out)
 				for r := 2 * p; r < min(2*p+8, 2*c1, m.Rows); r++ {
 					res, row := out[4*(r-2*p):4*(r-2*p)+4], m.Out[r*d+o:r*d+min(o+4, hi)]
 					for k := range row {

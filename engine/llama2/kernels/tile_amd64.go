@@ -34,25 +34,34 @@ func init() {
 		panic("kernels: q8x2 layout changed")
 	}
 	if hasVNNI {
-		tileAsm[Q8_0] = tileVNNI(Q8_0, dotQ8_0t4VNNI)
-		tileAsm[Q4_0] = tileVNNI(Q4_0, dotQ4_0t4VNNI)
-		tileAsm[Q5_0] = tileVNNI(Q5_0, dotQ5_0t4VNNI)
+		for _, t := range []DType{Q8_0, Q4_0, Q5_0} {
+			tileAsm[t] = func(w *[4][]byte, x *[4][]q8x2, nb int, out *[32]float32) { tileRun(t, w, x, nb, out) }
+		}
 	}
 }
 
-// tileVNNI wraps the assembly tile for weight type t.
-func tileVNNI(t DType, f func(w0, w1, w2, w3 *byte, x0, x1, x2, x3 *q8x2, nb int, out *[32]float32)) tileFunc {
-	return func(w *[4][]byte, x *[4][]q8x2, nb int, out *[32]float32) {
-		if nb == 0 {
-			*out = [32]float32{}
-			return
-		}
-		rb := t.RowBytes(32 * nb)
-		for k := range 4 {
-			_ = w[k][rb-1]
-			_ = x[k][nb-1]
-		}
-		f(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
+// tileRun runs the assembly tile for weight type t, a direct call (not
+// through tileAsm's func values) so that its arguments stay on the
+// caller's stack.
+func tileRun(t DType, w *[4][]byte, x *[4][]q8x2, nb int, out *[32]float32) {
+	if nb == 0 {
+		*out = [32]float32{}
+		return
+	}
+	rb := t.RowBytes(32 * nb)
+	for k := range 4 {
+		_ = w[k][rb-1]
+		_ = x[k][nb-1]
+	}
+	switch t {
+	case Q8_0:
+		dotQ8_0t4VNNI(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
+	case Q4_0:
+		dotQ4_0t4VNNI(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
+	case Q5_0:
+		dotQ5_0t4VNNI(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
+	default:
+		panic("kernels: no tile kernel for " + t.String())
 	}
 }
 
@@ -76,24 +85,37 @@ func init() {
 		panic("kernels: q8Kx2, q4KMeta or q6KMeta layout changed")
 	}
 	if hasVNNI {
-		tileQ4K = tileKVNNI(Q4_K, dotQ4Kt4VNNI)
-		tileQ6K = tileKVNNI(Q6_K, dotQ6Kt4VNNI)
+		tileQ4K, tileQ6K = tileQ4KRun, tileQ6KRun
 	}
 }
 
-// tileKVNNI wraps the assembly tile for K-quant weight type t.
-func tileKVNNI[M any](t DType, f func(w0, w1, w2, w3 *byte, meta *M, x0, x1, x2, x3 *q8Kx2, nb int, out *[32]float32)) tileKFunc[M] {
-	return func(w *[4][]byte, meta []M, x *[4][]q8Kx2, nb int, out *[32]float32) {
-		if nb == 0 {
-			*out = [32]float32{}
-			return
-		}
-		rb := t.RowBytes(256 * nb)
-		for k := range 4 {
-			_ = w[k][rb-1]
-			_ = x[k][nb-1]
-		}
+// tileQ4KRun and tileQ6KRun run the K-quant assembly tiles, direct calls
+// as tileRun is.
+func tileQ4KRun(w *[4][]byte, meta []q4KMeta, x *[4][]q8Kx2, nb int, out *[32]float32) {
+	if tileKCheck(Q4_K, w, x, nb, out) {
 		_ = meta[nb-1]
-		f(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &meta[0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
+		dotQ4Kt4VNNI(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &meta[0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
 	}
+}
+
+func tileQ6KRun(w *[4][]byte, meta []q6KMeta, x *[4][]q8Kx2, nb int, out *[32]float32) {
+	if tileKCheck(Q6_K, w, x, nb, out) {
+		_ = meta[nb-1]
+		dotQ6Kt4VNNI(&w[0][0], &w[1][0], &w[2][0], &w[3][0], &meta[0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
+	}
+}
+
+// tileKCheck checks the rows' lengths for nb blocks of type t, and
+// reports whether there is work: with no blocks it zeroes out.
+func tileKCheck(t DType, w *[4][]byte, x *[4][]q8Kx2, nb int, out *[32]float32) bool {
+	if nb == 0 {
+		*out = [32]float32{}
+		return false
+	}
+	rb := t.RowBytes(256 * nb)
+	for k := range 4 {
+		_ = w[k][rb-1]
+		_ = x[k][nb-1]
+	}
+	return true
 }

@@ -172,19 +172,21 @@ func dotQ6Kt4(w *[4][]byte, _ []q6KMeta, x *[4][]q8Kx2, nb int, out *[32]float32
 	}
 }
 
-// rowsKTile computes output rows [lo, hi) of m from its pair rows x, as
-// rowsQ8Tile does, unpacking a tile's weight scales (fill) once per chunk
-// of activations.
-func rowsKTile[M any](m *MatMul, tile tileKFunc[M], fill func(*[4][]byte, int, []M), x []q8Kx2, lo, hi int) {
+// rowsKTile computes output rows [lo, hi) of m (Q4_K or Q6_K) from its
+// pair rows x, as rowsQ8Tile does, unpacking a tile's weight scales once
+// per chunk of activations. The kernels are called directly, not through
+// tileQ4K and tileQ6K, so that nothing here escapes to the heap.
+func rowsKTile(m *MatMul, x []q8Kx2, lo, hi int) {
 	n, d := m.N, m.D
 	nb, rb := n/256, m.Type.RowBytes(n)
 	pairs := (m.Rows + 1) / 2
 	chunk := max(4, (1<<20)/(640*max(nb, 1))) &^ 3
 	var (
-		out  [32]float32
-		w    [4][]byte
-		xs   [4][]q8Kx2
-		meta [tileKMaxBlocks]M
+		out   [32]float32
+		w     [4][]byte
+		xs    [4][]q8Kx2
+		meta4 [tileKMaxBlocks]q4KMeta
+		meta6 [tileKMaxBlocks]q6KMeta
 	)
 	for c0 := 0; c0 < pairs; c0 += chunk {
 		c1 := min(c0+chunk, pairs)
@@ -193,13 +195,21 @@ func rowsKTile[M any](m *MatMul, tile tileKFunc[M], fill func(*[4][]byte, int, [
 				r := min(o+k, hi-1)
 				w[k] = m.Raw[r*rb : (r+1)*rb]
 			}
-			fill(&w, nb, meta[:nb])
+			if m.Type == Q4_K {
+				fillQ4KMeta(&w, nb, meta4[:nb])
+			} else {
+				fillQ6KMeta(&w, nb, meta6[:nb])
+			}
 			for p := c0; p < c1; p += 4 {
 				for k := range xs {
 					q := min(p+k, c1-1)
 					xs[k] = x[q*nb : (q+1)*nb]
 				}
-				tile(&w, meta[:nb], &xs, nb, &out)
+				if m.Type == Q4_K {
+					tileQ4KRun(&w, meta4[:nb], &xs, nb, &out)
+				} else {
+					tileQ6KRun(&w, meta6[:nb], &xs, nb, &out)
+				}
 				for r := 2 * p; r < min(2*p+8, 2*c1, m.Rows); r++ {
 					res, row := out[4*(r-2*p):4*(r-2*p)+4], m.Out[r*d+o:r*d+min(o+4, hi)]
 					for k := range row {

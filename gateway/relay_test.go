@@ -86,9 +86,7 @@ func TestServeSSEBatchesAndKeepsAlive(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(10 * time.Second) // quiet: a keepalive
 		synctest.Wait()
-		for _, m := range []string{"a", "b", "c"} {
-			c.Send(&pb.ModelInferResponse{ModelName: m})
-		}
+		c.Send(&pb.ModelInferResponse{ModelName: "a"}, &pb.ModelInferResponse{ModelName: "b"}, &pb.ModelInferResponse{ModelName: "c"}) // ready together
 		synctest.Wait()
 		time.Sleep(9 * time.Second) // quiet restarted at the batch: nothing yet
 		synctest.Wait()

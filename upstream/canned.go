@@ -59,11 +59,16 @@ func (c *Client) startCanned(ctx context.Context, req *pb.ModelInferRequest) (*C
 // Call is the call f feeds.
 func (f *Feed) Call() *Call { return f.cl }
 
-// Send queues resp for the call's consumer and tells its Notify function,
-// as a stream's reader does; false when the call has ended (cancelled, or
-// its context done) and resp was dropped.
-func (f *Feed) Send(resp *pb.ModelInferResponse) bool {
-	return f.SendEncoded(Encode(resp))
+// Send queues resps for the call's consumer and tells its Notify function
+// once, as a stream's reader does after reading them together; false
+// when the call has ended (cancelled, or its context done) and resps were
+// dropped.
+func (f *Feed) Send(resps ...*pb.ModelInferResponse) bool {
+	msgs := make([][]byte, len(resps))
+	for i, r := range resps {
+		msgs[i] = Encode(r)
+	}
+	return f.send(msgs...)
 }
 
 // Encode is resp as a stream carries it, for SendEncoded.
@@ -78,21 +83,29 @@ func Encode(resp *pb.ModelInferResponse) []byte {
 // SendEncoded is Send for a response Encode has encoded: a test that
 // sends one response many times encodes it once (encoding allocates;
 // queueing and receiving it do not).
-func (f *Feed) SendEncoded(msg []byte) bool {
+func (f *Feed) SendEncoded(msg []byte) bool { return f.send(msg) }
+
+func (f *Feed) send(msgs ...[]byte) bool {
 	cl := f.cl
 	cl.mu.Lock()
 	if cl.finished {
 		cl.mu.Unlock()
 		return false
 	}
-	ok := cl.q.push(msg, &cl.c.lim).ok()
+	n := 0
+	for _, msg := range msgs {
+		if !cl.q.push(msg, &cl.c.lim).ok() {
+			break
+		}
+		n++
+	}
 	cl.mu.Unlock()
-	if ok {
+	if n > 0 {
 		cl.delivered.Store(true)
-		cl.progress.Add(1)
+		cl.progress.Add(uint64(n))
 		cl.pushed()
 	}
-	return ok
+	return n == len(msgs)
 }
 
 // End ends the call: io.EOF when it completed, otherwise the error its

@@ -2,23 +2,10 @@ package upstream
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
 )
-
-// deadAddr is a loopback address where nothing listens.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 // TestUncheckedTargetWaits: right after start, before the first health
 // check, a client whose first target is a dead address is ready (its

@@ -304,3 +304,15 @@ func flagsOnly(r *pb.ModelInferResponse) bool {
 	}
 	return true
 }
+
+// deadAddr is a loopback address where nothing listens.
+func deadAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}

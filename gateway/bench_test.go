@@ -14,9 +14,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/sse"
-	"github.com/streamgate/streamgate/gateway/textmodel"
+	"github.com/streamgate/streamgate/gateway/tritonapi"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -25,19 +26,27 @@ import (
 )
 
 // cannedRelay starts a canned call that the caller feeds (feed) and
-// returns the relayer that relays it through tr into out, observed.
-func cannedRelay(tb testing.TB, srv *Server, ctx context.Context, tr translator, out sink) (*relayer, *upstream.Feed) {
+// returns the relay that relays it through tr into out, observed.
+func cannedRelay(tb testing.TB, srv *Server, ctx context.Context, tr core.Translator, out core.Sink) (*core.Relay, *upstream.Feed) {
 	var feed *upstream.Feed
-	j := &job{req: &pb.ModelInferRequest{ModelName: "m"}, tr: tr, op: opGenerate}
-	ob := srv.observe(ctx, j)
-	c, err := upstreamtest.Client(func(_ context.Context, _ *pb.ModelInferRequest, f *upstream.Feed) error {
+	j := &core.Job{Req: &pb.ModelInferRequest{ModelName: "m"}, Tr: tr, Op: core.OpGenerate}
+	rl, err := srv.core.NewRelay(ctx, j, out, upstreamtest.Client(func(_ context.Context, _ *pb.ModelInferRequest, f *upstream.Feed) error {
 		feed = f
 		return nil
-	}).Start(ob.ctx, j.req)
+	}).Start)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &relayer{c: c, ob: ob, tr: tr, out: out, pending: tr.begin()}, feed
+	return rl, feed
+}
+
+func cannedResponse(outs ...*tensor.Tensor) *pb.ModelInferResponse {
+	r := &pb.ModelInferResponse{ModelName: "m", ModelVersion: "1", Id: "req-1",
+		Parameters: map[string]*pb.InferParameter{
+			"triton_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: false}},
+		}}
+	tensor.ToResponse(r, outs)
+	return r
 }
 
 // repeatClient answers every request with resp n times.
@@ -59,24 +68,15 @@ func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
 func (w *discardWriter) Flush()                      {}
 
-func cannedResponse(outs ...*tensor.Tensor) *pb.ModelInferResponse {
-	r := &pb.ModelInferResponse{ModelName: "m", ModelVersion: "1", Id: "req-1",
-		Parameters: map[string]*pb.InferParameter{
-			"triton_final_response": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: false}},
-		}}
-	tensor.ToResponse(r, outs)
-	return r
-}
-
 // route is one inference route's relay: a translator and a sink as its
 // handler builds them, writing to a discarding writer.
 type route struct {
 	name  string
 	resp  *pb.ModelInferResponse
-	newTr func() translator
+	newTr func(*Server) core.Translator
 	// newSink returns the route's sink; ws sinks append their data
 	// frames to frames as the session's send queue does.
-	newSink func(srv *Server, frames *[]byte) sink
+	newSink func(srv *Server, frames *[]byte) core.Sink
 	// growth is the allocations relaying 1,000 more responses may add:
 	// none, but on routes that keep the whole text (the Responses API's
 	// done events repeat it), whose buffer grows by doubling.
@@ -89,72 +89,80 @@ func relayRoutes(tb testing.TB) []route {
 		tensor.NewUint32("IDX", []int64{1}, []uint32{7}),
 	)
 	textResp := cannedResponse(tensor.NewString("text_output", " word"))
-	md := &pb.ModelMetadataResponse{Name: "m",
-		Inputs: []*pb.ModelMetadataResponse_TensorMetadata{
-			{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}},
-			{Name: "sampling_parameters", Datatype: "BYTES", Shape: []int64{1}},
-		},
-		Outputs: []*pb.ModelMetadataResponse_TensorMetadata{{Name: "text_output", Datatype: "BYTES", Shape: []int64{1}}},
+	// The /v1 translators come from their jobs, built by the OpenAI
+	// surface for fakeUpstream's text model.
+	chat := func(f core.Form) func(*Server) core.Translator {
+		return func(srv *Server) core.Translator {
+			return jobTranslator(tb, openai.ParseChat, srv.openai.ChatJob, `{"model":"echo","messages":[{"role":"user","content":"hi"}]}`, f)
+		}
 	}
-	ad, err := textmodel.Select(md)
-	if err != nil {
-		tb.Fatal(err)
+	completions := func(srv *Server) core.Translator {
+		return jobTranslator(tb, openai.ParseCompletion, srv.openai.CompletionJob, `{"model":"echo","prompt":"hi"}`, core.FormSSE)
 	}
+	responses := func(srv *Server) core.Translator {
+		return jobTranslator(tb, openai.ParseResponses, srv.openai.ResponsesJob, `{"model":"echo","input":"hi","stream":true}`, core.FormSSE)
+	}
+	events := func(*Server) core.Translator { return tritonapi.NewEvents("abc") }
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
-	sseSink := func(srv *Server, _ *[]byte) sink {
-		return srv.newSSESink(&discardWriter{h: http.Header{}}, r, tritonErrors, false)
+	sseSink := func(srv *Server, _ *[]byte) core.Sink {
+		return srv.core.NewSSESink(&discardWriter{h: http.Header{}}, r, core.TritonErrors, false)
 	}
-	wsSink := func(srv *Server, frames *[]byte) sink {
+	wsSink := func(srv *Server, frames *[]byte) core.Sink {
 		var seq uint64
-		return &wsSink{events: srv.metrics.events.With("ws"), emit: func(data []byte) error {
+		return &core.WSSink{Events: srv.core.Metrics.Events.With("ws"), Emit: func(data []byte) error {
 			*frames = ws.AppendDataFrame((*frames)[:0], "a1", seq, data)
 			seq++
 			return nil
 		}}
 	}
 	return []route{
-		{"generate_stream", intResp, func() translator { return &generateEvents{id: "abc"} }, sseSink, 0},
-		{"chat", textResp, func() translator {
-			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, formSSE, "")
-		}, sseSink, 0},
-		{"completions", textResp, func() translator {
-			return newTextEvents(ad, &openai.Chunker{ID: "cmpl-1", Created: 1, Model: "m"}, formSSE, "")
-		}, sseSink, 0},
-		{"responses", textResp, func() translator {
-			resp := openai.NewResponse("resp-1", 1, &openai.ResponsesRequest{Model: "m", Store: true})
-			return &responseEvents{textReader: textReader{ad: ad}, stream: true, r: &openai.Responder{Resp: resp, ItemID: "msg-1"}}
-		}, func(srv *Server, _ *[]byte) sink {
-			o := srv.newSSESink(&discardWriter{h: http.Header{}}, r, openAIErrors, false)
-			o.named = true
+		{"generate_stream", intResp, events, sseSink, 0},
+		{"chat", textResp, chat(core.FormSSE), sseSink, 0},
+		{"completions", textResp, completions, sseSink, 0},
+		{"responses", textResp, responses, func(srv *Server, _ *[]byte) core.Sink {
+			o := srv.core.NewSSESink(&discardWriter{h: http.Header{}}, r, core.OpenAIErrors, false)
+			o.Named = true
 			return o
 		}, 16},
-		{"ws_generate", intResp, func() translator { return &generateEvents{id: "abc"} }, wsSink, 0},
-		{"ws_chat", textResp, func() translator {
-			return newTextEvents(ad, &openai.Chunker{ID: "chatcmpl-1", Created: 1, Model: "m", Chat: true}, formWS, "")
-		}, wsSink, 0},
+		{"ws_generate", intResp, events, wsSink, 0},
+		{"ws_chat", textResp, chat(core.FormWS), wsSink, 0},
 	}
+}
+
+// jobTranslator is the translator of the job build makes of body, parsed
+// by parse, in form f.
+func jobTranslator[R any](tb testing.TB, parse func([]byte) (R, error), build func(context.Context, R, core.Form) (*core.Job, error), body string, f core.Form) core.Translator {
+	req, err := parse([]byte(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	j, err := build(context.Background(), req, f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return j.Tr
 }
 
 // relayN relays n responses of rt, each its own batch and flush (as on a
 // stream paced by the model), through a fresh translator and sink, from a
 // canned call (so upstream's queue and decoding are in it too).
 func relayN(tb testing.TB, srv *Server, rt route, n int, frames *[]byte) {
-	r, feed := cannedRelay(tb, srv, context.Background(), rt.newTr(), rt.newSink(srv, frames))
+	r, feed := cannedRelay(tb, srv, context.Background(), rt.newTr(srv), rt.newSink(srv, frames))
 	msg := upstream.Encode(rt.resp)
 	for range n {
 		feed.SendEncoded(msg)
-		if _, ended, err := r.step(); ended {
+		if ended, err := r.Step(); ended {
 			tb.Fatal(err)
 		}
 	}
 	feed.End(io.EOF)
-	if _, ended, err := r.step(); !ended || err != nil {
+	if ended, err := r.Step(); !ended || err != nil {
 		tb.Fatalf("ended %v: %v", ended, err)
 	}
 }
 
 func benchServer() *Server {
-	return testServer(nil, nil, &Options{SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
+	return testServer(nil, fakeUpstream{}, &Options{SSE: &sse.Options{KeepAlive: -1, WriteTimeout: -1}})
 }
 
 // BenchmarkRelay measures the gateway's own work per relayed response on

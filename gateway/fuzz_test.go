@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/tritonhttp"
 	"github.com/streamgate/streamgate/gateway/ws"
@@ -234,7 +235,7 @@ func FuzzWebSocketRequest(f *testing.F) {
 			return
 		}
 		err := ws.Serve(t.Context(), req, func(ctx context.Context, req *ws.Request, emit func([]byte) error) error {
-			return srv.wsRequest(ctx, upgrade, req, emit)
+			return srv.ws.Request(ctx, upgrade, req, emit)
 		}, func(p []byte) error {
 			if !json.Valid(p) {
 				t.Errorf("data is not JSON: %q", p)
@@ -242,7 +243,7 @@ func FuzzWebSocketRequest(f *testing.F) {
 			return nil
 		})
 		if err != nil {
-			if e := classify(err); e.Status >= 500 || e.Code == "" || e.Msg == "" {
+			if e := core.Classify(err); e.Status >= 500 || e.Code == "" || e.Msg == "" {
 				t.Fatalf("error %v classified as %+v", err, e)
 			}
 		}

@@ -8,13 +8,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
 	"github.com/streamgate/streamgate/upstream/upstreamtest"
 )
 
 // The per-client limit counts a request against the API key that
-// authentication put in its context (withLimitKey), across connections;
+// authentication put in its context (core.WithLimitKey), across connections;
 // without one, against its connection.
 func TestPerClientLimitKey(t *testing.T) {
 	started := make(chan struct{}, 4)
@@ -27,7 +28,7 @@ func TestPerClientLimitKey(t *testing.T) {
 	// names the key.
 	authenticate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if k := r.Header.Get("X-Test-Key"); k != "" {
-			r = r.WithContext(withLimitKey(r.Context(), k))
+			r = r.WithContext(core.WithLimitKey(r.Context(), k))
 		}
 		srv.Handler().ServeHTTP(w, r)
 	})
@@ -78,24 +79,6 @@ func TestPerClientLimitKey(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-}
-
-func TestLimitKey(t *testing.T) {
-	ctx := t.Context()
-	kctx := withLimitKey(ctx, "key-id")
-	for _, tc := range []struct {
-		ctx        context.Context
-		conn, want string
-	}{
-		{ctx, "192.0.2.1:443", "conn:192.0.2.1:443"},
-		{ctx, "", ""}, // a WebSocket request: its socket limits it
-		{kctx, "192.0.2.1:443", "key:key-id"},
-		{kctx, "", "key:key-id"},
-	} {
-		if got := limitKey(tc.ctx, tc.conn); got != tc.want {
-			t.Errorf("limitKey(%q) = %q, want %q", tc.conn, got, tc.want)
-		}
-	}
 }
 
 // HTTP/2 lets a connection open more streams than the per-client limit,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/store"
 )
@@ -21,7 +22,7 @@ func TestStoredResponseOwner(t *testing.T) {
 	do := func(method, path, key, body string) (int, string) {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		if key != "" {
-			req = req.WithContext(withLimitKey(req.Context(), key))
+			req = req.WithContext(core.WithLimitKey(req.Context(), key))
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -32,14 +33,14 @@ func TestStoredResponseOwner(t *testing.T) {
 	if code != 200 || json.Unmarshal([]byte(body), &created) != nil {
 		t.Fatalf("create: %d %s", code, body)
 	}
-	rec, err := srv.opts.Store.GetResponse(t.Context(), created.ID)
+	rec, err := srv.core.Opts.Store.GetResponse(t.Context(), created.ID)
 	if err != nil || rec.Owner != "k1" {
 		t.Fatalf("stored %+v %v", rec, err)
 	}
 
 	bg := openai.NewResponse("resp-bg", 1, &openai.ResponsesRequest{Model: "echo", Background: true, Store: true})
 	bg.Status = openai.StatusCompleted
-	if err := srv.opts.Store.PutResponse(t.Context(), "resp-bg", store.StoredResponse{Owner: "k1", Object: bg.JSON(), Data: []byte(`{"input":[]}`)}, time.Minute); err != nil {
+	if err := srv.core.Opts.Store.PutResponse(t.Context(), "resp-bg", store.StoredResponse{Owner: "k1", Object: bg.JSON(), Data: []byte(`{"input":[]}`)}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{created.ID, "resp-bg"} {
@@ -80,7 +81,7 @@ func TestResponseInputItemsPages(t *testing.T) {
 	obj := openai.NewResponse("resp-x", 1, &openai.ResponsesRequest{Model: "echo", Store: true})
 	obj.Status = openai.StatusCompleted
 	data := `{"input":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`
-	if err := srv.opts.Store.PutResponse(t.Context(), "resp-x", store.StoredResponse{Object: obj.JSON(), Data: []byte(data)}, time.Minute); err != nil {
+	if err := srv.core.Opts.Store.PutResponse(t.Context(), "resp-x", store.StoredResponse{Object: obj.JSON(), Data: []byte(data)}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	ids := func(body string) string {
@@ -128,9 +129,9 @@ func TestResponseChainBounded(t *testing.T) {
 	h := srv.Handler()
 	obj := openai.NewResponse("resp-big", 1, &openai.ResponsesRequest{Model: "echo", Store: true})
 	obj.Status = openai.StatusCompleted
-	data, _ := json.Marshal(responseData{Input: []openai.ChatMessage{{Role: "user", Content: strings.Repeat("a", 4000)}},
-		History: []openai.ChatMessage{{Role: "user", Content: strings.Repeat("b", 1000)}}})
-	if err := srv.opts.Store.PutResponse(t.Context(), "resp-big", store.StoredResponse{Object: obj.JSON(), Data: data}, time.Minute); err != nil {
+	data, _ := json.Marshal(map[string][]openai.ChatMessage{"input": {{Role: "user", Content: strings.Repeat("a", 4000)}},
+		"history": {{Role: "user", Content: strings.Repeat("b", 1000)}}}) // the stored data's JSON
+	if err := srv.core.Opts.Store.PutResponse(t.Context(), "resp-big", store.StoredResponse{Object: obj.JSON(), Data: data}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	req := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(`{"model":"echo","input":"more text","previous_response_id":"resp-big"}`))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/store"
@@ -39,7 +40,7 @@ func eachStore(t *testing.T, f func(t *testing.T, st store.Store)) {
 
 // resumeRig is a gateway whose upstream calls the test feeds, served over
 // loopback HTTP, with the X-Test-Key header standing in for an API key
-// (withLimitKey).
+// (core.WithLimitKey).
 type resumeRig struct {
 	t     *testing.T
 	url   string
@@ -71,7 +72,7 @@ func newResumeRig(t *testing.T, opts *Options) *resumeRig {
 	srv := testServer(start, fakeUpstream{}, opts)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if k := r.Header.Get("X-Test-Key"); k != "" {
-			r = r.WithContext(withLimitKey(r.Context(), k))
+			r = r.WithContext(core.WithLimitKey(r.Context(), k))
 		}
 		srv.Handler().ServeHTTP(w, r)
 	}))
@@ -171,9 +172,9 @@ func TestResumableStreamResumes(t *testing.T) { eachStore(t, testResumableStream
 
 func testResumableStreamResumes(t *testing.T, st store.Store) {
 	rig := newResumeRig(t, &Options{Store: st})
-	resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "k1", map[string]string{headerResumable: "true"}, repeatBody)
+	resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "k1", map[string]string{core.HeaderResumable: "true"}, repeatBody)
 	c := rig.call()
-	sid := resp.Header.Get(headerStreamID)
+	sid := resp.Header.Get(core.HeaderStreamID)
 	if resp.StatusCode != 200 || sid == "" {
 		t.Fatalf("POST: %d, stream id %q", resp.StatusCode, sid)
 	}
@@ -197,7 +198,7 @@ func testResumableStreamResumes(t *testing.T, st store.Store) {
 	if got := rig.do("DELETE", "/v1/streams/"+sid, "k2", nil, ""); got.StatusCode != 404 {
 		t.Errorf("DELETE with another key: %d", got.StatusCode)
 	}
-	r2 := rig.do("GET", "/v1/streams/"+sid, "k1", map[string]string{headerLastEvent: "3"}, "")
+	r2 := rig.do("GET", "/v1/streams/"+sid, "k1", map[string]string{core.HeaderLastEvent: "3"}, "")
 	if r2.StatusCode != 200 || !strings.HasPrefix(r2.Header.Get("Content-Type"), "text/event-stream") {
 		b, _ := io.ReadAll(r2.Body)
 		t.Fatalf("GET: %d %s %s", r2.StatusCode, r2.Header.Get("Content-Type"), b)
@@ -219,11 +220,11 @@ func testResumableStreamResumes(t *testing.T, st store.Store) {
 	// After the last event, at the end event (7) or past it, up to the
 	// largest id (no overflow into "trimmed"): 204, at once.
 	for _, after := range []string{"6", "7", "100", "18446744073709551615"} {
-		if got := rig.do("GET", "/v1/streams/"+sid, "k1", map[string]string{headerLastEvent: after}, ""); got.StatusCode != 204 {
+		if got := rig.do("GET", "/v1/streams/"+sid, "k1", map[string]string{core.HeaderLastEvent: after}, ""); got.StatusCode != 204 {
 			t.Errorf("GET after %s, after the end: %d", after, got.StatusCode)
 		}
 	}
-	if got := rig.do("GET", "/v1/streams/"+sid, "k1", map[string]string{headerLastEvent: "x"}, ""); got.StatusCode != 400 {
+	if got := rig.do("GET", "/v1/streams/"+sid, "k1", map[string]string{core.HeaderLastEvent: "x"}, ""); got.StatusCode != 400 {
 		t.Errorf("GET with a bad Last-Event-ID: %d", got.StatusCode)
 	}
 	if got := rig.do("GET", "/v1/streams/nosuch", "k1", nil, ""); got.StatusCode != 404 {
@@ -237,12 +238,12 @@ func TestResumableStreamDelete(t *testing.T) { eachStore(t, testResumableStreamD
 
 func testResumableStreamDelete(t *testing.T, st store.Store) {
 	rig := newResumeRig(t, &Options{Store: st})
-	resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: "true"}, repeatBody)
+	resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{core.HeaderResumable: "true"}, repeatBody)
 	c := rig.call()
 	c.send(repeatResp(0))
 	live := open(resp)
 	live.events(t, 1)
-	sid := resp.Header.Get(headerStreamID)
+	sid := resp.Header.Get(core.HeaderStreamID)
 	if got := rig.do("DELETE", "/v1/streams/"+sid, "", nil, ""); got.StatusCode != 204 {
 		t.Fatalf("DELETE: %d", got.StatusCode)
 	}
@@ -261,10 +262,10 @@ func testResumableStreamDelete(t *testing.T, st store.Store) {
 	if got := open(rig.do("GET", "/v1/streams/"+sid, "", nil, "")).rest(t); len(got) != 2 || got[0] != wantEvent(1, 0) || got[1] != cancelled {
 		t.Errorf("a reader from the start: %q", got)
 	}
-	if got := open(rig.do("GET", "/v1/streams/"+sid, "", map[string]string{headerLastEvent: "1"}, "")).rest(t); len(got) != 1 || got[0] != cancelled {
+	if got := open(rig.do("GET", "/v1/streams/"+sid, "", map[string]string{core.HeaderLastEvent: "1"}, "")).rest(t); len(got) != 1 || got[0] != cancelled {
 		t.Errorf("a reader after the last event: %q", got)
 	}
-	if got := rig.do("GET", "/v1/streams/"+sid, "", map[string]string{headerLastEvent: "2"}, ""); got.StatusCode != 204 {
+	if got := rig.do("GET", "/v1/streams/"+sid, "", map[string]string{core.HeaderLastEvent: "2"}, ""); got.StatusCode != 204 {
 		t.Errorf("a reader after the cancel event: %d", got.StatusCode)
 	}
 }
@@ -275,7 +276,7 @@ func testResumableStreamDelete(t *testing.T, st store.Store) {
 func TestResumableStreamGrace(t *testing.T) {
 	rig := newResumeRig(t, &Options{ResumeGrace: 200 * time.Millisecond})
 	for _, resumable := range []string{"true", "false"} {
-		resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: resumable}, repeatBody)
+		resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{core.HeaderResumable: resumable}, repeatBody)
 		c := rig.call()
 		c.send(repeatResp(0))
 		open(resp).events(t, 1)
@@ -296,15 +297,15 @@ func TestResumableModes(t *testing.T) {
 	for mode, want := range map[string][2]bool{ResumableNever: {false, false}, ResumableOptIn: {false, true}, ResumableAlways: {true, true}} {
 		rig := newResumeRig(t, &Options{Resumable: mode})
 		for i, asked := range []string{"", "true"} {
-			resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: asked}, repeatBody)
+			resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{core.HeaderResumable: asked}, repeatBody)
 			rig.call().end()
-			if got := resp.Header.Get(headerStreamID) != ""; got != want[i] {
+			if got := resp.Header.Get(core.HeaderStreamID) != ""; got != want[i] {
 				t.Errorf("%s, asked %q: resumable %v", mode, asked, got)
 			}
 		}
 	}
 	rig := newResumeRig(t, nil)
-	if resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{headerResumable: "maybe"}, repeatBody); resp.StatusCode != 400 {
+	if resp := rig.do("POST", "/v2/models/repeat_int32/generate_stream", "", map[string]string{core.HeaderResumable: "maybe"}, repeatBody); resp.StatusCode != 400 {
 		t.Errorf("Streamgate-Resumable: maybe: %d", resp.StatusCode)
 	}
 }
@@ -328,12 +329,12 @@ var lastEventIDCases = []struct {
 
 func TestParseLastEventID(t *testing.T) {
 	for _, tc := range lastEventIDCases {
-		got, err := parseLastEventID(tc.header, tc.query)
+		got, err := core.ParseLastEventID(tc.header, tc.query)
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Errorf("parseLastEventID(%q, %q) = %d, %v", tc.header, tc.query, got, err)
 		}
 		if err != nil {
-			if e := classify(err); e.Status != 400 || e.Code != "invalid_value" {
+			if e := core.Classify(err); e.Status != 400 || e.Code != "invalid_value" {
 				t.Errorf("parseLastEventID(%q, %q) error %+v", tc.header, tc.query, e)
 			}
 		}
@@ -351,17 +352,17 @@ func FuzzResumeHeaders(f *testing.F) {
 		f.Add(v, "")
 	}
 	f.Fuzz(func(t *testing.T, header, query string) {
-		n, err := parseLastEventID(header, query)
+		n, err := core.ParseLastEventID(header, query)
 		if err != nil {
-			if e := classify(err); e.Status != 400 || !json.Valid(openAIErrors(e)) {
+			if e := core.Classify(err); e.Status != 400 || !json.Valid(core.OpenAIErrors(e)) {
 				t.Fatalf("Last-Event-ID %q: %+v", header, e)
 			}
 		} else if v := strings.TrimSpace(header); v != "" && strconv.FormatUint(n, 10) != strings.TrimLeft(v, "+0") && n != 0 {
 			t.Fatalf("Last-Event-ID %q parsed as %d", header, n)
 		}
-		ok, err := parseResumable(header)
+		ok, err := core.ParseResumable(header)
 		if err != nil {
-			if e := classify(err); e.Status != 400 || !json.Valid(openAIErrors(e)) {
+			if e := core.Classify(err); e.Status != 400 || !json.Valid(core.OpenAIErrors(e)) {
 				t.Fatalf("Streamgate-Resumable %q: %+v", header, e)
 			}
 		} else if ok != strings.EqualFold(strings.TrimSpace(header), "true") {

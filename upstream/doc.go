@@ -30,7 +30,7 @@
 // BenchmarkDeliver). The default TransportH2 (Options.Transport) reads the
 // pooled streams without grpc-go: each stream has an HTTP/2 connection of
 // its own, whose frames its reader reads and assembles into the reused
-// buffer itself, allocating nothing per message either (h2.go,
+// buffer itself, allocating nothing per message either (h2read.go,
 // TestH2RecvAllocs). grpc-go's transport (TransportGRPC, and dedicated
 // streams) still allocates a few small objects per message below its
 // 1 KiB pooling threshold.

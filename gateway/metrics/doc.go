@@ -10,7 +10,7 @@
 // # Adding an instrument
 //
 // One line where the gateway declares its set (newGatewayMetrics in
-// gateway/ops.go), one field to hold it, and the call where it happens:
+// gateway/core/telemetry.go), one field to hold it, and the call where it happens:
 //
 //	resumes: r.Counter("streamgate.gateway.resumes", "{stream}", "Streams resumed from their log, by protocol.", "protocol"),
 //

@@ -1,0 +1,585 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/streamgate/streamgate/gateway/metrics"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream"
+)
+
+// The life of one inference request, the same for every route and
+// protocol: a handler validates the request into a job, then serve admits
+// it, starts it upstream, relays its responses into a sink and accounts how
+// it ended. sinks.go has the sinks, errors.go the error formats.
+
+// Translator turns one call's responses into payloads, each one JSON
+// value: an SSE event's data, a WebSocket data frame's "data", or the body
+// of a non-streaming response.
+type Translator interface {
+	// Begin gives the payloads due once the call has started.
+	Begin() [][]byte
+	// Next gives the payloads for one response. They (and the slice) are
+	// only valid until the next call: sinks copy them out.
+	Next(resp *pb.ModelInferResponse) ([][]byte, error)
+	// End gives the payloads due after the last response.
+	End() ([][]byte, error)
+}
+
+// Form is how a job's payloads reach the client; the translator is built
+// for it.
+type Form int
+
+const (
+	// formBody: one JSON body once the call has ended (non-streaming
+	// routes).
+	FormBody Form = iota
+	// formSSE: one event per payload; OpenAI streams end with [DONE].
+	FormSSE
+	// formWS: one WebSocket data frame per payload; the session's done
+	// frame ends the request, so there is no [DONE].
+	FormWS
+)
+
+// Job is a validated request, ready to start upstream.
+type Job struct {
+	Req *pb.ModelInferRequest
+	Tr  Translator
+	Op  string // gen_ai.operation.name: opChat, opCompletion or opGenerate
+	// Tokens is what a keyed request reserves of its key's tokens per
+	// minute (estimateTokens; 0 for requests that are not text), prompt
+	// the part of it that is the prompt's estimate.
+	Tokens, Prompt int
+}
+
+// Sink is where one request's payloads go: an event stream (SSESink), one
+// JSON body (BodySink) or WebSocket data frames (WSSink); LogSink (a
+// background response's) writes them to its resumable log alone. Its
+// request's relay drives it (run or relayLater), one batch at a time;
+// only cut comes from elsewhere.
+type Sink interface {
+	// protocol names the sink in metrics: "sse", "http" or "ws".
+	protocol() string
+	// keepAlive is how long the request may stay quiet before idle is
+	// due; 0 means never.
+	keepAlive() time.Duration
+	// send takes one payload, copying what it keeps. It may buffer it
+	// until flush. A failed write returns ErrClientGone.
+	send(p []byte) error
+	// flush delivers what send buffered; serve calls it after every batch
+	// of ready responses. The first flush (or idle) commits the response:
+	// its status is 200 from then on.
+	flush() error
+	// idle is called whenever the request has been quiet for keepAlive.
+	idle() error
+	// fail delivers err, which ended the request, if the sink can (in
+	// band, or in the form its route gives errors that come first). It
+	// returns false when it wrote nothing and the caller must answer err
+	// in its route's error format.
+	fail(err error) bool
+	// writer is the HTTP response the sink writes, whose log line names
+	// the request's model and tokens (noteRequest); nil for none.
+	writer() http.ResponseWriter
+	// countEvents counts in metrics the payloads sent since the last
+	// count (flush and fail count too; finish calls it for a batch that
+	// ended early).
+	countEvents()
+	// cut makes the sink's write in progress and every later one fail at
+	// once. Unlike the other methods it is called from another goroutine:
+	// Drain's, for a request that outlived its stop timeout.
+	cut()
+}
+
+// Serve runs one request through its whole life:
+//
+//  1. admit: not draining, under the global and per-client limits
+//     (limitKey: the API key, else the connection), registered for Drain;
+//     a keyed request's model allowed and its key's limits taken
+//     (admitKeyed), settled when it ends;
+//  2. start the call upstream (upstream.Client.Start);
+//  3. relay its responses through j's translator into out, with out's
+//     keepalives while it is quiet;
+//  4. finish: account how it ended and let out deliver the error if it
+//     can.
+//
+// ctx is the request's (the HTTP request's, or the WebSocket request's);
+// when it is done the call is cancelled upstream. conn names the client
+// connection for the per-client limit when the request has no API key
+// ("" for none: a WebSocket's requests are limited by its session).
+// Serve returns nil when the request succeeded or out delivered its
+// error, and otherwise the error the caller must answer (ErrClientGone
+// when there is nobody to answer).
+//
+// Serve is Begin (1, 2) and Flight.run (3, 4); the caller's goroutine
+// waits for the end, in this frame: see run. A WebSocket request runs 3
+// and 4 with no goroutine waiting (Flight.RelayLater). Both relay in
+// steps, with the same relayer, and end in finish.
+func (s *Server) Serve(ctx context.Context, conn string, j *Job, out Sink) error {
+	f, err := s.Begin(ctx, nil, conn, j, out)
+	if f == nil {
+		return err
+	}
+	return <-f.run()
+}
+
+// Flight is a request between begin and finish: admitted, its call
+// started upstream.
+type Flight struct {
+	s      *Server
+	parent context.Context // the ctx given to begin
+	ctx    context.Context // the request's: parent, or its child
+	cancel context.CancelCauseFunc
+	own    bool   // ctx is parent's child, cancelled by finish
+	done   func() // gives back what admission took
+	ob     *observation
+	c      *upstream.Call
+	j      *Job
+	out    Sink
+	active *metrics.GaugeValue
+	r      relayer
+
+	// The relay's state (run, relayLater).
+	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
+	ended func(error)  // takes what serve returns
+	ka    *keepalive   // nil without keepalives
+}
+
+// Begin admits j and starts its call: Serve's steps 1 and 2. A nil flight
+// comes with the error serve returns. cancel, if not nil, cancels ctx
+// (a WebSocket request's: ws.Request.Cancel), whose owner cancels it once
+// the request has ended; otherwise the request runs in a child of ctx
+// that finish cancels.
+func (s *Server) Begin(ctx context.Context, cancel context.CancelCauseFunc, conn string, j *Job, out Sink) (*Flight, error) {
+	f := &Flight{s: s, parent: ctx, ctx: ctx, cancel: cancel, j: j, out: out}
+	if cancel == nil {
+		f.ctx, f.cancel = context.WithCancelCause(ctx)
+		f.own = true
+	}
+	var err error
+	f.done, err = s.admitJob(f.ctx, conn, j, &LiveStream{Hard: func() { f.cancel(ErrDraining) }, Cut: out.cut})
+	if err != nil {
+		f.release()
+		return nil, err
+	}
+	f.ob = s.observe(f.ctx, j) // the upstream span, in ob.ctx
+	f.c, err = s.Up.Start(f.ob.ctx, j.Req)
+	if err != nil {
+		err = s.failed(f.ctx, ctx, f.ob, nil, j, out, err)
+		f.done()
+		f.release()
+		return nil, err
+	}
+	f.r = relayer{c: f.c, ob: f.ob, tr: j.Tr, out: out, pending: j.Tr.Begin()}
+	f.active = s.Metrics.active.With(out.protocol())
+	f.active.Inc()
+	return f, nil
+}
+
+// finish ends a flight whose relay returned err: Serve's step 4, the one
+// end of every inference request. It returns what serve returns.
+func (f *Flight) finish(err error) error {
+	f.c.Notify(nil)
+	f.out.countEvents() // what the last batch emitted, if it did not flush
+	if err == nil {
+		f.ob.end(nil, false, f.j.Tr)
+		noteRequest(f.out, f.ob)
+	} else {
+		err = f.s.failed(f.ctx, f.parent, f.ob, f.c, f.j, f.out, err)
+	}
+	f.active.Dec()
+	f.c.Cancel()
+	f.done()
+	f.release()
+	return err
+}
+
+// release cancels the request's context if begin made it.
+func (f *Flight) release() {
+	if f.own {
+		f.cancel(nil)
+	}
+}
+
+// run starts relaying f's call, to finish f when it ends: Serve's steps
+// 3 and 4. It returns at once, with the channel that gets what serve
+// returns; the caller's goroutine only waits for it: each time the call
+// says it may have a response ready (Notify) or has ended (which it does
+// when the request's context is done), and each time the keepalive is
+// due, a short-lived goroutine relays what is ready (step) and leaves.
+// The caller waits a channel receive deep, in Serve's frame rather than
+// run's, so its stack (grown to 8 KB by routing and parsing the request)
+// halves at the next collection, and the relay's deeper frames (the
+// translator, the writes) are on no goroutine while the request is
+// quiet. The runtime halves a parked goroutine's stack only while it
+// uses under a quarter of it, 800 bytes of margin included: a held
+// HTTP/2 stream waits about 1.2 KB deep (topHandler, runShallow's rest,
+// ServeSSE's run, Serve, the receive), so 16 more bytes (run's frame
+// under Serve's was 96) keep its 8 KB and cost about 4 KB per held
+// stream (bench --preset hold --http2). The sink sends the payloads of every response already
+// queued, then flushes once (one write per batch), and out.idle is called
+// whenever the request has been quiet for out.keepAlive(). The payloads
+// of tr.begin wait for the first response (or the first idle), so that
+// an error coming first finds the response still uncommitted and gets
+// its own status.
+func (f *Flight) run() <-chan error {
+	done := make(chan error, 1)
+	f.ended = func(err error) { done <- err }
+	if ka := f.out.keepAlive(); ka > 0 {
+		f.ka = &keepalive{ka: ka, start: time.Now()}
+		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
+		f.ka.t.Reset(ka)
+	}
+	f.c.Notify(f.wakeGo)
+	f.wakeGo()
+	return done
+}
+
+// keepalive is when a quiet request is due its sink's idle call. The
+// timer is not reset by every batch: a batch notes when it went out
+// (last, since start), and the timer, when it fires, waits again for
+// what is left of the interval since then.
+type keepalive struct {
+	ka    time.Duration
+	t     *time.Timer // wakes the request (wakeIdle)
+	fired atomic.Bool // t has fired since the last step looked
+	start time.Time
+	last  time.Duration
+}
+
+// batch notes that a batch went out now.
+func (k *keepalive) batch() { k.last = time.Since(k.start) }
+
+// due says whether the timer fired and the request has been quiet for
+// the whole interval since (the timer then restarts for the next one);
+// when a batch went out meanwhile the timer waits for the rest.
+func (k *keepalive) due() bool {
+	if !k.fired.Swap(false) {
+		return false
+	}
+	now := time.Since(k.start)
+	if quiet := now - k.last; quiet < k.ka {
+		k.t.Reset(k.ka - quiet)
+		return false
+	}
+	k.last = now
+	k.t.Reset(k.ka)
+	return true
+}
+
+// wakeIdle is the keepalive timer's: the request may be due its idle.
+func (f *Flight) wakeIdle() {
+	f.ka.fired.Store(true)
+	f.wakeGo()
+}
+
+// RelayLater relays f's call and finishes f like run, but with no
+// goroutine at all between batches: each time the call says it may have
+// a response ready (or has ended), the goroutine that says so (the
+// upstream stream's reader, which has just queued a response) relays
+// what is ready itself, unless another does already; once the call has
+// ended, f is finished on a goroutine of its own, which gives ended what
+// serve would have returned. It is for sinks whose writes never block
+// and that need no keepalives: a WebSocket request's (its session queues
+// the frames).
+func (f *Flight) RelayLater(ended func(error)) {
+	f.ended = ended
+	f.c.Notify(f.wakeHere)
+	f.wakeHere()
+}
+
+// wakeGo steps f on a goroutine of its own unless a step runs already
+// (which then steps again): run's.
+func (f *Flight) wakeGo() {
+	if f.wakes.Add(1) == 1 {
+		go f.steps(false)
+	}
+}
+
+// wakeHere steps f on the calling goroutine unless a step runs already
+// (which then steps again): relayLater's.
+func (f *Flight) wakeHere() {
+	if f.wakes.Add(1) == 1 {
+		f.steps(true)
+	}
+}
+
+// steps relays whatever is ready, with out.idle when the keepalive is
+// due, again while a wake came meanwhile, and finishes f once its call
+// has ended: there and then, or (here: on the goroutine that delivered
+// the response) on a goroutine of its own.
+func (f *Flight) steps(here bool) {
+	defer f.recoverStep()
+	for {
+		n := f.wakes.Load()
+		relayed, ended, err := f.r.step()
+		if !ended && f.ka != nil {
+			if relayed {
+				f.ka.batch()
+			}
+			if f.ka.due() {
+				if err = f.r.sendPending(); err == nil {
+					err = f.out.idle()
+				}
+				ended = err != nil
+			}
+		}
+		if ended { // wakes stays > 0: no step runs again
+			if here {
+				go func() {
+					defer f.recoverStep()
+					f.end(err)
+				}()
+			} else {
+				f.end(err)
+			}
+			return
+		}
+		if f.wakes.Add(-n) == 0 {
+			return
+		}
+	}
+}
+
+// end finishes f, whose relay ended with err, and hands what serve
+// returns to f.ended.
+func (f *Flight) end(err error) {
+	if f.ka != nil {
+		f.ka.t.Stop()
+	}
+	f.ended(f.finish(err))
+}
+
+// errRelayPanic ends a request whose relay panicked.
+var errRelayPanic = &HTTPError{Status: http.StatusInternalServerError, Code: "internal", Msg: "internal error relaying the response"}
+
+// recoverStep ends f's request when its step panicked, as net/http ends a
+// handler that panics, rather than the whole process (a panic on the
+// upstream reader's goroutine would end it): the panic is logged with its
+// stack and f finished with errRelayPanic, which its client gets like any
+// other failure. wakes stays > 0: no step runs again. A second panic, in
+// finish itself, still ends the process.
+func (f *Flight) recoverStep() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	f.s.Log.ErrorContext(f.ctx, "panic relaying a request", "model", f.j.Req.GetModelName(),
+		"panic", v, "stack", stack())
+	f.end(errRelayPanic)
+}
+
+// admitJob is Serve's admission: admit, then a keyed request's model and
+// key limits (admitKeyed). done gives everything back.
+func (s *Server) admitJob(ctx context.Context, conn string, j *Job, e *LiveStream) (func(), error) {
+	release, err := s.admit(limitKey(ctx, conn), e)
+	if err != nil {
+		return nil, err
+	}
+	kd := keyOf(ctx)
+	if kd == nil {
+		return release, nil
+	}
+	settle, err := s.admitKeyed(ctx, kd, j)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return func() { settle(); release() }, nil
+}
+
+// failed accounts a request whose call could not start (c nil) or ended
+// with err, and lets out deliver the error if it can: Serve's error path.
+func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstream.Call, j *Job, out Sink, err error) error {
+	err = endCause(ctx, parent, err)
+	s.noteEnd(out.protocol(), err)
+	if c == nil {
+		ob.end(err, false, j.Tr)
+		noteRequest(out, ob)
+		return err
+	}
+	// The call may still run upstream (the client went away, a drain, a
+	// bad response): cancel it now, inside its span.
+	_, upstreamEnded := upstream.AsError(err)
+	c.Cancel()
+	ob.end(err, !upstreamEnded, j.Tr)
+	noteRequest(out, ob)
+	if errors.Is(err, ErrClientGone) || !out.fail(err) {
+		return err
+	}
+	return nil
+}
+
+// admit lets one inference request in: not draining, under the limits
+// (client is its limitKey), registered for Drain as e. done gives
+// everything back.
+func (s *Server) admit(client string, e *LiveStream) (done func(), err error) {
+	if s.Draining.Load() {
+		s.Metrics.rejected.With("draining").Inc()
+		return nil, ErrDraining
+	}
+	release, err := s.limits.acquire(client)
+	if err != nil {
+		reason := "global_limit"
+		switch err {
+		case errConnLimit:
+			reason = "connection_limit"
+		case errKeyLimit:
+			reason = "key_limit"
+		}
+		s.Metrics.rejected.With(reason).Inc()
+		return nil, err
+	}
+	remove, ok := s.Streams.Add(e)
+	if !ok {
+		release()
+		s.Metrics.rejected.With("draining").Inc()
+		return nil, ErrDraining
+	}
+	return func() { remove(); release() }, nil
+}
+
+// endCause is why a request that failed with err ended: ErrDraining when
+// Drain ended it, ErrClientGone when its client went away (its context is
+// done, or a write failed), otherwise err.
+func endCause(ctx, parent context.Context, err error) error {
+	switch {
+	case errors.Is(context.Cause(ctx), ErrDraining):
+		return ErrDraining
+	case parent.Err() != nil, errors.Is(err, ErrClientGone):
+		return ErrClientGone
+	}
+	return err
+}
+
+// noteEnd counts how a request ended, when it did not succeed.
+func (s *Server) noteEnd(protocol string, err error) {
+	if errors.Is(err, ErrClientGone) {
+		s.Metrics.clientGone.With(protocol).Inc()
+		return
+	}
+	if ue, ok := upstream.AsError(err); ok {
+		if ue.Kind == upstream.KindTooSlow { // the client's fault, not upstream's
+			s.Metrics.slowClient.With(protocol).Inc()
+			return
+		}
+		s.Metrics.upstream.With(ue.Kind.String()).Inc()
+	}
+}
+
+// relayer relays one call's responses through its translator into its
+// sink, a batch at a time; it keeps the state between batches.
+type relayer struct {
+	c       *upstream.Call
+	ob      *observation // sees every response
+	tr      Translator
+	out     Sink
+	pending [][]byte // tr.begin's payloads, until the first response
+}
+
+func (r *relayer) send(ps [][]byte) error {
+	for _, p := range ps {
+		if err := r.out.send(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *relayer) sendPending() error {
+	err := r.send(r.pending)
+	r.pending = nil
+	return err
+}
+
+// step relays the responses ready now, if any, without waiting (batch);
+// relayed says there were.
+func (r *relayer) step() (relayed, ended bool, err error) {
+	resp, ok, err := r.recv()
+	if !ok {
+		return false, false, nil
+	}
+	ended, err = r.batch(resp, err)
+	return true, ended, err
+}
+
+// recv takes the call's next response if one is ready (ok), or its end
+// (err: io.EOF when it completed).
+func (r *relayer) recv() (resp *pb.ModelInferResponse, ok bool, err error) {
+	resp, ok, err = r.c.TryRecv()
+	if resp != nil {
+		r.ob.response()
+	}
+	return resp, ok, err
+}
+
+// batch relays one result of the call (resp, or its end: err) and every
+// response already queued after it, then flushes. ended says that relay
+// is over, with err (nil: the call completed and its payloads are out).
+// Errors are the call's, the translator's, or ErrClientGone when out
+// could not write; the payloads before them may still be buffered in
+// out, for its in-band error to follow.
+func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ error) {
+	if err == nil || err == io.EOF {
+		if err := r.sendPending(); err != nil {
+			return true, err
+		}
+	}
+	for {
+		if err == io.EOF {
+			ps, terr := r.tr.End()
+			if terr != nil {
+				return true, terr
+			}
+			if err := r.send(ps); err != nil {
+				return true, err
+			}
+			return true, r.out.flush()
+		}
+		if err != nil {
+			return true, err
+		}
+		ps, terr := r.tr.Next(resp)
+		if terr != nil {
+			return true, terr
+		}
+		if err := r.send(ps); err != nil {
+			return true, err
+		}
+		var ok bool
+		if resp, ok, err = r.recv(); !ok {
+			break
+		}
+	}
+	err = r.out.flush()
+	return err != nil, err
+}
+
+// Relay is one call's relay stepped by hand, as a request's flight steps
+// it between wakes, without admission or a finish: for benchmarks and
+// tests of the surfaces' translators and sinks.
+type Relay struct{ r relayer }
+
+// NewRelay starts j's call with start, observed as serve observes it (the
+// upstream span, the GenAI metrics), and returns its relay through j's
+// translator into out.
+func (s *Server) NewRelay(ctx context.Context, j *Job, out Sink, start func(context.Context, *pb.ModelInferRequest) (*upstream.Call, error)) (*Relay, error) {
+	ob := s.observe(ctx, j)
+	c, err := start(ob.ctx, j.Req)
+	if err != nil {
+		return nil, err
+	}
+	return &Relay{relayer{c: c, ob: ob, tr: j.Tr, out: out, pending: j.Tr.Begin()}}, nil
+}
+
+// Step relays the responses ready now, if any, without waiting; ended
+// says the call has ended, with err (nil: it completed).
+func (r *Relay) Step() (ended bool, err error) {
+	_, ended, err = r.r.step()
+	return ended, err
+}

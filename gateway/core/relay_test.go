@@ -1,0 +1,125 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/streamgate/streamgate/gateway/sse"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/upstreamtest"
+)
+
+// nameEvents renders each response as its model name.
+type nameEvents struct{}
+
+func (nameEvents) Begin() [][]byte { return [][]byte{[]byte("begin")} }
+func (nameEvents) Next(r *pb.ModelInferResponse) ([][]byte, error) {
+	return [][]byte{[]byte(r.GetModelName())}, nil
+}
+func (nameEvents) End() ([][]byte, error) { return [][]byte{[]byte("end"), []byte("[DONE]")}, nil }
+
+// flushRecorder records what each flush delivered.
+type flushRecorder struct {
+	*httptest.ResponseRecorder
+	mu      sync.Mutex
+	last    int
+	flushes []string
+}
+
+func (r *flushRecorder) Flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.Body.String()
+	r.flushes = append(r.flushes, b[r.last:])
+	r.last = len(b)
+}
+
+func (r *flushRecorder) snapshot() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.flushes...)
+}
+
+var _ http.Flusher = (*flushRecorder)(nil)
+
+// feeds is a canned upstream whose calls the test feeds, in the order
+// they start.
+func feeds(n int) (*upstream.Client, chan *upstream.Feed) {
+	ch := make(chan *upstream.Feed, n)
+	return upstreamtest.Client(upstreamtest.Feeds(ch)), ch
+}
+
+// TestServeSSEBatchesAndKeepsAlive: an event stream sends, flush for
+// flush, the headers with the first event when the first response is
+// late, keepalives while quiet, a batch per group of ready responses with
+// the quiet period restarting after it, and the end; a client that
+// leaves ends it. Every event is counted once.
+func TestServeSSEBatchesAndKeepsAlive(t *testing.T) {
+	script := func(t *testing.T, leave bool) ([]string, int64, error) {
+		up, calls := feeds(1)
+		rd := sdkmetric.NewManualReader()
+		srv := testServer(up, nil, &Options{SSE: &sse.Options{KeepAlive: 10 * time.Second},
+			MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))})
+		rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
+		out := srv.NewSSESink(rec, httptest.NewRequest(http.MethodPost, "/", nil), TritonErrors, false)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() {
+			errc <- srv.Serve(ctx, "", &Job{Req: &pb.ModelInferRequest{ModelName: "m"}, Tr: nameEvents{}, Op: OpGenerate}, out)
+		}()
+		c := <-calls
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // the first response is late: headers and begin
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // quiet: a keepalive
+		synctest.Wait()
+		c.Send(&pb.ModelInferResponse{ModelName: "a"}, &pb.ModelInferResponse{ModelName: "b"}, &pb.ModelInferResponse{ModelName: "c"}) // ready together
+		synctest.Wait()
+		time.Sleep(9 * time.Second) // quiet restarted at the batch: nothing yet
+		synctest.Wait()
+		c.Send(&pb.ModelInferResponse{ModelName: "d"})
+		synctest.Wait()
+		time.Sleep(10 * time.Second) // a keepalive
+		synctest.Wait()
+		if leave {
+			cancel()
+		} else {
+			c.End(io.EOF)
+		}
+		err := <-errc
+		return rec.snapshot(), counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "sse")), err
+	}
+	ev := func(i int, d string) string { return string(sse.AppendEvent(nil, uint64(i+1), []byte(d))) } // event i has id i+1
+	want := []string{ev(0, "begin"), sse.KeepAliveComment, ev(1, "a") + ev(2, "b") + ev(3, "c"), ev(4, "d"), sse.KeepAliveComment}
+	for _, leave := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			got, events, err := script(t, leave)
+			if leave && !errors.Is(err, ErrClientGone) || !leave && err != nil {
+				t.Fatalf("leave %v: ended with %v", leave, err)
+			}
+			w, wantEvents := want, int64(5)
+			if !leave {
+				w, wantEvents = append(slices.Clip(want), ev(5, "end")+ev(6, "[DONE]")), 7
+			}
+			if !slices.Equal(got, w) {
+				t.Fatalf("leave %v: flushes\n%q\nwant\n%q", leave, got, w)
+			}
+			if events != wantEvents {
+				t.Fatalf("leave %v: %d events counted, want %d", leave, events, wantEvents)
+			}
+		})
+	}
+}

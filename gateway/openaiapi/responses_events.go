@@ -1,0 +1,149 @@
+package openaiapi
+
+// How a Responses request's output becomes events: the translator
+// (responseEvents) and the sink of a background response (LogSink).
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/streamgate/streamgate/gateway/core"
+	"github.com/streamgate/streamgate/gateway/openai"
+	"github.com/streamgate/streamgate/gateway/resume"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
+)
+
+// responseEvents turns a text model's responses into a Response: its
+// semantic events (streams) or the object itself (one body).
+type responseEvents struct {
+	r      *openai.Responder
+	stream bool
+	// save, if set, stores the Response at its end, before the payloads
+	// that tell the client.
+	save func(*openai.Response)
+
+	text strings.Builder
+	// tools parses the answer's function calls (nil without tools);
+	// calls are those found so far, callID makes their items' ids.
+	tools   *openai.ToolParser
+	calls   []openai.ToolCall
+	callID  func() string
+	event   []byte    // the last delta event, reused
+	nextOut [1][]byte // what next returns: event
+	ended   bool      // the Response has its end
+	failed  []byte    // the response.failed event, once made
+	textReader
+}
+
+func (t *responseEvents) Begin() [][]byte {
+	t.textReader.begin()
+	if !t.stream {
+		return nil
+	}
+	ps := t.r.Start()
+	if t.r.Resp.Background && t.save != nil {
+		t.save(t.r.Resp) // queued no more: in_progress
+	}
+	return ps
+}
+
+func (t *responseEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
+	delta, err := t.read(resp)
+	if err != nil || len(delta) == 0 {
+		return nil, err
+	}
+	if t.tools != nil {
+		var calls []openai.ToolCall
+		delta, calls = t.tools.Feed(delta)
+		t.calls = append(t.calls, calls...)
+		if len(delta) == 0 {
+			return nil, nil
+		}
+	}
+	t.text.Write(delta)
+	if !t.stream {
+		return nil, nil
+	}
+	t.event = t.r.AppendDelta(t.event[:0], delta)
+	t.nextOut[0] = t.event
+	if open := t.r.Open(); open != nil { // a Lazy message's first text
+		return append(open, t.event), nil
+	}
+	return t.nextOut[:], nil
+}
+
+func (t *responseEvents) End() ([][]byte, error) {
+	tail := t.tail()
+	if t.tools != nil {
+		content, calls := t.tools.Feed([]byte(tail))
+		rest, more := t.tools.Finish()
+		tail = string(append(content, rest...))
+		t.calls = append(append(t.calls, calls...), more...)
+	}
+	t.text.WriteString(tail)
+	in, out := t.tokens()
+	t.r.Resp.Finish(t.r.ItemID, t.text.String(), t.reason, openai.NewUsage(in, out))
+	t.r.Resp.AddCalls(t.calls, t.callID)
+	t.stored()
+	if !t.stream {
+		return [][]byte{t.r.Resp.JSON()}, nil
+	}
+	var ps [][]byte
+	if tail != "" {
+		ps = append(ps, t.r.Open()...)
+		ps = append(ps, t.r.AppendDelta(nil, []byte(tail)))
+	}
+	return append(ps, t.r.End()...), nil
+}
+
+// stored marks the Response ended and saves it.
+func (t *responseEvents) stored() {
+	t.ended = true
+	if t.save != nil {
+		t.save(t.r.Resp)
+	}
+}
+
+// fail ends the Response with status (failed or cancelled) and, when it
+// failed, e; the text so far is kept.
+func (t *responseEvents) fail(status string, e *core.HTTPError) {
+	resp := t.r.Resp
+	if t.text.Len() > 0 {
+		resp.Finish(t.r.ItemID, t.text.String(), "length", nil)
+		resp.IncompleteDetails = nil
+	}
+	if status == openai.StatusCancelled {
+		resp.Status = status
+	} else {
+		resp.Fail(e.Code, e.Msg)
+	}
+	t.stored()
+}
+
+// failedEvent is the stream's in-band error (an errorFormat): the
+// response.failed event, never a cut connection.
+func (t *responseEvents) failedEvent(e *core.HTTPError) []byte {
+	if t.failed == nil { // once: a resumable stream's log and its live client get the same event
+		t.fail(openai.StatusFailed, e)
+		t.failed = t.r.Failed()
+	}
+	return t.failed
+}
+
+// finish stores the end of a stored response whose request ended with
+// err (serve's) under ctx, if the translator has not: cancelled when its
+// cancel ended it, failed otherwise.
+func (t *responseEvents) finish(ctx context.Context, err error) {
+	if t.ended {
+		return
+	}
+	if err == nil {
+		err = core.ErrClientGone
+	}
+	if errors.Is(context.Cause(ctx), resume.ErrCancelled) || errors.Is(err, core.ErrClientGone) {
+		t.fail(openai.StatusCancelled, nil)
+		return
+	}
+	t.failedEvent(core.Classify(err))
+}

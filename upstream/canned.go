@@ -59,16 +59,16 @@ func (c *Client) startCanned(ctx context.Context, req *pb.ModelInferRequest) (*C
 // Call is the call f feeds.
 func (f *Feed) Call() *Call { return f.cl }
 
-// Send queues resps for the call's consumer and tells its Notify function
-// once, as a stream's reader does after reading them together; false
-// when the call has ended (cancelled, or its context done) and resps were
-// dropped.
+// Send queues resps for the call's consumer and then tells its Notify
+// function once, as a stream's reader does for the responses one read
+// returned: the consumer sees them as one batch. False when the call has
+// ended (cancelled, or its context done) and the responses were dropped.
 func (f *Feed) Send(resps ...*pb.ModelInferResponse) bool {
 	msgs := make([][]byte, len(resps))
 	for i, r := range resps {
 		msgs[i] = Encode(r)
 	}
-	return f.send(msgs...)
+	return f.SendEncoded(msgs...)
 }
 
 // Encode is resp as a stream carries it, for SendEncoded.
@@ -80,32 +80,29 @@ func Encode(resp *pb.ModelInferResponse) []byte {
 	return msg
 }
 
-// SendEncoded is Send for a response Encode has encoded: a test that
+// SendEncoded is Send for responses Encode has encoded: a test that
 // sends one response many times encodes it once (encoding allocates;
 // queueing and receiving it do not).
-func (f *Feed) SendEncoded(msg []byte) bool { return f.send(msg) }
-
-func (f *Feed) send(msgs ...[]byte) bool {
+func (f *Feed) SendEncoded(msgs ...[]byte) bool {
 	cl := f.cl
 	cl.mu.Lock()
 	if cl.finished {
 		cl.mu.Unlock()
 		return false
 	}
-	n := 0
+	ok := true
 	for _, msg := range msgs {
-		if !cl.q.push(msg, &cl.c.lim).ok() {
+		if ok = cl.q.push(msg, &cl.c.lim).ok(); !ok {
 			break
 		}
-		n++
 	}
 	cl.mu.Unlock()
-	if n > 0 {
+	if ok {
 		cl.delivered.Store(true)
-		cl.progress.Add(uint64(n))
+		cl.progress.Add(uint64(len(msgs)))
 		cl.pushed()
 	}
-	return n == len(msgs)
+	return ok
 }
 
 // End ends the call: io.EOF when it completed, otherwise the error its

@@ -86,7 +86,7 @@ func TestServeSSEBatchesAndKeepsAlive(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(10 * time.Second) // quiet: a keepalive
 		synctest.Wait()
-		c.Send(&pb.ModelInferResponse{ModelName: "a"}, &pb.ModelInferResponse{ModelName: "b"}, &pb.ModelInferResponse{ModelName: "c"}) // ready together
+		c.Send(&pb.ModelInferResponse{ModelName: "a"}, &pb.ModelInferResponse{ModelName: "b"}, &pb.ModelInferResponse{ModelName: "c"}) // one read's worth: one batch
 		synctest.Wait()
 		time.Sleep(9 * time.Second) // quiet restarted at the batch: nothing yet
 		synctest.Wait()

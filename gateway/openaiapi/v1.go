@@ -112,10 +112,11 @@ func (s *API) ChatJob(ctx context.Context, cr *openai.ChatRequest, f core.Form) 
 	ch := &openai.Chunker{ID: s.IDs.Next("chatcmpl"), Created: s.Opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
 	tr := newTextEvents(ad, ch, f, "")
 	if toolGuide != nil {
-		format = openai.ToolFormatLlama3 // the guide's {"name", "arguments"}
+		format = openai.ToolFormatGuided
 	}
 	if len(tools) > 0 {
-		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(ch.ID, "chatcmpl-") + "_", Single: !cr.ParallelToolCalls}
+		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(ch.ID, "chatcmpl-") + "_", Single: !cr.ParallelToolCalls,
+			Live: tr.stream}
 		for _, t := range tools {
 			tr.tools.Tools = append(tr.tools.Tools, t.Name)
 		}
@@ -428,9 +429,11 @@ func (t *textEvents) toolChunks(content []byte, calls []openai.ToolCall) [][]byt
 	if len(content) > 0 {
 		out = append(out, t.ch.AppendDelta(nil, content))
 	}
-	if len(calls) > 0 {
+	if t.tools.Live && t.tools.Format == openai.ToolFormatGuided { // calls stream as generated
+		out = append(out, t.ch.CallDeltas(t.tools.Deltas())...)
+	} else if len(calls) > 0 {
 		out = append(out, t.ch.ToolCallDeltas(calls, len(t.calls))...)
-		t.calls = append(t.calls, calls...)
 	}
+	t.calls = append(t.calls, calls...)
 	return out
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,7 +81,12 @@ func TestEngineProcessKilled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cannot build cmd/streamgate: %v", err)
 	}
-	addr := deadAddr(t) // the engine starts there below
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
 
 	p := startEngineProcess(t, bin, addr)
 	c := newTestClient(t, []string{addr}, &Options{HealthInterval: 50 * time.Millisecond})

@@ -327,3 +327,17 @@ func deadAddr(t testing.TB) string {
 	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
+
+// waitChecked waits until c's first health check has reached every
+// target.
+func waitChecked(t testing.TB, c *Client) {
+	t.Helper()
+	waitFor(t, "every target checked", func() bool {
+		for _, tg := range c.targetList() {
+			if !tg.checked.Load() {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -93,3 +93,50 @@ func BenchmarkAttention(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPromptQ8 measures a 64-row product with Q8_0 weights (896 ×
+// 4864, Qwen2.5-0.5B's gate projection), single worker, by tiles where the
+// CPU has AVX-512 VNNI ("tile") and by the one-row kernels ("rows"):
+//
+//	go test -run '^$' -bench PromptQ8 ./engine/llama2/kernels
+func BenchmarkPromptQ8(b *testing.B) {
+	benchPrompt(b, Q8_0, 896, 4864, tileAsm[Q8_0] != nil)
+}
+
+// BenchmarkPromptQ4K is BenchmarkPromptQ8 for Q4_K weights (2048 × 8192,
+// Llama-3.2-1B's gate projection); "rows" is rowsK's one weight row
+// against four activation rows.
+func BenchmarkPromptQ4K(b *testing.B) {
+	benchPrompt(b, Q4_K, 2048, 8192, tileQ4K != nil)
+}
+
+// BenchmarkPromptQ6K is BenchmarkPromptQ4K for Q6_K weights (8192 × 2048,
+// Llama-3.2-1B's down projection); "rows" is rowsK's four weight rows
+// against one activation row.
+func BenchmarkPromptQ6K(b *testing.B) {
+	benchPrompt(b, Q6_K, 8192, 2048, tileQ6K != nil)
+}
+
+// benchPrompt measures a 64-row product of n × d weights of type t with
+// and without the tile kernel (which the CPU has where hasTile).
+func benchPrompt(b *testing.B, t DType, n, d int, hasTile bool) {
+	r := rand.New(rand.NewPCG(1, 1))
+	const rows = 64
+	m := MatMul{X: randVec(r, rows*n), Out: make([]float32, rows*d), Rows: rows, N: n, D: d, Type: t, Raw: Quantize(t, randVec(r, d*n))}
+	pool := NewPool(1)
+	defer pool.Close()
+	c := NewCPU(pool)
+	for _, tile := range []bool{true, false} {
+		b.Run(map[bool]string{true: "tile", false: "rows"}[tile], func(b *testing.B) {
+			if tile && !hasTile {
+				b.Skip("no tile kernel on this CPU or in this build")
+			}
+			useTile = tile
+			defer func() { useTile = true }()
+			for b.Loop() {
+				c.MatMul(m)
+			}
+			b.ReportMetric(float64(b.N)*float64(rows*n*d)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+		})
+	}
+}

@@ -17,6 +17,7 @@ type CPU struct {
 	// per-call state, reused to avoid allocating closures
 	jobs           []MatMul
 	acts           []activations // per job of a MatMul call with quantized weights
+	src            []int         // per job: the job whose acts it uses
 	att            []Attention
 	heads          Heads
 	rowsAll, parts int // the current call's output rows (MatMul) or items (Attention), and its chunks

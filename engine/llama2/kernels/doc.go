@@ -18,7 +18,15 @@
 // times Q8-quantized activations use the AVX2 integer kernels of
 // qdot_amd64.s (VPMADDUBSW/VPMADDWD, also needing F16C), one or four
 // whole weight rows per call, whose results are bit for bit those of the
-// Go code. The tag purego leaves them out; then, built with
+// Go code. A product of four activation rows or more (a prompt) with
+// Q8_0, Q4_0 or Q5_0 weights goes by tiles of four weight rows times
+// eight activation rows (VPDPBUSD, tile.go and tile_amd64.s) where the CPU
+// has AVX-512 F, BW, VL and VNNI, in the one-row kernels' order, so its
+// results are the same bits; Q4_K and Q6_K weights go by tiles of the same
+// shape (VPMADDUBSW and VPDPWSSD with the block's scales, tilek.go and
+// tilek_amd64.s), exact integer block sums and then the one-row kernels'
+// float step. The activations are quantized once per call for all jobs
+// that share them (a layer's Q, K and V). The tag purego leaves them out; then, built with
 // GOEXPERIMENT=simd, the archsimd kernels of simd_amd64.go are used, and
 // otherwise the scalar ones. Every dot product keeps a fixed accumulation
 // order, so a row's result never depends on how rows are batched or split.

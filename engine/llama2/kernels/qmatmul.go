@@ -7,22 +7,56 @@ type activations struct {
 	q81 []q8_1Block // Q4_1, Q5_1
 	q8K []q8KBlock  // Q4_K, Q5_K, Q6_K
 	f   []float32   // BF16: rows rounded to bfloat16 (F16 weights multiply float32 rows)
+	x2  []q8x2      // q8 packed for the tile kernel, where canTile
+	xK2 []q8Kx2     // q8K packed for the K-quant tile kernels
 }
 
-// prepare quantizes the input rows of every job with quantized weights.
+// kind is the form of activations a weight type multiplies with.
+func kind(t DType) int {
+	switch t {
+	case Q8_0, Q4_0, Q5_0:
+		return 1
+	case Q4_1, Q5_1:
+		return 2
+	case Q4_K, Q5_K, Q6_K:
+		return 3
+	case BF16:
+		return 4
+	}
+	return 0
+}
+
+// prepare quantizes the input rows of every job with quantized weights;
+// jobs with the same input rows and kind of activations (a layer's Q, K
+// and V, or its gate and up projections) share the first one's, in
+// c.src.
 func (c *CPU) prepare(jobs []MatMul) {
 	for len(c.acts) < len(jobs) {
 		c.acts = append(c.acts, activations{})
 	}
+	c.src = c.src[:0]
+outer:
 	for i := range jobs {
 		m := &jobs[i]
+		for j := range i {
+			if o := &jobs[j]; kind(o.Type) == kind(m.Type) && kind(m.Type) != 0 && o.Rows == m.Rows && o.N == m.N &&
+				len(m.X) > 0 && len(o.X) > 0 && &o.X[0] == &m.X[0] && tileKey(o) == tileKey(m) {
+				c.src = append(c.src, c.src[j])
+				continue outer
+			}
+		}
+		c.src = append(c.src, i)
 		a := &c.acts[i]
 		switch m.Type {
 		case Q8_0, Q4_0, Q5_0:
 			nb := m.N / 32
 			a.q8 = grow(a.q8, m.Rows*nb)
 			for r := range m.Rows {
-				quantizeQ8_0(m.X[r*m.N:(r+1)*m.N], a.q8[r*nb:(r+1)*nb])
+				quantizeQ8_0Fast(m.X[r*m.N:(r+1)*m.N], a.q8[r*nb:(r+1)*nb])
+			}
+			if off := tileKey(m); off != 0 {
+				a.x2 = grow(a.x2, (m.Rows+1)/2*nb)
+				packQ8x2(a.q8, m.Rows, nb, off, a.x2)
 			}
 		case Q4_1, Q5_1:
 			nb := m.N / 32
@@ -35,6 +69,10 @@ func (c *CPU) prepare(jobs []MatMul) {
 			a.q8K = grow(a.q8K, m.Rows*nb)
 			for r := range m.Rows {
 				quantizeQ8K(m.X[r*m.N:(r+1)*m.N], a.q8K[r*nb:(r+1)*nb])
+			}
+			if tileK(m) {
+				a.xK2 = grow(a.xK2, (m.Rows+1)/2*nb)
+				packQ8Kx2(a.q8K, m.Rows, nb, a.xK2)
 			}
 		case BF16:
 			a.f = grow(a.f, m.Rows*m.N)
@@ -59,13 +97,21 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 		c.matmul(m, lo, hi)
 		return
 	case Q8_0, Q4_0, Q5_0:
+		if tileKernel(m) != nil {
+			rowsQ8Tile(m, c.acts[c.src[i]].x2, lo, hi)
+			return
+		}
 		c.rowsQ8(i, m, lo, hi)
 		return
 	case Q4_K, Q6_K:
+		if tileK(m) {
+			rowsKTile(m, c.acts[c.src[i]].xK2, lo, hi)
+			return
+		}
 		c.rowsK(i, m, lo, hi)
 		return
 	}
-	a := &c.acts[i]
+	a := &c.acts[c.src[i]]
 	n, d := m.N, m.D
 	rb := m.Type.RowBytes(n)
 	for o := lo; o < hi; o++ {
@@ -89,7 +135,7 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 
 // rowsQ8 is rows for the weight types with Q8_0 activations.
 func (c *CPU) rowsQ8(i int, m *MatMul, lo, hi int) {
-	rowsBy4(m, c.acts[i].q8, 32, lo, hi, dotQ8x4Fast, dotQ8Fast)
+	rowsBy4(m, c.acts[c.src[i]].q8, 32, lo, hi, dotQ8x4Fast, dotQ8Fast)
 }
 
 // rowsBy4 computes output rows [lo, hi) of m from its activation rows x
@@ -121,7 +167,7 @@ func rowsBy4[B any](m *MatMul, x []B, bs, lo, hi int,
 // time, so a weight block is unpacked once for four activation rows and
 // the activations are read once per tile.
 func (c *CPU) rowsK(i int, m *MatMul, lo, hi int) {
-	x := c.acts[i].q8K
+	x := c.acts[c.src[i]].q8K
 	if m.Type != Q4_K || m.Rows < 4 {
 		rowsBy4(m, x, 256, lo, hi, dotKx4Fast, dotKFast)
 		return

@@ -79,3 +79,33 @@ func TestHalf(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeQ8_0Fast checks the activations' Q8_0 quantizer (assembly
+// where the CPU allows) against quantizeQ8_0 bit for bit: random blocks of
+// every magnitude, a zero block, blocks whose values fall exactly halfway
+// between two steps (ties go to even), and negative zeros.
+func TestQuantizeQ8_0Fast(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const nb = 64
+	for trial := range 20 {
+		x := make([]float32, 32*nb)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * math.Exp(4*rng.NormFloat64()))
+		}
+		for j := range 32 {
+			x[j] = 0
+			x[32+j] = float32(j%2*2-1) * (float32(j) + 0.5) // amax 127 below: step 1, ties
+			x[64+j] = float32(math.Copysign(0, -1))
+		}
+		x[32+31] = 127
+		x[64+5] = 1e-30
+		var want, got [nb]q8Block
+		quantizeQ8_0(x, want[:])
+		quantizeQ8_0Fast(x, got[:])
+		for b := range want {
+			if math.Float32bits(got[b].d) != math.Float32bits(want[b].d) || got[b].qs != want[b].qs {
+				t.Fatalf("trial %d block %d: got %v %v, want %v %v", trial, b, got[b].d, got[b].qs, want[b].d, want[b].qs)
+			}
+		}
+	}
+}

@@ -109,11 +109,11 @@ func relayRoutes(tb testing.TB) []route {
 	}
 	wsSink := func(srv *Server, frames *[]byte) core.Sink {
 		var seq uint64
-		return &core.WSSink{Events: srv.core.Metrics.Events.With("ws"), Emit: func(data []byte) error {
+		return srv.core.NewWSSink(func(data []byte) error {
 			*frames = ws.AppendDataFrame((*frames)[:0], "a1", seq, data)
 			seq++
 			return nil
-		}}
+		})
 	}
 	return []route{
 		{"generate_stream", intResp, events, sseSink, 0},

@@ -145,7 +145,7 @@ func (s *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The answer is the queued response; the run goes on without a
 	// client, registered for Drain until its end is stored.
-	remove, ok := s.Streams.Add(&core.LiveStream{Hard: func() { cancel(core.ErrDraining) }})
+	remove, ok := s.AddStream(&core.LiveStream{Hard: func() { cancel(core.ErrDraining) }})
 	if !ok {
 		done()
 		p.Close(resume.EndError, core.EndDetail(core.Classify(core.ErrDraining)))

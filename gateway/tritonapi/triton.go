@@ -107,7 +107,7 @@ func (s *API) ServerLive(w http.ResponseWriter, r *http.Request) {
 // and the gateway is not draining, else 503.
 func (s *API) ServerReady(w http.ResponseWriter, r *http.Request) {
 	s.health(w, r, func(ctx context.Context) (bool, error) {
-		if s.Draining.Load() {
+		if s.Draining() {
 			return false, nil
 		}
 		return s.Inspect.ServerReady(ctx)

@@ -97,7 +97,7 @@ func (s *API) wsSequence(ctx context.Context, req *ws.Request, emit func([]byte)
 		return err
 	}
 	id := newCorrelationID(sm.stringID)
-	out := &core.WSSink{Emit: emit, Events: s.Metrics.Events.With("ws")}
+	out := s.NewWSSink(emit)
 	chunk := ws.Chunk{Body: req.Body}
 	for first := true; ; first = false {
 		j, err := sm.chunkJob(req, chunk)

@@ -30,7 +30,7 @@ func New(b *jobs.Builder) *API { return &API{b} }
 // WebSocket serves GET /v1/ws: the streamgate.v1 protocol, one ws.Session
 // per socket, each request run by serve like its HTTP twin.
 func (s *API) WebSocket(w http.ResponseWriter, r *http.Request) error {
-	if s.Draining.Load() {
+	if s.Draining() {
 		return core.ErrDraining
 	}
 	var authErr error
@@ -72,15 +72,13 @@ func (s *API) WebSocket(w http.ResponseWriter, r *http.Request) error {
 	// for a socket whose client does not read.
 	ctx, cut := context.WithCancel(r.Context())
 	defer cut()
-	remove, ok := s.Streams.Add(&core.LiveStream{Soft: sess.Drain, Hard: sess.Stop, Cut: cut})
+	remove, ok := s.AddStream(&core.LiveStream{Soft: sess.Drain, Hard: sess.Stop, Cut: cut})
 	if !ok {
 		c.Close(websocket.StatusGoingAway, "server shutting down")
 		return nil
 	}
 	defer remove()
-	sockets := s.Metrics.Sockets.With()
-	sockets.Inc()
-	defer sockets.Dec()
+	defer s.CountSocket()()
 	// Run returns once the socket is closed and every request on it ended.
 	sess.Run(ctx)
 	return nil
@@ -124,7 +122,7 @@ func (s *API) wsEnd(ctx context.Context, r *http.Request, span trace.Span, err e
 // completions, responses). later says it goes on after wsInfer returns,
 // and will end itself (wsEnd, then the function req.Later gave).
 func (s *API) wsInfer(ctx context.Context, r *http.Request, span trace.Span, req *ws.Request, emit func([]byte) error) (later bool, err error) {
-	out := &core.WSSink{Emit: emit, Events: s.Metrics.Events.With("ws")}
+	out := s.NewWSSink(emit)
 	var j *core.Job
 	if s.ResumableAsked(req.Resumable) {
 		if j, err = s.wsJob(ctx, req); err != nil {

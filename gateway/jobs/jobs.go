@@ -104,10 +104,11 @@ func (s *Builder) ChatJob(ctx context.Context, cr *openai.ChatRequest, f core.Fo
 	ch := &openai.Chunker{ID: s.IDs.Next("chatcmpl"), Created: s.Opts.Now().Unix(), Model: cr.Model, Chat: true, IncludeUsage: cr.IncludeUsage}
 	tr := newTextEvents(ad, ch, f, "")
 	if toolGuide != nil {
-		format = openai.ToolFormatLlama3 // the guide's {"name", "arguments"}
+		format = openai.ToolFormatGuided
 	}
 	if len(tools) > 0 {
-		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(ch.ID, "chatcmpl-") + "_", Single: !cr.ParallelToolCalls}
+		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(ch.ID, "chatcmpl-") + "_", Single: !cr.ParallelToolCalls,
+			Live: tr.stream}
 		for _, t := range tools {
 			tr.tools.Tools = append(tr.tools.Tools, t.Name)
 		}

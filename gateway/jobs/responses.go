@@ -115,7 +115,7 @@ func (s *Builder) ResponseJob(ctx context.Context, rr *openai.ResponsesRequest, 
 		return nil, nil, err
 	}
 	if toolGuide != nil {
-		format = openai.ToolFormatLlama3 // the guide's {"name", "arguments"}
+		format = openai.ToolFormatGuided
 	}
 	req, err := ad.Request(rr.Model, "", prompt, rr.Params)
 	if err != nil {
@@ -125,7 +125,8 @@ func (s *Builder) ResponseJob(ctx context.Context, rr *openai.ResponsesRequest, 
 	tr := &ResponseEvents{textReader: textReader{ad: ad}, stream: f != core.FormBody,
 		r: &openai.Responder{Resp: resp, ItemID: messageItemID(resp.ID), Lazy: len(tools) > 0}}
 	if len(tools) > 0 {
-		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(resp.ID, "resp-") + "_", Single: !cr.ParallelToolCalls}
+		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(resp.ID, "resp-") + "_", Single: !cr.ParallelToolCalls,
+			Live: tr.stream}
 		for _, t := range tools {
 			tr.tools.Tools = append(tr.tools.Tools, t.Name)
 		}

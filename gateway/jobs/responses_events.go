@@ -29,10 +29,11 @@ type ResponseEvents struct {
 	tools   *openai.ToolParser
 	calls   []openai.ToolCall
 	callID  func() string
-	event   []byte    // the last delta event, reused
-	nextOut [1][]byte // what next returns: event
-	ended   bool      // the Response has its end
-	failed  []byte    // the response.failed event, once made
+	live    []openai.OutputMessage // the calls streamed as generated (tools.Live)
+	event   []byte                 // the last delta event, reused
+	nextOut [1][]byte              // what next returns: event
+	ended   bool                   // the Response has its end
+	failed  []byte                 // the response.failed event, once made
 	textReader
 }
 
@@ -57,6 +58,9 @@ func (t *ResponseEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 		var calls []openai.ToolCall
 		delta, calls = t.tools.Feed(delta)
 		t.calls = append(t.calls, calls...)
+		if t.tools.Live && t.tools.Format == openai.ToolFormatGuided {
+			return t.callEvents(t.tools.Deltas()), nil
+		}
 		if len(delta) == 0 {
 			return nil, nil
 		}
@@ -84,7 +88,16 @@ func (t *ResponseEvents) End() ([][]byte, error) {
 	t.text.WriteString(tail)
 	in, out := t.tokens()
 	t.r.Resp.Finish(t.r.ItemID, t.text.String(), t.reason, openai.NewUsage(in, out))
-	t.r.Resp.AddCalls(t.calls, t.callID)
+	if t.live != nil {
+		for i := range t.live {
+			if t.live[i].Status == openai.StatusInProgress { // cut off
+				t.live[i].Status = openai.StatusIncomplete
+			}
+		}
+		t.r.Resp.AddItems(t.live)
+	} else {
+		t.r.Resp.AddCalls(t.calls, t.callID)
+	}
 	t.stored()
 	if !t.stream {
 		return [][]byte{t.r.Resp.JSON()}, nil
@@ -99,6 +112,29 @@ func (t *ResponseEvents) End() ([][]byte, error) {
 
 // Response is the Response the translator keeps.
 func (t *ResponseEvents) Response() *openai.Response { return t.r.Resp }
+
+// callEvents are the events of calls streamed as they are generated:
+// each call's item added, its arguments' deltas, and its done events.
+// The output holds only calls, so call i is output item i.
+func (t *ResponseEvents) callEvents(deltas []openai.CallDelta) [][]byte {
+	var out [][]byte
+	for _, d := range deltas {
+		if d.ID != "" {
+			t.live = append(t.live, openai.CallItem(t.callID(), openai.StatusInProgress, openai.ToolCall{ID: d.ID, Name: d.Name}))
+			out = append(out, t.r.CallAdded(d.Index, t.live[d.Index]))
+		}
+		item := &t.live[d.Index]
+		if d.Arguments != "" {
+			item.Arguments += d.Arguments
+			out = append(out, t.r.CallDelta(d.Index, item.ID, d.Arguments))
+		}
+		if d.Done {
+			item.Status = openai.StatusCompleted
+			out = append(out, t.r.CallDone(d.Index, *item)...)
+		}
+	}
+	return out
+}
 
 // stored marks the Response ended and saves it.
 func (t *ResponseEvents) stored() {

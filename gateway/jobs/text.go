@@ -181,9 +181,11 @@ func (t *textEvents) toolChunks(content []byte, calls []openai.ToolCall) [][]byt
 	if len(content) > 0 {
 		out = append(out, t.ch.AppendDelta(nil, content))
 	}
-	if len(calls) > 0 {
+	if t.tools.Live && t.tools.Format == openai.ToolFormatGuided { // calls stream as generated
+		out = append(out, t.ch.CallDeltas(t.tools.Deltas())...)
+	} else if len(calls) > 0 {
 		out = append(out, t.ch.ToolCallDeltas(calls, len(t.calls))...)
-		t.calls = append(t.calls, calls...)
 	}
+	t.calls = append(t.calls, calls...)
 	return out
 }

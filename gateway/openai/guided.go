@@ -83,8 +83,9 @@ func jsonSchemaFormat(m map[string]json.RawMessage, param string, guided *json.R
 // ToolGuide returns the guided_decoding of a required or named
 // tool_choice: one call, a JSON object {"name": ..., "arguments": ...}
 // whose arguments follow the function's parameters (for "required", any
-// declared function's), as Llama 3's tool-call format writes it (so
-// ToolFormatLlama3 parses it). It returns nil for other choices.
+// declared function's); for "required" with parallel_tool_calls, a JSON
+// array of one or more such calls. ToolFormatGuided parses what it
+// guides. It returns nil for other choices.
 func (r *ChatRequest) ToolGuide() (json.RawMessage, error) {
 	if r.ToolChoice != ToolChoiceRequired && r.ToolChoice != "function" {
 		return nil, nil
@@ -105,6 +106,9 @@ func (r *ChatRequest) ToolGuide() (json.RawMessage, error) {
 		at := "#/properties/arguments"
 		if r.ToolChoice == ToolChoiceRequired {
 			at = "#/anyOf/" + strconv.Itoa(len(calls)) + "/properties/arguments"
+			if r.ParallelToolCalls {
+				at = "#/items" + at[1:]
+			}
 		}
 		params := json.RawMessage(`{"type":"object"}`)
 		if !isNull(tool.Function.Parameters) {
@@ -132,6 +136,9 @@ func (r *ChatRequest) ToolGuide() (json.RawMessage, error) {
 			schema = append(schema, c...)
 		}
 		schema = append(schema, ']', '}')
+		if r.ParallelToolCalls {
+			schema = append(append(json.RawMessage(`{"type":"array","minItems":1,"items":`), schema...), '}')
+		}
 	}
 	return append(append(json.RawMessage(`{"json":`), schema...), '}'), nil
 }

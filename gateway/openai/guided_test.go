@@ -72,7 +72,13 @@ func TestToolGuide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	required, err := parse(`"required"`).ToolGuide()
+	single := parse(`"required","parallel_tool_calls":false`)
+	required, err := single.ToolGuide()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With parallel_tool_calls (the default), one or more calls.
+	parallel, err := parse(`"required"`).ToolGuide()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +99,18 @@ func TestToolGuide(t *testing.T) {
 		if got := accepts(t, required, tc.out); got != tc.required {
 			t.Errorf("required: %s accepted %v", tc.out, got)
 		}
+		if got := accepts(t, parallel, "["+tc.out+"]"); got != tc.required {
+			t.Errorf("required, parallel: [%s] accepted %v", tc.out, got)
+		}
+		if got := accepts(t, parallel, `[{"name":"now","arguments":{}},`+tc.out+"]"); got != tc.required {
+			t.Errorf("required, parallel: a call then %s accepted %v", tc.out, got)
+		}
+		if accepts(t, parallel, tc.out) || accepts(t, required, "["+tc.out+"]") {
+			t.Errorf("%s: the parallel guide takes a lone call, or the single one an array", tc.out)
+		}
+	}
+	if accepts(t, parallel, "[]") {
+		t.Error("required, parallel: [] accepted")
 	}
 	if g, _ := parse(`"auto"`).ToolGuide(); g != nil {
 		t.Errorf("auto: guide %s", g)

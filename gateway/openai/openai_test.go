@@ -194,7 +194,7 @@ func TestTemplateDirectMatchesExecute(t *testing.T) {
 			got, err := direct.Render(msgs)
 			want, werr := slow.Render(msgs)
 			if got != want || err != nil || werr != nil {
-				t.Errorf("%q over %q:\n got %q (%v)\nwant %q (%v)", src, msgs, got, err, want, werr)
+				t.Errorf("%q over %+v:\n got %q (%v)\nwant %q (%v)", src, msgs, got, err, want, werr)
 			}
 		}
 	}
@@ -292,7 +292,7 @@ func TestParseResponses(t *testing.T) {
 	r, err := ParseResponses([]byte(`{"model":"echo","instructions":"be brief","max_output_tokens":7,"temperature":0.5,"top_p":0.9,
 		"stream":true,"stream_options":{"include_obfuscation":false},"metadata":{"k":"v"},"previous_response_id":"resp-1","user":"u",
 		"text":{"format":{"type":"text"},"verbosity":"medium"},"tools":[],"tool_choice":"auto","include":[],"parallel_tool_calls":true,
-		"truncation":"disabled","top_logprobs":0,"reasoning":{"effort":null},"service_tier":"auto","top_k":4,
+		"truncation":"disabled","top_logprobs":0,"reasoning":{"effort":null},"service_tier":"auto","top_k":4,"seed":-3,
 		"input":[{"role":"user","content":"hi"},{"type":"message","role":"assistant","id":"msg-1","status":"completed",
 			"content":[{"type":"output_text","text":"hel"},{"type":"output_text","text":"lo"}]},
 			{"role":"developer","content":[{"type":"input_text","text":"more"}]}]}`))
@@ -300,13 +300,21 @@ func TestParseResponses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Model != "echo" || !r.Stream || !r.Store || r.Background || *r.Instructions != "be brief" || *r.Params.MaxTokens != 7 ||
-		*r.Params.Temperature != 0.5 || *r.Params.TopP != 0.9 || *r.Params.TopK != 4 || r.Metadata["k"] != "v" ||
+		*r.Params.Temperature != 0.5 || *r.Params.TopP != 0.9 || *r.Params.TopK != 4 || *r.Params.Seed != -3 || r.Metadata["k"] != "v" ||
 		r.PreviousResponseID != "resp-1" || *r.User != "u" || len(r.Input) != 3 || !reflect.DeepEqual(r.Input[1], ChatMessage{Role: "assistant", Content: "hello"}) {
 		t.Fatalf("got %+v", r)
 	}
 	msgs := r.Messages([]ChatMessage{{Role: "user", Content: "before"}})
 	if len(msgs) != 5 || !reflect.DeepEqual(msgs[0], ChatMessage{Role: "system", Content: "be brief"}) || msgs[1].Content != "before" {
 		t.Fatalf("messages %+v", msgs)
+	}
+	// A stateless agent sends a response's output back as input: the
+	// call items carry the parsed_arguments the SDK's helpers add.
+	r, err = ParseResponses([]byte(`{"model":"m","input":[{"type":"function_call","id":"fc-1","status":"completed","call_id":"c",
+		"name":"f","arguments":"{\"a\":1}","parsed_arguments":{"a":1}},{"type":"function_call_output","call_id":"c","output":"ok"}]}`))
+	if err != nil || !reflect.DeepEqual(r.Input, []ChatMessage{{Role: "assistant", ToolCalls: []ToolCall{{ID: "c", Name: "f", Arguments: `{"a":1}`}}},
+		{Role: "tool", Content: "ok", ToolCallID: "c"}}) {
+		t.Fatalf("got %+v, %v", r, err)
 	}
 	r, err = ParseResponses([]byte(`{"model":"m","input":"x","store":false}`))
 	if err != nil || r.Store || !reflect.DeepEqual(r.Input[0], ChatMessage{Role: "user", Content: "x"}) || r.Params.MaxTokens != nil {
@@ -336,6 +344,7 @@ var responsesErrors = []struct{ body, param, code string }{
 	{`{"model":"m","input":"x","stream_options":{"include_obfuscation":true}}`, "stream_options", "invalid_value"},
 	{`{"model":"m","input":"x","max_output_tokens":0}`, "max_output_tokens", "invalid_value"},
 	{`{"model":"m","input":"x","temperature":"hot"}`, "temperature", "invalid_type"},
+	{`{"model":"m","input":"x","seed":1.5}`, "seed", "invalid_type"},
 	{`{"model":"m","input":"x","metadata":{"k":1}}`, "metadata.k", "invalid_type"},
 	{`{"model":"m","input":"x","bogus":1}`, "bogus", "unknown_parameter"},
 	{`{"model":"m"}`, "input", "missing_required_parameter"},

@@ -185,15 +185,35 @@ func (c *Chunker) ToolCallDeltas(calls []ToolCall, index int) [][]byte {
 		n := index + i
 		head := toolCallJSON{Index: &n, ID: call.ID, Type: "function", Function: functionJSON{Name: call.Name}}
 		args := toolCallJSON{Index: &n, Function: functionJSON{Arguments: call.Arguments}}
-		for _, tc := range []toolCallJSON{head, args} {
-			b := c.appendHead(make([]byte, 0, 256))
-			b = append(b, `"delta":{"tool_calls":[`...)
-			b = append(b, mustJSON(tc)...)
-			b = append(b, `]},"logprobs":null,"finish_reason":null}]`...)
-			out = append(out, c.appendEnd(b))
-		}
+		out = append(out, c.toolCallChunk(head), c.toolCallChunk(args))
 	}
 	return out
+}
+
+// CallDeltas are the chunks that stream calls as they are generated
+// (ToolParser.Deltas): a call's first with its index, id, type and name,
+// the others with its index and their piece of its arguments.
+func (c *Chunker) CallDeltas(deltas []CallDelta) [][]byte {
+	var out [][]byte
+	for _, d := range deltas {
+		if d.Name == "" && d.Arguments == "" {
+			continue
+		}
+		tc := toolCallJSON{Index: &d.Index, ID: d.ID, Function: functionJSON{Name: d.Name, Arguments: d.Arguments}}
+		if d.ID != "" {
+			tc.Type = "function"
+		}
+		out = append(out, c.toolCallChunk(tc))
+	}
+	return out
+}
+
+func (c *Chunker) toolCallChunk(tc toolCallJSON) []byte {
+	b := c.appendHead(make([]byte, 0, 256))
+	b = append(b, `"delta":{"tool_calls":[`...)
+	b = append(b, mustJSON(tc)...)
+	b = append(b, `]},"logprobs":null,"finish_reason":null}]`...)
+	return c.appendEnd(b)
 }
 
 // ChatCompletion is the whole response of a non-streaming chat request

@@ -196,16 +196,32 @@ func (resp *Response) Finish(itemID, text, finishReason string, u *ResponseUsage
 // AddCalls appends calls as function_call items, with ids from itemID;
 // the message goes when it is empty (the answer is only calls).
 func (resp *Response) AddCalls(calls []ToolCall, itemID func() string) {
-	if len(calls) == 0 {
+	items := make([]OutputMessage, len(calls))
+	for i, c := range calls {
+		status := StatusCompleted
+		if c.Partial {
+			status = StatusIncomplete
+		}
+		items[i] = CallItem(itemID(), status, c)
+	}
+	resp.AddItems(items)
+}
+
+// CallItem is the function_call item id of call.
+func CallItem(id, status string, c ToolCall) OutputMessage {
+	return OutputMessage{Type: "function_call", ID: id, Status: status, CallID: c.ID, Name: c.Name, Arguments: c.Arguments}
+}
+
+// AddItems appends function_call items; the message goes when it is
+// empty (the answer is only calls).
+func (resp *Response) AddItems(items []OutputMessage) {
+	if len(items) == 0 {
 		return
 	}
 	if len(resp.Output) == 1 && resp.Output[0].Type == "message" && resp.OutputText() == "" {
 		resp.Output = resp.Output[:0]
 	}
-	for _, c := range calls {
-		resp.Output = append(resp.Output, OutputMessage{Type: "function_call", ID: itemID(), Status: StatusCompleted,
-			CallID: c.ID, Name: c.Name, Arguments: c.Arguments})
-	}
+	resp.Output = append(resp.Output, items...)
 }
 
 // Calls is the function calls of resp's output.
@@ -256,7 +272,17 @@ type Responder struct {
 
 	seq         int
 	deltaPrefix []byte // a delta's JSON after its sequence_number up to its text
+	// live records the function_call items whose events went out as the
+	// call was generated: callAdded (with its arguments so far) or
+	// callDone.
+	live map[string]int
 }
+
+// States of a function_call item streamed live.
+const (
+	callAdded = 1 + iota
+	callDone
+)
 
 // Seq is the sequence_number the next event will have.
 func (r *Responder) Seq() int { return r.seq }
@@ -355,13 +381,13 @@ func (r *Responder) End() [][]byte {
 	var out [][]byte
 	for i, item := range r.Resp.Output {
 		if item.Type == "function_call" {
-			added := item
-			added.Arguments, added.Status = "", StatusInProgress
-			out = append(out,
-				mustJSON(itemEvent{Type: "response.output_item.added", SequenceNumber: r.next(), OutputIndex: i, Item: added}),
-				mustJSON(argsEvent{Type: "response.function_call_arguments.delta", SequenceNumber: r.next(), ItemID: item.ID, OutputIndex: i, Delta: item.Arguments}),
-				mustJSON(argsEvent{Type: "response.function_call_arguments.done", SequenceNumber: r.next(), ItemID: item.ID, OutputIndex: i, Name: item.Name, Arguments: item.Arguments}),
-				mustJSON(itemEvent{Type: "response.output_item.done", SequenceNumber: r.next(), OutputIndex: i, Item: item}))
+			switch r.live[item.ID] {
+			case 0:
+				out = append(out, r.CallAdded(i, item), r.CallDelta(i, item.ID, item.Arguments))
+				out = append(out, r.CallDone(i, item)...)
+			case callAdded: // cut off while it streamed
+				out = append(out, r.CallDone(i, item)...)
+			}
 			continue
 		}
 		out = append(out, r.Open()...)
@@ -376,6 +402,33 @@ func (r *Responder) End() [][]byte {
 		final = "response.incomplete"
 	}
 	return append(out, r.responseEvent(final))
+}
+
+// CallAdded is the response.output_item.added event of the
+// function_call item at output index i, its arguments empty.
+func (r *Responder) CallAdded(i int, item OutputMessage) []byte {
+	if r.live == nil {
+		r.live = map[string]int{}
+	}
+	r.live[item.ID] = callAdded
+	item.Arguments, item.Status = "", StatusInProgress
+	return mustJSON(itemEvent{Type: "response.output_item.added", SequenceNumber: r.next(), OutputIndex: i, Item: item})
+}
+
+// CallDelta is the response.function_call_arguments.delta event of a
+// piece of the arguments of the call item itemID at output index i.
+func (r *Responder) CallDelta(i int, itemID, delta string) []byte {
+	return mustJSON(argsEvent{Type: "response.function_call_arguments.delta", SequenceNumber: r.next(), ItemID: itemID, OutputIndex: i, Delta: delta})
+}
+
+// CallDone is the response.function_call_arguments.done and
+// response.output_item.done events of the call item at output index i.
+func (r *Responder) CallDone(i int, item OutputMessage) [][]byte {
+	r.live[item.ID] = callDone
+	return [][]byte{
+		mustJSON(argsEvent{Type: "response.function_call_arguments.done", SequenceNumber: r.next(), ItemID: item.ID, OutputIndex: i, Name: item.Name, Arguments: item.Arguments}),
+		mustJSON(itemEvent{Type: "response.output_item.done", SequenceNumber: r.next(), OutputIndex: i, Item: item}),
+	}
 }
 
 type argsEvent struct {

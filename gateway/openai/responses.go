@@ -74,7 +74,7 @@ func init() {
 		"stream_options", "store", "metadata", "background", "previous_response_id", "text", "user", "service_tier",
 		"include", "parallel_tool_calls", "tools", "tool_choice", "truncation", "prompt_cache_key", "safety_identifier",
 		"top_logprobs", "reasoning", "max_tool_calls", "conversation", "prompt",
-		"top_k", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty"} {
+		"top_k", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "seed"} {
 		responsesFields[k] = true
 	}
 }
@@ -152,6 +152,11 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 		return nil, err
 	}
 	if err := f.samplingExtras(&r.Params); err != nil {
+		return nil, err
+	}
+	// seed, beyond OpenAI's Responses API as vLLM's takes it: reproducible
+	// sampling, as on chat completions.
+	if r.Params.Seed, err = f.integer("seed", math.MinInt64, math.MaxInt64); err != nil {
 		return nil, err
 	}
 	if raw, ok := f.m["instructions"]; ok && !isNull(raw) {

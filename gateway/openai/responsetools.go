@@ -102,6 +102,9 @@ func functionItem(param, typ string, f *fields) (ChatMessage, error) {
 	allowed := map[string]bool{"type": true, "id": true, "status": true, "call_id": true}
 	if typ == "function_call" {
 		allowed["name"], allowed["arguments"] = true, true
+		// what the SDK's stream and parse helpers add to the call items
+		// of a response an agent sends back as input
+		allowed["parsed_arguments"] = true
 	} else {
 		allowed["output"] = true
 	}

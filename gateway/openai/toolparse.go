@@ -75,16 +75,23 @@ type ToolParser struct {
 	IDPrefix string
 	// Single keeps only the first call (parallel_tool_calls false).
 	Single bool
+	// Live keeps, in ToolFormatGuided, the pieces of each call as they
+	// arrive for Deltas (for a caller that streams them).
+	Live bool
 
 	buf     []byte // text held back: a possible call, or trailing space
 	inCall  bool   // Hermes: buf holds a call after <tool_call>
 	decided bool   // Llama 3: whether the answer is a call is known
 	whole   bool   // Llama 3: the answer is a call, buf holds it
 	calls   int
+	g       guided // ToolFormatGuided's scanner
 }
 
 // Feed takes the next piece of output.
 func (p *ToolParser) Feed(text []byte) (content []byte, calls []ToolCall) {
+	if p.Format == ToolFormatGuided {
+		return nil, p.feedGuided(text)
+	}
 	p.buf = append(p.buf, text...)
 	switch p.Format {
 	case ToolFormatLlama3:
@@ -161,6 +168,9 @@ func (p *ToolParser) feedWhole(first byte, tag string) (content []byte, calls []
 // Finish returns the content and calls still held back, at the end of
 // the output.
 func (p *ToolParser) Finish() (content []byte, calls []ToolCall) {
+	if p.Format == ToolFormatGuided {
+		return p.finishGuided()
+	}
 	defer func() { p.buf = p.buf[:0] }()
 	switch {
 	case p.Format == ToolFormatLlama3 && p.whole:

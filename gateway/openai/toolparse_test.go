@@ -36,6 +36,12 @@ func TestToolParser(t *testing.T) {
 		{ToolFormatMistral, "It is sunny [TOOL_CALLS] in Paris.", "It is sunny [TOOL_CALLS] in Paris.", nil},
 		{ToolFormatMistral, "[TOOL_CALLS]rm_rf[ARGS]{}", "[TOOL_CALLS]rm_rf[ARGS]{}", nil},
 		{ToolFormatMistral, "[TOOL_CALLS]get_weather{}", "[TOOL_CALLS]get_weather{}", nil},
+		{ToolFormatGuided, `{"name":"get_weather","arguments":{"city":"Paris"}}`, "", []ToolCall{weather}},
+		{ToolFormatGuided, `[{"name":"get_weather","arguments":{"city":"Paris"}}, {"arguments": {}, "name": "now"}]`, "",
+			[]ToolCall{weather, {ID: "call_1", Name: "now", Arguments: `{}`}}},
+		{ToolFormatGuided, `{"name":"get_weather","arguments":{"city":"Pa`, "", []ToolCall{{ID: "call_0", Name: "get_weather", Arguments: `{"city":"Pa`, Partial: true}}}, // cut off
+		{ToolFormatGuided, `{"name":"get_wea`, `{"name":"get_wea`, nil},
+		{ToolFormatGuided, `not a call`, `not a call`, nil},
 	}
 	for _, tc := range cases {
 		for _, step := range []int{len(tc.out), 1, 3} {
@@ -57,6 +63,65 @@ func TestToolParser(t *testing.T) {
 				t.Errorf("%s %q step %d:\n got %q %+v\nwant %q %+v", tc.format, tc.out, step, content.String(), calls, tc.content, tc.calls)
 			}
 		}
+	}
+}
+
+// TestToolParserDeltas feeds guided outputs in pieces: each call's
+// arguments come out as they arrive, in order, with its ID and name
+// first (held back while the name is not yet written), and add up to the
+// call's arguments.
+func TestToolParserDeltas(t *testing.T) {
+	out := `[{"name":"get_weather","arguments":{"city": "Pa ris","n":[1, {"a":"}"}]}},{"arguments":{"x":"\""},"name":"now"}]`
+	want := []ToolCall{{ID: "c0", Name: "get_weather", Arguments: `{"city":"Pa ris","n":[1,{"a":"}"}]}`}, {ID: "c1", Name: "now", Arguments: `{"x":"\""}`}}
+	for _, step := range []int{1, 2, 5, len(out)} {
+		p := &ToolParser{Format: ToolFormatGuided, Tools: []string{"get_weather", "now"}, IDPrefix: "c", Live: true}
+		var calls []ToolCall
+		args := map[int]string{}
+		var order []int
+		pieces := 0
+		for i := 0; i < len(out); i += step {
+			content, cs := p.Feed([]byte(out[i:min(i+step, len(out))]))
+			if len(content) > 0 {
+				t.Fatalf("step %d: content %q", step, content)
+			}
+			for _, d := range p.Deltas() {
+				if _, seen := args[d.Index]; !seen {
+					order = append(order, d.Index)
+					if d.ID != want[d.Index].ID || d.Name != want[d.Index].Name {
+						t.Errorf("step %d: first delta of call %d: %+v", step, d.Index, d)
+					}
+				} else if d.ID != "" || d.Name != "" {
+					t.Errorf("step %d: a later delta names the call again: %+v", step, d)
+				}
+				args[d.Index] += d.Arguments
+				pieces++
+			}
+			calls = append(calls, cs...)
+		}
+		if c, cs := p.Finish(); len(c) > 0 || len(cs) > 0 {
+			t.Errorf("step %d: Finish gave %q %+v", step, c, cs)
+		}
+		if !reflect.DeepEqual(calls, want) || !reflect.DeepEqual(order, []int{0, 1}) || args[0] != want[0].Arguments || args[1] != want[1].Arguments {
+			t.Errorf("step %d: calls %+v, deltas in order %v adding up to %v", step, calls, order, args)
+		}
+		if step == 1 && pieces < 10 {
+			t.Errorf("fed a byte at a time, the arguments came in %d pieces", pieces)
+		}
+	}
+	// One call only without parallel calls.
+	p := &ToolParser{Format: ToolFormatGuided, Tools: []string{"now"}, IDPrefix: "c", Single: true, Live: true}
+	_, calls := p.Feed([]byte(`[{"name":"now","arguments":{}},{"name":"now","arguments":{}}]`))
+	if d := p.Deltas(); len(calls) != 1 || len(d) != 2 || d[0].Name != "now" || !d[1].Done || d[1].Index != 0 {
+		t.Errorf("single: calls %+v, deltas %+v", calls, d)
+	}
+	// A call cut off after it streamed: nothing more at the end.
+	p = &ToolParser{Format: ToolFormatGuided, Tools: []string{"now"}, IDPrefix: "c", Live: true}
+	p.Feed([]byte(`{"name":"now","arguments":{"a":`))
+	if d := p.Deltas(); len(d) != 2 || d[0].Name != "now" || d[0].Arguments+d[1].Arguments != `{"a":` {
+		t.Errorf("cut off: deltas %+v", d)
+	}
+	if c, cs := p.Finish(); len(c) > 0 || !reflect.DeepEqual(cs, []ToolCall{{ID: "c0", Name: "now", Arguments: `{"a":`, Partial: true}}) || len(p.Deltas()) > 0 {
+		t.Errorf("cut off: Finish gave %q %+v", c, cs)
 	}
 }
 

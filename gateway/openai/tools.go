@@ -23,6 +23,9 @@ type ToolCall struct {
 	ID        string
 	Name      string
 	Arguments string
+	// Partial marks a call the token limit cut off: Arguments is the
+	// part written.
+	Partial bool
 }
 
 // Tool choices: ToolChoice is one of these or "function" (a named

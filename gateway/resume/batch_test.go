@@ -242,7 +242,7 @@ func TestHungRedis(t *testing.T) {
 			t.Fatalf("%d bytes pending, over the budget of %d", mem.Used(), mem.Limit())
 		}
 	}
-	p.Close(resume.EndFinal, nil) // one try, bounded by OpTimeout
+	p.Close(resume.EndFinal, nil) // tries for a Lease, each bounded by OpTimeout
 	if mem.Used() != 0 {
 		t.Fatalf("%d bytes of the budget used after Close", mem.Used())
 	}
@@ -257,6 +257,40 @@ func TestHungRedis(t *testing.T) {
 	}
 	if got := readAll(t, r, 2); string(got[0].Data) != "after" || got[1].End != resume.EndFinal {
 		t.Fatalf("after SIGCONT: %+v", got)
+	}
+}
+
+// A stream that ends while Redis hangs (as in a failover): Close tries
+// the end again until Redis answers, within a Lease, and a reader gets
+// every event and the end, not stream_lost.
+func TestCloseRetriesTheEnd(t *testing.T) {
+	srv := redistest.Start(t)
+	st, err := store.Open(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	failed := make(chan string, 100)
+	a := resume.New(st, &resume.Options{OpTimeout: 100 * time.Millisecond, Lease: time.Minute,
+		StoreError: func(op string) { failed <- op }})
+	p := a.Start(store.StreamMeta{Owner: "k"}, causes(make(chan error, 1)).cancel)
+	<-p.Created()
+	srv.Pause()
+	p.Append([]byte("last"))
+	closed := make(chan struct{})
+	go func() {
+		p.Close(resume.EndFinal, nil)
+		close(closed)
+	}()
+	<-failed // the end's first try
+	srv.Continue()
+	<-closed
+	r, err := a.Open(t.Context(), p.ID(), "k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, r, 2); string(got[0].Data) != "last" || got[1].End != resume.EndFinal {
+		t.Fatalf("after Close across a hang: %+v", got)
 	}
 }
 

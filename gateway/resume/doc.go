@@ -21,7 +21,8 @@
 // Any replica reads a stream with Manager.Open and Reader.Next: the
 // stored events after a given id, then the live ones as they are written,
 // then the end event. A stream whose producer is gone (its lease ran out
-// with no end event) ends with ErrLost after its stored events; nothing
+// with no end event, and stayed out for another lease: a hung store
+// outlives leases) ends with ErrLost after its stored events; nothing
 // is invented or repeated.
 //
 // Manager.Cancel cancels a stream from any replica: the producing

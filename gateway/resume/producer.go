@@ -149,7 +149,10 @@ func (p *Producer) Detach() {
 // Close ends the stream: what Append buffered and an end event of kind
 // end (EndFinal, EndError, EndCancelled) with detail as its Data are
 // written, then the lease is released. It waits for the writer, which
-// gives one try to the last write.
+// tries the last write again while the store fails, for up to
+// Options.Lease (readers wait as long for a producer whose lease is
+// gone): a stream that ends while Redis fails over or hangs briefly
+// still reaches its readers whole.
 func (p *Producer) Close(end string, detail []byte) {
 	p.batch = append(p.batch, store.Event{ID: p.next, End: end, Data: append([]byte(nil), detail...)})
 	p.next++
@@ -165,16 +168,26 @@ func (p *Producer) tick() time.Duration {
 	return max(min(p.m.opts.Lease/3, p.m.opts.Grace/4), 10*time.Millisecond)
 }
 
+// retryAfter is how long the writer waits after a failed write: well
+// within the lease, so that once a hung store answers again the lease is
+// back before a reader takes its absence for the producer's death (a
+// reader waits a whole Lease for that).
+func (p *Producer) retryAfter() time.Duration {
+	return max(p.tick()/4, 10*time.Millisecond)
+}
+
 // run is the writer: it writes the pending batch in one store call at
 // most once per Options.FlushInterval (sooner when the batch is full or
 // the stream ends), and renews the lease when the stream is quiet, until
-// the end is written (or, after Close, its one try failed).
+// the end is written (or, after Close, its tries failed for a Lease).
 func (p *Producer) run() {
 	defer close(p.done)
 	t := time.NewTicker(p.tick())
 	defer t.Stop()
 	hold := time.NewTimer(time.Hour)
 	hold.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
 	tried := false // the first write: it creates the stream
 	defer func() {
 		if !tried {
@@ -184,13 +197,19 @@ func (p *Producer) run() {
 	needMeta := true // no write has succeeded yet
 	var renewed, wrote time.Time
 	closing, failed := false, false
+	var lastTry time.Time // after Close, when the last write may be tried until
 	for {
 		switch {
+		case failed && closing: // wait a little before trying the end again
+			retry.Reset(p.retryAfter())
+			<-retry.C
 		case closing, !tried: // the first write goes at once
-		case failed: // wait for the tick before trying again
+		case failed: // wait a little before trying again
+			retry.Reset(p.retryAfter())
 			select {
-			case <-t.C:
+			case <-retry.C:
 			case <-p.closing:
+				retry.Stop()
 				closing = true
 			}
 		default:
@@ -231,7 +250,10 @@ func (p *Producer) run() {
 			failed = err != nil
 			if failed {
 				p.m.failed("append", p.sid, err)
-				if closing {
+				if closing && lastTry.IsZero() {
+					lastTry = now.Add(p.m.opts.Lease)
+				}
+				if closing && !now.Before(lastTry) {
 					p.m.opts.Memory.Give(int64(size))
 					return
 				}

@@ -18,12 +18,13 @@ const (
 // Reader follows one stream from an event on. Its methods belong to one
 // goroutine.
 type Reader struct {
-	m        *Manager
-	sid      string
-	meta     store.StreamMeta
-	after    uint64 // the last id returned
-	attended time.Time
-	done     bool
+	m         *Manager
+	sid       string
+	meta      store.StreamMeta
+	after     uint64 // the last id returned
+	attended  time.Time
+	leaseGone time.Time // since when reads find no lease; zero while there is one
+	done      bool
 }
 
 // Open opens stream sid for owner, to read the events after id after. It
@@ -80,8 +81,21 @@ func (r *Reader) Next(ctx context.Context, wait time.Duration) ([]store.Event, e
 		return nil, err
 	}
 	if len(rd.Events) == 0 && !rd.Live {
-		return nil, ErrLost
+		// The lease is gone. A producer whose store stopped answering
+		// for longer than its lease (a hung Redis master: its clock
+		// runs on) renews it once the store answers again, which may
+		// take a while (every replica reconnects at once): it is lost
+		// only once the lease has stayed gone for a whole lease.
+		now := time.Now()
+		if r.leaseGone.IsZero() {
+			r.leaseGone = now
+		}
+		if now.Sub(r.leaseGone) >= r.m.opts.Lease {
+			return nil, ErrLost
+		}
+		return nil, nil
 	}
+	r.leaseGone = time.Time{}
 	if n := len(rd.Events); n > 0 {
 		r.after = max(r.after, rd.Events[n-1].ID) // an end read past the end has an id before
 		r.done = rd.Events[n-1].End != ""

@@ -25,8 +25,11 @@ type Options struct {
 	// Default 10m.
 	TTL time.Duration
 	// Lease is how long a producer's lease lasts unless renewed; it is
-	// renewed every Lease/3 at least. A reader learns that a producer
-	// died within about Lease. Default 5s.
+	// renewed every Lease/3 at least, and retried soon after a failed
+	// write. A reader learns that a producer died within about twice
+	// Lease: the lease must stay gone for a whole Lease, so that a
+	// producer whose store hung for longer than the lease (its lease
+	// expired meanwhile) is not taken for dead. Default 5s.
 	Lease time.Duration
 	// OpTimeout bounds each store operation. Default 2s.
 	OpTimeout time.Duration

@@ -142,6 +142,7 @@ type redisLimits struct {
 	mu      sync.Mutex
 	localIn map[string]struct{}            // key id + "\x00" + slot admitted locally
 	held    map[string]map[string]struct{} // key id -> slots held here
+	down    map[string]time.Time           // key id -> until when Redis is not asked (failing)
 	renewer chan struct{}                  // closed to stop the renewer; nil: none started
 	stopped chan struct{}                  // closed when the renewer has returned
 	closed  bool
@@ -150,6 +151,7 @@ type redisLimits struct {
 func (s *redisLimits) init(c redis.UniversalClient, replicas func() int) {
 	s.c, s.lease, s.replicas = c, SlotLease, replicas
 	s.held = map[string]map[string]struct{}{}
+	s.down = map[string]time.Time{}
 	s.localIn = map[string]struct{}{}
 	s.local.init()
 }
@@ -158,7 +160,10 @@ func (s *redisLimits) init(c redis.UniversalClient, replicas func() int) {
 // answers ErrUnavailable (the gateway's 503); open (the default, as
 // Envoy's rate-limit filter) admits by this replica's share of each
 // limit (the limit divided by the replicas last seen, rounded up),
-// counted in streamgate.gateway.limits_local. Call it before use.
+// counted in streamgate.gateway.limits_local. After a failure a key's
+// limits are not asked of Redis for failingFor (a second), so that a
+// hung Redis costs a request one timeout, not one per limit call. Call
+// it before use.
 func (r *Redis) SetLimitsOnFailure(open bool) { r.redisLimits.failClosed = !open }
 
 // SetLogger gives r a logger for what it decides on its own while Redis
@@ -210,15 +215,19 @@ type localLog struct {
 	now               func() time.Time // tests; nil: time.Now
 }
 
+// clock is the time by l.now (tests) or time.Now.
+func (l *localLog) clock() time.Time {
+	if l.now != nil {
+		return l.now()
+	}
+	return time.Now()
+}
+
 // note counts one local decision (limited: the limit that refused it, ""
 // when admitted) and logs the counts when a line is due.
 func (l *localLog) note(limited string) {
 	if l.log == nil {
 		return
-	}
-	now := time.Now
-	if l.now != nil {
-		now = l.now
 	}
 	l.mu.Lock()
 	if limited == "" {
@@ -226,7 +235,7 @@ func (l *localLog) note(limited string) {
 	} else {
 		l.refused++
 	}
-	t := now()
+	t := l.clock()
 	if !l.last.IsZero() && t.Sub(l.last) < localLogEvery {
 		l.mu.Unlock()
 		return
@@ -406,7 +415,12 @@ func (s *redisLimits) Admit(ctx context.Context, id string, l Limit, t Take) (Ve
 	if l.Concurrency <= 0 {
 		slot = ""
 	}
-	out, err := admitScript.Run(ctx, s.c, limitKeys(id), l.RPM, l.TPM, l.Concurrency, t.Requests, res, slot, s.lease.Microseconds(), s.clock()).Slice()
+	err := s.failing(id)
+	var out []any
+	if err == nil {
+		out, err = admitScript.Run(ctx, s.c, limitKeys(id), l.RPM, l.TPM, l.Concurrency, t.Requests, res, slot, s.lease.Microseconds(), s.clock()).Slice()
+		s.noteFailure(id, err)
+	}
 	if err != nil {
 		if !s.failClosed && errors.Is(unavailable(err), ErrUnavailable) {
 			return s.admitLocally(ctx, id, l, t)
@@ -470,11 +484,49 @@ func (s *redisLimits) Settle(ctx context.Context, id string, l Limit, slot strin
 		// settlement fails expires within the lease.
 		s.release(id, slot)
 	}
-	k := limitKeys(id)
-	if err := settleScript.Run(ctx, s.c, k[1:], l.TPM, tokens, slot, s.clock()).Err(); err != nil {
-		return unavailable(err)
+	if err := s.failing(id); err != nil {
+		return err
 	}
+	k := limitKeys(id)
+	err := settleScript.Run(ctx, s.c, k[1:], l.TPM, tokens, slot, s.clock()).Err()
+	s.noteFailure(id, err)
+	return unavailable(err)
+}
+
+// failingFor is how long the limits of a key are not asked of Redis
+// after Redis failed them: a request makes up to three limit calls (its
+// requests, its tokens, its settlement), and on a hung Redis each would
+// wait for the client's timeouts (seconds) before the outage policy
+// decides. In a Cluster only the keys whose limits live on the failing
+// master skip it.
+const failingFor = time.Second
+
+// failing is ErrUnavailable while the limits of key id failed in Redis
+// less than failingFor ago (by the local log's clock).
+func (s *redisLimits) failing(id string) error {
+	now := s.localLog.clock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.down[id]
+	if !ok {
+		return nil
+	}
+	if now.Before(until) {
+		return fmt.Errorf("%w: this key's limits failed in Redis less than %v ago", ErrUnavailable, failingFor)
+	}
+	delete(s.down, id)
 	return nil
+}
+
+// noteFailure notes err, Redis's answer for id's limits.
+func (s *redisLimits) noteFailure(id string, err error) {
+	if err == nil || !errors.Is(unavailable(err), ErrUnavailable) {
+		return
+	}
+	until := s.localLog.clock().Add(failingFor)
+	s.mu.Lock()
+	s.down[id] = until
+	s.mu.Unlock()
 }
 
 // memLimits keeps limits in this process, with the same arithmetic.

@@ -46,7 +46,8 @@ var ErrUnavailable = errors.New("store unavailable")
 // and retries are short (1s to dial, read or write; one retry of a
 // command, one dial per attempt) so that a Redis that is down fails
 // requests at once instead of holding them, and a command also ends
-// with its context's deadline.
+// with its context's deadline; the pool holds up to 512 connections to
+// each node (pool_size), one for each reader following a stream.
 func Open(url string) (Store, error) {
 	if url == "" {
 		return NewMemory(), nil
@@ -64,6 +65,12 @@ const (
 	ioTimeout     = time.Second
 	maxRetries    = 1
 	dialerRetries = 1
+	// poolSize is the connections to each Redis node: every reader
+	// following a resumable stream holds one while it waits for events
+	// (XREAD BLOCK), so go-redis's default (10 per CPU) queued readers
+	// behind one another: at 500 followers per replica on 2 CPUs,
+	// resumes took seconds and stream_lost minutes.
+	poolSize = 512
 )
 
 func newClient(rawURL string) (redis.UniversalClient, error) {
@@ -78,28 +85,28 @@ func newClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
+		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries, &o.PoolSize, &o.ContextTimeoutEnabled)
 		return redis.NewFailoverClient(o), nil
 	case q.Has("addr"):
 		o, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
 			return nil, err
 		}
-		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
+		defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries, &o.PoolSize, &o.ContextTimeoutEnabled)
 		return redis.NewClusterClient(o), nil
 	}
 	o, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
+	defaults(q, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.DialerRetries, &o.PoolSize, &o.ContextTimeoutEnabled)
 	return redis.NewClient(o), nil
 }
 
 // defaults sets the client options the URL's query q does not. Context
 // deadlines always bound commands (go-redis ignores them by default):
 // the store's callers bound each operation with one.
-func defaults(q url.Values, dial, read, write *time.Duration, retries, dialRetries *int, ctxTimeouts *bool) {
+func defaults(q url.Values, dial, read, write *time.Duration, retries, dialRetries, pool *int, ctxTimeouts *bool) {
 	for _, d := range []struct {
 		name string
 		p    *time.Duration
@@ -114,6 +121,9 @@ func defaults(q url.Values, dial, read, write *time.Duration, retries, dialRetri
 	}
 	if !q.Has("dialer_retries") {
 		*dialRetries = dialerRetries
+	}
+	if !q.Has("pool_size") {
+		*pool = poolSize
 	}
 	if !q.Has("context_timeout_enabled") {
 		*ctxTimeouts = true

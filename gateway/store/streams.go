@@ -56,9 +56,10 @@ type Streams interface {
 	WatchCancels(ctx context.Context, ready func(), fn func(sid string)) error
 }
 
-// MaxStreamEvents is how many events a stream's log keeps (Redis trims
-// older ones with XADD MAXLEN ~): a reader that asks for trimmed events
-// gets an error, never a gap.
+// MaxStreamEvents is how many events a stream's log keeps at least
+// (Redis keeps as many entries, each of one event or more, trimming older
+// ones with XADD MAXLEN ~): a reader that asks for trimmed events gets an
+// error, never a gap.
 const MaxStreamEvents = 100_000
 
 // StreamMeta describes a stream: who may read it and how.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +15,10 @@ import (
 // slot:
 //
 //	sg:{sid}:meta   hash: owner, format, cancel ("1" once cancelled)
-//	sg:{sid}:log    stream: one entry per event, id "<n>-0", fields d
-//	                (data) and, on the end entry, e (how it ended)
+//	sg:{sid}:log    stream: one entry per batch of events (at most
+//	                maxEntryEvents), id "<n>-0" of its last event n,
+//	                fields entryValues: d (data), or n (count) and d0,
+//	                d1, …; on the end entry, e (how it ended)
 //	sg:{sid}:lease  string: the producing replica; expires unless renewed
 //	sg:{sid}:seen   string: present while a reader follows the stream
 //
@@ -40,15 +43,12 @@ func (s *redisStreams) AppendStream(ctx context.Context, sid string, a Append) (
 	if a.Meta != nil {
 		pipe.HSet(ctx, meta, "owner", a.Meta.Owner, "format", a.Meta.Format)
 	}
-	adds := make([]*redis.StringCmd, 0, len(a.Events))
-	for _, e := range a.Events {
-		vals := []any{"d", e.Data}
-		if e.End != "" {
-			vals = append(vals, "e", e.End)
-		}
+	var adds []*redis.StringCmd
+	for events := range slices.Chunk(a.Events, maxEntryEvents) {
+		last := events[len(events)-1]
 		adds = append(adds, pipe.XAdd(ctx, &redis.XAddArgs{
 			Stream: log, MaxLen: MaxStreamEvents, Approx: true,
-			ID: strconv.FormatUint(e.ID, 10) + "-0", Values: vals,
+			ID: strconv.FormatUint(last.ID, 10) + "-0", Values: entryValues(events),
 		}))
 	}
 	end := ended(a.Events)
@@ -79,6 +79,33 @@ func (s *redisStreams) AppendStream(ctx context.Context, sid string, a Append) (
 		return AppendResult{}, nil
 	}
 	return AppendResult{Cancelled: cancel.Val() == "1", Attended: seen.Val() == 1}, nil
+}
+
+// maxEntryEvents is the most events one log entry holds: a batch of
+// more is written as several entries (in the same round trip), so that
+// Redis trims a long log by parts.
+const maxEntryEvents = 64
+
+// entryValues are the fields of the log entry holding events, whose ids
+// follow one another: one event is d (its data) and, at the end, e (how
+// the stream ended); more are n (how many), d0, d1, … and e for the last.
+// The entry's id is the last event's.
+func entryValues(events []Event) []any {
+	last := events[len(events)-1]
+	var vals []any
+	if len(events) == 1 {
+		vals = []any{"d", last.Data}
+	} else {
+		vals = make([]any, 0, 2*len(events)+4)
+		vals = append(vals, "n", len(events))
+		for i, e := range events {
+			vals = append(vals, "d"+strconv.Itoa(i), e.Data)
+		}
+	}
+	if last.End != "" {
+		vals = append(vals, "e", last.End)
+	}
+	return vals
 }
 
 // isAddedBefore reports whether c is an XADD of adds that failed because
@@ -144,11 +171,11 @@ func (s *redisStreams) end(ctx context.Context, sid string) (*Event, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	e, err := logEvent(msgs[0])
-	if err != nil || e.End == "" {
+	es, err := logEvents(msgs[0])
+	if err != nil || es[len(es)-1].End == "" {
 		return nil, err
 	}
-	return &e, nil
+	return &es[len(es)-1], nil
 }
 
 func (s *redisStreams) read(ctx context.Context, sid string, after uint64, count int, block time.Duration) ([]Event, error) {
@@ -165,29 +192,54 @@ func (s *redisStreams) read(ctx context.Context, sid string, after uint64, count
 	var events []Event
 	for _, st := range res {
 		for _, m := range st.Messages {
-			e, err := logEvent(m)
+			es, err := logEvents(m)
 			if err != nil {
 				return nil, err
 			}
-			if len(events) == 0 && e.ID-1 > after { // not after+1: it may overflow
-				return nil, ErrTrimmed
+			for _, e := range es {
+				// An entry may begin before after (after is inside
+				// it), or repeat events of the one before (a batch
+				// written again after a failure whose write had
+				// reached Redis, with newer events).
+				if e.ID <= after {
+					continue
+				}
+				if len(events) == 0 && e.ID-1 > after { // not after+1: it may overflow
+					return nil, ErrTrimmed
+				}
+				events = append(events, e)
+				after = e.ID
 			}
-			events = append(events, e)
 		}
 	}
 	return events, nil
 }
 
-// logEvent is the event of log entry m.
-func logEvent(m redis.XMessage) (Event, error) {
+// logEvents are the events of log entry m (entryValues).
+func logEvents(m redis.XMessage) ([]Event, error) {
 	id, _, _ := strings.Cut(m.ID, "-")
-	n, err := strconv.ParseUint(id, 10, 64)
+	last, err := strconv.ParseUint(id, 10, 64)
 	if err != nil {
-		return Event{}, errors.New("store: bad event id " + m.ID)
+		return nil, errors.New("store: bad event id " + m.ID)
 	}
-	d, _ := m.Values["d"].(string)
-	e, _ := m.Values["e"].(string)
-	return Event{ID: n, Data: []byte(d), End: e}, nil
+	end, _ := m.Values["e"].(string)
+	n := 1
+	if v, ok := m.Values["n"].(string); ok {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || uint64(n) > last {
+			return nil, errors.New("store: bad event count in log entry " + m.ID)
+		}
+	}
+	events := make([]Event, n)
+	for i := range events {
+		key := "d"
+		if _, ok := m.Values["n"]; ok {
+			key += strconv.Itoa(i)
+		}
+		d, _ := m.Values[key].(string)
+		events[i] = Event{ID: last - uint64(n-1-i), Data: []byte(d)}
+	}
+	events[n-1].End = end
+	return events, nil
 }
 
 func (s *redisStreams) AttendStream(ctx context.Context, sid string, d time.Duration) error {

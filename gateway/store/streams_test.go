@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/streamgate/streamgate/gateway/store"
+	"github.com/streamgate/streamgate/gateway/store/redistest"
 )
 
 func ev(id uint64, data string) store.Event { return store.Event{ID: id, Data: []byte(data)} }
@@ -209,4 +213,45 @@ func TestStreamEventsOnly(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// In Redis a batch of events is one log entry (up to 64 events): a
+// read from inside an entry starts after the id asked for, the end
+// comes in the last entry, and a trimmed log is an error, never a gap.
+func TestStreamLogEntries(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := store.Open(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var batch []store.Event
+	for i := range 150 {
+		batch = append(batch, ev(uint64(i+1), strconv.Itoa(i+1)))
+	}
+	batch = append(batch, store.Event{ID: 151, End: "final"})
+	appendOK(t, s, "s1", store.Append{Meta: &store.StreamMeta{Format: "openai"}, Events: batch})
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	if n, err := rc.XLen(t.Context(), "sg:{s1}:log").Result(); err != nil || n != 3 {
+		t.Fatalf("151 events in %d log entries (%v), want 3", n, err)
+	}
+	for _, after := range []uint64{0, 1, 63, 64, 65, 100, 149} {
+		r := readAll(t, s, "s1", after)
+		if len(r.Events) != 151-int(after) || r.Events[0].ID != after+1 || string(r.Events[0].Data) != strconv.Itoa(int(after)+1) {
+			t.Fatalf("read after %d: %d events from %q", after, len(r.Events), ids(r.Events[:1]))
+		}
+		if last := r.Events[len(r.Events)-1]; last.ID != 151 || last.End != "final" {
+			t.Fatalf("read after %d ends with %q", after, ids([]store.Event{last}))
+		}
+	}
+	if err := rc.XTrimMaxLen(t.Context(), "sg:{s1}:log", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadStream(t.Context(), "s1", 100, 0, 0); !errors.Is(err, store.ErrTrimmed) {
+		t.Fatalf("read after 100 of a log holding 129 on: %v, want ErrTrimmed", err)
+	}
+	if r := readAll(t, s, "s1", 140); len(r.Events) != 11 || r.Events[0].ID != 141 {
+		t.Fatalf("read after 140 of a log holding 129 on: %q", ids(r.Events))
+	}
 }

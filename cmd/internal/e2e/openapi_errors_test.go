@@ -297,9 +297,11 @@ func TestOpenAPIErrorStatuses(t *testing.T) {
 	}
 	defer rst.Close()
 	// A resumable stream whose first events Redis no longer holds (as
-	// after its log passed store.MaxStreamEvents): 410.
+	// after its log passed store.MaxStreamEvents): 410. Its 200 events
+	// take several log entries (an entry holds at most 64), of which
+	// the last is kept.
 	logged := newStack(t, &gateway.Options{Store: rst})
-	resp, _ = logged.do(t, "POST", "/v2/models/repeat_int32/generate_stream", []byte(`{"IN":[1,2,3],"DELAY":[0,0,0],"WAIT":0}`),
+	resp, _ = logged.do(t, "POST", "/v2/models/repeat_int32/generate_stream", []byte(repeatBody(200, 0, 0, 0)),
 		http.Header{"Content-Type": {"application/json"}, "Streamgate-Resumable": {"true"}})
 	trimmed := resp.Header.Get("Streamgate-Stream-Id")
 	rc := redis.NewClient(&redis.Options{Addr: rd.Addr})

@@ -462,7 +462,8 @@ func dialWSURL(t *testing.T, base string) *websocket.Conn {
 }
 
 // A replica killed (SIGKILL) mid-stream: a reader on another replica gets
-// every event it stored, in order, then stream_lost, within 10 s.
+// every event it stored, in order, then stream_lost, within 15 s (its
+// lease runs out within 5 s, and must stay out for 5 s more).
 func TestReplicaKilledStreamLost(t *testing.T) {
 	rs := startReplicas(t)
 	victim := rs.startGateway(t)
@@ -495,8 +496,8 @@ func TestReplicaKilledStreamLost(t *testing.T) {
 		t.Errorf("a later reader got %d events, the follower %d", len(again), len(got))
 	}
 	t.Logf("stream_lost %v after the SIGKILL (%d stored events)", lostAfter, len(stored))
-	if lostAfter > 10*time.Second {
-		t.Errorf("stream_lost came %v after the kill, want within 10s", lostAfter)
+	if lostAfter > 15*time.Second {
+		t.Errorf("stream_lost came %v after the kill, want within 15s", lostAfter)
 	}
 }
 

@@ -82,6 +82,11 @@ func Write(path string, s Spec) error {
 	if err != nil {
 		return err
 	}
+	return Save(path, meta, tensors)
+}
+
+// Save writes a GGUF file with meta and tensors to path.
+func Save(path string, meta []gguf.KV, tensors []gguf.NewTensor) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -34,7 +36,7 @@ func TestMatcherTable(t *testing.T) {
 		schema: person,
 		ok: []string{
 			`{"name":"ann","age":3}`,
-			`{"age":-12, "name":"ünï"}`,
+			`{"name":"ünï", "age":-12}`,
 			`{ "name": "a\"\u00e9", "age": 0, "tags": ["a", 1, null] }`,
 			`{"name":"","age":1,"pet":null}`,
 			`{"name":"x","age":1,"pet":{"kind":"cat","w":1.5e-3}}`,
@@ -42,6 +44,8 @@ func TestMatcherTable(t *testing.T) {
 		},
 		bad: []string{
 			`{"name":"ann"}`,                        // age missing
+			`{"age":-12, "name":"ünï"}`,             // not in declared order
+			`{"name":"a","pet":null,"age":1}`,       // not in declared order
 			`{"name":"ann","age":3,"x":1}`,          // undeclared
 			`{"name":"ann","age":3.5}`,              // integer
 			`{"name":"123456789","age":1}`,          // maxLength
@@ -86,6 +90,22 @@ func TestMatcherTable(t *testing.T) {
 		ok:     []string{`1`, `12`, `123`},
 		bad:    []string{`1234`, `2`, `13`},
 	}, {
+		// allOf merges object schemas: properties in the order met,
+		// required names together, the stricter additionalProperties.
+		schema: `{"allOf":[{"$ref":"#/$defs/base"},{"type":"object","properties":{"b":{"type":"integer"}},"required":["b"],"additionalProperties":false}],
+			"$defs":{"base":{"type":"object","properties":{"a":{"type":"string","maxLength":2},"b":{"type":"integer"}},"required":["a"]}}}`,
+		ok:  []string{`{"a":"x","b":1}`},
+		bad: []string{`{"a":"x"}`, `{"b":1}`, `{"b":1,"a":"x"}`, `{"a":"xyz","b":1}`, `{"a":"x","b":1,"c":2}`},
+	}, {
+		// pattern: the whole string matches; printable ASCII only.
+		schema: `{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{2}-\\d{2,3}$"},"day":{"type":"string","format":"date"},
+			"id":{"type":"string","format":"uuid"},"at":{"type":"string","format":"date-time"},"mail":{"type":"string","format":"email"},
+			"any":{"type":"string","pattern":"a.c|x*"}}}`,
+		ok: []string{`{"code":"AB-12"}`, `{"code":"ZZ-999","day":"2024-02-28"}`, `{"id":"123e4567-e89b-42d3-a456-426614174000"}`,
+			`{"at":"2024-12-01T23:59:00Z"}`, `{"at":"2024-12-01T00:00:00.5+01:00"}`, `{"mail":"ann@example.org"}`, `{"any":"a c"}`, `{"any":""}`, `{"any":"xxx"}`},
+		bad: []string{`{"code":"AB-1"}`, `{"code":"ab-12"}`, `{"code":"AB-1234"}`, `{"day":"2024-13-01"}`, `{"day":"2024-1-01"}`,
+			`{"id":"123e4567-e89b-42d3-a456-42661417400"}`, `{"at":"2024-12-01 23:59:00Z"}`, `{"mail":"ann@example"}`, `{"any":"a\"c"}`, `{"any":"ab"}`},
+	}, {
 		schema: `{"type":["string","null"]}`,
 		ok:     []string{`"a"`, `null`},
 		bad:    []string{`nul`, `1`},
@@ -123,8 +143,12 @@ func TestAnyJSON(t *testing.T) {
 
 func TestCompileRefuses(t *testing.T) {
 	for _, tc := range []struct{ schema, path string }{
-		{`{"type":"string","pattern":"a+"}`, "/pattern"},
-		{`{"type":"string","format":"email"}`, "/format"},
+		{`{"type":"string","pattern":"a(+"}`, "/pattern"},
+		{`{"type":"string","pattern":"\\bword"}`, "/pattern"},
+		{`{"type":"string","pattern":"^é+$"}`, "/pattern"},
+		{`{"type":"string","pattern":"a","maxLength":3}`, "/maxLength"},
+		{`{"type":"string","format":"hostname"}`, "/format"},
+		{`{"type":"integer","pattern":"1"}`, "/pattern"},
 		{`{"type":"object","properties":{"a":{"type":"number","minimum":0}}}`, "/properties/a/minimum"},
 		{`{"type":"integer","maximum":1e14}`, "/maximum"},
 		{`{"type":"string","enum":[1,2]}`, "/enum"},
@@ -134,6 +158,9 @@ func TestCompileRefuses(t *testing.T) {
 		{`{"$ref":"#/$defs/missing"}`, "/$ref"},
 		{`{"type":"string","minLength":3,"maxLength":2}`, "/maxLength"},
 		{`{"allOf":[]}`, "/allOf"},
+		{`{"allOf":[{"type":"object","properties":{"a":{"type":"string"}}},{"properties":{"a":{"type":"integer"}}}]}`, "/allOf/1/properties/a"},
+		{`{"allOf":[{"type":"string"},{"type":"integer"}]}`, "/allOf/1/type"},
+		{`{"allOf":[{"type":"string","not":{}}]}`, "/allOf/0/not"},
 		{`false`, ""},
 		{`[1]`, ""},
 	} {
@@ -385,8 +412,14 @@ func testVocab() ([]string, *Vocab) {
 // TestMaskMatchesAdvance checks that the mask allows exactly the tokens
 // whose bytes the automaton accepts, on random walks through the vocabulary.
 func TestMaskMatchesAdvance(t *testing.T) {
+	for _, schema := range []string{person, `{"type":"object","properties":{"a":{"type":"string","pattern":"^[a-c ]{2,5}x?$"},"b":{"type":"string","format":"date"}}}`} {
+		maskMatchesAdvance(t, schema)
+	}
+}
+
+func maskMatchesAdvance(t *testing.T, schema string) {
 	pieces, v := testVocab()
-	g, err := Compile([]byte(person))
+	g, err := Compile([]byte(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,5 +469,46 @@ func TestApply(t *testing.T) {
 	m.Advance(`"a"`)
 	if !m.Finished() {
 		t.Error("not finished after the only value")
+	}
+}
+
+// TestPatternWalks draws random strings the automaton allows for patterns
+// and formats: each matches the pattern whole (Go's regexp, anchored), and
+// every walk can end.
+func TestPatternWalks(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	cases := []string{`^[A-Z]{2}-\d{2,3}$`, `a.c|x*`, `(ab|cd)+e?`, `[^a-y]{1,4}`, `^\w{1,8}@\w{1,8}\.(com|org)$`}
+	for _, f := range []string{"date", "time", "date-time", "uuid", "email"} {
+		cases = append(cases, "format:"+f)
+	}
+	// zod's, beside its format: both hold.
+	zodEmail := `^(?:[A-Za-z0-9_'+\-]+\.)*[A-Za-z0-9_'+\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\-]*\.)+[A-Za-z]{2,}$`
+	cases = append(cases, "both:email:"+zodEmail)
+	for _, c := range cases {
+		schema, re := `{"type":"string","pattern":`+strconv.Quote(c)+`}`, c
+		if f, ok := strings.CutPrefix(c, "format:"); ok {
+			schema, re = `{"type":"string","format":"`+f+`"}`, formats[f]
+		}
+		var also *regexp.Regexp
+		if rest, ok := strings.CutPrefix(c, "both:"); ok {
+			f, p, _ := strings.Cut(rest, ":")
+			schema, re = `{"type":"string","format":"`+f+`","pattern":`+strconv.Quote(p)+`}`, formats[f]
+			also = regexp.MustCompile(p)
+		}
+		g, err := Compile([]byte(schema))
+		if err != nil {
+			t.Fatalf("%s: %v", schema, err)
+		}
+		whole := regexp.MustCompile(`^(?:` + re + `)$`)
+		for range 40 {
+			out, ok := randomWalk(g, r, 200)
+			if !ok {
+				t.Fatalf("%s: the walk %q could not end", schema, out)
+			}
+			var s string
+			if err := json.Unmarshal([]byte(out), &s); err != nil || !whole.MatchString(s) || also != nil && !also.MatchString(s) {
+				t.Fatalf("%s: %q does not match (%v)", schema, out, err)
+			}
+		}
 	}
 }

@@ -7,5 +7,6 @@
 //
 // The output is compact JSON: at most one space between tokens, none
 // before or after the value (a streaming client parses from the first byte). Numbers have at most 16 digits in each part. Objects
-// take their declared properties only, each at most once, in any order.
+// take their declared properties only, each at most once, in the order
+// the schema declares them.
 package constrain

@@ -1,5 +1,7 @@
 package constrain
 
+import "math/bits"
+
 // The matcher is a pushdown automaton over bytes. A stack is a chain of
 // immutable frames (each step copies the top frame and shares the rest),
 // so that forking at an anyOf, and walking every vocabulary token from the
@@ -204,7 +206,7 @@ func stepObject(out []*frame, f *frame, b byte) []*frame {
 			k := &frame{parent: f, node: freeKey, st: strChar, depth: f.depth + 1, key: true}
 			return append(out, k)
 		}
-		free := all(len(n.props)) &^ f.seen
+		free := n.next(f.seen)
 		if free == 0 {
 			return out
 		}
@@ -265,7 +267,7 @@ func stepObject(out []*frame, f *frame, b byte) []*frame {
 	case objAfterVal:
 		switch b {
 		case ',':
-			if n.extra != nil || all(len(n.props))&^f.seen != 0 {
+			if n.extra != nil || n.next(f.seen) != 0 {
 				g := clone(f)
 				g.st, g.spaced = objComma, false
 				return append(out, g)
@@ -279,11 +281,18 @@ func stepObject(out []*frame, f *frame, b byte) []*frame {
 	return out
 }
 
-func all(n int) uint64 {
-	if n >= 64 {
-		return ^uint64(0)
+// next is the properties of object n that may come after those in seen:
+// the declared ones after the last written, up to the first required one
+// (which cannot be skipped).
+func (n *node) next(seen uint64) uint64 {
+	var free uint64
+	for i := bits.Len64(seen); i < len(n.props); i++ {
+		free |= 1 << i
+		if n.required&(1<<i) != 0 {
+			break
+		}
 	}
-	return 1<<n - 1
+	return free
 }
 
 func stepArray(out []*frame, f *frame, b byte) []*frame {
@@ -337,6 +346,20 @@ func stepString(out []*frame, f *frame, b byte) []*frame {
 	n := f.node
 	full := n.maxLen >= 0 && int(f.n) >= n.maxLen
 	g := clone(f)
+	if n.pattern != nil && f.st == strChar { // n2 is the pattern's state
+		switch {
+		case b == '"':
+			if n.pattern.accept[f.n2] {
+				return append(out, done(f))
+			}
+		case b < 0x80:
+			if t := n.pattern.next[f.n2][b]; t >= 0 {
+				g.n2 = int32(t)
+				return append(out, g)
+			}
+		}
+		return out
+	}
 	switch f.st {
 	case strChar:
 		switch {

@@ -264,7 +264,7 @@ func (m *Matcher) Mask() []uint64 {
 	}
 	m.Misses++
 	mask := make([]uint64, (m.v.size+63)/64)
-	if top := m.stacks[0]; len(m.stacks) == 1 && top.node.kind == kindString && top.st == strChar && top.n2 == 0 {
+	if top := m.stacks[0]; len(m.stacks) == 1 && top.node.kind == kindString && top.node.pattern == nil && top.st == strChar && top.n2 == 0 {
 		// Inside a string: plain tokens by length, the others walked.
 		k := len(m.v.atMost) - 1
 		if top.node.maxLen >= 0 {

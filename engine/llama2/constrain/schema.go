@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // kind is what a node matches.
@@ -60,6 +63,8 @@ type node struct {
 	lits [][]byte // kindLiteral: canonical JSON texts
 
 	noExp bool // kindNumber: no exponent (the schema bounds it)
+
+	pattern *dfa // kindString: the pattern or format its characters follow
 }
 
 type prop struct {
@@ -97,24 +102,27 @@ func AnyJSON() *Grammar {
 // Supported lists the JSON Schema keywords Compile understands; any other
 // keyword (besides annotations such as title and description) is refused.
 var Supported = []string{"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-	"enum", "const", "anyOf", "$ref", "$defs", "definitions", "minLength", "maxLength",
+	"enum", "const", "anyOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern", "format",
 	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
 
 // annotations are keywords that do not constrain a value.
 var annotations = []string{"title", "description", "$schema", "$id", "$comment", "default", "examples", "strict", "nullable"}
 
 // Compile compiles a JSON schema (the subset of Supported) into a grammar.
-// Objects accept their declared properties only (in any order, each at most
-// once, the required ones present), whatever additionalProperties says: an
+// Objects accept their declared properties only, in the order the schema
+// declares them (as llama.cpp's and xgrammar's grammars write them, so
+// that a streaming reader meets them in that order), each at most once,
+// the required ones present, whatever additionalProperties says: an
 // output that uses fewer properties still validates.
 func Compile(schema []byte) (*Grammar, error) {
-	var root any
 	d := json.NewDecoder(bytes.NewReader(schema))
 	d.UseNumber()
-	if err := d.Decode(&root); err != nil {
+	order := map[unsafe.Pointer][]string{}
+	root, err := decodeOrdered(d, order)
+	if err != nil {
 		return nil, &SchemaError{Msg: "not JSON: " + err.Error()}
 	}
-	c := &compiler{root: root, refs: map[string]*node{}}
+	c := &compiler{root: root, refs: map[string]*node{}, order: order}
 	n, err := c.compile(root, "", 0)
 	if err != nil {
 		return nil, err
@@ -127,6 +135,62 @@ type compiler struct {
 	refs map[string]*node
 	n    int
 	any  *node
+	// order is the keys of each object of the schema, as written.
+	order map[unsafe.Pointer][]string
+}
+
+// ptr identifies an object of the schema, for its keys' order.
+func ptr(m map[string]any) unsafe.Pointer { return reflect.ValueOf(m).UnsafePointer() }
+
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
+
+// decodeOrdered decodes the next JSON value of d into the types
+// json.Unmarshal gives an any (numbers as json.Number), recording the
+// keys of each object in the order written.
+func decodeOrdered(d *json.Decoder, order map[unsafe.Pointer][]string) (any, error) {
+	t, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t {
+	case json.Delim('{'):
+		m := map[string]any{}
+		var keys []string
+		for d.More() {
+			k, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			key, _ := k.(string)
+			v, err := decodeOrdered(d, order)
+			if err != nil {
+				return nil, err
+			}
+			if _, dup := m[key]; !dup {
+				keys = append(keys, key)
+			}
+			m[key] = v
+		}
+		if _, err := d.Token(); err != nil {
+			return nil, err
+		}
+		order[ptr(m)] = keys
+		return m, nil
+	case json.Delim('['):
+		a := []any{}
+		for d.More() {
+			v, err := decodeOrdered(d, order)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		if _, err := d.Token(); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+	return t, nil
 }
 
 func (c *compiler) newNode(k kind) (*node, error) {
@@ -187,6 +251,13 @@ func (c *compiler) object(s map[string]any, path string, depth int) (*node, erro
 		if !slices.Contains(Supported, k) && !slices.Contains(annotations, k) {
 			return nil, &SchemaError{Path: path + "/" + k, Msg: fmt.Sprintf("the keyword %q is not supported (supported: %s)", k, strings.Join(Supported, ", "))}
 		}
+	}
+	if _, ok := s["allOf"]; ok {
+		merged, err := c.allOf(s, path, depth)
+		if err != nil {
+			return nil, err
+		}
+		return c.object(merged, path, depth)
 	}
 	if ref, ok := s["$ref"]; ok {
 		if len(s) > 1 && !onlyAnnotations(s, "$ref", "$defs", "definitions") {
@@ -275,7 +346,7 @@ func (c *compiler) typed(t string, s map[string]any, path string, depth int) (*n
 	allowed := map[string][]string{
 		"object":  {"properties", "required", "additionalProperties"},
 		"array":   {"items", "minItems", "maxItems"},
-		"string":  {"minLength", "maxLength"},
+		"string":  {"minLength", "maxLength", "pattern", "format"},
 		"number":  {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
 		"integer": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
 		"boolean": nil,
@@ -335,6 +406,9 @@ func (c *compiler) typed(t string, s map[string]any, path string, depth int) (*n
 		if n.maxLen >= 0 && n.maxLen < n.minLen {
 			return nil, &SchemaError{Path: path + "/maxLength", Msg: "is below minLength"}
 		}
+		if err := stringPattern(n, s, path); err != nil {
+			return nil, err
+		}
 		return n, nil
 	case "array":
 		n, err := c.newNode(kindArray)
@@ -373,11 +447,10 @@ func (c *compiler) objectType(s map[string]any, path string, depth int) (*node, 
 	if len(props) > maxProps {
 		return nil, &SchemaError{Path: path + "/properties", Msg: fmt.Sprintf("has %d properties, at most %d are supported", len(props), maxProps)}
 	}
-	names := make([]string, 0, len(props))
-	for k := range props {
-		names = append(names, k)
+	names := c.order[ptr(props)]
+	if len(names) != len(props) { // not decoded by Compile
+		names = sortedKeys(props)
 	}
-	slices.Sort(names)
 	for _, k := range names {
 		pn, err := c.compile(props[k], path+"/properties/"+pointerEscape(k), depth+1)
 		if err != nil {
@@ -509,10 +582,8 @@ func (c *compiler) literals(vals []any, path string) (*node, error) {
 }
 
 // ref resolves a local reference: #, #/$defs/name, #/definitions/name.
-func (c *compiler) ref(r, path string, depth int) (*node, error) {
-	if n, ok := c.refs[r]; ok {
-		return n, nil
-	}
+// resolve returns the schema the local reference r points at.
+func (c *compiler) resolve(r, path string) (any, error) {
 	if !strings.HasPrefix(r, "#") {
 		return nil, &SchemaError{Path: path, Msg: fmt.Sprintf("only local references (#/$defs/...) are supported, got %q", r)}
 	}
@@ -534,6 +605,17 @@ func (c *compiler) ref(r, path string, depth int) (*node, error) {
 				return nil, &SchemaError{Path: path, Msg: fmt.Sprintf("%q does not resolve", r)}
 			}
 		}
+	}
+	return target, nil
+}
+
+func (c *compiler) ref(r, path string, depth int) (*node, error) {
+	if n, ok := c.refs[r]; ok {
+		return n, nil
+	}
+	target, err := c.resolve(r, path)
+	if err != nil {
+		return nil, err
 	}
 	// A placeholder breaks cycles: the reference resolves to an anyOf of
 	// one branch, filled once the target is compiled.

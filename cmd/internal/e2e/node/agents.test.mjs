@@ -69,6 +69,9 @@ test('AI SDK: tool loop, generateText and streamText, two providers and the Resp
           }),
         },
         toolChoice: 'required',
+        // One call a step: a required choice otherwise lets the model make
+        // one or more, and this tiny model greedily repeats its call.
+        providerOptions: { openai: { parallelToolCalls: false }, streamgate: { parallel_tool_calls: false } },
         stopWhen: stepCountIs(2),
         prepareStep: ({ stepNumber }) => (stepNumber > 0 ? { toolChoice: 'none' } : undefined),
       };
@@ -132,7 +135,7 @@ test('LangChain: bindTools with tool_choice required, the call answered by a Too
     name: 'get_weather', description: 'The weather in a city.', schema: Weather,
   });
   const llm = chat({ temperature: 1, maxTokens: 200 });
-  const withTools = llm.bindTools([weather], { tool_choice: 'required' });
+  const withTools = llm.bindTools([weather], { tool_choice: 'required', parallel_tool_calls: false });
   for (const stream of [false, true]) {
     let ai;
     if (stream) {

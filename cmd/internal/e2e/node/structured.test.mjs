@@ -127,7 +127,7 @@ test('tool_choice named: a call of that function, arguments per its schema', { s
 test('tool loop with tool_choice required: call, tool result, answer', { skip }, async () => {
   for (const stream of [false, true]) {
     const history = [...messages];
-    const body = { model, messages: history, temperature: 1, seed: 7, max_tokens: 200, tools, tool_choice: 'required' };
+    const body = { model, messages: history, temperature: 1, seed: 7, max_tokens: 200, tools, tool_choice: 'required', parallel_tool_calls: false };
     const r = stream
       ? await client.chat.completions.stream({ ...body, stream: true }).finalChatCompletion()
       : await client.chat.completions.create(body);
@@ -145,10 +145,29 @@ test('tool loop with tool_choice required: call, tool result, answer', { skip },
   }
 });
 
+// zod's string checks become pattern and format (both at once for
+// email, uuid and dates; the engine enforces the two together, each
+// bounded): parse() validates with zod itself.
+const Contact = z.object({
+  email: z.email(), id: z.uuid(), day: z.iso.date(), at: z.iso.datetime(), code: z.string().regex(/^[A-Z]{2}-\d{3}$/),
+});
+
+test('json_schema with pattern and format (zod email, uuid, date, datetime, regex): every answer validates', { skip }, async () => {
+  for (const seed of seeds) {
+    const r = await client.chat.completions.parse({
+      model, messages, seed, temperature: 1, max_tokens: 400,
+      response_format: zodResponseFormat(Contact, 'contact'),
+    });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'stop', c.message.content);
+    assert.deepEqual(c.message.parsed, Contact.parse(JSON.parse(c.message.content)));
+  }
+});
+
 test('a schema the engine cannot enforce is refused with 400 naming the keyword', { skip }, async () => {
   await assert.rejects(client.chat.completions.create({
     model, messages, max_tokens: 10,
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string', pattern: '^a+$' } } } } },
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string', pattern: '^\\bé+$' } } } } },
   }), (e) => {
     assert.equal(e.status, 400);
     assert.match(e.message, /properties\/a\/pattern/);
@@ -166,7 +185,7 @@ test('a schema the engine cannot enforce is refused with 400 naming the keyword'
 test('Responses API: tool_choice required, the call answered by function_call_output after previous_response_id', { skip }, async () => {
   const rtools = tools.map((t) => ({ type: 'function', name: t.function.name, parameters: t.function.parameters, strict: true }));
   for (const stream of [false, true]) {
-    const body = { model, input: 'Tell me about Lily.', tools: rtools, tool_choice: 'required', temperature: 1, max_output_tokens: 200 };
+    const body = { model, input: 'Tell me about Lily.', tools: rtools, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, max_output_tokens: 200 };
     const r = stream ? await client.responses.stream(body).finalResponse() : await client.responses.create(body);
     assert.equal(r.status, 'completed');
     const calls = r.output.filter((o) => o.type === 'function_call');

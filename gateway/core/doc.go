@@ -24,8 +24,14 @@
 //     with keepalives), and finishes it: span, metrics, log line, limits
 //     settled, the error delivered in band if the sink can (finish, the
 //     one end of every inference request). While Serve's caller waits,
-//     short-lived goroutines relay each batch as upstream.Call.Notify
-//     says it is ready (Flight.run); a WebSocket request runs begin, then
+//     each batch is relayed as upstream.Call.Notify says it is ready
+//     (Flight.run): on the upstream stream's reader that queued it, when
+//     the sink can write it without waiting for the client (an event
+//     stream on a detached connection takes what its socket takes at
+//     once: detach.Response.WriteNow), otherwise, and for what a socket
+//     did not take, keepalives and the end, on a short-lived goroutine,
+//     so that a slow client never holds up the reader; a WebSocket
+//     request runs begin, then
 //     Flight.RelayLater: nothing waits, and each time its call has
 //     responses the upstream stream's reader that queued them relays
 //     them itself (the sink only queues frames for the socket's writer,

@@ -74,8 +74,12 @@ type Sink interface {
 	send(p []byte) error
 	// flush delivers what send buffered; serve calls it after every batch
 	// of ready responses. The first flush (or idle) commits the response:
-	// its status is 200 from then on.
-	flush() error
+	// its status is 200 from then on. Without wait it must not wait for
+	// the client (it runs on the upstream reader, which serves many
+	// requests): done false says that some of the batch may not have gone
+	// out, and the relay goes on on a goroutine of its own, which flushes
+	// again with wait first.
+	flush(wait bool) (done bool, err error)
 	// idle is called whenever the request has been quiet for keepAlive.
 	idle() error
 	// fail delivers err, which ended the request, if the sink can (in
@@ -209,9 +213,12 @@ func (f *Flight) release() {
 // run starts relaying f's call, to finish f when it ends: Serve's steps
 // 3 and 4. It returns at once, with the channel that gets what serve
 // returns; the caller's goroutine only waits for it: each time the call
-// says it may have a response ready (Notify) or has ended (which it does
-// when the request's context is done), and each time the keepalive is
-// due, a short-lived goroutine relays what is ready (step) and leaves.
+// says it may have a response ready (Notify), the goroutine that says so
+// (the upstream stream's reader, which has just queued it) relays what
+// is ready there and then, as relayLater does, as long as out can write
+// it without waiting (flush); otherwise, and each time the keepalive is
+// due or the call has ended, a short-lived goroutine relays (step) and
+// leaves.
 // The caller waits a channel receive deep, in Serve's frame rather than
 // run's, so its stack (grown to 8 KB by routing and parsing the request)
 // halves at the next collection, and the relay's deeper frames (the
@@ -235,7 +242,7 @@ func (f *Flight) run() <-chan error {
 		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
 		f.ka.t.Reset(ka)
 	}
-	f.c.Notify(f.wakeGo)
+	f.c.Notify(f.wakeHere)
 	f.wakeGo()
 	return done
 }
@@ -254,6 +261,17 @@ type keepalive struct {
 
 // batch notes that a batch went out now.
 func (k *keepalive) batch() { k.last = time.Since(k.start) }
+
+// coalesceGap is how close behind the last batch a response comes when
+// its stream is relayed at full speed rather than paced (LLM tokens come
+// 20 to 50 ms apart). Such a stream is relayed on a goroutine of its
+// own, not on the upstream reader: the responses that come while it
+// wakes go out in one write, where the reader would write each on its
+// own.
+const coalesceGap = 5 * time.Millisecond
+
+// hot says whether the last batch went out less than coalesceGap ago.
+func (k *keepalive) hot() bool { return time.Since(k.start)-k.last < coalesceGap }
 
 // due says whether the timer fired and the request has been quiet for
 // the whole interval since (the timer then restarts for the next one);
@@ -312,12 +330,24 @@ func (f *Flight) wakeHere() {
 // steps relays whatever is ready, with out.idle when the keepalive is
 // due, again while a wake came meanwhile, and finishes f once its call
 // has ended: there and then, or (here: on the goroutine that delivered
-// the response) on a goroutine of its own.
+// the response, where nothing may wait for the client) on a goroutine of
+// its own, which also takes over the relay when out could not write a
+// batch at once or the keepalive is due, and relays a stream that runs
+// at full speed (keepalive.hot).
 func (f *Flight) steps(here bool) {
-	defer f.recoverStep()
+	defer f.recoverStep(here)
+	if here && f.ka != nil && f.ka.hot() {
+		go f.steps(false) // wakes stays > 0: it steps in this one's place
+		return
+	}
+	f.r.wait = !here
 	for {
 		n := f.wakes.Load()
 		relayed, ended, err := f.r.step()
+		if here && !ended && (f.r.owed || f.ka != nil && f.ka.fired.Load()) {
+			go f.steps(false) // wakes stays > 0: it steps in this one's place
+			return
+		}
 		if !ended && f.ka != nil {
 			if relayed {
 				f.ka.batch()
@@ -332,7 +362,7 @@ func (f *Flight) steps(here bool) {
 		if ended { // wakes stays > 0: no step runs again
 			if here {
 				go func() {
-					defer f.recoverStep()
+					defer f.recoverStep(false)
 					f.end(err)
 				}()
 			} else {
@@ -352,6 +382,9 @@ func (f *Flight) end(err error) {
 	if f.ka != nil {
 		f.ka.t.Stop()
 	}
+	if err == nil && f.r.owed { // the last batch, not all out yet
+		_, err = f.out.flush(true)
+	}
 	f.ended(f.finish(err))
 }
 
@@ -362,15 +395,20 @@ var errRelayPanic = &HTTPError{Status: http.StatusInternalServerError, Code: "in
 // handler that panics, rather than the whole process (a panic on the
 // upstream reader's goroutine would end it): the panic is logged with its
 // stack and f finished with errRelayPanic, which its client gets like any
-// other failure. wakes stays > 0: no step runs again. A second panic, in
-// finish itself, still ends the process.
-func (f *Flight) recoverStep() {
+// other failure (here: on a goroutine of its own, as steps ends it).
+// wakes stays > 0: no step runs again. A second panic, in finish itself,
+// still ends the process.
+func (f *Flight) recoverStep(here bool) {
 	v := recover()
 	if v == nil {
 		return
 	}
 	f.s.Log.ErrorContext(f.ctx, "panic relaying a request", "model", f.j.Req.GetModelName(),
 		"panic", v, "stack", stack())
+	if here {
+		go f.end(errRelayPanic)
+		return
+	}
 	f.end(errRelayPanic)
 }
 
@@ -480,6 +518,9 @@ type relayer struct {
 	tr      Translator
 	out     Sink
 	pending [][]byte // tr.begin's payloads, until the first response
+	// wait: the relay runs where it may wait for the client (flush);
+	// owed: a flush without wait did not say done.
+	wait, owed bool
 }
 
 func (r *relayer) send(ps [][]byte) error {
@@ -498,10 +539,15 @@ func (r *relayer) sendPending() error {
 }
 
 // step relays the responses ready now, if any, without waiting (batch);
-// relayed says there were.
+// relayed says there were. Where it may wait, it also delivers what an
+// earlier flush left behind, with the batch if there is one.
 func (r *relayer) step() (relayed, ended bool, err error) {
 	resp, ok, err := r.recv()
 	if !ok {
+		if r.owed && r.wait {
+			err := r.flush()
+			return true, err != nil, err
+		}
 		return false, false, nil
 	}
 	ended, err = r.batch(resp, err)
@@ -539,7 +585,7 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 			if err := r.send(ps); err != nil {
 				return true, err
 			}
-			return true, r.out.flush()
+			return true, r.flush()
 		}
 		if err != nil {
 			return true, err
@@ -556,8 +602,16 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 			break
 		}
 	}
-	err = r.out.flush()
+	err = r.flush()
 	return err != nil, err
+}
+
+// flush flushes out, waiting for the client or not (wait), and notes
+// whether something stayed behind (owed).
+func (r *relayer) flush() error {
+	done, err := r.out.flush(r.wait)
+	r.owed = !done
+	return err
 }
 
 // Relay is one call's relay stepped by hand, as a request's flight steps
@@ -567,14 +621,14 @@ type Relay struct{ r relayer }
 
 // NewRelay starts j's call with start, observed as serve observes it (the
 // upstream span, the GenAI metrics), and returns its relay through j's
-// translator into out.
+// translator into out. It steps where it may wait for the client.
 func (s *Server) NewRelay(ctx context.Context, j *Job, out Sink, start func(context.Context, *pb.ModelInferRequest) (*upstream.Call, error)) (*Relay, error) {
 	ob := s.observe(ctx, j)
 	c, err := start(ob.ctx, j.Req)
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{relayer{c: c, ob: ob, tr: j.Tr, out: out, pending: j.Tr.Begin()}}, nil
+	return &Relay{relayer{c: c, ob: ob, tr: j.Tr, out: out, pending: j.Tr.Begin(), wait: true}}, nil
 }
 
 // Step relays the responses ready now, if any, without waiting; ended

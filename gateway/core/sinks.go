@@ -11,8 +11,10 @@ import (
 )
 
 // The sinks a request's relay writes into (LogSink, a background
-// response's, is in responses.go). Each is used by one request
-// from its handler goroutine only.
+// response's, is in responses.go). Each is used by one request, from one
+// goroutine at a time: its relay's step (on the upstream reader while
+// flush need not wait, else on a goroutine of the request's own), then
+// its end.
 
 // maxBatch bounds how many bytes of events an event stream buffers before
 // it flushes, however many responses are ready.
@@ -123,7 +125,8 @@ func (o *SSESink) send(p []byte) error {
 	o.append(p)
 	o.unflushed++
 	if o.sw.Buffered() >= maxBatch {
-		return o.flush()
+		_, err := o.flush(false) // the batch's end flushes the rest
+		return err
 	}
 	return nil
 }
@@ -148,7 +151,24 @@ func (o *SSESink) countEvents() {
 	}
 }
 
-func (o *SSESink) flush() error {
+func (o *SSESink) flush(wait bool) (bool, error) {
+	if !wait {
+		if o.log != nil || !o.started { // the log, or the headers, may wait
+			return false, nil
+		}
+		done, err := o.sw.FlushNow()
+		if err != nil {
+			return false, o.leave()
+		}
+		if done {
+			o.countEvents()
+		}
+		return done, nil
+	}
+	return true, o.flushWait()
+}
+
+func (o *SSESink) flushWait() error {
 	o.countEvents()
 	if o.log != nil {
 		defer o.log.Flush() // behind the live client
@@ -173,7 +193,7 @@ func (o *SSESink) idle() error {
 		return nil
 	}
 	if !o.started { // the first response is late: the headers go out now
-		return o.flush()
+		return o.flushWait()
 	}
 	if o.sw.KeepAliveInterval() == 0 {
 		return nil
@@ -247,7 +267,10 @@ func (o *BodySink) send(p []byte) error {
 	return nil
 }
 
-func (o *BodySink) flush() error {
+func (o *BodySink) flush(wait bool) (bool, error) {
+	if !wait {
+		return o.body == nil, nil
+	}
 	if o.body != nil {
 		if o.Header != nil {
 			o.Header(o.W.Header())
@@ -257,7 +280,7 @@ func (o *BodySink) flush() error {
 		}
 		o.body = nil
 	}
-	return nil
+	return true, nil
 }
 
 // WSSink sends a request's payloads as data frames of its WebSocket
@@ -294,12 +317,15 @@ func (o *WSSink) countEvents() {
 	}
 }
 
-func (o *WSSink) flush() error {
-	o.countEvents()
+func (o *WSSink) flush(wait bool) (bool, error) {
 	if o.log != nil {
+		if !wait {
+			return false, nil
+		}
 		o.log.Flush()
 	}
-	return nil
+	o.countEvents()
+	return true, nil
 }
 
 func (o *WSSink) fail(err error) bool {
@@ -352,9 +378,12 @@ func (o *LogSink) send(p []byte) error {
 	return nil
 }
 
-func (o *LogSink) flush() error {
+func (o *LogSink) flush(wait bool) (bool, error) {
+	if !wait { // the log's flush may wait
+		return false, nil
+	}
 	o.p.Flush()
-	return nil
+	return true, nil
 }
 
 // LoggedSink is a sink whose payloads can go to a resumable stream's log

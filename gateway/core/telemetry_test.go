@@ -94,7 +94,7 @@ func TestTokenPathDoesNotAllocate(t *testing.T) {
 		if err := out.send(payload); err != nil {
 			t.Fatal(err)
 		}
-		if err := out.flush(); err != nil { // the batch's end: its events are counted
+		if _, err := out.flush(true); err != nil { // the batch's end: its events are counted
 			t.Fatal(err)
 		}
 		if r, ok, err := rl.recv(); r == nil || !ok || err != nil {
@@ -136,7 +136,7 @@ func TestWSEventsCountedPerBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := out.flush(); err != nil {
+	if _, err := out.flush(true); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 3 {

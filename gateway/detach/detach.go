@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -44,6 +45,18 @@ type Response struct {
 	pending []byte // written before the headers went out
 	err     error  // the first failed write: every later one fails
 	closed  atomic.Bool
+
+	// WriteNow's: the connection's descriptor, for a write that does not
+	// wait (nil when the connection has none), and what such a write
+	// left behind, which the next write sends first.
+	raw  syscall.RawConn
+	rest []byte
+	now  struct {
+		b   []byte
+		n   int
+		err error
+		f   func(fd uintptr) bool // writeFD, bound once
+	}
 
 	// The reader: it reads one byte (the next request's, or the EOF of a
 	// client that left) and stops; kept holds what it and net/http read
@@ -81,6 +94,12 @@ func Hijack(w http.ResponseWriter, r *http.Request) (*Response, error) {
 		p, _ := brw.Reader.Peek(n)
 		d.kept = append(d.kept, p...)
 	}
+	if sc, ok := d.conn.(syscall.Conn); ok {
+		if d.raw, err = sc.SyscallConn(); err != nil {
+			d.raw = nil
+		}
+		d.now.f = d.writeFD
+	}
 	return d, nil
 }
 
@@ -116,23 +135,80 @@ func (d *Response) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if len(p) == 0 {
-		return 0, nil
+		return 0, d.write(nil) // what WriteNow left behind
 	}
 	b := getBuf()
-	if d.chunked {
-		*b = strconv.AppendInt(*b, int64(len(p)), 16)
-		*b = append(*b, "\r\n"...)
-		*b = append(*b, p...)
-		*b = append(*b, "\r\n"...)
-	} else {
-		*b = append(*b, p...)
-	}
+	*b = d.frame(*b, p)
 	err := d.write(*b)
 	putBuf(b)
 	if err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// frame appends p to b as the body's next part: a chunk of its own when
+// the body is chunked.
+func (d *Response) frame(b, p []byte) []byte {
+	if !d.chunked {
+		return append(b, p...)
+	}
+	b = strconv.AppendInt(b, int64(len(p)), 16)
+	b = append(b, "\r\n"...)
+	b = append(b, p...)
+	return append(b, "\r\n"...)
+}
+
+// WriteNow is Write for a goroutine that must not wait for the client:
+// it writes what the connection takes at once, with no deadline (one
+// that has passed still fails it), and keeps the rest, which the next
+// Write (an empty one will do), FlushError or Finish sends first, under
+// that call's deadline. It takes all of p either way; done says that p
+// and everything before it went out. Before the headers have gone out
+// (FlushError) it only buffers p, as Write does.
+func (d *Response) WriteNow(p []byte) (done bool, err error) {
+	if d.err != nil || !d.sent {
+		_, err := d.Write(p)
+		return false, err
+	}
+	b := getBuf()
+	defer putBuf(b)
+	*b = d.frame(*b, p)
+	if len(d.rest) > 0 || d.raw == nil {
+		d.rest = append(d.rest, *b...)
+		return false, nil
+	}
+	d.now.b = *b
+	err = d.raw.Write(d.now.f)
+	n := d.now.n
+	if err == nil {
+		err = d.now.err
+	}
+	d.now.b, d.now.err = nil, nil
+	if err != nil {
+		d.err = err
+		return false, err
+	}
+	if n < len(*b) {
+		d.rest = append(d.rest, (*b)[n:]...)
+		return false, nil
+	}
+	return true, nil
+}
+
+// writeFD is WriteNow's one write attempt on the connection's descriptor.
+func (d *Response) writeFD(fd uintptr) bool {
+	for {
+		n, err := syscall.Write(int(fd), d.now.b)
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			n, err = 0, nil
+		}
+		d.now.n, d.now.err = max(n, 0), err
+		return true
+	}
 }
 
 // FlushError sends the headers, if they have not gone out, and what was
@@ -143,7 +219,7 @@ func (d *Response) FlushError() error {
 		return d.err
 	}
 	if d.sent {
-		return nil
+		return d.write(nil) // what WriteNow left behind
 	}
 	if d.status == 0 {
 		d.WriteHeader(http.StatusOK)
@@ -199,6 +275,8 @@ func (d *Response) Finish(l *Listener) {
 			_ = d.sendHead()
 		} else if d.chunked {
 			_ = d.write([]byte("0\r\n\r\n"))
+		} else {
+			_ = d.write(nil)
 		}
 	}
 	if d.readDone != nil {
@@ -278,6 +356,13 @@ func (d *Response) sendHead() error {
 func (d *Response) write(b []byte) error {
 	if d.err != nil {
 		return d.err
+	}
+	if len(d.rest) > 0 {
+		b = append(d.rest, b...)
+		d.rest = nil
+	}
+	if len(b) == 0 {
+		return nil
 	}
 	if _, err := d.conn.Write(b); err != nil {
 		d.err = err

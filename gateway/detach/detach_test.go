@@ -235,3 +235,58 @@ func TestPipelinedBeyondReadBuffer(t *testing.T) {
 		c.Close()
 	}
 }
+
+// WriteNow never waits for the client: with the client not reading, it
+// writes what the socket takes until it takes nothing, keeps the rest,
+// and the next Write sends that first once the client reads. The client
+// gets every byte, in order.
+func TestWriteNowNeverWaits(t *testing.T) {
+	stalled := make(chan struct{})
+	var sent strings.Builder
+	s := newServer(t, func(d *Response, r *http.Request) {
+		d.conn.(*net.TCPConn).SetWriteBuffer(16 << 10)
+		if err := d.FlushError(); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := 0; ; i++ {
+			p := fmt.Sprintf("%06d%s\n", i, strings.Repeat("x", 4<<10))
+			sent.WriteString(p)
+			done, err := d.WriteNow([]byte(p))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !done { // the socket is full: the rest stays behind
+				break
+			}
+		}
+		if done, _ := d.WriteNow([]byte("behind\n")); done { // nothing may overtake the rest
+			t.Error("WriteNow wrote past what it kept")
+		}
+		sent.WriteString("behind\nend\n")
+		close(stalled)
+		io.WriteString(d, "end\n") // waits: the rest, then this
+	})
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetReadBuffer(16 << 10)
+		}
+		return c, err
+	}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(s.url + "/now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-stalled
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != sent.String() {
+		t.Fatalf("got %d bytes, want the %d sent, in order", len(got), sent.Len())
+	}
+}

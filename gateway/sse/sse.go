@@ -1,15 +1,16 @@
 // Package sse writes Server-Sent Events to one HTTP response.
 //
-// Start with NewWriter: the handler goroutine creates one Writer per
-// response and is the only goroutine that touches the http.ResponseWriter
-// (it runs no goroutine of its own). Start sends the headers; Append
+// Start with NewWriter: one Writer per response, used by one goroutine
+// at a time, which is then the only one that touches the
+// http.ResponseWriter (it runs no goroutine of its own). Start sends the headers; Append
 // buffers events and Flush writes every buffered event in one write
 // followed by a single flush, under a write deadline (Start sends events
 // already appended with the headers, in one write); KeepAlive writes a
 // ": keepalive" comment. The caller keeps the cadence: it appends what is
 // ready, flushes once, and writes a keepalive whenever the stream has
 // been quiet for Options.KeepAlive (Writer.KeepAliveInterval), from the
-// moment the headers were sent.
+// moment the headers were sent. FlushNow is Flush for a goroutine that
+// must not wait for the client (one that serves many streams).
 //
 // Framing, per event: "id: <n>\n" then one "data: " line per line of the
 // payload, then a blank line. Ids count from 1 on each stream, one per
@@ -67,6 +68,8 @@ type Writer struct {
 	nextID uint64
 	buf    *[]byte // pending events; from bufPool, nil when none
 	failed bool
+	now    nowWriter // the ResponseWriter's WriteNow, if it has one
+	owed   bool      // FlushNow left bytes behind for the next Flush
 
 	mu      sync.Mutex // orders Abort against the deadline of each write
 	aborted bool
@@ -79,7 +82,29 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // NewWriter returns a writer for w. Headers set on w before Start are kept;
 // Start adds the SSE ones.
 func NewWriter(w http.ResponseWriter, opts *Options) *Writer {
-	return &Writer{w: w, rc: http.NewResponseController(w), opts: opts.withDefaults(), nextID: 1}
+	return &Writer{w: w, rc: http.NewResponseController(w), opts: opts.withDefaults(), nextID: 1, now: nowOf(w)}
+}
+
+// nowWriter is a ResponseWriter that can write without waiting (as
+// detach.Response does): it writes what its connection takes at once and
+// keeps the rest for its next Write (an empty one will do) or flush.
+type nowWriter interface {
+	WriteNow(p []byte) (done bool, err error)
+}
+
+// nowOf is w's nowWriter, found through the Unwrap methods of its
+// wrappers, nil if none.
+func nowOf(w http.ResponseWriter) nowWriter {
+	for {
+		if nw, ok := w.(nowWriter); ok {
+			return nw
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
 }
 
 // The SSE response headers' values, shared by every response (net/http
@@ -182,19 +207,57 @@ func (w *Writer) Buffered() int {
 	return len(*w.buf)
 }
 
-// Flush writes the buffered events in one write and flushes once.
+// Flush writes the buffered events (after what FlushNow left behind) in
+// one write and flushes once.
 func (w *Writer) Flush() error {
 	if w.buf == nil {
-		return nil
+		if !w.owed {
+			return nil
+		}
+		return w.write(nil)
 	}
 	b := w.buf
 	w.buf = nil
 	err := w.write(*b)
+	putBuf(b)
+	return err
+}
+
+// FlushNow is Flush without waiting for the client, for a goroutine that
+// must never block on one client (the upstream reader of many streams):
+// it writes what the connection takes at once, under no deadline, and
+// done says that everything went out; what did not, the next Flush (or
+// KeepAlive) writes first. When the ResponseWriter cannot write without
+// waiting (only one with a WriteNow method can: detach.Response, behind
+// any wrappers with Unwrap) or the headers have not gone out (Start),
+// FlushNow writes nothing and the events stay buffered for Flush.
+func (w *Writer) FlushNow() (done bool, err error) {
+	if w.failed {
+		return false, ErrClosed
+	}
+	if w.buf == nil {
+		return !w.owed, nil
+	}
+	if w.now == nil {
+		return false, nil
+	}
+	b := w.buf
+	w.buf = nil
+	done, err = w.now.WriteNow(*b)
+	putBuf(b)
+	if err != nil {
+		w.failed = true
+		return false, err
+	}
+	w.owed = !done
+	return done, nil
+}
+
+func putBuf(b *[]byte) {
 	if cap(*b) <= 64<<10 {
 		*b = (*b)[:0]
 		bufPool.Put(b)
 	}
-	return err
 }
 
 // KeepAlive flushes what is buffered, then writes a keepalive comment.
@@ -220,6 +283,7 @@ func (w *Writer) write(b []byte) error {
 		w.failed = true
 		return err
 	}
+	w.owed = false
 	w.clearDeadline()
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/upstream"
 )
 
 // startStream posts body and returns the open response; the caller reads
@@ -193,4 +194,48 @@ func TestSlowSSEReaderBesideFastOnes(t *testing.T) {
 		t.Errorf("a slow client counted as an upstream error: %v", got)
 	}
 	noServerFaults(t, s)
+}
+
+// A client whose socket takes no more holds up no other stream on the
+// same upstream stream: responses are relayed on that stream's reader
+// where a client's socket can take them at once, and a client's that
+// cannot goes on on a goroutine of its own. Stalled first (the engine
+// has sent all of its stream, and its relay is stuck writing), it is
+// still stuck when a stream beside it has run to its end.
+func TestStalledSSEClientDelaysNoOtherStream(t *testing.T) {
+	s := newStack(t, &gateway.Options{MaxBodyBytes: 64 << 20}, smallServerBuffers, func(c *stack.Config) {
+		c.UpstreamOptions = &upstream.Options{MaxStreamsPerTarget: 1} // one reader for both
+	})
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+"/v2/models/echo/generate_stream",
+		strings.NewReader(`{"text_input":"`+floodText+`","stream":true}`))
+	stalled, err := stallingClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Body.Close()
+	waitFor(t, "the engine to finish the stalled stream", func() bool { st := s.up.Stats(); return st.Started == 1 && st.InFlight == 0 })
+	stillWriting(t, s)
+
+	// A hang guard, not a timing assertion: a relay stuck behind the
+	// stalled client would never deliver this stream's responses.
+	ctx, cancel := context.WithTimeout(t.Context(), waitHang)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v2/models/echo/generate_stream",
+		strings.NewReader(`{"text_input":"`+words(50)+`","stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("the stream beside the stalled one: %v", err)
+	}
+	if evs := events(t, string(body)); resp.StatusCode != 200 || len(evs) != 51 || strings.Contains(string(body), `"error"`) {
+		t.Fatalf("the stream beside the stalled one: %d, %d events", resp.StatusCode, len(evs))
+	}
+	if st := s.up.Stats(); st.Started != 2 {
+		t.Fatalf("%d upstream calls, want 2", st.Started)
+	}
+	stillWriting(t, s)
 }

@@ -17,15 +17,19 @@ import (
 	"time"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
+	"github.com/streamgate/streamgate/cmd/internal/modelcache"
 	"github.com/streamgate/streamgate/engine/backend"
 )
 
 // Config is one bench invocation, from flags (see Main) and a preset.
 type Config struct {
-	Preset      string
-	Transports  []string // direct, sse, chat, ws
-	Compare     bool
-	Model       string
+	Preset     string
+	Transports []string // direct, sse, chat, ws
+	Compare    bool
+	Model      string
+	// GGUF is the file of --model FILE.gguf; Model is then its name as
+	// serve names it.
+	GGUF        string
 	Concurrency int
 	Rate        float64
 	Duration    time.Duration
@@ -88,6 +92,7 @@ type preset struct {
 	baselineLast bool
 	embedded     bool   // the preset needs --embedded for its main figure
 	model        string // "" keeps --model's default
+	gguf         bool   // the preset needs --model FILE.gguf
 	spawn        bool   // a fresh server per run by default
 	about        string
 }
@@ -118,6 +123,16 @@ var presets = map[string]preset{
 		duration: 10 * time.Second, warmup: 2 * time.Second, ramp: time.Second,
 		about: "64 concurrent sequences (client-side streaming into transcribe) of 50 chunks, 100 ms apart; 8 per WebSocket; chunk sent → its partial result",
 	},
+	"streams": {
+		transports: []string{"chat"}, conc: 8, responses: 64, gguf: true,
+		duration: 20 * time.Second, warmup: 5 * time.Second,
+		about: "8 concurrent /v1/chat/completions streams of 64 greedy tokens on a GGUF model: the engine decodes them in one batch, so responses/s is its aggregate decode tok/s",
+	},
+	"ttft": {
+		transports: []string{"chat"}, conc: 1, responses: 1, gguf: true,
+		duration: 20 * time.Second, warmup: 3 * time.Second,
+		about: "one /v1/chat/completions stream at a time, one token each, on a GGUF model: TTFT is prompt processing plus what the gateway and engine add",
+	},
 	"ws-mux": {
 		transports: []string{"ws", "sse"}, conc: 100, perSocket: 100, responses: 100, delay: 10 * time.Millisecond,
 		duration: 10 * time.Second, warmup: 2 * time.Second, ramp: 100 * time.Millisecond,
@@ -144,8 +159,9 @@ func Command() *cli.Command {
 an engine and gateway it starts in this process, or with --spawn a fresh
 streamgate serve per run.
 
-Presets (--preset): relay, latency, hold, cancel, ws-mux, sequence; any
-flag given overrides the preset. Transports: direct (gRPC ModelStreamInfer,
+Presets (--preset): relay, latency, hold, cancel, ws-mux, sequence, and on
+a GGUF model (--model FILE.gguf) streams and ttft; any flag given
+overrides the preset. Transports: direct (gRPC ModelStreamInfer,
 the baseline), sse (POST /v2/models/M/generate_stream), chat (OpenAI
 streaming /v1/chat/completions; repeat_int32 runs use the echo model for
 it), ws (/v1/ws, streamgate.v1, many requests per socket). With --model
@@ -155,6 +171,7 @@ stdout, progress to stderr.`,
 		Examples: []cli.Example{
 			{Comment: "Against streamgate serve on loopback: the gateway's cost per response", Line: "streamgate bench --preset relay --compare"},
 			{Comment: "Engine and gateway in this process: cancellation reaching the engine", Line: "streamgate bench --embedded --preset cancel --compare"},
+			{Comment: "A GGUF model's aggregate decode speed over 8 concurrent chat streams", Line: "streamgate bench --embedded --preset streams --model qwen2.5-0.5b-Q8_0.gguf"},
 			{Comment: "SSE and WebSocket, 64 streams of 50 responses 20 ms apart, as JSON", Line: "streamgate bench --transport sse,ws --c 64 --responses 50 --delay 20ms --compare --json"},
 		},
 		Setup: func(fs *cli.FlagSet) cli.Run {
@@ -202,11 +219,11 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	v := &flagValues{}
 	c := &v.c
 	fs.Group("Scenario")
-	fs.StringVar(&c.Preset, "preset", "", "scenario: relay, latency, hold, cancel, ws-mux, sequence (default: none, the flags alone)")
+	fs.StringVar(&c.Preset, "preset", "", "scenario: relay, latency, hold, cancel, ws-mux, sequence, streams, ttft (default: none, the flags alone)")
 	fs.StringVar(&v.transports, "transport", "sse", "transports to run, comma-separated: "+strings.Join(knownTransports, ", "))
 	fs.BoolVar(&c.Compare, "compare", false, "also run the direct gRPC baseline, first, and print ratios against it")
 	fs.BoolVar(&c.BaselineLast, "baseline-last", false, "with --compare, run the baseline after the other transports")
-	fs.StringVar(&c.Model, "model", modelRepeat, "model: repeat_int32, echo, stories260k or transcribe (sequences of --responses chunks, --delay apart)")
+	fs.StringVar(&c.Model, "model", modelRepeat, "model: repeat_int32, echo, stories260k, transcribe (sequences of --responses chunks, --delay apart), or a GGUF file (FILE.gguf: served, with --embedded or --spawn, by its base name)")
 	fs.Group("Load")
 	fs.IntVar(&c.Concurrency, "c", 64, "concurrent streams (closed loop); with --rate, the cap on requests in flight")
 	fs.Float64Var(&c.Rate, "rate", 0, "open loop: start this many requests per second (0: closed loop)")
@@ -214,9 +231,9 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	fs.Int64Var(&c.Requests, "requests", 0, "stop each transport after starting this many requests (0: no limit)")
 	fs.DurationVar(&c.Warmup, "warmup", time.Second, "load before the window opens (not measured)")
 	fs.DurationVar(&c.Ramp, "ramp", 0, "spread the start of the concurrent streams over this long")
-	fs.IntVar(&c.Responses, "responses", 100, "responses per request (repeat IN length, echo words, stories260k max_tokens)")
+	fs.IntVar(&c.Responses, "responses", 100, "responses per request (repeat IN length, echo words, a language model's max_tokens)")
 	fs.DurationVar(&c.Delay, "delay", 0, "delay before each response (repeat DELAY, echo delay_ms); whole milliseconds")
-	fs.StringVar(&c.Prompt, "prompt", "Once upon a time", "stories260k prompt")
+	fs.StringVar(&c.Prompt, "prompt", "Once upon a time", "a language model's prompt (stories260k, GGUF)")
 	fs.IntVar(&c.CancelAfter, "cancel-after", 0, "leave each request after this many responses (0: never); engine stop times need --embedded")
 	fs.DurationVar(&c.Pause, "pause", time.Second, "pause between transports")
 	fs.Group("Servers")
@@ -257,7 +274,7 @@ func (v *flagValues) config(fs *cli.FlagSet) (Config, error) {
 	if c.Preset != "" {
 		p, ok := presets[c.Preset]
 		if !ok {
-			return c, fmt.Errorf("unknown preset %q (relay, latency, hold, cancel, ws-mux, sequence)", c.Preset)
+			return c, fmt.Errorf("unknown preset %q (relay, latency, hold, cancel, ws-mux, sequence, streams, ttft)", c.Preset)
 		}
 		apply := func(name string, f func()) {
 			if !set[name] {
@@ -281,6 +298,12 @@ func (v *flagValues) config(fs *cli.FlagSet) (Config, error) {
 		if p.perSocket > 0 {
 			apply("ws-per-socket", func() { c.WSPerSocket = p.perSocket })
 		}
+		if p.gguf && !isGGUF(c.Model) {
+			return c, fmt.Errorf("preset %s runs on a GGUF model: give --model FILE.gguf", c.Preset)
+		}
+	}
+	if isGGUF(c.Model) {
+		c.GGUF, c.Model = c.Model, modelcache.GGUFName(c.Model)
 	}
 	for _, t := range strings.Split(*transports, ",") {
 		t = strings.TrimSpace(t)
@@ -311,8 +334,10 @@ func (c *Config) validate() error {
 	switch {
 	case len(c.Transports) == 0:
 		return errors.New("no transport given")
-	case c.Model != modelRepeat && c.Model != modelEcho && c.Model != modelStories && c.Model != modelTranscribe:
-		return fmt.Errorf("unknown model %q (repeat_int32, echo, stories260k, transcribe)", c.Model)
+	case c.GGUF == "" && c.Model != modelRepeat && c.Model != modelEcho && c.Model != modelStories && c.Model != modelTranscribe:
+		return fmt.Errorf("unknown model %q (repeat_int32, echo, stories260k, transcribe, FILE.gguf)", c.Model)
+	case c.GGUF != "" && !c.Embedded && !c.Spawn:
+		return fmt.Errorf("--model %s: a GGUF file is served by the bench's own server: add --embedded or --spawn", c.GGUF)
 	case c.Model == modelTranscribe && c.Responses < 2:
 		return errors.New("--responses: a transcribe sequence needs at least 2 chunks")
 	case c.Model == modelTranscribe && c.CancelAfter > 0:
@@ -352,6 +377,21 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// isGGUF reports whether model names a GGUF file.
+func isGGUF(model string) bool { return strings.HasSuffix(strings.ToLower(model), ".gguf") }
+
+// textModel is the --model an embedded engine loads ("" for none): the
+// GGUF file or stories260k.
+func (c *Config) textModel() string {
+	switch {
+	case c.GGUF != "":
+		return c.GGUF
+	case c.Model == modelStories:
+		return modelStories
+	}
+	return ""
+}
+
 // plannedRun is one transport run of an invocation.
 type plannedRun struct {
 	transport string
@@ -363,7 +403,11 @@ type plannedRun struct {
 // chat transport needs a text model: repeat_int32 invocations run it on
 // echo, which gets a baseline of its own.
 func (c *Config) plan() (runs []plannedRun, notes []string) {
-	base := workload{Model: c.Model, Kind: c.Model, Responses: c.Responses, Delay: c.Delay, Prompt: c.Prompt, APIKey: c.APIKey}
+	kind := c.Model
+	if c.GGUF != "" {
+		kind = modelGGUF
+	}
+	base := workload{Model: c.Model, Kind: kind, Responses: c.Responses, Delay: c.Delay, Prompt: c.Prompt, APIKey: c.APIKey}
 	type group struct {
 		wl    workload
 		trans []string
@@ -445,7 +489,7 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	var emb *embedded
 	var pids []int
 	if c.Embedded {
-		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, stories: c.Model == modelStories, queueBytes: c.QueueBytes, redis: c.Redis}
+		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, textModel: c.textModel(), queueBytes: c.QueueBytes, redis: c.Redis}
 		if c.HTTP2 {
 			o.h2PerConn = c.H2PerConn
 		}
@@ -524,6 +568,9 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 				// counted by the gateway until its handler returns, while
 				// the client already sends the next one.
 				args = append(args, "--h2c", "--max-streams-per-conn", strconv.Itoa(max(2*c.H2PerConn, 64)))
+			}
+			if c.GGUF != "" {
+				args = append(args, "--model", c.GGUF)
 			}
 			args = append(args, c.SpawnArgs...)
 			if sp, err = spawnServer(ctx, c.SpawnBinary, c.SpawnSplit, args); err != nil {

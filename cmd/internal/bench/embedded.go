@@ -12,6 +12,7 @@ import (
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/backend"
 	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/engine/llama2"
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
@@ -34,7 +35,7 @@ type embedded struct {
 type embeddedOptions struct {
 	conc       int
 	perSocket  int
-	stories    bool          // load stories260k
+	textModel  string        // a text model to load (an engine --model): stories260k or a GGUF file
 	echoDelay  time.Duration // > 0: add pacedEcho with this delay
 	queueBytes int           // upstream.Options.QueueBytes; 0 default
 	redis      string        // the gateway's store (stack.Config.Redis)
@@ -54,9 +55,9 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 	}
 	var extra []*pb.ModelConfig
 	quiet := slog.New(slog.DiscardHandler)
-	if o.stories {
+	if o.textModel != "" {
 		var err error
-		if extra, err = stack.TextModels(stack.EngineFlags{Model: modelStories}, quiet); err != nil {
+		if extra, err = stack.TextModels(stack.EngineFlags{Model: o.textModel, MaxContext: llama2.DefaultMaxContext, KVCacheMB: llama2.DefaultKVCacheMB}, quiet); err != nil {
 			return nil, err // says where it looked and how to get the weights
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
+	"github.com/streamgate/streamgate/engine/gguf"
+	"github.com/streamgate/streamgate/engine/gguf/ggufmodel"
 	"github.com/streamgate/streamgate/gateway"
 )
 
@@ -169,9 +171,18 @@ func TestParseFlags(t *testing.T) {
 	if c.Responses != 7 || strings.Join(c.Transports, ",") != "ws,direct" {
 		t.Errorf("env and dedup: %+v", c)
 	}
+	c, err = parseFlags([]string{"--preset", "streams", "--embedded", "--model", "/models/Qwen2.5-0.5B-Q8_0.gguf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs, _ := c.plan(); c.GGUF != "/models/Qwen2.5-0.5B-Q8_0.gguf" || c.textModel() != c.GGUF || c.Concurrency != 8 ||
+		len(runs) != 1 || runs[0].transport != "chat" || runs[0].wl.Model != "qwen2.5-0.5b-q8_0" || runs[0].wl.Kind != modelGGUF {
+		t.Errorf("streams preset on a GGUF file: %+v, runs %+v", c, runs)
+	}
 	for _, bad := range [][]string{
 		{"--preset", "nope"}, {"--transport", "carrier-pigeon"}, {"--delay", "1500us"},
 		{"--responses", "5", "--cancel-after", "5"}, {"--model", "gpt"}, {"--c", "0"}, {"extra"},
+		{"--preset", "streams"}, {"--preset", "ttft", "--model", "echo", "--embedded"}, {"--model", "m.gguf"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%v) accepted", bad)
@@ -212,6 +223,21 @@ func TestEmbeddedSmoke(t *testing.T) {
 			if got[k] == nil {
 				t.Errorf("no %s run", k)
 			}
+		}
+	})
+	// The streams preset on a GGUF file: concurrent greedy chats,
+	// batched by the engine, each streaming its tokens.
+	t.Run("gguf", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "Tiny-Q8_0.gguf")
+		if err := ggufmodel.Write(path, ggufmodel.Small("qwen2", gguf.Q8_0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		rep := runJSON(t, "--preset", "streams", "--model", path, "--responses", "4")
+		if len(rep.Results) != 1 {
+			t.Fatalf("%d results, want the chat run's", len(rep.Results))
+		}
+		if r := rep.Results[0]; r.Transport != "chat" || r.Model != "tiny-q8_0" || r.Responses == 0 || r.Requests != 12 || len(r.Errors) != 0 {
+			t.Errorf("%s/%s: %d responses, %d requests, errors %v", r.Transport, r.Model, r.Responses, r.Requests, r.ErrorSamples)
 		}
 	})
 	// sse and chat over HTTP/2 (h2c) to the embedded gateway, 2 streams

@@ -19,6 +19,9 @@ const (
 	// modelTranscribe is client-side streaming (sequence.go): a request
 	// is a sequence of Responses chunks, Delay apart.
 	modelTranscribe = "transcribe"
+	// modelGGUF is a GGUF file given as --model FILE.gguf: a text model
+	// like stories260k, named as serve names it (the file's base name).
+	modelGGUF = "gguf"
 )
 
 // workload is the request mix of one run: a model, how many responses each
@@ -26,10 +29,11 @@ const (
 type workload struct {
 	// Model is the model name sent to the server.
 	Model string
-	// Kind is the model family: modelRepeat, modelEcho or modelStories.
+	// Kind is the model family: modelRepeat, modelEcho, modelStories or
+	// modelGGUF.
 	Kind string
-	// Responses per request: repeat's IN length, echo's word count,
-	// stories260k's max_tokens.
+	// Responses per request: repeat's IN length, echo's word count, a
+	// language model's max_tokens.
 	Responses int
 	// Delay between responses: repeat's DELAY, echo's delay_ms request
 	// parameter (absent when PacedByConfig), stories260k: unused (its
@@ -39,7 +43,7 @@ type workload struct {
 	// bench_echo model, which the OpenAI routes can pace), so requests
 	// carry no delay parameter.
 	PacedByConfig bool
-	// Prompt is stories260k's prompt.
+	// Prompt is a language model's prompt.
 	Prompt string
 	// APIKey, if set, is sent with every gateway request (Authorization:
 	// Bearer) and WebSocket handshake.
@@ -49,12 +53,16 @@ type workload struct {
 // textModel reports whether the model follows the vLLM text convention.
 func (w workload) textModel() bool { return w.Kind != modelRepeat }
 
+// languageModel reports whether the model generates tokens from a prompt
+// (stories260k or a GGUF file), its pace its compute.
+func (w workload) languageModel() bool { return w.Kind == modelStories || w.Kind == modelGGUF }
+
 func (w workload) String() string {
 	if w.Kind == modelTranscribe {
 		return fmt.Sprintf("%s %d chunks @%v", w.Model, w.Responses, w.Delay)
 	}
 	s := fmt.Sprintf("%s ×%d", w.Model, w.Responses)
-	if w.Kind != modelStories {
+	if !w.languageModel() {
 		s += fmt.Sprintf(" @%v", w.Delay)
 	}
 	return s
@@ -114,7 +122,7 @@ func (w workload) grpcRequest(serial int32) *pb.ModelInferRequest {
 		if !w.PacedByConfig {
 			req.Parameters["delay_ms"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(w.Delay / time.Millisecond)}}
 		}
-	case modelStories:
+	case modelStories, modelGGUF:
 		ins = []*tensor.Tensor{
 			tensor.NewString("text_input", w.Prompt),
 			tensor.NewBool("stream", []int64{1}, []bool{true}),
@@ -146,7 +154,7 @@ func (w workload) generateBody(serial int32) []byte {
 		if !w.PacedByConfig {
 			m["delay_ms"] = w.Delay.Milliseconds()
 		}
-	case modelStories:
+	case modelStories, modelGGUF:
 		m["text_input"], m["stream"], m["sampling_parameters"] = w.Prompt, true, w.samplingParameters()
 	}
 	b, _ := json.Marshal(m)
@@ -168,7 +176,8 @@ func (w workload) chatBody() []byte {
 		"max_tokens": w.Responses,
 		"messages":   []map[string]string{{"role": "user", "content": content}},
 	}
-	if w.Kind == modelStories {
+	if w.languageModel() {
+		// Greedy, as the direct request.
 		m["temperature"] = 0
 	}
 	b, _ := json.Marshal(m)

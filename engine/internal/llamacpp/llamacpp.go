@@ -36,6 +36,11 @@ type Job struct {
 	// Bench, instead of Steps, times llama.cpp's own greedy generation of
 	// Bench tokens after the first (Result.DecodeSeconds).
 	Bench int `json:"bench,omitempty"`
+	// Parallel, with Bench, runs that many sequences of one context at
+	// once, batched by node-llama-cpp as llama.cpp's server batches its
+	// slots: DecodeSeconds is then the time in which each of them
+	// generates Bench tokens.
+	Parallel int `json:"parallel,omitempty"`
 	// Tokenize lists texts to tokenize with the file's vocabulary.
 	Tokenize []string `json:"tokenize,omitempty"`
 	// Pieces asks for the text of each of the Vocab tokens alone.

@@ -14,7 +14,10 @@
 // from the call to the first token (the prompt in one batch, and one
 // sampling), "decodeCPUSeconds" and "promptCPUSeconds" the process's CPU
 // time (user and system) in the same spans, and "rss" its resident bytes
-// after the loop.
+// after the loop. With "parallel": n as well (bench jobs only), n
+// sequences of one context each do the same, evaluated together in one
+// batch per step; "decodeSeconds" is then the time from every sequence's
+// first token to the last one's end, in which each generates n tokens.
 // With "special": true, "special" holds the vocabulary's BOS, EOS and EOT
 // ids (-1: none), whether it adds BOS and EOS, and every token id that
 // ends a generation ("eog").
@@ -56,14 +59,49 @@ for (const req of jobs) {
     await model.dispose();
     continue;
   }
+  const parallel = req.parallel ?? 1;
   const context = await model.createContext({
-    contextSize: req.context ?? 256,
-    batchSize: Math.max(req.tokens.length, 32),
+    contextSize: (req.context ?? 256) * parallel,
+    sequences: parallel,
+    batchSize: Math.max(req.tokens.length * parallel, 32),
     flashAttention: false,
     experimentalKvCacheKeyType: "F32",
     experimentalKvCacheValueType: "F32",
     threads: threads ?? 1,
   });
+  if (req.bench && parallel > 1) {
+    // Batched decode: parallel sequences, each the same prompt and then
+    // bench greedy tokens, which node-llama-cpp evaluates together (one
+    // llama_decode per step for every sequence that has a token waiting),
+    // as llama.cpp's server does with -np. The clock starts once every
+    // sequence has its first token and stops when the last one is done.
+    let firstAll = 0;
+    let cpuStart = null;
+    let started = 0;
+    const called = performance.now();
+    const cpuCalled = process.cpuUsage();
+    const runs = Array.from({length: parallel}, () => context.getSequence()).map(async (seq) => {
+      let n = 0;
+      for await (const tok of seq.evaluate(req.tokens, {temperature: 0})) {
+        if (n === 0 && ++started === parallel) {
+          firstAll = performance.now();
+          cpuStart = process.cpuUsage();
+        }
+        if (++n > req.bench) break;
+      }
+    });
+    await Promise.all(runs);
+    const end = performance.now();
+    const cpuEnd = process.cpuUsage();
+    const cpu = (a, b) => (b.user + b.system - a.user - a.system) / 1e6;
+    results.push({
+      steps: [], tokens, special, decodeSeconds: (end - firstAll) / 1000, promptSeconds: (firstAll - called) / 1000,
+      decodeCPUSeconds: cpu(cpuStart, cpuEnd), promptCPUSeconds: cpu(cpuCalled, cpuStart), rss: process.memoryUsage().rss,
+    });
+    await context.dispose();
+    await model.dispose();
+    continue;
+  }
   const seq = context.getSequence();
   if (req.bench) {
     // Decode speed: llama.cpp's own generation loop, greedy, after the

@@ -15,10 +15,14 @@ type CPU struct {
 	simd    bool
 
 	// per-call state, reused to avoid allocating closures
-	jobs  []MatMul
-	acts  []activations // per job of a MatMul call with quantized weights
-	att   []Attention
-	heads Heads
+	jobs           []MatMul
+	acts           []activations // per job of a MatMul call with quantized weights
+	att            []Attention
+	heads          Heads
+	rowsAll, parts int // the current call's output rows (MatMul) or items (Attention), and its chunks
+	// matmulFn and attendFn are c.matmulChunk and c.attendChunk, made
+	// once so that a call allocates no func value.
+	matmulFn, attendFn func(chunk, worker int)
 }
 
 // minChunk is the least work (multiply-adds) worth handing to a worker:
@@ -69,20 +73,26 @@ func (c *CPU) MatMul(jobs ...MatMul) {
 		}
 		return
 	}
-	c.jobs = jobs
-	c.pool.Run(chunks, func(chunk, _ int) {
-		lo, hi := chunk*rows/chunks, (chunk+1)*rows/chunks
-		base := 0
-		for i := range c.jobs {
-			m := &c.jobs[i]
-			a, b := max(lo-base, 0), min(hi-base, m.D)
-			if a < b {
-				c.rows(i, m, a, b)
-			}
-			base += m.D
-		}
-	})
+	if c.matmulFn == nil {
+		c.matmulFn = c.matmulChunk
+	}
+	c.jobs, c.rowsAll, c.parts = jobs, rows, chunks
+	c.pool.Run(chunks, c.matmulFn)
 	c.jobs = nil
+}
+
+// matmulChunk computes chunk of the current MatMul call's output rows.
+func (c *CPU) matmulChunk(chunk, _ int) {
+	lo, hi := chunk*c.rowsAll/c.parts, (chunk+1)*c.rowsAll/c.parts
+	base := 0
+	for i := range c.jobs {
+		m := &c.jobs[i]
+		a, b := max(lo-base, 0), min(hi-base, m.D)
+		if a < b {
+			c.rows(i, m, a, b)
+		}
+		base += m.D
+	}
 }
 
 // RMSNorm implements Kernels.
@@ -125,11 +135,18 @@ func (c *CPU) Attention(shape Heads, tasks ...Attention) {
 	if chunks <= 1 {
 		c.attend(0, items, 0)
 	} else {
-		c.pool.Run(chunks, func(chunk, worker int) {
-			c.attend(chunk*items/chunks, (chunk+1)*items/chunks, worker)
-		})
+		if c.attendFn == nil {
+			c.attendFn = c.attendChunk
+		}
+		c.rowsAll, c.parts = items, chunks
+		c.pool.Run(chunks, c.attendFn)
 	}
 	c.att = nil
+}
+
+// attendChunk runs chunk of the current Attention call's items.
+func (c *CPU) attendChunk(chunk, worker int) {
+	c.attend(chunk*c.rowsAll/c.parts, (chunk+1)*c.rowsAll/c.parts, worker)
 }
 
 // attend runs items [lo, hi) of the current Attention call, item =

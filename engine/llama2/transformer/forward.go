@@ -67,6 +67,9 @@ type Workspace struct {
 	xf, logits                     []float32 // rows that want logits
 	att                            []kernels.Attention
 	cuts                           []int // group boundaries of the current pass
+	// jobs holds the MatMul jobs of one kernel call, one set per
+	// concurrent group, so that a pass allocates nothing.
+	jobs [][3]kernels.MatMul
 }
 
 // smallModel is the weight size up to which a model stays in a core's L2
@@ -94,6 +97,7 @@ func (m *Model) NewWorkspace(k kernels.Kernels, opts WorkspaceOptions) *Workspac
 	if len(opts.Groups) > 1 && opts.Pool != nil && m.weightBytes <= smallModel {
 		w.groups, w.pool = opts.Groups, opts.Pool
 	}
+	w.jobs = make([][3]kernels.MatMul, max(len(w.groups), 1))
 	return w
 }
 
@@ -141,11 +145,11 @@ func (w *Workspace) Forward(steps []Step) error {
 					lbase++
 				}
 			}
-			w.pass(w.groups[g], steps[lo:hi], lo, lbase)
+			w.pass(w.groups[g], &w.jobs[g], steps[lo:hi], lo, lbase)
 		})
 		return nil
 	}
-	w.pass(w.k, steps, 0, 0)
+	w.pass(w.k, &w.jobs[0], steps, 0, 0)
 	return nil
 }
 
@@ -173,9 +177,9 @@ func (w *Workspace) split(steps []Step) bool {
 	return len(w.cuts) > 2
 }
 
-// pass runs steps on k, using workspace rows [base, base+len(steps)) and
-// logits rows from lbase.
-func (w *Workspace) pass(k kernels.Kernels, steps []Step, base, lbase int) {
+// pass runs steps on k, using workspace rows [base, base+len(steps)),
+// logits rows from lbase, and jobs for the MatMul calls.
+func (w *Workspace) pass(k kernels.Kernels, jobs *[3]kernels.MatMul, steps []Step, base, lbase int) {
 	c := w.m.cfg
 	wt := &w.m.w
 	dim, hid, kvDim, hs, qDim := c.Dim, c.HiddenDim, c.KVDim(), c.HeadSize(), c.QDim()
@@ -197,11 +201,8 @@ func (w *Workspace) pass(k kernels.Kernels, steps []Step, base, lbase int) {
 		for r := range rows {
 			k.RMSNorm(row(xb, r, dim), row(x, r, dim), ly.attnNorm, eps)
 		}
-		k.MatMul(
-			ly.wq.job(q, xb, rows, dim, qDim),
-			ly.wk.job(kv, xb, rows, dim, kvDim),
-			ly.wv.job(vv, xb, rows, dim, kvDim),
-		)
+		jobs[0], jobs[1], jobs[2] = ly.wq.job(q, xb, rows, dim, qDim), ly.wk.job(kv, xb, rows, dim, kvDim), ly.wv.job(vv, xb, rows, dim, kvDim)
+		k.MatMul(jobs[:3]...)
 		if ly.bq != nil {
 			for r := range rows {
 				addTo(row(q, r, qDim), ly.bq)
@@ -235,17 +236,17 @@ func (w *Workspace) pass(k kernels.Kernels, steps []Step, base, lbase int) {
 			}
 		}
 		k.Attention(heads, att...)
-		k.MatMul(ly.wo.job(xb, xb2, rows, qDim, dim))
+		jobs[0] = ly.wo.job(xb, xb2, rows, qDim, dim)
+		k.MatMul(jobs[:1]...)
 		addTo(x, xb)
 		for r := range rows {
 			k.RMSNorm(row(xb, r, dim), row(x, r, dim), ly.ffnNorm, eps)
 		}
-		k.MatMul(
-			ly.w1.job(hb, xb, rows, dim, hid),
-			ly.w3.job(hb2, xb, rows, dim, hid),
-		)
+		jobs[0], jobs[1] = ly.w1.job(hb, xb, rows, dim, hid), ly.w3.job(hb2, xb, rows, dim, hid)
+		k.MatMul(jobs[:2]...)
 		k.SwiGLU(hb, hb2)
-		k.MatMul(ly.w2.job(xb, hb, rows, hid, dim))
+		jobs[0] = ly.w2.job(xb, hb, rows, hid, dim)
+		k.MatMul(jobs[:1]...)
 		addTo(x, xb)
 	}
 
@@ -261,7 +262,8 @@ func (w *Workspace) pass(k kernels.Kernels, steps []Step, base, lbase int) {
 	if j == 0 {
 		return
 	}
-	k.MatMul(wt.classifier.job(logits[:j*c.Vocab], xf[:j*dim], j, dim, c.Vocab))
+	jobs[0] = wt.classifier.job(logits[:j*c.Vocab], xf[:j*dim], j, dim, c.Vocab)
+	k.MatMul(jobs[:1]...)
 	j = 0
 	for _, s := range steps {
 		if s.Logits != nil {

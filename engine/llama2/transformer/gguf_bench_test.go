@@ -20,8 +20,10 @@ import (
 )
 
 // BenchmarkGGUF measures, on random-weight GGUF files, decoding (one token
-// per forward pass, one session) and prompt processing (512 tokens in one
-// pass, logits for the last), each on 1 and 2 threads, with llama.cpp's
+// per forward pass, one session), prompt processing (512 tokens, and 64 as
+// a chat's time to first token, in one pass, logits for the last), and
+// decoding 8 sessions at once (decode8: one row each per pass, tok/s
+// counting them all), each on 1 and 2 threads, with llama.cpp's
 // speed on the same file and threads beside it (metrics llamacpp-tok/s and
 // llamacpp-RSS-MB, node's resident set; skipped without the llama.cpp
 // reference). Shapes: the small test shape; Qwen2.5-0.5B's (896 wide, 24
@@ -39,6 +41,7 @@ import (
 //
 //	go test -run '^$' -bench 'GGUF/qwen2.5-0.5b-Q8_0/decode' -benchtime 16x ./engine/llama2/transformer/
 //	go test -run '^$' -bench 'GGUF/qwen2.5-0.5b-Q8_0/prompt512' -benchtime 2x ./engine/llama2/transformer/
+//	go test -run '^$' -bench 'GGUF/qwen2.5-0.5b-Q8_0/decode8' -benchtime 16x ./engine/llama2/transformer/
 func BenchmarkGGUF(b *testing.B) {
 	qwen05 := func(typ gguf.Type) ggufmodel.Spec {
 		v := ggufmodel.SmallVocab("qwen2")
@@ -106,18 +109,66 @@ func BenchmarkGGUF(b *testing.B) {
 				b.Run(fmt.Sprintf("prompt512/threads=%d", threads), func(b *testing.B) {
 					benchGGUF(b, path, threads, prompt)
 				})
+				b.Run(fmt.Sprintf("prompt64/threads=%d", threads), func(b *testing.B) {
+					benchGGUF(b, path, threads, prompt[:64])
+				})
+				b.Run(fmt.Sprintf("decode%d/threads=%d", streams, threads), func(b *testing.B) {
+					benchGGUFStreams(b, path, threads)
+				})
 			}
 		})
 	}
 }
 
-// llamacppBench caches llama.cpp's result per benchmark, which Go runs
-// more than once (b.N = 1 first).
-var llamacppBench = map[string]llamacpp.Result{}
+// streams is how many sessions the concurrent-decode benchmark batches.
+const streams = 8
 
-// benchGGUF runs b.N decode steps (prompt nil) or b.N passes over prompt
-// on the file at path with the given threads, and llama.cpp's the same.
-func benchGGUF(b *testing.B, path string, threads int, prompt []int) {
+// benchGGUFStreams runs b.N decode passes of streams sessions at once on
+// the file at path (one row per session, so each pass reads the weights
+// once for all of them), and llama.cpp's batched decode of as many
+// sequences of one context. tok/s counts every session's token.
+func benchGGUFStreams(b *testing.B, path string, threads int) {
+	m, _ := openGGUF(b, path)
+	defer m.Close()
+	pool := kernels.NewPool(threads)
+	defer pool.Close()
+	ws := m.NewWorkspace(kernels.NewCPU(pool), transformer.WorkspaceOptions{MaxRows: streams})
+	steps := make([]transformer.Step, streams)
+	for i := range steps {
+		steps[i] = transformer.Step{Session: m.NewSession(), Logits: make([]float32, m.Config().Vocab)}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := range b.N {
+		for j := range steps {
+			steps[j].Pos, steps[j].Token = i%1024, 7+(i+j)%200
+		}
+		if err := ws.Forward(steps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	tokens := float64(b.N * streams)
+	b.ReportMetric(tokens/b.Elapsed().Seconds(), "tok/s")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/tokens, "cpu-ms/tok")
+	b.ReportMetric(float64(rss())/1e6, "RSS-MB")
+	if os.Getenv("STREAMGATE_REQUIRE") == "" && !llamacpp.Available() {
+		return
+	}
+	res, ok := llamacppBench[b.Name()]
+	if !ok {
+		res = llamacpp.RunThreads(b, threads, llamacpp.Job{Model: path, Vocab: m.Config().Vocab, Tokens: []int{7, 8, 9},
+			Bench: 32, Parallel: streams, Context: 1024})[0]
+		llamacppBench[b.Name()] = res
+	}
+	b.ReportMetric(streams*32/res.DecodeSeconds, "llamacpp-tok/s")
+	b.ReportMetric(res.DecodeCPUSeconds*1e3/(streams*32), "llamacpp-cpu-ms/tok")
+}
+
+// openGGUF loads the file at path as the benchmarks run it; the model
+// owns the file (Model.Close closes it).
+func openGGUF(b *testing.B, path string) (*transformer.Model, *gguf.File) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		b.Fatal(err)
@@ -127,6 +178,17 @@ func benchGGUF(b *testing.B, path string, threads int, prompt []int) {
 		f.Close()
 		b.Fatal(err)
 	}
+	return m, f
+}
+
+// llamacppBench caches llama.cpp's result per benchmark, which Go runs
+// more than once (b.N = 1 first).
+var llamacppBench = map[string]llamacpp.Result{}
+
+// benchGGUF runs b.N decode steps (prompt nil) or b.N passes over prompt
+// on the file at path with the given threads, and llama.cpp's the same.
+func benchGGUF(b *testing.B, path string, threads int, prompt []int) {
+	m, f := openGGUF(b, path)
 	defer m.Close()
 	pool := kernels.NewPool(threads)
 	defer pool.Close()

@@ -11,9 +11,11 @@
 //     Triton's repository layout (version directories, version_policy).
 //   - scheduler.go: a model's queue (priority levels, queue policies and
 //     timeouts) and dynamic batcher, which hands batches to instances.
-//   - sequencer.go and seqconfig.go: Triton's sequence batcher, the other
-//     way a model's batches are chosen (sequence_batching): sequence slots,
-//     the backlog, the idle reaper, control inputs and implicit state.
+//   - sequencer.go, seqbatch.go and seqconfig.go: Triton's sequence
+//     batcher, the other way a model's batches are chosen
+//     (sequence_batching): sequence slots, the backlog and the idle reaper
+//     (sequencer.go); forming a batch, control inputs and implicit state
+//     (seqbatch.go).
 //   - call.go: how one request, or a batch of them, runs on an instance
 //     through the backend.Backend (or backend.BatchBackend) contract.
 //   - stats.go: ModelStatistics.

@@ -300,8 +300,9 @@ func (c *Client) pickTarget(ctx context.Context, avoid *target) (t *target, rele
 }
 
 // pick returns the admitted target with the fewest outstanding requests,
-// preferring healthy ones, then ejected ones that still answer (not
-// ready, or a stream broke), then ones whose health checks get no answer
+// preferring healthy ones, then (with health checks on) healthy ones no
+// check has reached yet, then ejected ones that still answer (not ready,
+// or a stream broke), then ones whose health checks get no answer
 // (down), and, when another exists, not avoid. Every target is a
 // candidate: metadata calls answer from the cache of a down one, and an
 // ejected one that answers is tried again at once; requests are not
@@ -321,6 +322,7 @@ func (c *Client) pickBy(avoid *target, load func(*target) int64) (t *target, rel
 	}
 	start := int(c.rr.Add(1) % uint64(n))
 	var retired map[*target]bool // reaped while we looked; try the next best
+	checks := c.opts.HealthInterval > 0
 	for {
 		var best *target
 		bestRank := 0
@@ -329,11 +331,15 @@ func (c *Client) pickBy(avoid *target, load func(*target) int64) (t *target, rel
 			if t.removed.Load() || retired[t] {
 				continue
 			}
-			// rank: healthy and not avoided first, then outstanding requests.
+			// rank: healthy, checked and not avoided first, then
+			// outstanding requests.
 			rank := 0
-			if t.down.Load() {
+			switch {
+			case t.down.Load():
+				rank += 6
+			case !t.healthy.Load():
 				rank += 4
-			} else if !t.healthy.Load() {
+			case checks && !t.checked.Load():
 				rank += 2
 			}
 			if t == avoid {

@@ -72,7 +72,11 @@
 // asked whether it is still ready, and ejected with its streams drained if
 // not. A real Triton's "server is shutting down" text ejects it at once. New streams to a target whose
 // streams keep breaking wait with exponential backoff. Targets are
-// health-checked with ServerReady and ejected and re-admitted; a target that
+// health-checked with ServerReady, first when the Client starts, then
+// every HealthInterval, and ejected and re-admitted. Until its first check
+// has ended a target is unchecked: requests and metadata calls go to it
+// only when no checked healthy target exists, so a ready client does not
+// send them to an address where nothing listens yet. A target that
 // fails its check has its streams drained (no new requests, half-closed
 // once empty) so that its graceful stop does not wait for them. One whose
 // checks got no answer at all twice in a row (connection refused, or no

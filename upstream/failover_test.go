@@ -21,6 +21,7 @@ func TestFailover(t *testing.T) {
 	c := newTestClient(t, []string{a.addr, b.addr}, &Options{HealthInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	waitChecked(t, c) // until then the first engine checked takes every request
 
 	type started struct {
 		cl    *Call

@@ -28,6 +28,12 @@ func (c *Client) maintain() {
 	tk := time.NewTicker(tick)
 	defer tk.Stop()
 	var nextHealth, nextResolve time.Time
+	if c.opts.HealthInterval > 0 {
+		// The first check runs at once: until a target has been checked,
+		// pick prefers every checked one to it.
+		c.checkAll()
+		nextHealth = time.Now().Add(c.opts.HealthInterval)
+	}
 	nextResolve = time.Now().Add(c.opts.ResolveInterval)
 	for {
 		select {

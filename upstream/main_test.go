@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -303,4 +305,39 @@ func flagsOnly(r *pb.ModelInferResponse) bool {
 		}
 	}
 	return true
+}
+
+// deadAddr is a loopback address where nothing listens: a TCP socket
+// bound to it, never listening, refuses every connection and keeps
+// another process (a test's engine or redis-server) from taking the
+// port until the test ends.
+func deadAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+}
+
+// waitChecked waits until c's first health check has reached every
+// target.
+func waitChecked(t testing.TB, c *Client) {
+	t.Helper()
+	waitFor(t, "every target checked", func() bool {
+		for _, tg := range c.targetList() {
+			if !tg.checked.Load() {
+				return false
+			}
+		}
+		return true
+	})
 }

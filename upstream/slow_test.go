@@ -133,7 +133,10 @@ func TestStalledReaderFailsAlone(t *testing.T) {
 	// The stalled reader falls behind, then the stall timeout passes.
 	waitFor(t, "responses to wait", func() bool { n, _ := stalled.q.queued(); return n >= 20 })
 	clk.advance(29 * time.Second)
-	time.Sleep(20 * time.Millisecond) // more pushes: not stalled yet
+	// A push after the advance reads the clock under the queue's lock
+	// before it counts: one more queued response has seen 29 s.
+	n0, _ := stalled.q.queued()
+	waitFor(t, "a push after 29 s", func() bool { n, _ := stalled.q.queued(); return n > n0 || isDone(stalled) })
 	if isDone(stalled) {
 		t.Fatal("failed before the stall timeout")
 	}

@@ -37,9 +37,15 @@ type target struct {
 	outstanding atomic.Int64 // calls placed on this target's streams
 	sequences   atomic.Int64 // open sequences routed to this target (sequence.go)
 	healthy     atomic.Bool  // admitted by health checks
-	silent      atomic.Int32 // consecutive health checks that got no answer
-	lastAnswer  atomic.Int64 // when it last answered a ServerReady (unix ns)
-	down        atomic.Bool  // silent long enough (unanswered): no new requests
+	// checked: a health check (or ServerReady) got an answer from t, or
+	// went unanswered. With health checks on, pick prefers every checked
+	// healthy target to an unchecked one: right after start, before the
+	// first check, a ready client must not send its requests to a target
+	// nothing has heard from (an address where no engine listens yet).
+	checked    atomic.Bool
+	silent     atomic.Int32 // consecutive health checks that got no answer
+	lastAnswer atomic.Int64 // when it last answered a ServerReady (unix ns)
+	down       atomic.Bool  // silent long enough (unanswered): no new requests
 	// epoch counts health checks begun; heard is the latest epoch in which
 	// one of its streams received a response (stream.heard): a check that
 	// times out while responses flow finds a busy target, not a dead one.
@@ -430,6 +436,7 @@ const (
 
 // answered notes that t answered a ServerReady, ready or not.
 func (t *target) answered() {
+	t.checked.Store(true)
 	t.lastAnswer.Store(time.Now().UnixNano())
 	t.silent.Store(0)
 	t.down.Store(false)
@@ -442,6 +449,7 @@ func (t *target) answered() {
 // within the time it takes to find the target down (downAfter checks and
 // downSilence) rather than keepalive's.
 func (t *target) unanswered() {
+	t.checked.Store(true)
 	quiet := time.Since(time.Unix(0, t.lastAnswer.Load()))
 	if t.silent.Add(1) >= downAfter && quiet >= downSilence && !t.down.Swap(true) {
 		t.c.opts.Logger.Warn("upstream target down: it answers nothing; ending its streams", "target", t.addr)

@@ -167,9 +167,11 @@ type Options struct {
 	ResumeTTL time.Duration
 
 	// ResumeLease is how long a replica's lease on a stream it produces
-	// lasts unless renewed (every third of it): readers of a stream whose
-	// replica died end with stream_lost within about this long. Default
-	// 5s.
+	// lasts unless renewed (every third of it). A reader says stream_lost
+	// only once the lease has stayed gone for a whole lease (a hung Redis
+	// must not make a live producer look dead), so readers of a stream
+	// whose replica died end with stream_lost within about twice this
+	// long. Default 5s.
 	ResumeLease time.Duration
 
 	// ResumeFlushInterval is how long a resumable stream's events gather

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -88,28 +89,64 @@ func TestStreamLog(t *testing.T) {
 	})
 }
 
+// TestStreamFollowWaits: a read with a wait blocks until the next event
+// comes. The event is appended only once the reader is seen blocked: in
+// a synctest bubble for the memory store, by Redis's count of blocked
+// clients for Redis.
 func TestStreamFollowWaits(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
-		appendOK(t, s, "s1", store.Append{Meta: &store.StreamMeta{Format: "openai"}, Events: []store.Event{ev(1, "a")}})
-		got := make(chan store.Read, 1)
-		go func() {
-			r, err := s.ReadStream(context.Background(), "s1", 1, 0, 10*time.Second)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- r
-		}()
-		time.Sleep(50 * time.Millisecond) // let the reader block (it is also fine if it has not yet)
-		appendOK(t, s, "s1", store.Append{Events: []store.Event{ev(2, "b")}})
-		if r := <-got; ids(r.Events) != "2:b " {
-			t.Fatalf("waiting read: %q", ids(r.Events))
-		}
-		// Nothing new within wait: no events, still live.
-		r, err := s.ReadStream(t.Context(), "s1", 2, 0, 20*time.Millisecond)
-		if err != nil || len(r.Events) != 0 || !r.Live {
-			t.Fatalf("quiet read: %+v %v", r, err)
-		}
+	t.Run("memory", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := store.NewMemory()
+			defer s.Close()
+			followWaits(t, s, synctest.Wait)
+		})
 	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		s, err := store.Open(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		followWaits(t, s, func() {
+			deadline := time.Now().Add(time.Minute) // a hang guard: the block is polled, not timed
+			for srv.BlockedClients(t) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the reader never blocked in Redis")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	})
+}
+
+// followWaits runs TestStreamFollowWaits on s; blocked returns once the
+// waiting reader is blocked in s.
+func followWaits(t *testing.T, s store.Store, blocked func()) {
+	appendOK(t, s, "s1", store.Append{Meta: &store.StreamMeta{Format: "openai"}, Events: []store.Event{ev(1, "a")}})
+	got := make(chan store.Read, 1)
+	go func() {
+		r, err := s.ReadStream(context.Background(), "s1", 1, 0, 10*time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	blocked()
+	select {
+	case r := <-got:
+		t.Fatalf("a read with nothing new returned at once: %+v", r)
+	default:
+	}
+	appendOK(t, s, "s1", store.Append{Events: []store.Event{ev(2, "b")}})
+	if r := <-got; ids(r.Events) != "2:b " {
+		t.Fatalf("waiting read: %q", ids(r.Events))
+	}
+	// Nothing new within wait: no events, still live.
+	r, err := s.ReadStream(t.Context(), "s1", 2, 0, 20*time.Millisecond)
+	if err != nil || len(r.Events) != 0 || !r.Live {
+		t.Fatalf("quiet read: %+v %v", r, err)
+	}
 }
 
 func TestStreamLeaseLost(t *testing.T) {

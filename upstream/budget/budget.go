@@ -4,6 +4,15 @@
 //
 // Start with New; queues call Take before they grow and Give when they
 // shrink. A nil *Budget is unlimited.
+//
+// Budget is a leaf: it imports the standard library only, so any package
+// may draw on it. It lives under upstream because upstream is the lowest
+// layer that draws on it (its per-request queues) and the layers above
+// already import upstream: gateway/ws and gateway/resume take from the
+// budget that cmd (stack) or gateway.New creates and hands to
+// upstream.Options.Memory. Under gateway it would make upstream import
+// the gateway; engine and proto do not know about clients; cmd/internal
+// cannot be imported by either. TestLeaf keeps it a leaf.
 package budget
 
 import (

@@ -1,6 +1,11 @@
 package budget
 
 import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -52,4 +57,30 @@ func TestGiveTooMuchPanics(t *testing.T) {
 		}
 	}()
 	New(10).Give(1)
+}
+
+// TestLeaf: the package imports the standard library only, so that the
+// gateway's packages can draw on it without importing the rest of
+// upstream (see the package comment).
+func TestLeaf(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if first, _, _ := strings.Cut(path, "/"); strings.Contains(first, ".") {
+				t.Errorf("%s imports %s: budget must import the standard library only", name, path)
+			}
+		}
+	}
 }

@@ -102,9 +102,7 @@ func startPair(t *testing.T, bin, modelDir string, gatewayArgs ...string) (eng, 
 
 // startEngineProc starts an engine and waits until it answers
 // ServerReady. A gateway's /readyz only says that one of its targets is
-// ready, and it counts a target it has not checked yet as healthy: in
-// front of two engines, a request could reach the one still starting
-// and be refused (a 503).
+// ready: a test that needs every engine serving waits for each.
 func startEngineProc(t *testing.T, bin, modelDir string) *sgProcess {
 	t.Helper()
 	addr := freeAddr(t)

@@ -205,22 +205,35 @@ func (s *Server) Continue() {
 // stats): every command it ran since it started.
 func (s *Server) CommandsProcessed(t testing.TB) int64 {
 	t.Helper()
+	return s.info(t, "stats", "total_commands_processed")
+}
+
+// BlockedClients is the server's blocked_clients (INFO clients): the
+// connections waiting in a blocking command such as XREAD BLOCK.
+func (s *Server) BlockedClients(t testing.TB) int64 {
+	t.Helper()
+	return s.info(t, "clients", "blocked_clients")
+}
+
+// info is the integer field of INFO section.
+func (s *Server) info(t testing.TB, section, field string) int64 {
+	t.Helper()
 	c, err := net.Dial("tcp", s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write([]byte("INFO stats\r\n")); err != nil {
+	if _, err := c.Write([]byte("INFO " + section + "\r\n")); err != nil {
 		t.Fatal(err)
 	}
 	r := bufio.NewReader(c)
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
-			t.Fatalf("INFO stats: %v", err)
+			t.Fatalf("INFO %s: %v", section, err)
 		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				t.Fatal(err)

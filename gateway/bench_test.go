@@ -15,9 +15,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/streamgate/streamgate/gateway/core"
+	"github.com/streamgate/streamgate/gateway/jobs"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/sse"
-	"github.com/streamgate/streamgate/gateway/tritonapi"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -89,8 +89,8 @@ func relayRoutes(tb testing.TB) []route {
 		tensor.NewUint32("IDX", []int64{1}, []uint32{7}),
 	)
 	textResp := cannedResponse(tensor.NewString("text_output", " word"))
-	// The /v1 translators come from their jobs, built by the OpenAI
-	// surface for fakeUpstream's text model.
+	// The /v1 translators come from their jobs, built by the jobs
+	// builder for fakeUpstream's text model.
 	chat := func(f core.Form) func(*Server) core.Translator {
 		return func(srv *Server) core.Translator {
 			return jobTranslator(tb, openai.ParseChat, srv.openai.ChatJob, `{"model":"echo","messages":[{"role":"user","content":"hi"}]}`, f)
@@ -102,18 +102,18 @@ func relayRoutes(tb testing.TB) []route {
 	responses := func(srv *Server) core.Translator {
 		return jobTranslator(tb, openai.ParseResponses, srv.openai.ResponsesJob, `{"model":"echo","input":"hi","stream":true}`, core.FormSSE)
 	}
-	events := func(*Server) core.Translator { return tritonapi.NewEvents("abc") }
+	events := func(*Server) core.Translator { return jobs.GenerateEvents("abc") }
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
 	sseSink := func(srv *Server, _ *[]byte) core.Sink {
 		return srv.core.NewSSESink(&discardWriter{h: http.Header{}}, r, core.TritonErrors, false)
 	}
 	wsSink := func(srv *Server, frames *[]byte) core.Sink {
 		var seq uint64
-		return &core.WSSink{Events: srv.core.Metrics.Events.With("ws"), Emit: func(data []byte) error {
+		return srv.core.NewWSSink(func(data []byte) error {
 			*frames = ws.AppendDataFrame((*frames)[:0], "a1", seq, data)
 			seq++
 			return nil
-		}}
+		})
 	}
 	return []route{
 		{"generate_stream", intResp, events, sseSink, 0},

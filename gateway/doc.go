@@ -23,11 +23,14 @@
 //   - openaiapi: /v1 chat completions, completions, the Responses API
 //     and its storage, models;
 //   - tritonapi: /v2 generate, generate_stream, infer, metadata;
-//   - wsapi: /v1/ws sessions and sequences, whose frames' jobs the other
-//     surfaces build (wired here, in wsapi.Jobs);
-//   - streams: /v1/streams, reading resumable streams back.
+//   - wsapi: /v1/ws sessions and sequences;
+//   - streams: /v1/streams, reading resumable streams back;
+//   - jobs: the job builders the surfaces share (a /v2 generate body, a
+//     /v1 chat, completions or responses request into a core.Job, with
+//     its translator), so that a WebSocket frame's job is built by the
+//     same code as its HTTP twin's, called directly.
 //
-// The surfaces import core and never each other. Wire formats live in
+// The surfaces import core and jobs, and never each other. Wire formats live in
 // leaf packages: generate (Triton's generate JSON), tritonhttp (Triton's
 // HTTP/REST /infer with the binary tensor data extension, and its config,
 // statistics and index JSON), openai (OpenAI objects, chat templates),

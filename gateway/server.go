@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/streamgate/streamgate/gateway/core"
+	"github.com/streamgate/streamgate/gateway/jobs"
 	"github.com/streamgate/streamgate/gateway/openaiapi"
 	"github.com/streamgate/streamgate/gateway/playground"
 	"github.com/streamgate/streamgate/gateway/streams"
@@ -64,15 +65,8 @@ type Server struct {
 // calls but know no models).
 func newServer(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 	c := core.New(up, inspect, opts)
-	s := &Server{core: c, openai: openaiapi.New(c), triton: tritonapi.New(c)}
-	s.ws = wsapi.New(c, wsapi.Jobs{
-		Generate:   s.triton.GenerateJob,
-		Chat:       s.openai.ChatJob,
-		Completion: s.openai.CompletionJob,
-		Responses:  s.openai.ResponsesJob,
-		Events:     tritonapi.NewEvents,
-	})
-	s.streams = streams.New(c)
+	b := jobs.New(c)
+	s := &Server{core: c, openai: openaiapi.New(b), triton: tritonapi.New(b), ws: wsapi.New(b), streams: streams.New(c)}
 	s.router = s.routes()
 	return s
 }

@@ -199,7 +199,7 @@ func (s *Server) takeLimits(ctx context.Context, kd *keyed, t store.Take, v *sto
 	if got.Limited == "" {
 		return nil
 	}
-	s.Metrics.rateLimited.With(got.Limited).Inc()
+	s.metrics.rateLimited.With(got.Limited).Inc()
 	e := &HTTPError{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryIn: max(got.RetryAfter, time.Millisecond)}
 	wait := retrySeconds(e.RetryIn)
 	switch got.Limited {
@@ -381,7 +381,7 @@ func AllowsAll(ctx context.Context) bool {
 
 // StoreError counts and logs a failure of the shared store.
 func (s *Server) StoreError(ctx context.Context, op string, err error) {
-	s.Metrics.StoreErrs.With(op).Inc()
+	s.metrics.StoreErrs.With(op).Inc()
 	s.Log.WarnContext(ctx, "store failed", "op", op, "err", err)
 }
 

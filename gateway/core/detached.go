@@ -36,7 +36,7 @@ func (s *Server) DetachStream(w http.ResponseWriter, r *http.Request, f ErrorFor
 	// (which no longer closes it at shutdown) until it is handed back or
 	// closed: Drain's cut closes it.
 	var resp atomic.Pointer[detach.Response]
-	remove, ok := s.Streams.Add(&LiveStream{Hard: func() {}, Cut: func() {
+	remove, ok := s.streams.Add(&LiveStream{Hard: func() {}, Cut: func() {
 		if d := resp.Load(); d != nil {
 			d.Close()
 		}
@@ -76,7 +76,7 @@ func (s *Server) runDetached(d *detach.Response, w *statusWriter, r *http.Reques
 	s.endServerSpan(r.Context(), r, w, route)
 	cancel()
 	var back *detach.Listener
-	if !s.Draining.Load() {
+	if !s.draining.Load() {
 		back = s.Opts.Detach
 	}
 	d.Finish(back)

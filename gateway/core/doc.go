@@ -12,8 +12,9 @@
 // life, in lifecycle.go:
 //
 //  1. A surface's handler (tritonapi, openaiapi, wsapi) validates the
-//     request into a Job: the ModelInferRequest and a Translator from its responses to
-//     payloads, built for the form the payloads take (one JSON body, or
+//     request into a Job (with the builders of package gateway/jobs, which
+//     the surfaces share): the ModelInferRequest and a Translator from its
+//     responses to payloads, built for the form the payloads take (one JSON body, or
 //     for /infer JSON and binary tensors; SSE events; WebSocket data
 //     frames).
 //  2. The handler picks a sink for that form (sinks.go: SSESink, BodySink,

@@ -71,10 +71,10 @@ func (r *registry) snapshot() ([]*LiveStream, <-chan struct{}) {
 // their own, ctx.Err() if some had to be ended. It does not close
 // listeners; call http.Server.Shutdown afterwards.
 func (s *Server) Drain(ctx context.Context) error {
-	if !s.Draining.Swap(true) {
-		s.Metrics.draining.With().Inc()
+	if !s.draining.Swap(true) {
+		s.metrics.draining.With().Inc()
 	}
-	r := s.Streams
+	r := s.streams
 	r.mu.Lock()
 	r.draining = true
 	r.mu.Unlock()

@@ -24,7 +24,7 @@ type wsRecorder struct {
 }
 
 func (w *wsRecorder) sink(srv *Server) *WSSink {
-	return &WSSink{Events: srv.Metrics.Events.With("ws"), Emit: func(p []byte) error {
+	return &WSSink{Events: srv.metrics.Events.With("ws"), Emit: func(p []byte) error {
 		w.mu.Lock()
 		w.sent = append(w.sent, string(p))
 		w.mu.Unlock()

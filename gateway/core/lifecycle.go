@@ -180,7 +180,7 @@ func (s *Server) Begin(ctx context.Context, cancel context.CancelCauseFunc, conn
 		return nil, err
 	}
 	f.r = relayer{c: f.c, ob: f.ob, tr: j.Tr, out: out, pending: j.Tr.Begin()}
-	f.active = s.Metrics.active.With(out.protocol())
+	f.active = s.metrics.active.With(out.protocol())
 	f.active.Inc()
 	return f, nil
 }
@@ -457,8 +457,8 @@ func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstrea
 // (client is its limitKey), registered for Drain as e. done gives
 // everything back.
 func (s *Server) admit(client string, e *LiveStream) (done func(), err error) {
-	if s.Draining.Load() {
-		s.Metrics.rejected.With("draining").Inc()
+	if s.draining.Load() {
+		s.metrics.rejected.With("draining").Inc()
 		return nil, ErrDraining
 	}
 	release, err := s.limits.acquire(client)
@@ -470,13 +470,13 @@ func (s *Server) admit(client string, e *LiveStream) (done func(), err error) {
 		case errKeyLimit:
 			reason = "key_limit"
 		}
-		s.Metrics.rejected.With(reason).Inc()
+		s.metrics.rejected.With(reason).Inc()
 		return nil, err
 	}
-	remove, ok := s.Streams.Add(e)
+	remove, ok := s.streams.Add(e)
 	if !ok {
 		release()
-		s.Metrics.rejected.With("draining").Inc()
+		s.metrics.rejected.With("draining").Inc()
 		return nil, ErrDraining
 	}
 	return func() { remove(); release() }, nil
@@ -498,15 +498,15 @@ func endCause(ctx, parent context.Context, err error) error {
 // noteEnd counts how a request ended, when it did not succeed.
 func (s *Server) noteEnd(protocol string, err error) {
 	if errors.Is(err, ErrClientGone) {
-		s.Metrics.clientGone.With(protocol).Inc()
+		s.metrics.clientGone.With(protocol).Inc()
 		return
 	}
 	if ue, ok := upstream.AsError(err); ok {
 		if ue.Kind == upstream.KindTooSlow { // the client's fault, not upstream's
-			s.Metrics.slowClient.With(protocol).Inc()
+			s.metrics.slowClient.With(protocol).Inc()
 			return
 		}
-		s.Metrics.upstream.With(ue.Kind.String()).Inc()
+		s.metrics.upstream.With(ue.Kind.String()).Inc()
 	}
 }
 

@@ -89,7 +89,7 @@ func (s *Server) Healthz(w http.ResponseWriter, r *http.Request) {
 // Readyz reports whether the gateway takes traffic: not draining and
 // upstream ready.
 func (s *Server) Readyz(w http.ResponseWriter, r *http.Request) {
-	if s.Draining.Load() {
+	if s.draining.Load() {
 		WriteJSON(w, http.StatusServiceUnavailable, []byte(`{"status":"draining"}`))
 		return
 	}

@@ -236,7 +236,7 @@ func (s *Server) WSResume(ctx context.Context, req *ws.Request, emit func([]byte
 	if err != nil {
 		return err
 	}
-	s.Metrics.resumes.With("ws").Inc()
+	s.metrics.resumes.With("ws").Inc()
 	for {
 		events, err := rd.Next(ctx, followWait)
 		if err != nil {
@@ -322,7 +322,7 @@ const followWait = time.Second
 // format (GET /v1/streams/{sid}, and GET /v1/responses/{id}?stream=true
 // for a background response's stream).
 func (s *Server) FollowStream(w http.ResponseWriter, r *http.Request, sid string, after uint64) error {
-	if s.Draining.Load() {
+	if s.draining.Load() {
 		return ErrDraining
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -345,12 +345,12 @@ func (s *Server) FollowStream(w http.ResponseWriter, r *http.Request, sid string
 		return nil
 	}
 	sw := sse.NewWriter(w, s.Opts.SSE)
-	remove, ok := s.Streams.Add(&LiveStream{Hard: func() { cancel(ErrDraining) }, Cut: sw.Abort})
+	remove, ok := s.streams.Add(&LiveStream{Hard: func() { cancel(ErrDraining) }, Cut: sw.Abort})
 	if !ok {
 		return ErrDraining
 	}
 	defer remove()
-	s.Metrics.resumes.With("sse").Inc()
+	s.metrics.resumes.With("sse").Inc()
 	if sw.Start() != nil {
 		return nil
 	}

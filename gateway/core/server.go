@@ -301,9 +301,9 @@ type Server struct {
 	prop    propagation.TextMapPropagator
 
 	limits   *limiter
-	Streams  *registry
-	Draining atomic.Bool
-	Metrics  *gatewayMetrics
+	streams  *registry // what Drain ends: every running request, socket and stream
+	draining atomic.Bool
+	metrics  *gatewayMetrics
 	IDs      IDSource
 	Resume   *resume.Manager
 }
@@ -320,16 +320,16 @@ func New(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 		Opts:    o,
 		Log:     slog.New(requestIDHandler{o.Logger.Handler()}),
 		limits:  newLimiter(o.MaxStreams, o.MaxStreamsPerConn),
-		Streams: newRegistry(),
+		streams: newRegistry(),
 		Tracer:  o.TracerProvider.Tracer(scope),
 		prop:    o.Propagator,
-		Metrics: newGatewayMetrics(metrics.New(o.MeterProvider.Meter(scope))),
+		metrics: newGatewayMetrics(metrics.New(o.MeterProvider.Meter(scope))),
 		IDs:     newIDSource(),
 	}
 	s.Resume = resume.New(o.Store, &resume.Options{
 		Grace: o.ResumeGrace, TTL: o.ResumeTTL, Lease: o.ResumeLease, Logger: o.Logger,
 		FlushInterval: o.ResumeFlushInterval, Memory: o.ResumeMemory,
-		StoreError: func(op string) { s.Metrics.StoreErrs.With(op).Inc() },
+		StoreError: func(op string) { s.metrics.StoreErrs.With(op).Inc() },
 	})
 	return s
 }
@@ -369,3 +369,23 @@ const (
 	DefaultKeyStorage  = 64 << 20
 	DefaultStorageCap  = 1 << 30
 )
+
+// Draining says whether Drain has been called: new requests are refused.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// AddStream registers e with what Drain ends; ok is false once the
+// gateway drains (e is not added). remove takes it out at its end.
+func (s *Server) AddStream(e *LiveStream) (remove func(), ok bool) { return s.streams.Add(e) }
+
+// CountSocket counts an open WebSocket until done is called.
+func (s *Server) CountSocket() (done func()) {
+	g := s.metrics.Sockets.With()
+	g.Inc()
+	return g.Dec
+}
+
+// NewWSSink returns the sink of a WebSocket request whose payloads go
+// out through emit (as data frames), counted as the route's events.
+func (s *Server) NewWSSink(emit func([]byte) error) *WSSink {
+	return &WSSink{Emit: emit, Events: s.metrics.Events.With("ws")}
+}

@@ -64,7 +64,7 @@ func (s *Server) NewSSESink(w http.ResponseWriter, r *http.Request, errs ErrorFo
 	return &SSESink{
 		s: s, w: w, r: r, errs: errs, firstErrorAsEvent: firstErrorAsEvent,
 		sw:     sse.NewWriter(w, s.Opts.SSE),
-		events: s.Metrics.Events.With("sse"),
+		events: s.metrics.Events.With("sse"),
 	}
 }
 

@@ -175,7 +175,7 @@ func (s *Server) endServerSpan(ctx context.Context, r *http.Request, sw *statusW
 		}
 	}
 	span.End()
-	s.Metrics.requests.With(route, strconv.Itoa(code)).Inc()
+	s.metrics.requests.With(route, strconv.Itoa(code)).Inc()
 	s.logRequest(ctx, r, sw, route, code, time.Since(sw.start))
 }
 
@@ -330,7 +330,7 @@ type observation struct {
 // observe starts the telemetry of j, a request just admitted.
 func (s *Server) observe(ctx context.Context, j *Job) *observation {
 	model := j.Req.GetModelName()
-	o := &observation{m: s.Metrics, model: model, op: j.Op, start: time.Now()}
+	o := &observation{m: s.metrics, model: model, op: j.Op, start: time.Now()}
 	o.ctx, o.span = s.Tracer.Start(ctx, j.Op, trace.WithSpanKind(trace.SpanKindClient))
 	if !o.span.IsRecording() && !o.span.SpanContext().IsValid() {
 		o.ctx = ctx // as startServerSpan: a context holding it tells nothing

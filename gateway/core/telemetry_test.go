@@ -75,7 +75,7 @@ func TestTokenPathDoesNotAllocate(t *testing.T) {
 	defer server.End()
 
 	resp := cannedResponse(tensor.NewString("text_output", " word"))
-	out := &WSSink{Emit: func([]byte) error { return nil }, Events: srv.Metrics.Events.With("ws")}
+	out := srv.NewWSSink(func([]byte) error { return nil })
 	rl, feed := cannedRelay(t, srv, ctx, nameEvents{}, out)
 	ob := rl.ob
 	if !ob.span.IsRecording() {
@@ -127,7 +127,7 @@ func TestWSEventsCountedPerBatch(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 	defer mp.Shutdown(context.Background())
 	srv := testServer(nil, nil, &Options{MeterProvider: mp})
-	out := &WSSink{Emit: func([]byte) error { return nil }, Events: srv.Metrics.Events.With("ws")}
+	out := srv.NewWSSink(func([]byte) error { return nil })
 	count := func() int64 {
 		return counterValue(t, rd, "streamgate.gateway.stream_events", attribute.String("protocol", "ws"))
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/streamgate/streamgate/gateway/core"
+	"github.com/streamgate/streamgate/gateway/jobs"
 	"github.com/streamgate/streamgate/gateway/store"
 )
 
@@ -12,11 +13,11 @@ import (
 // responses too (core's TestClassifyStoreUnavailable: keys and limits,
 // resumable streams).
 func TestResponsesStoreUnavailable(t *testing.T) {
-	s := New(core.New(nil, nil, nil))
+	s := New(jobs.New(core.New(nil, nil, nil)))
 	down := fmt.Errorf("%w: dial tcp: connection refused", store.ErrUnavailable)
 	want := core.Classify(down)
 	for name, err := range map[string]error{
-		"responses": s.responseStoreError(t.Context(), down),
+		"responses": s.ResponseStoreError(t.Context(), down),
 	} {
 		if e := core.Classify(err); e.Status != want.Status || e.Code != want.Code || e.Msg != want.Msg || e.RetryAfter != want.RetryAfter {
 			t.Errorf("%s: %+v, want %+v", name, e, want)

@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/streamgate/streamgate/gateway/core"
+	"github.com/streamgate/streamgate/gateway/jobs"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/resume"
 	"github.com/streamgate/streamgate/gateway/store"
@@ -28,75 +26,11 @@ import (
 // any replica, for Options.ResponseTTL. A background response runs on
 // when its client leaves.
 
-// responseData is what the gateway stores of a response beside its
-// object (store.StoredResponse.Data).
-type responseData struct {
-	// Input is the response's own input items, as messages.
-	Input []openai.ChatMessage `json:"input"`
-	// Previous is the response it continues (previous_response_id),
-	// whose record holds the conversation before it: a chain stores each
-	// turn once.
-	Previous string `json:"previous,omitempty"`
-	// History is the conversation it continues, as records written
-	// before Previous kept it (read, never written).
-	History []openai.ChatMessage `json:"history,omitempty"`
-	// Stream is the id of a background response's resumable stream.
-	Stream string `json:"stream,omitempty"`
-}
-
-// turn is what this response adds to its conversation: the history an
-// old record kept, the input, the answer.
-func (d *responseData) turn(answer string, calls []openai.ToolCall) []openai.ChatMessage {
-	out := append(append([]openai.ChatMessage{}, d.History...), d.Input...)
-	return append(out, openai.ChatMessage{Role: "assistant", Content: answer, ToolCalls: calls})
-}
-
-func responseNotFound(id, param string) *core.HTTPError {
-	e := &core.HTTPError{Status: http.StatusNotFound, Code: "response_not_found", Param: param,
-		Msg: "Response with id '" + id + "' not found."}
-	if param == "previous_response_id" {
-		e.Msg = "Previous response with id '" + id + "' not found."
-	}
-	return e
-}
-
-// responseStoreError is err, a failure of the Store's Responses, counted
-// and logged; classify answers it (503 when the store is down).
-func (s *API) responseStoreError(ctx context.Context, err error) error {
-	if err != nil {
-		s.StoreError(ctx, "responses", err)
-	}
-	return err
-}
-
-// loadResponse reads stored response id for the caller: 404 (naming
-// param) when there is none or it is another API key's.
-func (s *API) loadResponse(ctx context.Context, id, param string) (*openai.Response, *responseData, error) {
-	rec, err := s.Opts.Store.GetResponse(ctx, id)
-	if errors.Is(err, store.ErrNoResponse) || err == nil && rec.Owner != core.CallerKey(ctx) {
-		return nil, nil, responseNotFound(id, param)
-	}
-	if err != nil {
-		return nil, nil, s.responseStoreError(ctx, err)
-	}
-	resp := &openai.Response{}
-	data := &responseData{}
-	if err := json.Unmarshal(rec.Object, resp); err != nil {
-		return nil, nil, err
-	}
-	if len(rec.Data) > 0 {
-		if err := json.Unmarshal(rec.Data, data); err != nil {
-			return nil, nil, err
-		}
-	}
-	return resp, data, nil
-}
-
 // saveResponse writes resp, created by the caller of ctx, to the store:
 // its first record, or (update) a later one, which is not written when
 // the record has been deleted meanwhile. The first record must fit in the
 // key's storage budget and the gateway's cap (chargeStorage).
-func (s *API) saveResponse(ctx context.Context, resp *openai.Response, data *responseData, update bool) error {
+func (s *API) saveResponse(ctx context.Context, resp *openai.Response, data *jobs.ResponseData, update bool) error {
 	d, err := json.Marshal(data)
 	if err != nil {
 		return err
@@ -110,153 +44,9 @@ func (s *API) saveResponse(ctx context.Context, resp *openai.Response, data *res
 		if errors.Is(err, store.ErrNoResponse) {
 			return nil // deleted: it stays so
 		}
-		return s.responseStoreError(ctx, err)
+		return s.ResponseStoreError(ctx, err)
 	}
-	return s.responseStoreError(ctx, s.Opts.Store.PutResponse(ctx, resp.ID, rec, s.Opts.ResponseTTL))
-}
-
-// responseJob turns a Responses API request into a job whose payloads
-// take form f, and the translator that keeps its Response. history is the
-// conversation it continues.
-func (s *API) responseJob(ctx context.Context, rr *openai.ResponsesRequest, history []openai.ChatMessage, f core.Form) (*core.Job, *responseEvents, error) {
-	ad, err := s.textModel(ctx, &rr.Model)
-	if err != nil {
-		return nil, nil, err
-	}
-	cr := rr.Chat()
-	toolGuide, err := cr.ToolGuide()
-	if err != nil {
-		return nil, nil, err
-	}
-	switch {
-	case toolGuide != nil:
-		if err := s.checkGuided(ctx, rr.Model, "tool_choice", rr.ToolChoice, "'auto' or 'none'"); err != nil {
-			return nil, nil, err
-		}
-		rr.Params.Guided = toolGuide
-	case rr.Params.Guided != nil:
-		if err := s.checkGuided(ctx, rr.Model, "text.format", rr.Format, "'text'"); err != nil {
-			return nil, nil, err
-		}
-	}
-	tools := rr.Tools
-	if rr.ToolChoice == openai.ToolChoiceNone {
-		tools = nil
-	}
-	prompt, format, err := s.chatPrompt(ctx, rr.Model, rr.Messages(history), tools, "input")
-	if err != nil {
-		return nil, nil, err
-	}
-	if toolGuide != nil {
-		format = openai.ToolFormatGuided
-	}
-	req, err := ad.Request(rr.Model, "", prompt, rr.Params)
-	if err != nil {
-		return nil, nil, err
-	}
-	resp := openai.NewResponse(s.IDs.Next("resp"), s.Opts.Now().Unix(), rr)
-	tr := &responseEvents{textReader: textReader{ad: ad}, stream: f != core.FormBody,
-		r: &openai.Responder{Resp: resp, ItemID: messageItemID(resp.ID), Lazy: len(tools) > 0}}
-	if len(tools) > 0 {
-		tr.tools = &openai.ToolParser{Format: format, IDPrefix: "call_" + strings.TrimPrefix(resp.ID, "resp-") + "_", Single: !cr.ParallelToolCalls,
-			Live: tr.stream}
-		for _, t := range tools {
-			tr.tools.Tools = append(tr.tools.Tools, t.Name)
-		}
-		tr.callID = func() string { return s.IDs.Next("fc") }
-	}
-	return &core.Job{Req: req, Tr: tr, Op: core.OpChat,
-		Tokens: core.EstimateTokens(prompt, rr.Params.MaxTokens), Prompt: core.PromptTokens(prompt)}, tr, nil
-}
-
-// maxChain bounds the responses one conversation chains.
-const maxChain = 1000
-
-// ResponsesJob validates a Responses API request run on another surface
-// (a WebSocket frame) into a job of form f, continuing the conversation
-// it names (previous_response_id).
-func (s *API) ResponsesJob(ctx context.Context, rr *openai.ResponsesRequest, f core.Form) (*core.Job, error) {
-	history, err := s.history(ctx, rr)
-	if err != nil {
-		return nil, err
-	}
-	j, _, err := s.responseJob(ctx, rr, history, f)
-	return j, err
-}
-
-// history is the conversation a request continues: that of its
-// previous_response_id, if any, read turn by turn back along the chain of
-// responses (each record names the one it continues). The conversation
-// with the request's input must fit in Options.MaxBodyBytes, as a request
-// that sent it all would: a chain of responses cannot grow without bound.
-// A response of the chain that is gone (deleted, expired) is 404.
-func (s *API) history(ctx context.Context, rr *openai.ResponsesRequest) ([]openai.ChatMessage, error) {
-	if err := s.resolveReferences(ctx, rr.Input); err != nil {
-		return nil, err
-	}
-	size := int64(0)
-	for _, m := range rr.Input {
-		size += int64(len(m.Content))
-	}
-	var turns [][]openai.ChatMessage // the latest first
-	for id := rr.PreviousResponseID; id != ""; {
-		if len(turns) == maxChain {
-			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
-				Msg: fmt.Sprintf("The conversation of previous_response_id '%s' chains more than %d responses: start a new conversation.",
-					core.Truncate(rr.PreviousResponseID, 64), maxChain)}
-		}
-		prev, data, err := s.loadResponse(ctx, id, "previous_response_id")
-		if err != nil {
-			return nil, err
-		}
-		turn := data.turn(prev.OutputText(), prev.Calls())
-		for _, m := range turn {
-			size += int64(len(m.Content))
-		}
-		if size > s.Opts.MaxBodyBytes {
-			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "context_length_exceeded", Param: "previous_response_id",
-				Msg: fmt.Sprintf("The conversation of previous_response_id '%s' with this input holds more than the %d bytes of text a request may send (--max-body): start a new conversation.",
-					core.Truncate(rr.PreviousResponseID, 64), s.Opts.MaxBodyBytes)}
-		}
-		turns = append(turns, turn)
-		id = data.Previous
-	}
-	slices.Reverse(turns)
-	return slices.Concat(turns...), nil
-}
-
-// messageItemID is the id of the message item of response id: the
-// response's id under another prefix, so that an item_reference to it
-// finds the response.
-func messageItemID(id string) string { return "msg-" + strings.TrimPrefix(id, "resp-") }
-
-// resolveReferences fills in the text of the input's item_reference
-// items: each names the message item of a stored response of the caller
-// (messageItemID), whose text it stands for; another id is 404.
-func (s *API) resolveReferences(ctx context.Context, input []openai.ChatMessage) error {
-	for i := range input {
-		ref := input[i].Ref
-		if ref == "" {
-			continue
-		}
-		param := fmt.Sprintf("input[%d].id", i)
-		notFound := &core.HTTPError{Status: http.StatusNotFound, Code: "not_found", Param: param,
-			Msg: fmt.Sprintf("Item with id '%s' not found (%s: an item_reference names the message item of a stored response).", core.Truncate(ref, 64), param)}
-		rest, ok := strings.CutPrefix(ref, "msg-")
-		if !ok || rest == "" || strings.Contains(rest, "-") {
-			return notFound
-		}
-		prev, _, err := s.loadResponse(ctx, "resp-"+rest, param)
-		var he *core.HTTPError
-		if errors.As(err, &he) && he.Status == http.StatusNotFound {
-			return notFound
-		}
-		if err != nil {
-			return err
-		}
-		input[i].Content = prev.OutputText()
-	}
-	return nil
+	return s.ResponseStoreError(ctx, s.Opts.Store.PutResponse(ctx, resp.ID, rec, s.Opts.ResponseTTL))
 }
 
 // CreateResponse serves POST /v1/responses.
@@ -269,20 +59,20 @@ func (s *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	history, err := s.history(r.Context(), rr)
+	history, err := s.History(r.Context(), rr)
 	if err != nil {
 		return err
 	}
 	// A background response's log holds its events, whatever its client
 	// asked for.
-	j, tr, err := s.responseJob(r.Context(), rr, history, streamForm(rr.Stream || rr.Background))
+	j, tr, err := s.ResponseJob(r.Context(), rr, history, streamForm(rr.Stream || rr.Background))
 	if err != nil {
 		return err
 	}
 	var sse *core.SSESink
 	var out core.Sink = &core.BodySink{W: w}
 	if rr.Stream {
-		sse = s.NewSSESink(w, r, tr.failedEvent, false)
+		sse = s.NewSSESink(w, r, tr.FailedEvent, false)
 		sse.Named = true
 		out = sse
 	}
@@ -303,19 +93,19 @@ func (s *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 			cancel(nil)
 		}
 	}()
-	data := &responseData{Input: rr.Input, Previous: rr.PreviousResponseID}
+	data := &jobs.ResponseData{Input: rr.Input, Previous: rr.PreviousResponseID}
 	saveCtx := context.WithoutCancel(ctx) // the end is stored however the request ended
-	tr.save = func(resp *openai.Response) {
+	tr.Save = func(resp *openai.Response) {
 		_ = s.saveResponse(saveCtx, resp, data, true) // a failure is counted and logged
 	}
 	if !rr.Background {
-		if err := s.saveResponse(ctx, tr.r.Resp, data, false); err != nil {
+		if err := s.saveResponse(ctx, tr.Response(), data, false); err != nil {
 			return err
 		}
-		done := s.running.add(tr.r.Resp.ID, cancel)
+		done := s.running.add(tr.Response().ID, cancel)
 		defer done()
 		err = s.Serve(ctx, r.RemoteAddr, j, out)
-		tr.finish(ctx, err)
+		tr.Finish(ctx, err)
 		return err
 	}
 
@@ -333,17 +123,17 @@ func (s *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 		}
 	})
 	data.Stream = p.ID()
-	if err := s.saveResponse(ctx, tr.r.Resp, data, false); err != nil {
+	if err := s.saveResponse(ctx, tr.Response(), data, false); err != nil {
 		p.Close(resume.EndError, core.EndDetail(core.Classify(err)))
 		return err
 	}
 	<-p.Created() // a read or cancel of the id we answer finds its stream
-	done := s.running.add(tr.r.Resp.ID, cancel)
+	done := s.running.add(tr.Response().ID, cancel)
 	run := func() error {
 		defer done()
 		err := s.Serve(ctx, r.RemoteAddr, j, logged)
-		tr.finish(ctx, err) // stored before the log's end tells readers
-		s.EndLog(p, ctx, err, logged, tr.failedEvent)
+		tr.Finish(ctx, err) // stored before the log's end tells readers
+		s.EndLog(p, ctx, err, logged, tr.FailedEvent)
 		return err
 	}
 	if rr.Stream {
@@ -355,13 +145,13 @@ func (s *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The answer is the queued response; the run goes on without a
 	// client, registered for Drain until its end is stored.
-	remove, ok := s.Streams.Add(&core.LiveStream{Hard: func() { cancel(core.ErrDraining) }})
+	remove, ok := s.AddStream(&core.LiveStream{Hard: func() { cancel(core.ErrDraining) }})
 	if !ok {
 		done()
 		p.Close(resume.EndError, core.EndDetail(core.Classify(core.ErrDraining)))
 		return core.ErrDraining
 	}
-	core.WriteJSON(w, http.StatusOK, tr.r.Resp.JSON())
+	core.WriteJSON(w, http.StatusOK, tr.Response().JSON())
 	handedOff = true
 	go func() {
 		defer remove()
@@ -377,7 +167,7 @@ func (s *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 // ones until its end, read from its log on any replica.
 func (s *API) GetResponse(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
-	resp, data, err := s.loadResponse(r.Context(), id, "")
+	resp, data, err := s.LoadResponse(r.Context(), id, "")
 	if err != nil {
 		return err
 	}
@@ -429,9 +219,9 @@ func queryBool(v, name string) (bool, error) {
 // runs: here at once, on another replica through its stream's cancel;
 // then it waits (until ctx is done) for its end to be stored and returns
 // the Response as stored.
-func (s *API) stop(ctx context.Context, id string, resp *openai.Response, data *responseData) (*openai.Response, error) {
+func (s *API) stop(ctx context.Context, id string, resp *openai.Response, data *jobs.ResponseData) (*openai.Response, error) {
 	if s.running.cancel(ctx, id) {
-		resp, _, err := s.loadResponse(ctx, id, "")
+		resp, _, err := s.LoadResponse(ctx, id, "")
 		return resp, err
 	}
 	if data.Stream == "" || ended(resp.Status) {
@@ -446,7 +236,7 @@ func (s *API) stop(ctx context.Context, id string, resp *openai.Response, data *
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		resp, _, err := s.loadResponse(ctx, id, "")
+		resp, _, err := s.LoadResponse(ctx, id, "")
 		if err != nil || ended(resp.Status) {
 			return resp, err
 		}
@@ -475,7 +265,7 @@ func ended(status string) bool {
 // running is cancelled first.
 func (s *API) DeleteResponse(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
-	resp, data, err := s.loadResponse(r.Context(), id, "")
+	resp, data, err := s.LoadResponse(r.Context(), id, "")
 	if err != nil {
 		return err
 	}
@@ -484,10 +274,10 @@ func (s *API) DeleteResponse(w http.ResponseWriter, r *http.Request) error {
 	}
 	err = s.Opts.Store.DeleteResponse(r.Context(), id)
 	if errors.Is(err, store.ErrNoResponse) {
-		return responseNotFound(id, "")
+		return jobs.ResponseNotFound(id, "")
 	}
 	if err != nil {
-		return s.responseStoreError(r.Context(), err)
+		return s.ResponseStoreError(r.Context(), err)
 	}
 	s.releaseStorage(r.Context(), id)
 	core.WriteJSON(w, http.StatusOK, jsonOf(struct {
@@ -504,7 +294,7 @@ func (s *API) DeleteResponse(w http.ResponseWriter, r *http.Request) error {
 // that has ended answers it as it is.
 func (s *API) CancelResponse(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
-	resp, data, err := s.loadResponse(r.Context(), id, "")
+	resp, data, err := s.LoadResponse(r.Context(), id, "")
 	if err != nil {
 		return err
 	}

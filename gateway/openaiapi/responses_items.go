@@ -34,7 +34,7 @@ type inputItemTextPart struct {
 // response's own input, as message items, in order.
 func (s *API) ResponseInputItems(w http.ResponseWriter, r *http.Request) error {
 	id := core.URLParam(r, "id")
-	_, data, err := s.loadResponse(r.Context(), id, "")
+	_, data, err := s.LoadResponse(r.Context(), id, "")
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func (s *API) chargeStorage(ctx context.Context, id string, size int64, limit bo
 	if owner != "" {
 		ok, err := s.Opts.Store.ChargeStorage(ctx, owner, id, size, ttl, budget)
 		if err != nil {
-			return s.responseStoreError(ctx, err)
+			return s.ResponseStoreError(ctx, err)
 		}
 		if !ok {
 			return errStorageFull("this API key", budget, "keys create --storage, or --key-storage for every key")
@@ -32,12 +32,12 @@ func (s *API) chargeStorage(ctx context.Context, id string, size int64, limit bo
 	ok, err := s.Opts.Store.ChargeStorage(ctx, store.GlobalOwner, id, size, ttl, capacity)
 	switch {
 	case err != nil:
-		err = s.responseStoreError(ctx, err)
+		err = s.ResponseStoreError(ctx, err)
 	case !ok:
 		err = errStorageFull("this gateway", capacity, "--storage-cap")
 	}
 	if err != nil && owner != "" { // what the key's budget counted goes back
-		_ = s.responseStoreError(ctx, s.Opts.Store.ReleaseStorage(context.WithoutCancel(ctx), owner, id))
+		_ = s.ResponseStoreError(ctx, s.Opts.Store.ReleaseStorage(context.WithoutCancel(ctx), owner, id))
 	}
 	return err
 }
@@ -45,9 +45,9 @@ func (s *API) chargeStorage(ctx context.Context, id string, size int64, limit bo
 // releaseStorage gives back what deleted response id counted.
 func (s *API) releaseStorage(ctx context.Context, id string) {
 	if owner := core.CallerKey(ctx); owner != "" {
-		_ = s.responseStoreError(ctx, s.Opts.Store.ReleaseStorage(ctx, owner, id))
+		_ = s.ResponseStoreError(ctx, s.Opts.Store.ReleaseStorage(ctx, owner, id))
 	}
-	_ = s.responseStoreError(ctx, s.Opts.Store.ReleaseStorage(ctx, store.GlobalOwner, id))
+	_ = s.ResponseStoreError(ctx, s.Opts.Store.ReleaseStorage(ctx, store.GlobalOwner, id))
 }
 
 // errStorageFull is the answer to a response that would not fit in the

@@ -12,19 +12,16 @@ import (
 	"net/http"
 
 	"github.com/streamgate/streamgate/gateway/core"
-	"github.com/streamgate/streamgate/gateway/generate"
+	"github.com/streamgate/streamgate/gateway/jobs"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
-// API is the /v2 surface, on the gateway's core.
-type API struct{ *core.Server }
+// API is the /v2 surface, on the gateway's core; its generate jobs
+// come from the shared builder (package jobs).
+type API struct{ *jobs.Builder }
 
-// New returns the surface on c.
-func New(c *core.Server) *API { return &API{c} }
-
-// NewEvents returns the translator of a generate_stream: every response
-// is one event of Triton's generate JSON, with id echoed ("" for none).
-func NewEvents(id string) core.Translator { return &generateEvents{id: id} }
+// New returns the surface on b.
+func New(b *jobs.Builder) *API { return &API{b} }
 
 // The Triton-compatible /v2 routes: metadata and health relayed from
 // upstream, and Triton's generate extension over streaming
@@ -110,7 +107,7 @@ func (s *API) ServerLive(w http.ResponseWriter, r *http.Request) {
 // and the gateway is not draining, else 503.
 func (s *API) ServerReady(w http.ResponseWriter, r *http.Request) {
 	s.health(w, r, func(ctx context.Context) (bool, error) {
-		if s.Draining.Load() {
+		if s.Draining() {
 			return false, nil
 		}
 		return s.Inspect.ServerReady(ctx)
@@ -153,27 +150,6 @@ func (s *API) ModelMetadata(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// GenerateJob parses a generate body for model/version into a job whose
-// payloads take form f.
-func (s *API) GenerateJob(ctx context.Context, model, version string, body []byte, f core.Form) (*core.Job, error) {
-	md, err := s.Metadata(ctx, model, version)
-	if err != nil {
-		return nil, err
-	}
-	gr, err := generate.Parse(body, md.GetInputs())
-	if err != nil {
-		return nil, err
-	}
-	j := &core.Job{Req: gr.Proto(model, version), Op: core.OpGenerate}
-	if f == core.FormBody {
-		j.Tr = &generateOne{id: gr.ID}
-	} else {
-		j.Tr = &generateEvents{id: gr.ID}
-	}
-	s.CountTokens(ctx, model, version, j, len(body), gr.Inputs, gr.Parameters)
-	return j, nil
-}
-
 // tritonJob reads a generate route's body into a job of form f.
 func (s *API) tritonJob(w http.ResponseWriter, r *http.Request, f core.Form) (*core.Job, error) {
 	body, err := s.ReadBody(w, r)
@@ -201,51 +177,4 @@ func (s *API) GenerateStream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.ServeSSE(w, r, j, core.TritonErrors, core.FormatTriton, true)
-}
-
-// generateEvents renders every response as one event, into one buffer
-// reused for the whole stream.
-type generateEvents struct {
-	id  string
-	buf []byte    // the last event
-	out [1][]byte // what next returns: buf
-}
-
-func (g *generateEvents) Begin() [][]byte { return nil }
-
-func (g *generateEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
-	b, err := generate.AppendResponse(g.buf[:0], resp, g.id)
-	if err != nil {
-		return nil, err
-	}
-	g.buf = b
-	g.out[0] = b
-	return g.out[:], nil
-}
-
-func (g *generateEvents) End() ([][]byte, error) { return nil, nil }
-
-// generateOne insists on exactly one response, as Triton's /generate does.
-type generateOne struct {
-	id   string
-	n    int
-	body []byte
-}
-
-func (g *generateOne) Begin() [][]byte { return nil }
-
-func (g *generateOne) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
-	if g.n++; g.n > 1 {
-		return nil, core.ErrNotOne
-	}
-	b, err := generate.Response(resp, g.id)
-	g.body = b
-	return nil, err
-}
-
-func (g *generateOne) End() ([][]byte, error) {
-	if g.n != 1 {
-		return nil, core.ErrNotOne
-	}
-	return [][]byte{g.body}, nil
 }

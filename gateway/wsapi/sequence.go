@@ -10,6 +10,7 @@ import (
 
 	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/generate"
+	"github.com/streamgate/streamgate/gateway/jobs"
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
@@ -28,9 +29,8 @@ import (
 // sequenceModel is what a sequence needs to know of its model.
 type sequenceModel struct {
 	md       *pb.ModelMetadataResponse
-	stringID bool                            // its CORRID control is TYPE_STRING: string correlation ids
-	idle     time.Duration                   // ends idle sequences before the model's reaper would; 0: no limit of its own
-	events   func(id string) core.Translator // a chunk's translator (Jobs.Events)
+	stringID bool          // its CORRID control is TYPE_STRING: string correlation ids
+	idle     time.Duration // ends idle sequences before the model's reaper would; 0: no limit of its own
 }
 
 // errNotSequence refuses a sequence for a model without sequence_batching:
@@ -45,7 +45,7 @@ func (s *API) sequenceModel(ctx context.Context, model, version string) (*sequen
 	if err != nil {
 		return nil, err
 	}
-	sm := &sequenceModel{md: md, events: s.jobs.Events}
+	sm := &sequenceModel{md: md}
 	cfg, err := s.ModelConfig(ctx, model, version)
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func (s *API) wsSequence(ctx context.Context, req *ws.Request, emit func([]byte)
 		return err
 	}
 	id := newCorrelationID(sm.stringID)
-	out := &core.WSSink{Emit: emit, Events: s.Metrics.Events.With("ws")}
+	out := s.NewWSSink(emit)
 	chunk := ws.Chunk{Body: req.Body}
 	for first := true; ; first = false {
 		j, err := sm.chunkJob(req, chunk)
@@ -130,7 +130,7 @@ func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*core.Job, error
 			return nil, err
 		}
 		gr := &generate.Request{Inputs: []*tensor.Tensor{t}, Parameters: map[string]*pb.InferParameter{}}
-		return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: sm.events(""), Op: core.OpGenerate}, nil
+		return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: jobs.GenerateEvents(""), Op: core.OpGenerate}, nil
 	}
 	gr, err := generate.Parse(c.Body, sm.md.GetInputs())
 	if err != nil {
@@ -142,5 +142,5 @@ func (sm *sequenceModel) chunkJob(req *ws.Request, c ws.Chunk) (*core.Job, error
 				Msg: "'" + k + "' is set by the gateway in sequence frames"}
 		}
 	}
-	return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: sm.events(gr.ID), Op: core.OpGenerate}, nil
+	return &core.Job{Req: gr.Proto(req.Model, req.Version), Tr: jobs.GenerateEvents(gr.ID), Op: core.OpGenerate}, nil
 }

@@ -2,8 +2,8 @@
 // one ws.Session per socket, each request frame run by the core like its
 // HTTP twin (generate, chat.completions, completions, responses),
 // resumable requests and resume frames, and Triton sequences streamed in
-// chunks. The jobs of the frames come from the other surfaces through
-// Jobs, which package gateway wires: this surface imports none of them.
+// chunks. A frame's job is built by package jobs, as its HTTP twin's is:
+// this surface imports no other.
 package wsapi
 
 import (
@@ -15,38 +15,22 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamgate/streamgate/gateway/core"
+	"github.com/streamgate/streamgate/gateway/jobs"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/ws"
 )
 
-// Jobs are the other surfaces' job builders for the socket's request
-// frames: a frame's body is the same as on its HTTP route.
-type Jobs struct {
-	// Generate builds a generate frame's job (Triton's generate JSON).
-	Generate func(ctx context.Context, model, version string, body []byte, f core.Form) (*core.Job, error)
-	// Chat and Completion build the OpenAI frames' jobs.
-	Chat       func(ctx context.Context, cr *openai.ChatRequest, f core.Form) (*core.Job, error)
-	Completion func(ctx context.Context, cr *openai.CompletionRequest, f core.Form) (*core.Job, error)
-	// Responses builds a responses frame's job (not a background one).
-	Responses func(ctx context.Context, rr *openai.ResponsesRequest, f core.Form) (*core.Job, error)
-	// Events is the translator of a sequence chunk's responses (one
-	// generate event each), id the chunk's generate id.
-	Events func(id string) core.Translator
-}
-
 // API is the /v1/ws surface, on the gateway's core.
-type API struct {
-	*core.Server
-	jobs Jobs
-}
+// A frame's job comes from the builder its HTTP twin uses (package jobs).
+type API struct{ *jobs.Builder }
 
-// New returns the surface on c, building the frames' jobs with jobs.
-func New(c *core.Server, jobs Jobs) *API { return &API{Server: c, jobs: jobs} }
+// New returns the surface on b.
+func New(b *jobs.Builder) *API { return &API{b} }
 
 // WebSocket serves GET /v1/ws: the streamgate.v1 protocol, one ws.Session
 // per socket, each request run by serve like its HTTP twin.
 func (s *API) WebSocket(w http.ResponseWriter, r *http.Request) error {
-	if s.Draining.Load() {
+	if s.Draining() {
 		return core.ErrDraining
 	}
 	var authErr error
@@ -88,15 +72,13 @@ func (s *API) WebSocket(w http.ResponseWriter, r *http.Request) error {
 	// for a socket whose client does not read.
 	ctx, cut := context.WithCancel(r.Context())
 	defer cut()
-	remove, ok := s.Streams.Add(&core.LiveStream{Soft: sess.Drain, Hard: sess.Stop, Cut: cut})
+	remove, ok := s.AddStream(&core.LiveStream{Soft: sess.Drain, Hard: sess.Stop, Cut: cut})
 	if !ok {
 		c.Close(websocket.StatusGoingAway, "server shutting down")
 		return nil
 	}
 	defer remove()
-	sockets := s.Metrics.Sockets.With()
-	sockets.Inc()
-	defer sockets.Dec()
+	defer s.CountSocket()()
 	// Run returns once the socket is closed and every request on it ended.
 	sess.Run(ctx)
 	return nil
@@ -140,7 +122,7 @@ func (s *API) wsEnd(ctx context.Context, r *http.Request, span trace.Span, err e
 // completions, responses). later says it goes on after wsInfer returns,
 // and will end itself (wsEnd, then the function req.Later gave).
 func (s *API) wsInfer(ctx context.Context, r *http.Request, span trace.Span, req *ws.Request, emit func([]byte) error) (later bool, err error) {
-	out := &core.WSSink{Emit: emit, Events: s.Metrics.Events.With("ws")}
+	out := s.NewWSSink(emit)
 	var j *core.Job
 	if s.ResumableAsked(req.Resumable) {
 		if j, err = s.wsJob(ctx, req); err != nil {
@@ -169,19 +151,19 @@ func (s *API) wsInfer(ctx context.Context, r *http.Request, span trace.Span, req
 func (s *API) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) {
 	switch req.Type {
 	case ws.TypeGenerate:
-		return s.jobs.Generate(ctx, req.Model, req.Version, req.Body, core.FormWS)
+		return s.GenerateJob(ctx, req.Model, req.Version, req.Body, core.FormWS)
 	case ws.TypeChat:
 		cr, err := openai.ParseChat(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		return s.jobs.Chat(ctx, cr, core.FormWS)
+		return s.ChatJob(ctx, cr, core.FormWS)
 	case ws.TypeCompletions:
 		cr, err := openai.ParseCompletion(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		return s.jobs.Completion(ctx, cr, core.FormWS)
+		return s.CompletionJob(ctx, cr, core.FormWS)
 	case ws.TypeResponses:
 		rr, err := openai.ParseResponses(req.Body)
 		if err != nil {
@@ -191,7 +173,7 @@ func (s *API) wsJob(ctx context.Context, req *ws.Request) (*core.Job, error) {
 			return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: "unsupported_parameter", Param: "background",
 				Msg: "Unsupported parameter: 'background' is not supported on the WebSocket: create background responses with POST /v1/responses."}
 		}
-		return s.jobs.Responses(ctx, rr, core.FormWS)
+		return s.ResponsesJob(ctx, rr, core.FormWS)
 	}
 	// ws.ParseFrame lets no other type through.
 	return nil, &core.HTTPError{Status: http.StatusBadRequest, Code: ws.CodeBadRequest, Msg: "unknown frame type '" + req.Type + "'"}

@@ -1,4 +1,4 @@
-package openaiapi
+package jobs
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func (c *jinjaTemplates) get(model, src string) (*chattemplate.Template, error) 
 // variable; a Go template does not render them. format is the format the
 // model writes tool calls in: its config's tool_parser, else the one its
 // Jinja template asks for, else Hermes'.
-func (s *API) chatPrompt(ctx context.Context, model string, msgs []openai.ChatMessage, tools []openai.Tool, param string) (prompt string, format openai.ToolFormat, err error) {
+func (s *Builder) chatPrompt(ctx context.Context, model string, msgs []openai.ChatMessage, tools []openai.Tool, param string) (prompt string, format openai.ToolFormat, err error) {
 	format = openai.ToolFormatHermes
 	if t, ok := s.templates[model]; ok {
 		prompt, err = renderGo(t, msgs, param)
@@ -103,7 +103,7 @@ func (s *API) chatPrompt(ctx context.Context, model string, msgs []openai.ChatMe
 
 // renderJinja renders a conversation with the Jinja chat template src of
 // model.
-func (s *API) renderJinja(model, src string, params map[string]*pb.ModelParameter, msgs []openai.ChatMessage, tools []openai.Tool, param string) (string, error) {
+func (s *Builder) renderJinja(model, src string, params map[string]*pb.ModelParameter, msgs []openai.ChatMessage, tools []openai.Tool, param string) (string, error) {
 	tmpl, err := s.jinja.get(model, src)
 	if err != nil {
 		return "", &core.HTTPError{Status: http.StatusInternalServerError, Code: "chat_template_error",

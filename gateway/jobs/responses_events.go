@@ -1,7 +1,7 @@
-package openaiapi
+package jobs
 
 // How a Responses request's output becomes events: the translator
-// (responseEvents) and the sink of a background response (LogSink).
+// (ResponseEvents) and the sink of a background response (LogSink).
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
-// responseEvents turns a text model's responses into a Response: its
+// ResponseEvents turns a text model's responses into a Response: its
 // semantic events (streams) or the object itself (one body).
-type responseEvents struct {
+type ResponseEvents struct {
 	r      *openai.Responder
 	stream bool
-	// save, if set, stores the Response at its end, before the payloads
+	// Save, if set, stores the Response at its end, before the payloads
 	// that tell the client.
-	save func(*openai.Response)
+	Save func(*openai.Response)
 
 	text strings.Builder
 	// tools parses the answer's function calls (nil without tools);
@@ -37,19 +37,19 @@ type responseEvents struct {
 	textReader
 }
 
-func (t *responseEvents) Begin() [][]byte {
+func (t *ResponseEvents) Begin() [][]byte {
 	t.textReader.begin()
 	if !t.stream {
 		return nil
 	}
 	ps := t.r.Start()
-	if t.r.Resp.Background && t.save != nil {
-		t.save(t.r.Resp) // queued no more: in_progress
+	if t.r.Resp.Background && t.Save != nil {
+		t.Save(t.r.Resp) // queued no more: in_progress
 	}
 	return ps
 }
 
-func (t *responseEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
+func (t *ResponseEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	delta, err := t.read(resp)
 	if err != nil || len(delta) == 0 {
 		return nil, err
@@ -77,7 +77,7 @@ func (t *responseEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
 	return t.nextOut[:], nil
 }
 
-func (t *responseEvents) End() ([][]byte, error) {
+func (t *ResponseEvents) End() ([][]byte, error) {
 	tail := t.tail()
 	if t.tools != nil {
 		content, calls := t.tools.Feed([]byte(tail))
@@ -110,10 +110,13 @@ func (t *responseEvents) End() ([][]byte, error) {
 	return append(ps, t.r.End()...), nil
 }
 
+// Response is the Response the translator keeps.
+func (t *ResponseEvents) Response() *openai.Response { return t.r.Resp }
+
 // callEvents are the events of calls streamed as they are generated:
 // each call's item added, its arguments' deltas, and its done events.
 // The output holds only calls, so call i is output item i.
-func (t *responseEvents) callEvents(deltas []openai.CallDelta) [][]byte {
+func (t *ResponseEvents) callEvents(deltas []openai.CallDelta) [][]byte {
 	var out [][]byte
 	for _, d := range deltas {
 		if d.ID != "" {
@@ -134,16 +137,16 @@ func (t *responseEvents) callEvents(deltas []openai.CallDelta) [][]byte {
 }
 
 // stored marks the Response ended and saves it.
-func (t *responseEvents) stored() {
+func (t *ResponseEvents) stored() {
 	t.ended = true
-	if t.save != nil {
-		t.save(t.r.Resp)
+	if t.Save != nil {
+		t.Save(t.r.Resp)
 	}
 }
 
 // fail ends the Response with status (failed or cancelled) and, when it
 // failed, e; the text so far is kept.
-func (t *responseEvents) fail(status string, e *core.HTTPError) {
+func (t *ResponseEvents) fail(status string, e *core.HTTPError) {
 	resp := t.r.Resp
 	if t.text.Len() > 0 {
 		resp.Finish(t.r.ItemID, t.text.String(), "length", nil)
@@ -157,9 +160,9 @@ func (t *responseEvents) fail(status string, e *core.HTTPError) {
 	t.stored()
 }
 
-// failedEvent is the stream's in-band error (an errorFormat): the
+// FailedEvent is the stream's in-band error (an errorFormat): the
 // response.failed event, never a cut connection.
-func (t *responseEvents) failedEvent(e *core.HTTPError) []byte {
+func (t *ResponseEvents) FailedEvent(e *core.HTTPError) []byte {
 	if t.failed == nil { // once: a resumable stream's log and its live client get the same event
 		t.fail(openai.StatusFailed, e)
 		t.failed = t.r.Failed()
@@ -167,10 +170,10 @@ func (t *responseEvents) failedEvent(e *core.HTTPError) []byte {
 	return t.failed
 }
 
-// finish stores the end of a stored response whose request ended with
+// Finish stores the end of a stored response whose request ended with
 // err (serve's) under ctx, if the translator has not: cancelled when its
 // cancel ended it, failed otherwise.
-func (t *responseEvents) finish(ctx context.Context, err error) {
+func (t *ResponseEvents) Finish(ctx context.Context, err error) {
 	if t.ended {
 		return
 	}
@@ -181,5 +184,5 @@ func (t *responseEvents) finish(ctx context.Context, err error) {
 		t.fail(openai.StatusCancelled, nil)
 		return
 	}
-	t.failedEvent(core.Classify(err))
+	t.FailedEvent(core.Classify(err))
 }

@@ -167,6 +167,14 @@ func rowsQ8Tile(m *MatMul, x []q8x2, lo, hi int) {
 					xs[k] = x[q*nb : (q+1)*nb]
 				}
 				tileRun(m.Type, &w, &xs, nb, &out)
+				if o+4 <= hi && 2*p+8 <= min(2*c1, m.Rows) {
+					// A whole tile: eight rows of four results, stored
+					// as arrays without a bounds check per result.
+					for j := range 8 {
+						*(*[4]float32)(m.Out[(2*p+j)*d+o:]) = *(*[4]float32)(out[4*j:])
+					}
+					continue
+				}
 				for r := 2 * p; r < min(2*p+8, 2*c1, m.Rows); r++ {
 					res, row := out[4*(r-2*p):4*(r-2*p)+4], m.Out[r*d+o:r*d+min(o+4, hi)]
 					for k := range row {

@@ -145,7 +145,7 @@ func dotQ8t4(t DType, w *[4][]byte, x *[4][]q8x2, nb int, out *[32]float32) {
 // every weight row meets them; a chunk's ragged end and a range's last
 // weight rows repeat a row and drop its results.
 func rowsQ8Tile(m *MatMul, x []q8x2, lo, hi int) {
-	n, d := m.N, m.D
+	n := m.N
 	nb, rb := n/32, m.Type.RowBytes(n)
 	pairs := (m.Rows + 1) / 2
 	chunk := max(4, (1<<20)/(192*max(nb, 1))) &^ 3
@@ -167,13 +167,27 @@ func rowsQ8Tile(m *MatMul, x []q8x2, lo, hi int) {
 					xs[k] = x[q*nb : (q+1)*nb]
 				}
 				tileRun(m.Type, &w, &xs, nb, &out)
-				for r := 2 * p; r < min(2*p+8, 2*c1, m.Rows); r++ {
-					res, row := out[4*(r-2*p):4*(r-2*p)+4], m.Out[r*d+o:r*d+min(o+4, hi)]
-					for k := range row {
-						row[k] = res[k]
-					}
-				}
+				storeTile(m, &out, 2*p, min(2*c1, m.Rows), o, hi)
 			}
+		}
+	}
+}
+
+// storeTile writes a tile's results out[4·j+i] to m.Out's row r0+j,
+// column o+i, for the rows before r1 and the columns before hi; a whole
+// tile goes as arrays of four, without a bounds check per result.
+func storeTile(m *MatMul, out *[32]float32, r0, r1, o, hi int) {
+	d := m.D
+	if o+4 <= hi && r0+8 <= r1 {
+		for j := range 8 {
+			*(*[4]float32)(m.Out[(r0+j)*d+o:]) = *(*[4]float32)(out[4*j:])
+		}
+		return
+	}
+	for r := r0; r < min(r0+8, r1); r++ {
+		res, row := out[4*(r-r0):4*(r-r0)+4], m.Out[r*d+o:r*d+min(o+4, hi)]
+		for k := range row {
+			row[k] = res[k]
 		}
 	}
 }

@@ -177,7 +177,7 @@ func dotQ6Kt4(w *[4][]byte, _ []q6KMeta, x *[4][]q8Kx2, nb int, out *[32]float32
 // per chunk of activations. The kernels are called directly, not through
 // tileQ4K and tileQ6K, so that nothing here escapes to the heap.
 func rowsKTile(m *MatMul, x []q8Kx2, lo, hi int) {
-	n, d := m.N, m.D
+	n := m.N
 	nb, rb := n/256, m.Type.RowBytes(n)
 	pairs := (m.Rows + 1) / 2
 	chunk := max(4, (1<<20)/(640*max(nb, 1))) &^ 3
@@ -210,12 +210,7 @@ func rowsKTile(m *MatMul, x []q8Kx2, lo, hi int) {
 				} else {
 					tileQ6KRun(&w, meta6[:nb], &xs, nb, &out)
 				}
-				for r := 2 * p; r < min(2*p+8, 2*c1, m.Rows); r++ {
-					res, row := out[4*(r-2*p):4*(r-2*p)+4], m.Out[r*d+o:r*d+min(o+4, hi)]
-					for k := range row {
-						row[k] = res[k]
-					}
-				}
+				storeTile(m, &out, 2*p, min(2*c1, m.Rows), o, hi)
 			}
 		}
 	}

@@ -29,17 +29,21 @@ type amxBlock struct {
 }
 
 // amxConfig is the tile configuration of an AMX kernel call (LDTILECFG's
-// 64-byte palette-1 layout) for m weight rows and n activation rows: tmm0
-// the m×n int32 sums, tmm1 the m×32 weight values, tmm2 the 8×4n
-// activations, tmm3 the m weight blocks' first four bytes (their scales).
+// 64-byte palette-1 layout) for m weight rows and n activation rows, in
+// two sets of four tiles that take alternate blocks: tmm0 and tmm4 the
+// m×n int32 sums, tmm1 and tmm5 the m×32 weight values, tmm2 and tmm6 the
+// 8×4n activations, tmm3 and tmm7 the m weight blocks' first four bytes
+// (their scales).
 type amxConfig [64]byte
 
 func (c *amxConfig) set(m, n int) {
 	*c = amxConfig{0: 1}
-	for i, colsb := range [4]int{4 * n, 32, 4 * n, 4} {
+	for i, colsb := range [8]int{4 * n, 32, 4 * n, 4, 4 * n, 32, 4 * n, 4} {
 		binary.LittleEndian.PutUint16(c[16+2*i:], uint16(colsb))
 	}
-	c[48], c[49], c[50], c[51] = byte(m), byte(m), 8, byte(m)
+	for i, rows := range [8]int{m, m, 8, m, m, m, 8, m} {
+		c[48+i] = byte(rows)
+	}
 }
 
 // packAMX lays out the rows×nb activation blocks of x as groups of 16
@@ -82,6 +86,30 @@ func amxTileGo(w []byte, rb, m int, x []amxBlock, n, nb int, out *[16][16]float3
 	}
 }
 
+// dotQ8_0AMX is Q8_0 weight row w times the activation row x in the AMX
+// kernel's order, straight from the blocks: amxQ8_0x1's Go form, and the
+// reference for both kernels.
+func dotQ8_0AMX(w []byte, x []q8Block) float32 {
+	acc := float32(0)
+	for b := range x {
+		blk := w[34*b : 34*b+34]
+		s := int32(0)
+		for j, q := range blk[2:] {
+			s += int32(int8(q)) * int32(x[b].qs[j])
+		}
+		acc = amxStep(acc, s, halfTable[binary.LittleEndian.Uint16(blk)], x[b].d)
+	}
+	return acc
+}
+
+// amxTile1Go is amxTile1's Go form: out[r] is weight row r (rb bytes
+// apart, r < m) times the one activation row x.
+func amxTile1Go(w []byte, rb, m int, x []q8Block, out *[16]float32) {
+	for r := range m {
+		out[r] = dotQ8_0AMX(w[r*rb:r*rb+34*len(x)], x)
+	}
+}
+
 // amxStep is one block of the AMX order: acc + float32(s)·(dw·dx), each
 // operation rounded to float32 (the conversions keep Go from fusing them).
 func amxStep(acc float32, s int32, dw, dx float32) float32 {
@@ -90,25 +118,40 @@ func amxStep(acc float32, s int32, dw, dx float32) float32 {
 }
 
 // rowsQ8AMX computes output rows [lo, hi) of m (Q8_0 weights) from its
-// activations packed by packAMX: 16 weight rows at a time against each
-// group of 16 activation rows. The groups go in chunks of about 1 MiB,
-// which stay in L2 while every weight row meets them.
-func rowsQ8AMX(m *MatMul, x []amxBlock, lo, hi int) {
+// activations a: 16 weight rows at a time against each group of 16
+// activation rows packed by packAMX, or against the one activation row's
+// blocks as they are. The groups go in chunks of about 1 MiB, which stay
+// in L2 while every weight row meets them.
+func rowsQ8AMX(m *MatMul, a *activations, lo, hi int) {
 	n, d := m.N, m.D
 	nb, rb := n/32, m.Type.RowBytes(n)
-	groups := (m.Rows + 15) / 16
 	if nb == 0 {
 		for r := range m.Rows {
 			clear(m.Out[r*d+lo : r*d+hi])
 		}
 		return
 	}
-	chunk := max(1, (1<<20)/(576*nb))
 	var (
 		cfg    amxConfig
-		out    [16][16]float32
 		cm, cn int
 	)
+	if m.Rows == 1 {
+		var out [16]float32
+		for o := lo; o < hi; o += 16 {
+			mr := min(16, hi-o)
+			if mr != cm {
+				cfg.set(mr, 1)
+				cm = mr
+			}
+			amxTile1(&cfg, m.Raw[o*rb:(o+mr)*rb], rb, mr, a.q8[:nb], &out)
+			copy(m.Out[o:o+mr], out[:mr])
+		}
+		return
+	}
+	x := a.xa
+	groups := (m.Rows + 15) / 16
+	chunk := max(1, (1<<20)/(576*nb))
+	var out [16][16]float32
 	for g0 := 0; g0 < groups; g0 += chunk {
 		g1 := min(g0+chunk, groups)
 		for o := lo; o < hi; o += 16 {

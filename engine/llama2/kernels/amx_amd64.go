@@ -12,6 +12,12 @@ import "unsafe"
 //go:noescape
 func amxQ8_0(cfg *amxConfig, w *byte, rb int, x *amxBlock, nb int, out *[16][16]float32)
 
+// amxQ8_0x1 is amxQ8_0 for one activation row, its nb blocks as they are;
+// out[r] gets weight row r's result.
+//
+//go:noescape
+func amxQ8_0x1(cfg *amxConfig, w *byte, rb int, x *q8Block, nb int, out *[16]float32)
+
 // hasAMX reports whether the AMX kernel can run: AVX-512 as the VNNI tiles
 // need it, AMX-TILE and AMX-INT8, and the OS granting this process the
 // tile state (requestAMX) and saving it (XCR0 bits 17 and 18).
@@ -41,4 +47,14 @@ func amxTile(cfg *amxConfig, w []byte, rb, m int, x []amxBlock, n, nb int, out *
 	_ = w[(m-1)*rb+34*nb-1]
 	_ = x[nb-1]
 	amxQ8_0(cfg, &w[0], rb, &x[0], nb, out)
+}
+
+// amxTile1 is amxTile for one activation row.
+func amxTile1(cfg *amxConfig, w []byte, rb, m int, x []q8Block, out *[16]float32) {
+	if !hasAMX {
+		amxTile1Go(w, rb, m, x, out)
+		return
+	}
+	_ = w[(m-1)*rb+34*len(x)-1]
+	amxQ8_0x1(cfg, &w[0], rb, &x[0], len(x), out)
 }

@@ -7,22 +7,6 @@ import (
 	"testing"
 )
 
-// dotAMXRef is a Q8_0 weight row times the activation row x in the AMX
-// kernel's order, straight from the unpacked blocks: the reference for
-// the kernel and its Go form.
-func dotAMXRef(w []byte, x []q8Block) float32 {
-	acc := float32(0)
-	for b := range x {
-		blk := w[34*b : 34*b+34]
-		s := int32(0)
-		for j, q := range blk[2:] {
-			s += int32(int8(q)) * int32(x[b].qs[j])
-		}
-		acc = amxStep(acc, s, halfTable[binary.LittleEndian.Uint16(blk)], x[b].d)
-	}
-	return acc
-}
-
 // sameBits reports whether a and b are the same float32 bits, or both NaN.
 func sameBits(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
@@ -43,7 +27,8 @@ func extremeScales(rng *rand.Rand, w []byte, x []q8Block) {
 }
 
 // TestAMXKernel checks the AMX kernel, where the CPU runs it, and its Go
-// form against dotAMXRef bit for bit: 1 to 16 weight rows (packed or
+// form against dotQ8_0AMX bit for bit (and the one-row kernel where there
+// is one activation row): 1 to 16 weight rows (packed or
 // further apart) times 1 to 16 activation rows, 1 to 200 blocks, random
 // values and the extremes (weights -128 or 127 throughout, activations
 // ±127, awkward scales).
@@ -71,14 +56,21 @@ func TestAMXKernel(t *testing.T) {
 					cfg.set(m, n)
 					amxTile(&cfg, w, rb, m, packed, n, nb, &got)
 					amxTileGo(w, rb, m, packed, n, nb, &gf)
+					var one [16]float32
+					if n == 1 {
+						amxTile1(&cfg, w, rb, m, x, &one)
+					}
 					for r := range m {
 						for c := range n {
-							want := dotAMXRef(w[r*rb:r*rb+34*nb], x[c*nb:(c+1)*nb])
+							want := dotQ8_0AMX(w[r*rb:r*rb+34*nb], x[c*nb:(c+1)*nb])
 							if !sameBits(gf[r][c], want) {
 								t.Fatalf("nb=%d fill=%d %d×%d: Go form [%d][%d] = %g, want %g", nb, extreme, m, n, r, c, gf[r][c], want)
 							}
 							if !sameBits(got[r][c], want) {
 								t.Fatalf("nb=%d fill=%d %d×%d: kernel [%d][%d] = %g, want %g", nb, extreme, m, n, r, c, got[r][c], want)
+							}
+							if n == 1 && !sameBits(one[r], want) {
+								t.Fatalf("nb=%d fill=%d %d×1: one-row kernel [%d] = %g, want %g", nb, extreme, m, r, one[r], want)
 							}
 						}
 					}
@@ -90,7 +82,7 @@ func TestAMXKernel(t *testing.T) {
 
 // TestMatMulAMX checks Q8_0 products through CPU.MatMul with the AMX
 // kernel on (its Go form on a CPU without AMX): every output is
-// dotAMXRef's bits and the same as the activation row alone, for 1 to 40
+// dotQ8_0AMX's bits and the same as the activation row alone, for 1 to 40
 // activation rows, output counts that are and are not multiples of 16,
 // on one worker and three, with a job of another type sharing the input
 // rows.
@@ -126,7 +118,7 @@ func TestMatMulAMX(t *testing.T) {
 							if m.Type != Q8_0 {
 								continue
 							}
-							if want := dotAMXRef(m.Raw[o*rb:(o+1)*rb], q[r*n/32:(r+1)*n/32]); !sameBits(got, want) {
+							if want := dotQ8_0AMX(m.Raw[o*rb:(o+1)*rb], q[r*n/32:(r+1)*n/32]); !sameBits(got, want) {
 								t.Fatalf("workers=%d n=%d rows=%d job %d: row %d output %d is %g, want %g", workers, n, rows, j, r, o, got, want)
 							}
 						}

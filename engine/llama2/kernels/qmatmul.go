@@ -55,7 +55,7 @@ outer:
 			for r := range m.Rows {
 				quantizeQ8_0Fast(m.X[r*m.N:(r+1)*m.N], a.q8[r*nb:(r+1)*nb])
 			}
-			if amxQ8(m) {
+			if amxQ8(m) && m.Rows > 1 {
 				a.xa = grow(a.xa, (m.Rows+15)/16*nb)
 				packAMX(a.q8, m.Rows, nb, a.xa)
 			} else if off := tileKey(m); off != 0 {
@@ -102,7 +102,7 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 		return
 	case Q8_0, Q4_0, Q5_0:
 		if amxQ8(m) {
-			rowsQ8AMX(m, c.acts[c.src[i]].xa, lo, hi)
+			rowsQ8AMX(m, &c.acts[c.src[i]], lo, hi)
 			return
 		}
 		if tileKernel(m) != nil {

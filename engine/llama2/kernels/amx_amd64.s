@@ -48,6 +48,182 @@ DATA amxRows<>+56(SB)/4, $14
 DATA amxRows<>+60(SB)/4, $15
 GLOBL amxRows<>(SB), RODATA|NOPTR, $64
 
+// Block b's sums into buffer 0.
+//	tileloadd (%rsi,%rdx,1),%tmm1
+//	tileloadd (%rdi,%rcx,1),%tmm2
+//	tilezero %tmm0
+//	tdpbssd %tmm2,%tmm1,%tmm0
+//	tileloadd -2(%rsi,%rdx,1),%tmm3
+//	tilestored %tmm0,(%r8,%rcx,1)
+//	tilestored %tmm3,(%r9,%r10,1)
+#define AMX_TILES_0() \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x0c; BYTE $0x16; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x0f; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x6b; BYTE $0x5e; BYTE $0xc1; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x16; BYTE $0xfe; \
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x08; \
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x1c; BYTE $0x11; \
+	ADDQ $34, SI; \
+	ADDQ $576, DI
+
+// Block b's sums into buffer 1.
+//	tileloadd (%rsi,%rdx,1),%tmm5
+//	tileloadd (%rdi,%rcx,1),%tmm6
+//	tilezero %tmm4
+//	tdpbssd %tmm6,%tmm5,%tmm4
+//	tileloadd -2(%rsi,%rdx,1),%tmm7
+//	tilestored %tmm4,(%r13,%rcx,1)
+//	tilestored %tmm7,(%r14,%r10,1)
+#define AMX_TILES_1() \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x16; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x0f; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xe0; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4b; BYTE $0x5e; BYTE $0xe5; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x16; BYTE $0xfe; \
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x7a; BYTE $0x4b; BYTE $0x64; BYTE $0x0d; BYTE $0x00; \
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x3c; BYTE $0x16; \
+	ADDQ $34, SI; \
+	ADDQ $576, DI
+
+// Block b's sums into buffer 0.
+//	tileloadd (%rsi,%rdx,1),%tmm1
+//	tileloadd (%rdi,%r10,1),%tmm2
+//	tilezero %tmm0
+//	tdpbssd %tmm2,%tmm1,%tmm0
+//	tilestored %tmm0,(%r8,%r10,1)
+#define AMX_TILES_X1_0() \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x0c; BYTE $0x16; \
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x17; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x6b; BYTE $0x5e; BYTE $0xc1; \
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x10; \
+	ADDQ $34, SI; \
+	ADDQ $36, DI
+
+// Block b's sums into buffer 1.
+//	tileloadd (%rsi,%rdx,1),%tmm5
+//	tileloadd (%rdi,%r10,1),%tmm6
+//	tilezero %tmm4
+//	tdpbssd %tmm6,%tmm5,%tmm4
+//	tilestored %tmm4,(%r13,%r10,1)
+#define AMX_TILES_X1_1() \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x16; \
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xe0; \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4b; BYTE $0x5e; BYTE $0xe5; \
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x64; BYTE $0x15; BYTE $0x00; \
+	ADDQ $34, SI; \
+	ADDQ $36, DI
+
+// The next 16 weight rows, two blocks' worth (1088 bytes) per loop.
+#define AMX_PREFETCH() \
+	PREFETCHT0 0(AX); \
+	PREFETCHT0 64(AX); \
+	PREFETCHT0 128(AX); \
+	PREFETCHT0 192(AX); \
+	PREFETCHT0 256(AX); \
+	PREFETCHT0 320(AX); \
+	PREFETCHT0 384(AX); \
+	PREFETCHT0 448(AX); \
+	PREFETCHT0 512(AX); \
+	PREFETCHT0 576(AX); \
+	PREFETCHT0 640(AX); \
+	PREFETCHT0 704(AX); \
+	PREFETCHT0 768(AX); \
+	PREFETCHT0 832(AX); \
+	PREFETCHT0 896(AX); \
+	PREFETCHT0 960(AX); \
+	PREFETCHT0 1024(AX); \
+	ADDQ $1088, AX
+
+// Block b-1's float step from buffer 0: the weight scales as float32,
+// the activation scales, then weight row r's acc = acc + float32(s)·(dw[r]·dx).
+#define AMX_FLOAT(c, sc) \
+	VMOVDQU32 (sc), Z0; \
+	VPMOVDW Z0, Y0; \
+	VCVTPH2PS Y0, Z0; \
+	VMOVUPS Z0, 64(sc); \
+	VMOVUPS -640(DI), Z1; \
+	VMULPS.BCST 64(sc), Z1, Z2; \
+	VCVTDQ2PS 0(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z16, Z16; \
+	VMULPS.BCST 68(sc), Z1, Z2; \
+	VCVTDQ2PS 64(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z17, Z17; \
+	VMULPS.BCST 72(sc), Z1, Z2; \
+	VCVTDQ2PS 128(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z18, Z18; \
+	VMULPS.BCST 76(sc), Z1, Z2; \
+	VCVTDQ2PS 192(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z19, Z19; \
+	VMULPS.BCST 80(sc), Z1, Z2; \
+	VCVTDQ2PS 256(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z20, Z20; \
+	VMULPS.BCST 84(sc), Z1, Z2; \
+	VCVTDQ2PS 320(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z21, Z21; \
+	VMULPS.BCST 88(sc), Z1, Z2; \
+	VCVTDQ2PS 384(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z22, Z22; \
+	VMULPS.BCST 92(sc), Z1, Z2; \
+	VCVTDQ2PS 448(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z23, Z23; \
+	VMULPS.BCST 96(sc), Z1, Z2; \
+	VCVTDQ2PS 512(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z24, Z24; \
+	VMULPS.BCST 100(sc), Z1, Z2; \
+	VCVTDQ2PS 576(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z25, Z25; \
+	VMULPS.BCST 104(sc), Z1, Z2; \
+	VCVTDQ2PS 640(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z26, Z26; \
+	VMULPS.BCST 108(sc), Z1, Z2; \
+	VCVTDQ2PS 704(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z27, Z27; \
+	VMULPS.BCST 112(sc), Z1, Z2; \
+	VCVTDQ2PS 768(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z28, Z28; \
+	VMULPS.BCST 116(sc), Z1, Z2; \
+	VCVTDQ2PS 832(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z29, Z29; \
+	VMULPS.BCST 120(sc), Z1, Z2; \
+	VCVTDQ2PS 896(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z30, Z30; \
+	VMULPS.BCST 124(sc), Z1, Z2; \
+	VCVTDQ2PS 960(c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z31, Z31
+
+// Block b-1's float step from buffer 0: the weight scales as float32,
+// then acc = acc + float32(s)·(dw·dx), one lane per weight row.
+#define AMX_FLOAT_X1(c) \
+	VPXORD Z0, Z0, Z0; \
+	KMOVW R9, K1; \
+	VPGATHERDD -70(SI)(Z4*1), K1, Z0; \
+	VPMOVDW Z0, Y0; \
+	VCVTPH2PS Y0, Z0; \
+	VMULPS.BCST -76(DI), Z0, Z2; \
+	VCVTDQ2PS (c), Z3; \
+	VMULPS Z2, Z3, Z3; \
+	VADDPS Z3, Z16, Z16
+
+
 // func amxQ8_0(cfg *amxConfig, w *byte, rb int, x *amxBlock, nb int, out *[16][16]float32)
 TEXT ·amxQ8_0(SB), 0, $2304-48
 	MOVQ cfg+0(FP), AX
@@ -91,208 +267,23 @@ TEXT ·amxQ8_0(SB), 0, $2304-48
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00                                              // ldtilecfg (%rax)
 
 	MOVQ R12, AX
-	// Block b's sums into buffer 0.
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x0c; BYTE $0x16                                      // tileloadd (%rsi,%rdx,1),%tmm1
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x0f                                      // tileloadd (%rdi,%rcx,1),%tmm2
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0                                              // tilezero %tmm0
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x6b; BYTE $0x5e; BYTE $0xc1                                              // tdpbssd %tmm2,%tmm1,%tmm0
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x16; BYTE $0xfe                              // tileloadd -2(%rsi,%rdx,1),%tmm3
-	BYTE $0xc4; BYTE $0xc2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x08                                      // tilestored %tmm0,(%r8,%rcx,1)
-	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x1c; BYTE $0x11                                      // tilestored %tmm3,(%r9,%r10,1)
-	ADDQ $34, SI
-	ADDQ $576, DI
+	AMX_TILES_0()
 
 	DECQ BX
 	JZ amxQ8_0_last0
 
 amxQ8_0_loop:
-	// Block b's sums into buffer 1.
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x16                                      // tileloadd (%rsi,%rdx,1),%tmm5
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x0f                                      // tileloadd (%rdi,%rcx,1),%tmm6
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xe0                                              // tilezero %tmm4
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x4b; BYTE $0x5e; BYTE $0xe5                                              // tdpbssd %tmm6,%tmm5,%tmm4
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x16; BYTE $0xfe                              // tileloadd -2(%rsi,%rdx,1),%tmm7
-	BYTE $0xc4; BYTE $0xc2; BYTE $0x7a; BYTE $0x4b; BYTE $0x64; BYTE $0x0d; BYTE $0x00                              // tilestored %tmm4,(%r13,%rcx,1)
-	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x3c; BYTE $0x16                                      // tilestored %tmm7,(%r14,%r10,1)
-	ADDQ $34, SI
-	ADDQ $576, DI
+	AMX_TILES_1()
 
-	// The next 16 weight rows, two blocks' worth (1088 bytes) per loop.
-	PREFETCHT0 0(AX)
-	PREFETCHT0 64(AX)
-	PREFETCHT0 128(AX)
-	PREFETCHT0 192(AX)
-	PREFETCHT0 256(AX)
-	PREFETCHT0 320(AX)
-	PREFETCHT0 384(AX)
-	PREFETCHT0 448(AX)
-	PREFETCHT0 512(AX)
-	PREFETCHT0 576(AX)
-	PREFETCHT0 640(AX)
-	PREFETCHT0 704(AX)
-	PREFETCHT0 768(AX)
-	PREFETCHT0 832(AX)
-	PREFETCHT0 896(AX)
-	PREFETCHT0 960(AX)
-	PREFETCHT0 1024(AX)
-	ADDQ $1088, AX
+	AMX_PREFETCH()
 
-	// Block b-1's float step from buffer 0: the weight scales as float32,
-	// the activation scales, then weight row r's acc = acc + float32(s)·(dw[r]·dx).
-	VMOVDQU32 (R9), Z0
-	VPMOVDW Z0, Y0
-	VCVTPH2PS Y0, Z0
-	VMOVUPS Z0, 64(R9)
-	VMOVUPS -640(DI), Z1
-	VMULPS.BCST 64(R9), Z1, Z2
-	VCVTDQ2PS 0(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z16, Z16
-	VMULPS.BCST 68(R9), Z1, Z2
-	VCVTDQ2PS 64(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z17, Z17
-	VMULPS.BCST 72(R9), Z1, Z2
-	VCVTDQ2PS 128(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z18, Z18
-	VMULPS.BCST 76(R9), Z1, Z2
-	VCVTDQ2PS 192(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z19, Z19
-	VMULPS.BCST 80(R9), Z1, Z2
-	VCVTDQ2PS 256(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z20, Z20
-	VMULPS.BCST 84(R9), Z1, Z2
-	VCVTDQ2PS 320(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z21, Z21
-	VMULPS.BCST 88(R9), Z1, Z2
-	VCVTDQ2PS 384(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z22, Z22
-	VMULPS.BCST 92(R9), Z1, Z2
-	VCVTDQ2PS 448(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z23, Z23
-	VMULPS.BCST 96(R9), Z1, Z2
-	VCVTDQ2PS 512(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z24, Z24
-	VMULPS.BCST 100(R9), Z1, Z2
-	VCVTDQ2PS 576(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z25, Z25
-	VMULPS.BCST 104(R9), Z1, Z2
-	VCVTDQ2PS 640(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z26, Z26
-	VMULPS.BCST 108(R9), Z1, Z2
-	VCVTDQ2PS 704(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z27, Z27
-	VMULPS.BCST 112(R9), Z1, Z2
-	VCVTDQ2PS 768(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z28, Z28
-	VMULPS.BCST 116(R9), Z1, Z2
-	VCVTDQ2PS 832(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z29, Z29
-	VMULPS.BCST 120(R9), Z1, Z2
-	VCVTDQ2PS 896(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z30, Z30
-	VMULPS.BCST 124(R9), Z1, Z2
-	VCVTDQ2PS 960(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z31, Z31
+	AMX_FLOAT(R8, R9)
 
 	DECQ BX
 	JZ amxQ8_0_last1
-	// Block b's sums into buffer 0.
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x0c; BYTE $0x16                                      // tileloadd (%rsi,%rdx,1),%tmm1
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x0f                                      // tileloadd (%rdi,%rcx,1),%tmm2
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0                                              // tilezero %tmm0
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x6b; BYTE $0x5e; BYTE $0xc1                                              // tdpbssd %tmm2,%tmm1,%tmm0
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x16; BYTE $0xfe                              // tileloadd -2(%rsi,%rdx,1),%tmm3
-	BYTE $0xc4; BYTE $0xc2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x08                                      // tilestored %tmm0,(%r8,%rcx,1)
-	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x1c; BYTE $0x11                                      // tilestored %tmm3,(%r9,%r10,1)
-	ADDQ $34, SI
-	ADDQ $576, DI
+	AMX_TILES_0()
 
-	// Block b-1's float step from buffer 1: the weight scales as float32,
-	// the activation scales, then weight row r's acc = acc + float32(s)·(dw[r]·dx).
-	VMOVDQU32 (R14), Z0
-	VPMOVDW Z0, Y0
-	VCVTPH2PS Y0, Z0
-	VMOVUPS Z0, 64(R14)
-	VMOVUPS -640(DI), Z1
-	VMULPS.BCST 64(R14), Z1, Z2
-	VCVTDQ2PS 0(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z16, Z16
-	VMULPS.BCST 68(R14), Z1, Z2
-	VCVTDQ2PS 64(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z17, Z17
-	VMULPS.BCST 72(R14), Z1, Z2
-	VCVTDQ2PS 128(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z18, Z18
-	VMULPS.BCST 76(R14), Z1, Z2
-	VCVTDQ2PS 192(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z19, Z19
-	VMULPS.BCST 80(R14), Z1, Z2
-	VCVTDQ2PS 256(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z20, Z20
-	VMULPS.BCST 84(R14), Z1, Z2
-	VCVTDQ2PS 320(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z21, Z21
-	VMULPS.BCST 88(R14), Z1, Z2
-	VCVTDQ2PS 384(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z22, Z22
-	VMULPS.BCST 92(R14), Z1, Z2
-	VCVTDQ2PS 448(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z23, Z23
-	VMULPS.BCST 96(R14), Z1, Z2
-	VCVTDQ2PS 512(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z24, Z24
-	VMULPS.BCST 100(R14), Z1, Z2
-	VCVTDQ2PS 576(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z25, Z25
-	VMULPS.BCST 104(R14), Z1, Z2
-	VCVTDQ2PS 640(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z26, Z26
-	VMULPS.BCST 108(R14), Z1, Z2
-	VCVTDQ2PS 704(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z27, Z27
-	VMULPS.BCST 112(R14), Z1, Z2
-	VCVTDQ2PS 768(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z28, Z28
-	VMULPS.BCST 116(R14), Z1, Z2
-	VCVTDQ2PS 832(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z29, Z29
-	VMULPS.BCST 120(R14), Z1, Z2
-	VCVTDQ2PS 896(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z30, Z30
-	VMULPS.BCST 124(R14), Z1, Z2
-	VCVTDQ2PS 960(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z31, Z31
+	AMX_FLOAT(R13, R14)
 
 	DECQ BX
 	JNZ amxQ8_0_loop
@@ -300,154 +291,14 @@ amxQ8_0_loop:
 amxQ8_0_last0:
 	ADDQ $576, DI
 	ADDQ $34, SI
-	// Block b-1's float step from buffer 0: the weight scales as float32,
-	// the activation scales, then weight row r's acc = acc + float32(s)·(dw[r]·dx).
-	VMOVDQU32 (R9), Z0
-	VPMOVDW Z0, Y0
-	VCVTPH2PS Y0, Z0
-	VMOVUPS Z0, 64(R9)
-	VMOVUPS -640(DI), Z1
-	VMULPS.BCST 64(R9), Z1, Z2
-	VCVTDQ2PS 0(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z16, Z16
-	VMULPS.BCST 68(R9), Z1, Z2
-	VCVTDQ2PS 64(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z17, Z17
-	VMULPS.BCST 72(R9), Z1, Z2
-	VCVTDQ2PS 128(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z18, Z18
-	VMULPS.BCST 76(R9), Z1, Z2
-	VCVTDQ2PS 192(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z19, Z19
-	VMULPS.BCST 80(R9), Z1, Z2
-	VCVTDQ2PS 256(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z20, Z20
-	VMULPS.BCST 84(R9), Z1, Z2
-	VCVTDQ2PS 320(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z21, Z21
-	VMULPS.BCST 88(R9), Z1, Z2
-	VCVTDQ2PS 384(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z22, Z22
-	VMULPS.BCST 92(R9), Z1, Z2
-	VCVTDQ2PS 448(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z23, Z23
-	VMULPS.BCST 96(R9), Z1, Z2
-	VCVTDQ2PS 512(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z24, Z24
-	VMULPS.BCST 100(R9), Z1, Z2
-	VCVTDQ2PS 576(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z25, Z25
-	VMULPS.BCST 104(R9), Z1, Z2
-	VCVTDQ2PS 640(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z26, Z26
-	VMULPS.BCST 108(R9), Z1, Z2
-	VCVTDQ2PS 704(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z27, Z27
-	VMULPS.BCST 112(R9), Z1, Z2
-	VCVTDQ2PS 768(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z28, Z28
-	VMULPS.BCST 116(R9), Z1, Z2
-	VCVTDQ2PS 832(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z29, Z29
-	VMULPS.BCST 120(R9), Z1, Z2
-	VCVTDQ2PS 896(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z30, Z30
-	VMULPS.BCST 124(R9), Z1, Z2
-	VCVTDQ2PS 960(R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z31, Z31
+	AMX_FLOAT(R8, R9)
 
 	JMP amxQ8_0_done
 
 amxQ8_0_last1:
 	ADDQ $576, DI
 	ADDQ $34, SI
-	// Block b-1's float step from buffer 1: the weight scales as float32,
-	// the activation scales, then weight row r's acc = acc + float32(s)·(dw[r]·dx).
-	VMOVDQU32 (R14), Z0
-	VPMOVDW Z0, Y0
-	VCVTPH2PS Y0, Z0
-	VMOVUPS Z0, 64(R14)
-	VMOVUPS -640(DI), Z1
-	VMULPS.BCST 64(R14), Z1, Z2
-	VCVTDQ2PS 0(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z16, Z16
-	VMULPS.BCST 68(R14), Z1, Z2
-	VCVTDQ2PS 64(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z17, Z17
-	VMULPS.BCST 72(R14), Z1, Z2
-	VCVTDQ2PS 128(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z18, Z18
-	VMULPS.BCST 76(R14), Z1, Z2
-	VCVTDQ2PS 192(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z19, Z19
-	VMULPS.BCST 80(R14), Z1, Z2
-	VCVTDQ2PS 256(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z20, Z20
-	VMULPS.BCST 84(R14), Z1, Z2
-	VCVTDQ2PS 320(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z21, Z21
-	VMULPS.BCST 88(R14), Z1, Z2
-	VCVTDQ2PS 384(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z22, Z22
-	VMULPS.BCST 92(R14), Z1, Z2
-	VCVTDQ2PS 448(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z23, Z23
-	VMULPS.BCST 96(R14), Z1, Z2
-	VCVTDQ2PS 512(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z24, Z24
-	VMULPS.BCST 100(R14), Z1, Z2
-	VCVTDQ2PS 576(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z25, Z25
-	VMULPS.BCST 104(R14), Z1, Z2
-	VCVTDQ2PS 640(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z26, Z26
-	VMULPS.BCST 108(R14), Z1, Z2
-	VCVTDQ2PS 704(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z27, Z27
-	VMULPS.BCST 112(R14), Z1, Z2
-	VCVTDQ2PS 768(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z28, Z28
-	VMULPS.BCST 116(R14), Z1, Z2
-	VCVTDQ2PS 832(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z29, Z29
-	VMULPS.BCST 120(R14), Z1, Z2
-	VCVTDQ2PS 896(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z30, Z30
-	VMULPS.BCST 124(R14), Z1, Z2
-	VCVTDQ2PS 960(R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z31, Z31
+	AMX_FLOAT(R13, R14)
 
 
 amxQ8_0_done:
@@ -511,82 +362,23 @@ TEXT ·amxQ8_0x1(SB), 0, $2304-48
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00                                              // ldtilecfg (%rax)
 
 	MOVQ R12, AX
-	// Block b's sums into buffer 0.
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x0c; BYTE $0x16                                      // tileloadd (%rsi,%rdx,1),%tmm1
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x17                                      // tileloadd (%rdi,%r10,1),%tmm2
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0                                              // tilezero %tmm0
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x6b; BYTE $0x5e; BYTE $0xc1                                              // tdpbssd %tmm2,%tmm1,%tmm0
-	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x10                                      // tilestored %tmm0,(%r8,%r10,1)
-	ADDQ $34, SI
-	ADDQ $36, DI
+	AMX_TILES_X1_0()
 
 	DECQ BX
 	JZ amxQ8_0x1_last0
 
 amxQ8_0x1_loop:
-	// Block b's sums into buffer 1.
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x16                                      // tileloadd (%rsi,%rdx,1),%tmm5
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17                                      // tileloadd (%rdi,%r10,1),%tmm6
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xe0                                              // tilezero %tmm4
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x4b; BYTE $0x5e; BYTE $0xe5                                              // tdpbssd %tmm6,%tmm5,%tmm4
-	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x64; BYTE $0x15; BYTE $0x00                              // tilestored %tmm4,(%r13,%r10,1)
-	ADDQ $34, SI
-	ADDQ $36, DI
+	AMX_TILES_X1_1()
 
-	// The next 16 weight rows, two blocks' worth (1088 bytes) per loop.
-	PREFETCHT0 0(AX)
-	PREFETCHT0 64(AX)
-	PREFETCHT0 128(AX)
-	PREFETCHT0 192(AX)
-	PREFETCHT0 256(AX)
-	PREFETCHT0 320(AX)
-	PREFETCHT0 384(AX)
-	PREFETCHT0 448(AX)
-	PREFETCHT0 512(AX)
-	PREFETCHT0 576(AX)
-	PREFETCHT0 640(AX)
-	PREFETCHT0 704(AX)
-	PREFETCHT0 768(AX)
-	PREFETCHT0 832(AX)
-	PREFETCHT0 896(AX)
-	PREFETCHT0 960(AX)
-	PREFETCHT0 1024(AX)
-	ADDQ $1088, AX
+	AMX_PREFETCH()
 
-	// Block b-1's float step from buffer 0: the weight scales as float32,
-	// then acc = acc + float32(s)·(dw·dx), one lane per weight row.
-	VPXORD Z0, Z0, Z0
-	KMOVW R9, K1
-	VPGATHERDD -70(SI)(Z4*1), K1, Z0
-	VPMOVDW Z0, Y0
-	VCVTPH2PS Y0, Z0
-	VMULPS.BCST -76(DI), Z0, Z2
-	VCVTDQ2PS (R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z16, Z16
+	AMX_FLOAT_X1(R8)
 
 	DECQ BX
 	JZ amxQ8_0x1_last1
-	// Block b's sums into buffer 0.
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x0c; BYTE $0x16                                      // tileloadd (%rsi,%rdx,1),%tmm1
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x17                                      // tileloadd (%rdi,%r10,1),%tmm2
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0                                              // tilezero %tmm0
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x6b; BYTE $0x5e; BYTE $0xc1                                              // tdpbssd %tmm2,%tmm1,%tmm0
-	BYTE $0xc4; BYTE $0x82; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x10                                      // tilestored %tmm0,(%r8,%r10,1)
-	ADDQ $34, SI
-	ADDQ $36, DI
+	AMX_TILES_X1_0()
 
-	// Block b-1's float step from buffer 1: the weight scales as float32,
-	// then acc = acc + float32(s)·(dw·dx), one lane per weight row.
-	VPXORD Z0, Z0, Z0
-	KMOVW R9, K1
-	VPGATHERDD -70(SI)(Z4*1), K1, Z0
-	VPMOVDW Z0, Y0
-	VCVTPH2PS Y0, Z0
-	VMULPS.BCST -76(DI), Z0, Z2
-	VCVTDQ2PS (R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z16, Z16
+	AMX_FLOAT_X1(R13)
 
 	DECQ BX
 	JNZ amxQ8_0x1_loop
@@ -594,34 +386,14 @@ amxQ8_0x1_loop:
 amxQ8_0x1_last0:
 	ADDQ $36, DI
 	ADDQ $34, SI
-	// Block b-1's float step from buffer 0: the weight scales as float32,
-	// then acc = acc + float32(s)·(dw·dx), one lane per weight row.
-	VPXORD Z0, Z0, Z0
-	KMOVW R9, K1
-	VPGATHERDD -70(SI)(Z4*1), K1, Z0
-	VPMOVDW Z0, Y0
-	VCVTPH2PS Y0, Z0
-	VMULPS.BCST -76(DI), Z0, Z2
-	VCVTDQ2PS (R8), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z16, Z16
+	AMX_FLOAT_X1(R8)
 
 	JMP amxQ8_0x1_done
 
 amxQ8_0x1_last1:
 	ADDQ $36, DI
 	ADDQ $34, SI
-	// Block b-1's float step from buffer 1: the weight scales as float32,
-	// then acc = acc + float32(s)·(dw·dx), one lane per weight row.
-	VPXORD Z0, Z0, Z0
-	KMOVW R9, K1
-	VPGATHERDD -70(SI)(Z4*1), K1, Z0
-	VPMOVDW Z0, Y0
-	VCVTPH2PS Y0, Z0
-	VMULPS.BCST -76(DI), Z0, Z2
-	VCVTDQ2PS (R13), Z3
-	VMULPS Z2, Z3, Z3
-	VADDPS Z3, Z16, Z16
+	AMX_FLOAT_X1(R13)
 
 
 amxQ8_0x1_done:

@@ -61,6 +61,16 @@ type Result struct {
 	GatewayRSSStartMB     float64 `json:"gateway_rss_start_mb,omitempty"`
 	GatewayRSSAtFullMB    float64 `json:"gateway_rss_at_full_mb,omitempty"`
 	GatewayRSSPerStreamKB float64 `json:"gateway_rss_per_stream_kb,omitempty"`
+	// LivePerStreamKB and GatewayLivePerStreamKB: the live heap and
+	// stacks the server's (the gateway's) last collection in the window
+	// found (GC.LiveMB + GC.StacksMB), per stream open at full load. RSS
+	// per stream also counts the garbage the collector lets the heap
+	// hold, a fixed floor under --gc-min-heap (64 MiB by default) that
+	// 1,000 streams share; this is what the streams keep. It includes
+	// the process's own fixed live heap (a few MB), so it overstates a
+	// stream's share a little at 1,000 streams.
+	LivePerStreamKB        float64 `json:"live_per_stream_kb,omitempty"`
+	GatewayLivePerStreamKB float64 `json:"gateway_live_per_stream_kb,omitempty"`
 	ClientCPUBound        bool    `json:"loadgen_cpu_bound"`
 	BoxSaturated          bool    `json:"box_saturated"`
 	// GC is the server's garbage collection in the window (--spawn, or
@@ -201,11 +211,11 @@ func (rep *Report) writeTable(w io.Writer) {
 	}
 	for _, r := range rep.Results {
 		if r.RSSPerStreamKB > 0 && r.Concurrency >= 1000 {
-			fmt.Fprintf(w, "%s memory: server rss %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream), %.1f MB at most\n",
-				r.Transport, r.RSSStartMB, r.RSSAtFullMB, r.StreamsAtFull, r.RSSPerStreamKB, r.RSSMaxMB)
+			fmt.Fprintf(w, "%s memory: server rss %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream), %.1f MB at most%s\n",
+				r.Transport, r.RSSStartMB, r.RSSAtFullMB, r.StreamsAtFull, r.RSSPerStreamKB, r.RSSMaxMB, liveNote(r.GC, r.LivePerStreamKB))
 			if r.GatewayRSSAtFullMB > 0 && r.Transport != "direct" {
-				fmt.Fprintf(w, "%s memory: gateway process alone %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream)\n",
-					r.Transport, r.GatewayRSSStartMB, r.GatewayRSSAtFullMB, r.StreamsAtFull, r.GatewayRSSPerStreamKB)
+				fmt.Fprintf(w, "%s memory: gateway process alone %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream)%s\n",
+					r.Transport, r.GatewayRSSStartMB, r.GatewayRSSAtFullMB, r.StreamsAtFull, r.GatewayRSSPerStreamKB, liveNote(r.GatewayGC, r.GatewayLivePerStreamKB))
 			}
 		}
 	}
@@ -258,4 +268,13 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// liveNote is a memory line's tail: what the last collection found live
+// (heap and stacks) per stream, when a collection ran in the window.
+func liveNote(g *GCStats, perStream float64) string {
+	if g == nil || perStream == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; live at its last gc: heap %.0f MB + stacks %.0f MB = %.1f KB per stream", g.LiveMB, g.StacksMB, perStream)
 }

@@ -369,6 +369,28 @@ func TestGCTrace(t *testing.T) {
 	if want := (0.10 + 0.90) / 1e3; st.CPUSeconds < want*0.999 || st.CPUSeconds > want*1.001 {
 		t.Fatalf("gc cpu %v, want %v (assists and background marking)", st.CPUSeconds, want)
 	}
+	// The window's last collection: 5 MB live, 0 MB of stacks.
+	if st.LiveMB != 5 || st.StacksMB != 0 || st.livePerStreamKB(10) != 512 {
+		t.Fatalf("live %v MB, stacks %v MB, per stream %v KB; want 5, 0, 512", st.LiveMB, st.StacksMB, st.livePerStreamKB(10))
+	}
+	// A later cycle whose memory figures a log record cut off keeps the
+	// last figures seen; one with them replaces them.
+	g.add("gc 3 @2.000s 1%: 0.020+2.0+0.040 ms clock, 0.040+0.10/0.90/3.0+0.080 ms cpu, ", t0.Add(3*time.Second))
+	g.add("gc 4 @3.000s 1%: 0.020+2.0+0.040 ms clock, 0.040+0.10/0.90/3.0+0.080 ms cpu, 70->71->12 MB, 64 MB goal, 3 MB stacks, 0 MB globals, 2 P", t0.Add(4*time.Second))
+	st = g.window(window{from: t0.Add(500 * time.Millisecond), to: t0.Add(3500 * time.Millisecond)})
+	if st.Cycles != 2 || st.LiveMB != 5 {
+		t.Fatalf("cut line: %d cycles, live %v MB; want 2, 5", st.Cycles, st.LiveMB)
+	}
+	st = g.window(window{from: t0.Add(500 * time.Millisecond), to: t0.Add(time.Hour)})
+	if st.LiveMB != 12 || st.StacksMB != 3 {
+		t.Fatalf("live %v MB, stacks %v MB; want 12, 3", st.LiveMB, st.StacksMB)
+	}
+	var sum GCStats
+	sum.merge(st)
+	sum.merge(st)
+	if sum.LiveMB != 24 || sum.StacksMB != 6 {
+		t.Fatalf("merged: live %v MB, stacks %v MB; want 24, 6", sum.LiveMB, sum.StacksMB)
+	}
 }
 
 // TestSpawnSmoke runs the bench on spawned servers (a streamgate binary

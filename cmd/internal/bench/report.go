@@ -71,8 +71,8 @@ type Result struct {
 	// stream's share a little at 1,000 streams.
 	LivePerStreamKB        float64 `json:"live_per_stream_kb,omitempty"`
 	GatewayLivePerStreamKB float64 `json:"gateway_live_per_stream_kb,omitempty"`
-	ClientCPUBound        bool    `json:"loadgen_cpu_bound"`
-	BoxSaturated          bool    `json:"box_saturated"`
+	ClientCPUBound         bool    `json:"loadgen_cpu_bound"`
+	BoxSaturated           bool    `json:"box_saturated"`
 	// GC is the server's garbage collection in the window (--spawn, or
 	// --embedded where it includes the load generator's).
 	GC *GCStats `json:"gc,omitempty"`
@@ -81,6 +81,9 @@ type Result struct {
 	GatewayCPU *float64 `json:"gateway_cpu_s,omitempty"`
 	GatewayGC  *GCStats `json:"gateway_gc,omitempty"`
 	Ratios     *Ratios  `json:"vs_direct,omitempty"`
+	// MemSlope, with --slope-at, on the run at --c: memory's growth per
+	// stream between it and the run at --slope-at.
+	MemSlope *MemSlope `json:"mem_slope,omitempty"`
 }
 
 func (r *Result) errorCount() int64 {
@@ -220,6 +223,21 @@ func (rep *Report) writeTable(w io.Writer) {
 		}
 	}
 	for _, r := range rep.Results {
+		if m := r.MemSlope; m != nil {
+			fmt.Fprintf(w, "%s memory per added stream, %d → %d streams: server rss %+.1f KB", r.Transport, m.From, m.To, m.RSSKB)
+			if m.LiveKB != 0 {
+				fmt.Fprintf(w, ", live heap and stacks %+.1f KB", m.LiveKB)
+			}
+			if m.GatewayRSSKB != 0 && r.Transport != "direct" {
+				fmt.Fprintf(w, "; gateway process alone: rss %+.1f KB", m.GatewayRSSKB)
+				if m.GatewayLiveKB != 0 {
+					fmt.Fprintf(w, ", live heap and stacks %+.1f KB", m.GatewayLiveKB)
+				}
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	for _, r := range rep.Results {
 		if r.GatewayCPU != nil && r.Transport != "direct" && r.Responses > 0 {
 			fmt.Fprintf(w, "%s: gateway process alone %.2f µs CPU per response", r.Transport, *r.GatewayCPU/float64(r.Responses)*1e6)
 			if g := r.GatewayGC; g != nil {
@@ -277,4 +295,54 @@ func liveNote(g *GCStats, perStream float64) string {
 		return ""
 	}
 	return fmt.Sprintf("; live at its last gc: heap %.0f MB + stacks %.0f MB = %.1f KB per stream", g.LiveMB, g.StacksMB, perStream)
+}
+
+// MemSlope is memory's growth per added stream between two runs of one
+// transport and workload at two stream counts, each on a fresh server:
+// what one more stream costs, without what the process holds whatever
+// its streams (the runtime, pools, the garbage the --gc-min-heap floor
+// lets the heap keep). RSS is the whole server (engine included when it
+// runs in the gateway's process); Live is the live heap and stacks of
+// each run's last collection (gctrace); the Gateway figures are the
+// gateway process's alone (--spawn-split).
+type MemSlope struct {
+	From, To      int64   // streams open at full load in the two runs
+	RSSKB         float64 `json:"rss_kb"`
+	LiveKB        float64 `json:"live_kb,omitempty"`
+	GatewayRSSKB  float64 `json:"gateway_rss_kb,omitempty"`
+	GatewayLiveKB float64 `json:"gateway_live_kb,omitempty"`
+}
+
+// memSlopes sets MemSlope on each result at from streams that has a
+// twin at to streams.
+func memSlopes(rs []*Result, from, to int) {
+	live := func(g *GCStats) float64 {
+		if g == nil {
+			return 0
+		}
+		return g.LiveMB + g.StacksMB
+	}
+	for _, a := range rs {
+		for _, b := range rs {
+			if a.Concurrency != from || b.Concurrency != to || a.Transport != b.Transport || a.Workload != b.Workload {
+				continue
+			}
+			n := float64(b.StreamsAtFull - a.StreamsAtFull)
+			if n == 0 || a.RSSAtFullMB == 0 || b.RSSAtFullMB == 0 {
+				continue
+			}
+			perStream := func(x, y float64) float64 { return (y - x) * 1024 / n }
+			m := &MemSlope{From: a.StreamsAtFull, To: b.StreamsAtFull, RSSKB: perStream(a.RSSAtFullMB, b.RSSAtFullMB)}
+			if a.GC != nil && b.GC != nil && a.GC.LiveMB > 0 && b.GC.LiveMB > 0 {
+				m.LiveKB = perStream(live(a.GC), live(b.GC))
+			}
+			if a.GatewayRSSAtFullMB > 0 && b.GatewayRSSAtFullMB > 0 {
+				m.GatewayRSSKB = perStream(a.GatewayRSSAtFullMB, b.GatewayRSSAtFullMB)
+				if live(a.GatewayGC) > 0 && live(b.GatewayGC) > 0 {
+					m.GatewayLiveKB = perStream(live(a.GatewayGC), live(b.GatewayGC))
+				}
+			}
+			a.MemSlope = m
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -183,6 +184,7 @@ func TestParseFlags(t *testing.T) {
 		{"--preset", "nope"}, {"--transport", "carrier-pigeon"}, {"--delay", "1500us"},
 		{"--responses", "5", "--cancel-after", "5"}, {"--model", "gpt"}, {"--c", "0"}, {"extra"},
 		{"--preset", "streams"}, {"--preset", "ttft", "--model", "echo", "--embedded"}, {"--model", "m.gguf"},
+		{"--slope-at", "4000"}, {"--spawn", "--c", "1000", "--slope-at", "1000"}, {"--spawn", "--slope-at", "-1"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%v) accepted", bad)
@@ -423,6 +425,21 @@ func TestSpawnSmoke(t *testing.T) {
 	t.Run("open", func(t *testing.T) {
 		if rep := run(t, "sse"); len(rep.Results) != 2 {
 			t.Fatalf("%d runs", len(rep.Results))
+		}
+	})
+	// --slope-at runs every transport again at the second count, each
+	// on a fresh server; the comparison pairs runs of one count.
+	t.Run("slope", func(t *testing.T) {
+		rep := run(t, "sse", "--spawn-split", "--slope-at", "6")
+		var got []string
+		for _, r := range rep.Results {
+			got = append(got, fmt.Sprintf("%s@%d", r.Transport, r.Concurrency))
+			if r.Transport == "sse" && (r.Ratios == nil || r.Ratios.Throughput == 0) {
+				t.Errorf("sse@%d: no comparison with direct at its count", r.Concurrency)
+			}
+		}
+		if strings.Join(got, " ") != "direct@3 sse@3 direct@6 sse@6" {
+			t.Errorf("runs %v", got)
 		}
 	})
 	// Over HTTP/2: the spawned gateway serves h2c (a gateway without it

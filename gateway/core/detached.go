@@ -64,7 +64,7 @@ func (s *Server) DetachStream(w http.ResponseWriter, r *http.Request, f ErrorFor
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	dr := base.WithContext(ctx) // net/http ends r's context as the handler returns
-	dr.Body = http.NoBody    // read; and it holds net/http's read buffer
+	dr.Body = http.NoBody       // read; and it holds net/http's read buffer
 	w2 := &statusWriter{ResponseWriter: d, since: sw.since, span: sw.span, start: sw.start}
 	go s.runDetached(d, w2, dr, cancel, f, run, routePattern(r), remove)
 	return true

@@ -1,7 +1,10 @@
 package kernels
 
 import (
+	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 )
@@ -60,5 +63,27 @@ func TestPoolRunAllocatesNothing(t *testing.T) {
 	}
 	if want := int64(201 * 6); sum.Load() != want {
 		t.Fatalf("chunk sum %d, want %d", sum.Load(), want)
+	}
+}
+
+// TestSwiGLUSplit: a SwiGLU call long enough to be split across workers
+// gives the serial result bit for bit, and every element is computed.
+func TestSwiGLUSplit(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, workers := range []int{1, 2, 3} {
+		pool := NewPool(workers)
+		k := NewCPU(pool)
+		for _, n := range []int{minSwiGLU - 1, 2*minSwiGLU + 3, 64*896 + 7} {
+			h, g := randVec(r, n), randVec(r, n)
+			want := slices.Clone(h)
+			swiglu(want, g)
+			k.SwiGLU(h, g)
+			for i := range h {
+				if math.Float32bits(h[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%d workers, %d elements: [%d] = %v, serial %v", workers, n, i, h[i], want[i])
+				}
+			}
+		}
+		pool.Close()
 	}
 }

@@ -248,7 +248,7 @@ func (rep *Report) writeTable(w io.Writer) {
 				chat = r
 			}
 		}
-		writeReference(w, rep.Reference, chat)
+		writeReference(w, rep.Reference, chat, busy(rep.LoadBefore, rep.Cores) || busy(rep.LoadAfter, rep.Cores))
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note:", n)

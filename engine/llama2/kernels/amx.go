@@ -102,10 +102,10 @@ func dotQ8_0AMX(w []byte, x []q8Block) float32 {
 	return acc
 }
 
-// amxTile1Go is amxTile1's Go form: out[r] is weight row r (rb bytes
-// apart, r < m) times the one activation row x.
-func amxTile1Go(w []byte, rb, m int, x []q8Block, out *[16]float32) {
-	for r := range m {
+// amxRows1Go is the Go form of amxTile1 and amxRows1: out[i] is weight
+// row i (rb bytes apart) times the one activation row x.
+func amxRows1Go(w []byte, rb int, x []q8Block, out []float32) {
+	for r := range out {
 		out[r] = dotQ8_0AMX(w[r*rb:r*rb+34*len(x)], x)
 	}
 }
@@ -136,15 +136,17 @@ func rowsQ8AMX(m *MatMul, a *activations, lo, hi int) {
 		cm, cn int
 	)
 	if m.Rows == 1 {
-		var out [16]float32
-		for o := lo; o < hi; o += 16 {
-			mr := min(16, hi-o)
-			if mr != cm {
-				cfg.set(mr, 1)
-				cm = mr
-			}
-			amxTile1(&cfg, m.Raw[o*rb:(o+mr)*rb], rb, mr, a.q8[:nb], &out)
-			copy(m.Out[o:o+mr], out[:mr])
+		// The runs of 16 rows under one tile configuration, then the rest.
+		o := lo + (hi-lo)/16*16
+		if o > lo {
+			cfg.set(16, 1)
+			amxRows1(&cfg, m.Raw[lo*rb:o*rb], rb, a.q8[:nb], m.Out[lo:o])
+		}
+		if mr := hi - o; mr > 0 {
+			var out [16]float32
+			cfg.set(mr, 1)
+			amxTile1(&cfg, m.Raw[o*rb:hi*rb], rb, mr, a.q8[:nb], &out)
+			copy(m.Out[o:hi], out[:mr])
 		}
 		return
 	}

@@ -12,11 +12,12 @@ import "unsafe"
 //go:noescape
 func amxQ8_0(cfg *amxConfig, w *byte, rb int, x *amxBlock, nb int, out *[16][16]float32)
 
-// amxQ8_0x1 is amxQ8_0 for one activation row, its nb blocks as they are;
-// out[r] gets weight row r's result.
+// amxQ8_0x1 is amxQ8_0 for one activation row, its nb blocks as they are,
+// and groups ≥ 1 runs of cfg's weight rows, 16 rows apart: out[16·g+r]
+// gets row r of run g's result (out holds 16·groups values).
 //
 //go:noescape
-func amxQ8_0x1(cfg *amxConfig, w *byte, rb int, x *q8Block, nb int, out *[16]float32)
+func amxQ8_0x1(cfg *amxConfig, w *byte, rb int, x *q8Block, nb int, out *float32, groups int)
 
 // hasAMX reports whether the AMX kernel can run: AVX-512 as the VNNI tiles
 // need it, AMX-TILE and AMX-INT8, and the OS granting this process the
@@ -52,9 +53,21 @@ func amxTile(cfg *amxConfig, w []byte, rb, m int, x []amxBlock, n, nb int, out *
 // amxTile1 is amxTile for one activation row.
 func amxTile1(cfg *amxConfig, w []byte, rb, m int, x []q8Block, out *[16]float32) {
 	if !hasAMX {
-		amxTile1Go(w, rb, m, x, out)
+		amxRows1Go(w, rb, x, out[:m])
 		return
 	}
 	_ = w[(m-1)*rb+34*len(x)-1]
-	amxQ8_0x1(cfg, &w[0], rb, &x[0], len(x), out)
+	amxQ8_0x1(cfg, &w[0], rb, &x[0], len(x), &out[0], 1)
+}
+
+// amxRows1 is amxTile1 for len(out)/16 runs of 16 weight rows, which cfg
+// must be set for, under one tile configuration: out[i] is weight row i
+// times x.
+func amxRows1(cfg *amxConfig, w []byte, rb int, x []q8Block, out []float32) {
+	if !hasAMX {
+		amxRows1Go(w, rb, x, out)
+		return
+	}
+	_ = w[(len(out)-1)*rb+34*len(x)-1]
+	amxQ8_0x1(cfg, &w[0], rb, &x[0], len(x), &out[0], len(out)/16)
 }

@@ -12,5 +12,11 @@ func amxTile(_ *amxConfig, w []byte, rb, m int, x []amxBlock, n, nb int, out *[1
 
 // amxTile1 is the Go form of the one-activation-row AMX kernel.
 func amxTile1(_ *amxConfig, w []byte, rb, m int, x []q8Block, out *[16]float32) {
-	amxTile1Go(w, rb, m, x, out)
+	amxRows1Go(w, rb, x, out[:m])
+}
+
+// amxRows1 is the Go form of the one-activation-row AMX kernel over runs
+// of 16 weight rows.
+func amxRows1(_ *amxConfig, w []byte, rb int, x []q8Block, out []float32) {
+	amxRows1Go(w, rb, x, out)
 }

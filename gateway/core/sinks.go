@@ -153,10 +153,16 @@ func (o *SSESink) countEvents() {
 
 func (o *SSESink) flush(wait bool) (bool, error) {
 	if !wait {
-		if o.log != nil || !o.started { // the log, or the headers, may wait
+		if o.log != nil { // the log may wait
 			return false, nil
 		}
-		done, err := o.sw.FlushNow()
+		var done bool
+		var err error
+		if o.started {
+			done, err = o.sw.FlushNow()
+		} else if o.started, done, err = o.sw.StartNow(); !o.started {
+			return false, nil // the headers wait for a flush that may wait
+		}
 		if err != nil {
 			return false, o.leave()
 		}
@@ -180,6 +186,11 @@ func (o *SSESink) flushWait() error {
 		if err := o.start(); err != nil || o.gone {
 			return err
 		}
+	}
+	// What the socket takes at once goes out without a deadline to set
+	// and clear; only the rest waits, under the write timeout.
+	if done, err := o.sw.FlushNow(); err == nil && done {
+		return nil
 	}
 	if o.sw.Flush() != nil {
 		return o.leave()

@@ -165,15 +165,20 @@ func (d *Response) frame(b, p []byte) []byte {
 // Write (an empty one will do), FlushError or Finish sends first, under
 // that call's deadline. It takes all of p either way; done says that p
 // and everything before it went out. Before the headers have gone out
-// (FlushError) it only buffers p, as Write does.
+// it sends them first, in the same write, as FlushError would (an empty
+// p then sends the headers alone).
 func (d *Response) WriteNow(p []byte) (done bool, err error) {
-	if d.err != nil || !d.sent {
-		_, err := d.Write(p)
-		return false, err
+	if d.err != nil {
+		return false, d.err
 	}
 	b := getBuf()
 	defer putBuf(b)
-	*b = d.frame(*b, p)
+	if !d.sent {
+		d.appendHead(b)
+	}
+	if len(p) > 0 {
+		*b = d.frame(*b, p)
+	}
 	if len(d.rest) > 0 || d.raw == nil {
 		d.rest = append(d.rest, *b...)
 		return false, nil
@@ -221,10 +226,6 @@ func (d *Response) FlushError() error {
 	if d.sent {
 		return d.write(nil) // what WriteNow left behind
 	}
-	if d.status == 0 {
-		d.WriteHeader(http.StatusOK)
-	}
-	d.chunked = d.Header().Get("Content-Length") == ""
 	return d.sendHead()
 }
 
@@ -306,9 +307,23 @@ func (d *Response) reusable() bool {
 // sendHead writes the status line, the headers and what was written
 // before them, in one write.
 func (d *Response) sendHead() error {
-	d.sent = true
 	b := getBuf()
 	defer putBuf(b)
+	d.appendHead(b)
+	return d.write(*b)
+}
+
+// appendHead appends to b the status line, the headers and what was
+// written before them, and notes that they went out (they are the next
+// write's). A response without Content-Length is chunked from then on.
+func (d *Response) appendHead(b *[]byte) {
+	if d.status == 0 {
+		d.WriteHeader(http.StatusOK)
+	}
+	d.sent = true
+	h := d.Header()
+	d.header = nil // Header gives a new map from now on
+	d.chunked = h.Get("Content-Length") == ""
 	*b = append(*b, "HTTP/1.1 "...)
 	*b = strconv.AppendInt(*b, int64(d.status), 10)
 	*b = append(*b, ' ')
@@ -319,8 +334,6 @@ func (d *Response) sendHead() error {
 		*b = strconv.AppendInt(*b, int64(d.status), 10)
 	}
 	*b = append(*b, "\r\n"...)
-	h := d.Header()
-	d.header = nil // Header gives a new map from now on
 	if h.Get("Connection") == "close" {
 		d.reuse = false
 	}
@@ -340,17 +353,9 @@ func (d *Response) sendHead() error {
 	_ = h.Write((*appender)(b))
 	*b = append(*b, "\r\n"...)
 	if len(d.pending) > 0 {
-		if d.chunked {
-			*b = strconv.AppendInt(*b, int64(len(d.pending)), 16)
-			*b = append(*b, "\r\n"...)
-			*b = append(*b, d.pending...)
-			*b = append(*b, "\r\n"...)
-		} else {
-			*b = append(*b, d.pending...)
-		}
+		*b = d.frame(*b, d.pending)
 	}
 	d.pending = nil
-	return d.write(*b)
 }
 
 func (d *Response) write(b []byte) error {

@@ -148,6 +148,35 @@ func (w *Writer) Start() error {
 	return w.flush()
 }
 
+// StartNow is Start for a goroutine that must not wait for the client,
+// as FlushNow is Flush's: the status and headers go out with the events
+// appended so far, as much of them as the connection takes at once, and
+// done says that all did (what did not, the next Flush writes first).
+// When the ResponseWriter cannot write without waiting (see FlushNow) it
+// does nothing and reports started false: the stream starts with Start.
+func (w *Writer) StartNow() (started, done bool, err error) {
+	if w.now == nil || w.failed {
+		return false, false, nil
+	}
+	SetHeaders(w.w.Header())
+	w.w.WriteHeader(http.StatusOK)
+	var p []byte
+	if w.buf != nil {
+		p = *w.buf
+	}
+	done, err = w.now.WriteNow(p)
+	if w.buf != nil {
+		putBuf(w.buf)
+		w.buf = nil
+	}
+	if err != nil {
+		w.failed = true
+		return true, false, err
+	}
+	w.owed = !done
+	return true, done, nil
+}
+
 // Abort makes the write in progress, if any, and every later one fail at
 // once, whatever the write timeout: the connection's write deadline is
 // set in the past. It is the one method any goroutine may call, at any

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Response is one HTTP/1.1 response written straight to its connection.
@@ -204,14 +205,17 @@ func (d *Response) WriteNow(p []byte) (done bool, err error) {
 // writeFD is WriteNow's one write attempt on the connection's descriptor.
 func (d *Response) writeFD(fd uintptr) bool {
 	for {
-		n, err := syscall.Write(int(fd), d.now.b)
-		switch err {
+		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(d.now.b))), uintptr(len(d.now.b)))
+		switch errno {
+		case 0:
+			d.now.n, d.now.err = int(n), nil
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			n, err = 0, nil
+			d.now.n, d.now.err = 0, nil
+		default:
+			d.now.n, d.now.err = 0, errno
 		}
-		d.now.n, d.now.err = max(n, 0), err
 		return true
 	}
 }

@@ -26,9 +26,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unsafe"
+
+	"github.com/streamgate/streamgate/gateway/internal/sockwrite"
 )
 
 // Response is one HTTP/1.1 response written straight to its connection.
@@ -47,17 +47,11 @@ type Response struct {
 	err     error  // the first failed write: every later one fails
 	closed  atomic.Bool
 
-	// WriteNow's: the connection's descriptor, for a write that does not
-	// wait (nil when the connection has none), and what such a write
-	// left behind, which the next write sends first.
-	raw  syscall.RawConn
+	// WriteNow's: a write that does not wait (nil when the connection
+	// has no socket of its own), and what such a write left behind,
+	// which the next write sends first.
+	now  *sockwrite.Writer
 	rest []byte
-	now  struct {
-		b   []byte
-		n   int
-		err error
-		f   func(fd uintptr) bool // writeFD, bound once
-	}
 
 	// The reader: it reads one byte (the next request's, or the EOF of a
 	// client that left) and stops; kept holds what it and net/http read
@@ -95,12 +89,7 @@ func Hijack(w http.ResponseWriter, r *http.Request) (*Response, error) {
 		p, _ := brw.Reader.Peek(n)
 		d.kept = append(d.kept, p...)
 	}
-	if sc, ok := d.conn.(syscall.Conn); ok {
-		if d.raw, err = sc.SyscallConn(); err != nil {
-			d.raw = nil
-		}
-		d.now.f = d.writeFD
-	}
+	d.now = sockwrite.New(d.conn)
 	return d, nil
 }
 
@@ -180,17 +169,11 @@ func (d *Response) WriteNow(p []byte) (done bool, err error) {
 	if len(p) > 0 {
 		*b = d.frame(*b, p)
 	}
-	if len(d.rest) > 0 || d.raw == nil {
+	if len(d.rest) > 0 || d.now == nil {
 		d.rest = append(d.rest, *b...)
 		return false, nil
 	}
-	d.now.b = *b
-	err = d.raw.Write(d.now.f)
-	n := d.now.n
-	if err == nil {
-		err = d.now.err
-	}
-	d.now.b, d.now.err = nil, nil
+	n, err := d.now.Write(*b)
 	if err != nil {
 		d.err = err
 		return false, err
@@ -200,24 +183,6 @@ func (d *Response) WriteNow(p []byte) (done bool, err error) {
 		return false, nil
 	}
 	return true, nil
-}
-
-// writeFD is WriteNow's one write attempt on the connection's descriptor.
-func (d *Response) writeFD(fd uintptr) bool {
-	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(d.now.b))), uintptr(len(d.now.b)))
-		switch errno {
-		case 0:
-			d.now.n, d.now.err = int(n), nil
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			d.now.n, d.now.err = 0, nil
-		default:
-			d.now.n, d.now.err = 0, errno
-		}
-		return true
-	}
 }
 
 // FlushError sends the headers, if they have not gone out, and what was

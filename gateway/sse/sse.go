@@ -9,8 +9,9 @@
 // ": keepalive" comment. The caller keeps the cadence: it appends what is
 // ready, flushes once, and writes a keepalive whenever the stream has
 // been quiet for Options.KeepAlive (Writer.KeepAliveInterval), from the
-// moment the headers were sent. FlushNow is Flush for a goroutine that
-// must not wait for the client (one that serves many streams).
+// moment the headers were sent. FlushNow and StartNow are Flush and Start
+// for a goroutine that must not wait for the client (one that serves many
+// streams).
 //
 // Framing, per event: "id: <n>\n" then one "data: " line per line of the
 // payload, then a blank line. Ids count from 1 on each stream, one per

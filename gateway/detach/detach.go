@@ -338,7 +338,17 @@ func (d *Response) write(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if _, err := d.conn.Write(b); err != nil {
+	if d.now != nil { // what the socket takes at once, as WriteNow writes
+		n, err := d.now.Write(b)
+		if err != nil {
+			d.err = err
+			return err
+		}
+		if b = b[n:]; len(b) == 0 {
+			return nil
+		}
+	}
+	if _, err := d.conn.Write(b); err != nil { // the rest waits, under the deadline
 		d.err = err
 		return err
 	}

@@ -51,9 +51,20 @@ func (s *Server) DetachStream(w http.ResponseWriter, r *http.Request, f ErrorFor
 	}
 	resp.Store(d)
 	sw.detached = true
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	dr := r.WithContext(ctx) // net/http ends r's context as the handler returns
-	dr.Body = http.NoBody    // read; and it holds net/http's read buffer
+	// As runShallow's rest, the stream holds net/http's request rather
+	// than the router's copy of it, which holds the route's path values
+	// (the rest reads none), and the router's context when nothing came
+	// after it.
+	base, parent := r, r.Context()
+	if sw.top != nil {
+		base = sw.top
+		if parent == sw.routed {
+			parent = sw.top.Context()
+		}
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	dr := base.WithContext(ctx) // net/http ends r's context as the handler returns
+	dr.Body = http.NoBody       // read; and it holds net/http's read buffer
 	w2 := &statusWriter{ResponseWriter: d, since: sw.since, span: sw.span, start: sw.start}
 	go s.runDetached(d, w2, dr, cancel, f, run, routePattern(r), remove)
 	return true

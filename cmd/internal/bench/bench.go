@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,10 +46,14 @@ type Config struct {
 	Embedded bool
 	// Spawn starts a fresh `streamgate serve` for every run (SpawnArgs
 	// added to its flags) instead of using HTTP and GRPC.
-	Spawn         bool
-	SpawnSplit    bool // engine and gateway as two processes
-	SpawnArgs     []string
-	SpawnBinary   string // default: this executable
+	Spawn       bool
+	SpawnSplit  bool // engine and gateway as two processes
+	SpawnArgs   []string
+	SpawnBinary string // default: this executable
+	// SlopeAt runs every transport a second time at this many streams
+	// (on a fresh server) and reports memory's growth per stream between
+	// the two counts; 0: no second run.
+	SlopeAt       int
 	ServerPIDs    []int
 	DirectStreams int
 	WSPerSocket   int
@@ -150,6 +155,7 @@ var knownTransports = []string{"direct", "sse", "chat", "ws", "sse-resumable", "
 type plannedRun struct {
 	transport string
 	wl        workload
+	conc      int // streams; 0: --c
 }
 
 // plan lists the runs: for every workload in use, its direct baseline
@@ -233,13 +239,20 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if c.HTTP2 {
 		conns = (c.Concurrency + c.H2PerConn - 1) / c.H2PerConn
 	}
-	need := uint64(conns)*2 + 256 // embedded: both ends of every connection
+	need := uint64(max(conns, c.SlopeAt))*2 + 256 // embedded: both ends of every connection
 	if nofile > 0 && nofile < need {
 		fmt.Fprintf(stderr, "bench: warning: open-file limit %d may be too low for %d streams\n", nofile, c.Concurrency)
 	}
 
 	runs, notes := c.plan()
 	rep.Notes = append(rep.Notes, notes...)
+	base := c.Concurrency
+	if c.SlopeAt > 0 {
+		for _, pr := range slices.Clone(runs) {
+			pr.conc = c.SlopeAt
+			runs = append(runs, pr)
+		}
+	}
 	var emb *embedded
 	var pids []int
 	var pacedRepo string // --spawn: the paced echo model's (writePacedEcho)
@@ -316,6 +329,7 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		if ctx.Err() != nil {
 			break
 		}
+		c.Concurrency = cmp.Or(pr.conc, base)
 		if i > 0 && c.Pause > 0 {
 			runtime.GC()
 			backend.Sleep(ctx, c.Pause)
@@ -393,10 +407,13 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			continue
 		}
 		for _, b := range rep.Results {
-			if b.Transport == "direct" && b.Model == r.Model && b.Workload == r.Workload {
+			if b.Transport == "direct" && b.Model == r.Model && b.Workload == r.Workload && b.Concurrency == r.Concurrency {
 				r.Ratios = compare(r, b)
 			}
 		}
+	}
+	if c.SlopeAt > 0 {
+		memSlopes(rep.Results, base, c.SlopeAt)
 	}
 	rep.LoadAfter = loadAvg()
 	if busy(rep.LoadBefore, rep.Cores) || busy(rep.LoadAfter, rep.Cores) {

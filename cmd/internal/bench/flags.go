@@ -116,6 +116,7 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	fs.BoolVar(&c.Spawn, "spawn", false, "start a fresh 'streamgate serve' (this binary) for every run, on loopback ports of its own, instead of using --http/--grpc; its GC is traced (preset hold: default true)")
 	fs.StringVar(&v.spawnArgs, "spawn-args", "", "flags added to the spawned servers' (space-separated; they already get --max-streams of twice --c and the --upstream-streams to carry them)")
 	fs.BoolVar(&c.SpawnSplit, "spawn-split", false, "with --spawn, start 'streamgate engine' and 'streamgate gateway' as two processes (--spawn-args go to the gateway) and report the gateway's own memory per stream (preset hold: default true)")
+	fs.IntVar(&c.SlopeAt, "slope-at", 0, "with --spawn, run every transport again at `N` streams, on a fresh server, and report memory's growth per added stream between --c and N (RSS, and the live heap and stacks): a stream's own cost, without the fixed cost every process has (the runtime, the --gc-min-heap floor)")
 	fs.StringVar(&c.SpawnBinary, "spawn-binary", "", "the streamgate binary --spawn starts (default: this one), e.g. an older build to compare")
 	fs.Group("Clients")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
@@ -213,6 +214,10 @@ func (c *Config) validate() error {
 		return errors.New("--cancel-after does not apply to transcribe sequences")
 	case c.Concurrency < 1:
 		return errors.New("--c must be at least 1")
+	case c.SlopeAt < 0 || c.SlopeAt > 0 && c.SlopeAt == c.Concurrency:
+		return errors.New("--slope-at must be a stream count other than --c")
+	case c.SlopeAt > 0 && !c.Spawn:
+		return errors.New("--slope-at needs --spawn: each count is measured on a fresh server")
 	case c.Rate < 0:
 		return errors.New("--rate must not be negative")
 	case c.Duration <= 0:

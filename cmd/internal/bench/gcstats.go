@@ -24,16 +24,36 @@ type GCStats struct {
 	// figure to trust there.
 	CPUSeconds float64 `json:"cpu_s"`
 	CPUShare   float64 `json:"cpu_share"`
+	// LiveMB and StacksMB are what the window's last collection found in
+	// use (gctrace only, in whole MB): the heap it marked live and the
+	// goroutine stacks it scanned. Unlike RSS they leave out the garbage
+	// the heap holds until the next collection, which the GC's pacing
+	// (GOGC, --gc-min-heap) sizes: their growth per stream is what a
+	// stream itself keeps.
+	LiveMB   float64 `json:"live_mb,omitempty"`
+	StacksMB float64 `json:"stacks_mb,omitempty"`
 
 	pauses []int64 // gctrace: the samples, to merge processes
 }
 
+// livePerStreamKB is the live heap and stacks of the window's last
+// collection over n streams; 0 without one (or without gctrace).
+func (g *GCStats) livePerStreamKB(n int64) float64 {
+	if g == nil || n <= 0 {
+		return 0
+	}
+	return (g.LiveMB + g.StacksMB) * 1024 / float64(n)
+}
+
 func (g *GCStats) setPauses(d Dist) { g.Pauses = d }
 
-// merge adds o (another process's figures) to g.
+// merge adds o (another process's figures) to g; live heap and stacks
+// are the sum of each process's last collection.
 func (g *GCStats) merge(o *GCStats) {
 	g.Cycles += o.Cycles
 	g.CPUSeconds += o.CPUSeconds
+	g.LiveMB += o.LiveMB
+	g.StacksMB += o.StacksMB
 	g.pauses = append(g.pauses, o.pauses...)
 	g.setPauses(summarize(slices.Clone(g.pauses)))
 }

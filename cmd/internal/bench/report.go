@@ -61,8 +61,18 @@ type Result struct {
 	GatewayRSSStartMB     float64 `json:"gateway_rss_start_mb,omitempty"`
 	GatewayRSSAtFullMB    float64 `json:"gateway_rss_at_full_mb,omitempty"`
 	GatewayRSSPerStreamKB float64 `json:"gateway_rss_per_stream_kb,omitempty"`
-	ClientCPUBound        bool    `json:"loadgen_cpu_bound"`
-	BoxSaturated          bool    `json:"box_saturated"`
+	// LivePerStreamKB and GatewayLivePerStreamKB: the live heap and
+	// stacks the server's (the gateway's) last collection in the window
+	// found (GC.LiveMB + GC.StacksMB), per stream open at full load. RSS
+	// per stream also counts the garbage the collector lets the heap
+	// hold, a fixed floor under --gc-min-heap (64 MiB by default) that
+	// 1,000 streams share; this is what the streams keep. It includes
+	// the process's own fixed live heap (a few MB), so it overstates a
+	// stream's share a little at 1,000 streams.
+	LivePerStreamKB        float64 `json:"live_per_stream_kb,omitempty"`
+	GatewayLivePerStreamKB float64 `json:"gateway_live_per_stream_kb,omitempty"`
+	ClientCPUBound         bool    `json:"loadgen_cpu_bound"`
+	BoxSaturated           bool    `json:"box_saturated"`
 	// GC is the server's garbage collection in the window (--spawn, or
 	// --embedded where it includes the load generator's).
 	GC *GCStats `json:"gc,omitempty"`
@@ -71,6 +81,9 @@ type Result struct {
 	GatewayCPU *float64 `json:"gateway_cpu_s,omitempty"`
 	GatewayGC  *GCStats `json:"gateway_gc,omitempty"`
 	Ratios     *Ratios  `json:"vs_direct,omitempty"`
+	// MemSlope, with --slope-at, on the run at --c: memory's growth per
+	// stream between it and the run at --slope-at.
+	MemSlope *MemSlope `json:"mem_slope,omitempty"`
 }
 
 func (r *Result) errorCount() int64 {
@@ -201,12 +214,27 @@ func (rep *Report) writeTable(w io.Writer) {
 	}
 	for _, r := range rep.Results {
 		if r.RSSPerStreamKB > 0 && r.Concurrency >= 1000 {
-			fmt.Fprintf(w, "%s memory: server rss %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream), %.1f MB at most\n",
-				r.Transport, r.RSSStartMB, r.RSSAtFullMB, r.StreamsAtFull, r.RSSPerStreamKB, r.RSSMaxMB)
+			fmt.Fprintf(w, "%s memory: server rss %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream), %.1f MB at most%s\n",
+				r.Transport, r.RSSStartMB, r.RSSAtFullMB, r.StreamsAtFull, r.RSSPerStreamKB, r.RSSMaxMB, liveNote(r.GC, r.LivePerStreamKB))
 			if r.GatewayRSSAtFullMB > 0 && r.Transport != "direct" {
-				fmt.Fprintf(w, "%s memory: gateway process alone %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream)\n",
-					r.Transport, r.GatewayRSSStartMB, r.GatewayRSSAtFullMB, r.StreamsAtFull, r.GatewayRSSPerStreamKB)
+				fmt.Fprintf(w, "%s memory: gateway process alone %.1f MB before, %.1f MB with %d streams open (+%.1f KB per stream)%s\n",
+					r.Transport, r.GatewayRSSStartMB, r.GatewayRSSAtFullMB, r.StreamsAtFull, r.GatewayRSSPerStreamKB, liveNote(r.GatewayGC, r.GatewayLivePerStreamKB))
 			}
+		}
+	}
+	for _, r := range rep.Results {
+		if m := r.MemSlope; m != nil {
+			fmt.Fprintf(w, "%s memory per added stream, %d → %d streams: server rss %+.1f KB", r.Transport, m.From, m.To, m.RSSKB)
+			if m.LiveKB != 0 {
+				fmt.Fprintf(w, ", live heap and stacks %+.1f KB", m.LiveKB)
+			}
+			if m.GatewayRSSKB != 0 && r.Transport != "direct" {
+				fmt.Fprintf(w, "; gateway process alone: rss %+.1f KB", m.GatewayRSSKB)
+				if m.GatewayLiveKB != 0 {
+					fmt.Fprintf(w, ", live heap and stacks %+.1f KB", m.GatewayLiveKB)
+				}
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	for _, r := range rep.Results {
@@ -258,4 +286,63 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// liveNote is a memory line's tail: what the last collection found live
+// (heap and stacks) per stream, when a collection ran in the window.
+func liveNote(g *GCStats, perStream float64) string {
+	if g == nil || perStream == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; live at its last gc: heap %.0f MB + stacks %.0f MB = %.1f KB per stream", g.LiveMB, g.StacksMB, perStream)
+}
+
+// MemSlope is memory's growth per added stream between two runs of one
+// transport and workload at two stream counts, each on a fresh server:
+// what one more stream costs, without what the process holds whatever
+// its streams (the runtime, pools, the garbage the --gc-min-heap floor
+// lets the heap keep). RSS is the whole server (engine included when it
+// runs in the gateway's process); Live is the live heap and stacks of
+// each run's last collection (gctrace); the Gateway figures are the
+// gateway process's alone (--spawn-split).
+type MemSlope struct {
+	From, To      int64   // streams open at full load in the two runs
+	RSSKB         float64 `json:"rss_kb"`
+	LiveKB        float64 `json:"live_kb,omitempty"`
+	GatewayRSSKB  float64 `json:"gateway_rss_kb,omitempty"`
+	GatewayLiveKB float64 `json:"gateway_live_kb,omitempty"`
+}
+
+// memSlopes sets MemSlope on each result at from streams that has a
+// twin at to streams.
+func memSlopes(rs []*Result, from, to int) {
+	live := func(g *GCStats) float64 {
+		if g == nil {
+			return 0
+		}
+		return g.LiveMB + g.StacksMB
+	}
+	for _, a := range rs {
+		for _, b := range rs {
+			if a.Concurrency != from || b.Concurrency != to || a.Transport != b.Transport || a.Workload != b.Workload {
+				continue
+			}
+			n := float64(b.StreamsAtFull - a.StreamsAtFull)
+			if n == 0 || a.RSSAtFullMB == 0 || b.RSSAtFullMB == 0 {
+				continue
+			}
+			perStream := func(x, y float64) float64 { return (y - x) * 1024 / n }
+			m := &MemSlope{From: a.StreamsAtFull, To: b.StreamsAtFull, RSSKB: perStream(a.RSSAtFullMB, b.RSSAtFullMB)}
+			if a.GC != nil && b.GC != nil && a.GC.LiveMB > 0 && b.GC.LiveMB > 0 {
+				m.LiveKB = perStream(live(a.GC), live(b.GC))
+			}
+			if a.GatewayRSSAtFullMB > 0 && b.GatewayRSSAtFullMB > 0 {
+				m.GatewayRSSKB = perStream(a.GatewayRSSAtFullMB, b.GatewayRSSAtFullMB)
+				if live(a.GatewayGC) > 0 && live(b.GatewayGC) > 0 {
+					m.GatewayLiveKB = perStream(live(a.GatewayGC), live(b.GatewayGC))
+				}
+			}
+			a.MemSlope = m
+		}
+	}
 }

@@ -338,6 +338,8 @@ func run(ctx context.Context, spec runSpec) *Result {
 			}
 		}
 	}
+	r.LivePerStreamKB = r.GC.livePerStreamKB(r.StreamsAtFull)
+	r.GatewayLivePerStreamKB = r.GatewayGC.livePerStreamKB(r.StreamsAtFull)
 	return r
 }
 

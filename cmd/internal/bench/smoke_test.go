@@ -189,6 +189,7 @@ func TestParseFlags(t *testing.T) {
 		{"--preset", "nope"}, {"--transport", "carrier-pigeon"}, {"--delay", "1500us"},
 		{"--responses", "5", "--cancel-after", "5"}, {"--model", "gpt"}, {"--c", "0"}, {"extra"},
 		{"--preset", "streams"}, {"--preset", "ttft", "--model", "echo", "--embedded"}, {"--model", "m.gguf"},
+		{"--slope-at", "4000"}, {"--spawn", "--c", "1000", "--slope-at", "1000"}, {"--spawn", "--slope-at", "-1"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%v) accepted", bad)
@@ -375,6 +376,28 @@ func TestGCTrace(t *testing.T) {
 	if want := (0.10 + 0.90) / 1e3; st.CPUSeconds < want*0.999 || st.CPUSeconds > want*1.001 {
 		t.Fatalf("gc cpu %v, want %v (assists and background marking)", st.CPUSeconds, want)
 	}
+	// The window's last collection: 5 MB live, 0 MB of stacks.
+	if st.LiveMB != 5 || st.StacksMB != 0 || st.livePerStreamKB(10) != 512 {
+		t.Fatalf("live %v MB, stacks %v MB, per stream %v KB; want 5, 0, 512", st.LiveMB, st.StacksMB, st.livePerStreamKB(10))
+	}
+	// A later cycle whose memory figures a log record cut off keeps the
+	// last figures seen; one with them replaces them.
+	g.add("gc 3 @2.000s 1%: 0.020+2.0+0.040 ms clock, 0.040+0.10/0.90/3.0+0.080 ms cpu, ", t0.Add(3*time.Second))
+	g.add("gc 4 @3.000s 1%: 0.020+2.0+0.040 ms clock, 0.040+0.10/0.90/3.0+0.080 ms cpu, 70->71->12 MB, 64 MB goal, 3 MB stacks, 0 MB globals, 2 P", t0.Add(4*time.Second))
+	st = g.window(window{from: t0.Add(500 * time.Millisecond), to: t0.Add(3500 * time.Millisecond)})
+	if st.Cycles != 2 || st.LiveMB != 5 {
+		t.Fatalf("cut line: %d cycles, live %v MB; want 2, 5", st.Cycles, st.LiveMB)
+	}
+	st = g.window(window{from: t0.Add(500 * time.Millisecond), to: t0.Add(time.Hour)})
+	if st.LiveMB != 12 || st.StacksMB != 3 {
+		t.Fatalf("live %v MB, stacks %v MB; want 12, 3", st.LiveMB, st.StacksMB)
+	}
+	var sum GCStats
+	sum.merge(st)
+	sum.merge(st)
+	if sum.LiveMB != 24 || sum.StacksMB != 6 {
+		t.Fatalf("merged: live %v MB, stacks %v MB; want 24, 6", sum.LiveMB, sum.StacksMB)
+	}
 }
 
 // TestSpawnSmoke runs the bench on spawned servers (a streamgate binary
@@ -407,6 +430,21 @@ func TestSpawnSmoke(t *testing.T) {
 	t.Run("open", func(t *testing.T) {
 		if rep := run(t, "sse"); len(rep.Results) != 2 {
 			t.Fatalf("%d runs", len(rep.Results))
+		}
+	})
+	// --slope-at runs every transport again at the second count, each
+	// on a fresh server; the comparison pairs runs of one count.
+	t.Run("slope", func(t *testing.T) {
+		rep := run(t, "sse", "--spawn-split", "--slope-at", "6")
+		var got []string
+		for _, r := range rep.Results {
+			got = append(got, fmt.Sprintf("%s@%d", r.Transport, r.Concurrency))
+			if r.Transport == "sse" && (r.Ratios == nil || r.Ratios.Throughput == 0) {
+				t.Errorf("sse@%d: no comparison with direct at its count", r.Concurrency)
+			}
+		}
+		if strings.Join(got, " ") != "direct@3 sse@3 direct@6 sse@6" {
+			t.Errorf("runs %v", got)
 		}
 	})
 	// Over HTTP/2: the spawned gateway serves h2c (a gateway without it

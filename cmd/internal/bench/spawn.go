@@ -318,6 +318,11 @@ type gcCycle struct {
 	// a pause waits long for descheduled threads): it is left out, and
 	// the pauses are reported apart.
 	cpu float64
+	// live is the heap the cycle marked live and stacks the goroutine
+	// stacks it scanned, in bytes (gctrace's whole MB); mem is false
+	// when the line lost them (a log record split it).
+	live, stacks int64
+	mem          bool
 }
 
 // gcTrace collects the cycles of a GODEBUG=gctrace=1 log.
@@ -328,6 +333,10 @@ type gcTrace struct {
 
 // gctrace line: gc 12 @3.456s 1%: 0.025+1.2+0.011 ms clock, 0.050+0.30/1.1/2.2+0.022 ms cpu, ...
 var gcLineRE = regexp.MustCompile(`^gc \d+ @[\d.]+s \d+%: ([\d.]+)\+([\d.]+)\+([\d.]+) ms clock, ([\d.]+)\+([\d.]+)/([\d.]+)/[\d.]+\+([\d.]+) ms cpu`)
+
+// gctrace's memory figures: heap at the start -> at the end -> marked
+// live, the goal, then the stacks scanned.
+var gcMemRE = regexp.MustCompile(`, \d+->\d+->(\d+) MB, \d+ MB goal, (\d+) MB stacks`)
 
 // add records line if it is a gctrace line.
 func (g *gcTrace) add(line string, at time.Time) bool {
@@ -341,6 +350,11 @@ func (g *gcTrace) add(line string, at time.Time) bool {
 	}
 	c := gcCycle{at: at, wall: time.Duration((f[1] + f[2] + f[3]) * 1e6),
 		pauses: [2]float64{f[1] / 1e3, f[3] / 1e3}, cpu: (f[5] + f[6]) / 1e3}
+	if mm := gcMemRE.FindStringSubmatch(line); mm != nil {
+		live, _ := strconv.ParseInt(mm[1], 10, 64)
+		stacks, _ := strconv.ParseInt(mm[2], 10, 64)
+		c.live, c.stacks, c.mem = live<<20, stacks<<20, true
+	}
 	g.mu.Lock()
 	g.cycles = append(g.cycles, c)
 	g.mu.Unlock()
@@ -365,6 +379,9 @@ func (g *gcTrace) window(w window) *GCStats {
 		st.CPUSeconds += c.cpu * share
 		for _, p := range c.pauses {
 			st.pauses = append(st.pauses, int64(p*1e9))
+		}
+		if c.mem {
+			st.LiveMB, st.StacksMB = float64(c.live)/(1<<20), float64(c.stacks)/(1<<20)
 		}
 	}
 	st.setPauses(summarize(slices.Clone(st.pauses)))

@@ -134,3 +134,35 @@ func TestKindOf(t *testing.T) {
 		}
 	}
 }
+
+// Memory's growth per added stream between runs at two stream counts:
+// what each process holds whatever its streams drops out.
+func TestMemSlopes(t *testing.T) {
+	gc := func(live, stacks float64) *GCStats { return &GCStats{LiveMB: live, StacksMB: stacks} }
+	rs := []*Result{
+		{Transport: "sse", Workload: "w", Concurrency: 1000, StreamsAtFull: 1000, RSSAtFullMB: 190, GC: gc(16, 2),
+			GatewayRSSAtFullMB: 97, GatewayGC: gc(11, 1)},
+		{Transport: "ws", Workload: "w", Concurrency: 1000, StreamsAtFull: 1000, RSSAtFullMB: 180},
+		{Transport: "sse", Workload: "w", Concurrency: 4000, StreamsAtFull: 4000, RSSAtFullMB: 262.5, GC: gc(60, 11),
+			GatewayRSSAtFullMB: 157, GatewayGC: gc(44, 5)},
+		{Transport: "sse", Workload: "other", Concurrency: 4000, StreamsAtFull: 4000, RSSAtFullMB: 1000},
+	}
+	memSlopes(rs, 1000, 4000)
+	m := rs[0].MemSlope
+	if m == nil {
+		t.Fatal("no slope for sse")
+	}
+	want := MemSlope{From: 1000, To: 4000, RSSKB: 72.5 * 1024 / 3000, LiveKB: 53 * 1024 / 3000.0,
+		GatewayRSSKB: 60 * 1024 / 3000.0, GatewayLiveKB: 37 * 1024 / 3000.0}
+	if math.Abs(m.RSSKB-want.RSSKB) > 1e-9 || math.Abs(m.LiveKB-want.LiveKB) > 1e-9 ||
+		math.Abs(m.GatewayRSSKB-want.GatewayRSSKB) > 1e-9 || math.Abs(m.GatewayLiveKB-want.GatewayLiveKB) > 1e-9 ||
+		m.From != want.From || m.To != want.To {
+		t.Errorf("slope %+v, want %+v", *m, want)
+	}
+	// No twin at the second count (ws), or the run at it: no slope.
+	for _, r := range rs[1:] {
+		if r.MemSlope != nil {
+			t.Errorf("%s/%s at %d: slope %+v", r.Transport, r.Workload, r.Concurrency, *r.MemSlope)
+		}
+	}
+}

@@ -95,12 +95,22 @@ func BenchmarkAttention(b *testing.B) {
 }
 
 // BenchmarkPromptQ8 measures a 64-row product with Q8_0 weights (896 ×
-// 4864, Qwen2.5-0.5B's gate projection), single worker, by tiles where the
-// CPU has AVX-512 VNNI ("tile") and by the one-row kernels ("rows"):
+// 4864, Qwen2.5-0.5B's gate projection), single worker, by the AMX kernel
+// where the CPU has AMX-INT8 ("amx"), by tiles where it has AVX-512 VNNI
+// ("tile") and by the one-row kernels ("rows"):
 //
 //	go test -run '^$' -bench PromptQ8 ./engine/llama2/kernels
 func BenchmarkPromptQ8(b *testing.B) {
 	benchPrompt(b, Q8_0, 896, 4864, tileAsm[Q8_0] != nil)
+}
+
+// BenchmarkDecodeQ8 is BenchmarkPromptQ8 for one activation row and for
+// eight (a decode step of one stream and of eight), where the VNNI tile
+// does not run: "amx" against the one-row kernels ("rows").
+func BenchmarkDecodeQ8(b *testing.B) {
+	for _, rows := range []int{1, 8} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) { benchQ8(b, rows, 896, 4864) })
+	}
 }
 
 // BenchmarkPromptQ4K is BenchmarkPromptQ8 for Q4_K weights (2048 × 8192,
@@ -120,12 +130,11 @@ func BenchmarkPromptQ6K(b *testing.B) {
 // benchPrompt measures a 64-row product of n × d weights of type t with
 // and without the tile kernel (which the CPU has where hasTile).
 func benchPrompt(b *testing.B, t DType, n, d int, hasTile bool) {
-	r := rand.New(rand.NewPCG(1, 1))
-	const rows = 64
-	m := MatMul{X: randVec(r, rows*n), Out: make([]float32, rows*d), Rows: rows, N: n, D: d, Type: t, Raw: Quantize(t, randVec(r, d*n))}
-	pool := NewPool(1)
-	defer pool.Close()
-	c := NewCPU(pool)
+	if t == Q8_0 {
+		benchQ8(b, 64, n, d)
+		return
+	}
+	m := benchMatMul(t, 64, n, d)
 	for _, tile := range []bool{true, false} {
 		b.Run(map[bool]string{true: "tile", false: "rows"}[tile], func(b *testing.B) {
 			if tile && !hasTile {
@@ -133,10 +142,49 @@ func benchPrompt(b *testing.B, t DType, n, d int, hasTile bool) {
 			}
 			useTile = tile
 			defer func() { useTile = true }()
-			for b.Loop() {
-				c.MatMul(m)
-			}
-			b.ReportMetric(float64(b.N)*float64(rows*n*d)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			runMatMul(b, m)
 		})
 	}
+}
+
+// benchQ8 measures a rows-row product with n × d Q8_0 weights by the AMX
+// kernel, the VNNI tile (from four rows) and the one-row kernels.
+func benchQ8(b *testing.B, rows, n, d int) {
+	m := benchMatMul(Q8_0, rows, n, d)
+	for _, k := range []struct {
+		name      string
+		amx, tile bool
+		has       bool
+	}{
+		{"amx", true, false, hasAMX},
+		{"tile", false, true, tileAsm[Q8_0] != nil && rows >= tileMinRows},
+		{"rows", false, false, true},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			if !k.has {
+				b.Skip("no such kernel on this CPU, in this build or for this many rows")
+			}
+			defer func(amx, tile bool) { useAMX, useTile = amx, tile }(useAMX, useTile)
+			useAMX, useTile = k.amx, k.tile
+			runMatMul(b, m)
+		})
+	}
+}
+
+// benchMatMul returns a rows-row product with random n × d weights of
+// type t.
+func benchMatMul(t DType, rows, n, d int) MatMul {
+	r := rand.New(rand.NewPCG(1, 1))
+	return MatMul{X: randVec(r, rows*n), Out: make([]float32, rows*d), Rows: rows, N: n, D: d, Type: t, Raw: Quantize(t, randVec(r, d*n))}
+}
+
+// runMatMul measures m on one worker, in GMAC/s.
+func runMatMul(b *testing.B, m MatMul) {
+	pool := NewPool(1)
+	defer pool.Close()
+	c := NewCPU(pool)
+	for b.Loop() {
+		c.MatMul(m)
+	}
+	b.ReportMetric(float64(b.N)*float64(m.Rows*m.N*m.D)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 }

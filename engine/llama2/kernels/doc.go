@@ -26,7 +26,22 @@
 // shape (VPMADDUBSW and VPDPWSSD with the block's scales, tilek.go and
 // tilek_amd64.s), exact integer block sums and then the one-row kernels'
 // float step. The activations are quantized once per call for all jobs
-// that share them (a layer's Q, K and V). The tag purego leaves them out; then, built with
+// that share them (a layer's Q, K and V).
+//
+// Where the CPU has AMX-INT8 and Linux grants the process the tile state
+// (amx_amd64.go), every Q8_0 product, one activation row (a decode) or
+// many (a prompt, a batch), goes by one AMX kernel instead (amx.go and
+// amx_amd64.s): 16 weight rows, read straight from the GGUF blocks, times
+// up to 16 activation rows, in an order of its own. For each output and
+// each 32-value block b in turn, the exact integer sum s (TDPBSSD), then
+// acc = acc + float32(s)·(dw[b]·dx[b]), each of the three operations
+// rounded to float32, no fused multiply-add. Batching still never changes
+// a Q8_0 result on one machine, but the results are not the bits a CPU
+// without AMX gives (dotQ8_0's eight lanes per block): across CPUs, Q8_0
+// outputs agree to rounding, not bit for bit. Every other type keeps the
+// same bits on every CPU.
+//
+// The tag purego leaves the assembly out; then, built with
 // GOEXPERIMENT=simd, the archsimd kernels of simd_amd64.go are used, and
 // otherwise the scalar ones. Every dot product keeps a fixed accumulation
 // order, so a row's result never depends on how rows are batched or split.

@@ -9,6 +9,7 @@ type activations struct {
 	f   []float32   // BF16: rows rounded to bfloat16 (F16 weights multiply float32 rows)
 	x2  []q8x2      // q8 packed for the tile kernel, where canTile
 	xK2 []q8Kx2     // q8K packed for the K-quant tile kernels
+	xa  []amxBlock  // q8 packed for the AMX kernel, where amxQ8
 }
 
 // kind is the form of activations a weight type multiplies with.
@@ -54,7 +55,10 @@ outer:
 			for r := range m.Rows {
 				quantizeQ8_0Fast(m.X[r*m.N:(r+1)*m.N], a.q8[r*nb:(r+1)*nb])
 			}
-			if off := tileKey(m); off != 0 {
+			if amxQ8(m) && m.Rows > 1 {
+				a.xa = grow(a.xa, (m.Rows+15)/16*nb)
+				packAMX(a.q8, m.Rows, nb, a.xa)
+			} else if off := tileKey(m); off != 0 {
 				a.x2 = grow(a.x2, (m.Rows+1)/2*nb)
 				packQ8x2(a.q8, m.Rows, nb, off, a.x2)
 			}
@@ -97,6 +101,10 @@ func (c *CPU) rows(i int, m *MatMul, lo, hi int) {
 		c.matmul(m, lo, hi)
 		return
 	case Q8_0, Q4_0, Q5_0:
+		if amxQ8(m) {
+			rowsQ8AMX(m, &c.acts[c.src[i]], lo, hi)
+			return
+		}
 		if tileKernel(m) != nil {
 			rowsQ8Tile(m, c.acts[c.src[i]].x2, lo, hi)
 			return

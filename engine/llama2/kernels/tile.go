@@ -63,6 +63,9 @@ func tileKey(m *MatMul) int32 {
 	if tileK(m) {
 		return 1
 	}
+	if amxQ8(m) {
+		return 2
+	}
 	if tileKernel(m) == nil {
 		return 0
 	}

@@ -73,6 +73,13 @@ type Config struct {
 	JSON       bool
 	CPUProfile string
 	MemProfile string
+	// Llamacpp is the npm project that runs llama.cpp for the ttft
+	// preset's reference ("": engine/internal/llamacpp when installed
+	// under the working directory).
+	Llamacpp string
+	// LlamacppThreads is llama.cpp's thread count there (0: GOMAXPROCS,
+	// as the engine's workers).
+	LlamacppThreads int
 
 	// Args are the flags set, on the command line or by their variables
 	// (as --name=value), echoed in the report.
@@ -415,6 +422,11 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	if c.SlopeAt > 0 {
 		memSlopes(rep.Results, base, c.SlopeAt)
 	}
+	if c.Preset == "ttft" && c.GGUF != "" && ctx.Err() == nil {
+		if err := c.reference(ctx, rep, stderr); err != nil {
+			return err
+		}
+	}
 	rep.LoadAfter = loadAvg()
 	if busy(rep.LoadBefore, rep.Cores) || busy(rep.LoadAfter, rep.Cores) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("the 1-minute load average exceeded the %d cores: other processes competed for the CPU, and latency percentiles include their scheduling delays", rep.Cores))
@@ -424,6 +436,26 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	}
 	rep.writeTable(stdout)
 	return ctx.Err()
+}
+
+// reference adds llama.cpp's time to first token on the same prompt and
+// file to rep, or a note saying why it could not.
+func (c *Config) reference(ctx context.Context, rep *Report, stderr io.Writer) error {
+	dir, err := llamacppDir(c.Llamacpp)
+	switch {
+	case err != nil:
+		return err
+	case dir == "":
+		rep.Notes = append(rep.Notes, "llama.cpp reference not run: no --llamacpp, and no "+defaultLlamacppDir+" with node_modules under the working directory (npm install --omit=optional --ignore-scripts there)")
+		return nil
+	}
+	fmt.Fprintf(stderr, "bench: llama.cpp: the same prompt, %d runs...\n", llamacppRuns)
+	ref, err := referenceTTFT(ctx, dir, c.LlamacppThreads, c.GGUF, c.Model, c.Prompt, c.HTTP, c.APIKey)
+	if err != nil {
+		return fmt.Errorf("llama.cpp reference: %w", err)
+	}
+	rep.Reference = ref
+	return nil
 }
 
 // busy reports whether a /proc/loadavg triple's first figure exceeds cores.

@@ -126,6 +126,8 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	fs.Group("Report and profiles")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of this process (with --embedded: server and load generator)")
+	fs.StringVar(&c.Llamacpp, "llamacpp", "", "ttft preset: the node-llama-cpp project (engine/internal/llamacpp after npm install) that times llama.cpp's prompt processing of the same prompt and file beside ours (default: engine/internal/llamacpp under the working directory when installed; without it the reference is left out)")
+	fs.IntVar(&c.LlamacppThreads, "llamacpp-threads", 0, "ttft preset: llama.cpp's threads (0: GOMAXPROCS, the engine's workers)")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile of this process to FILE.<transport> as each window closes, at full load")
 	return v
 }

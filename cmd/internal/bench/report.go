@@ -96,19 +96,21 @@ func (r *Result) errorCount() int64 {
 
 // Report is everything one invocation measured.
 type Report struct {
-	Preset      string    `json:"preset,omitempty"`
-	Command     string    `json:"command"`
-	Cores       int       `json:"cores"`
-	LoadBefore  string    `json:"loadavg_before"`
-	LoadAfter   string    `json:"loadavg_after"`
-	HTTP        string    `json:"http"`
-	GRPC        string    `json:"grpc"`
-	Embedded    bool      `json:"embedded"`
-	ServerPIDs  []int     `json:"server_pids,omitempty"`
-	NoFile      uint64    `json:"nofile_limit"`
-	Notes       []string  `json:"notes,omitempty"`
-	Results     []*Result `json:"results"`
-	GeneratedAt string    `json:"generated_at"`
+	Preset     string    `json:"preset,omitempty"`
+	Command    string    `json:"command"`
+	Cores      int       `json:"cores"`
+	LoadBefore string    `json:"loadavg_before"`
+	LoadAfter  string    `json:"loadavg_after"`
+	HTTP       string    `json:"http"`
+	GRPC       string    `json:"grpc"`
+	Embedded   bool      `json:"embedded"`
+	ServerPIDs []int     `json:"server_pids,omitempty"`
+	NoFile     uint64    `json:"nofile_limit"`
+	Notes      []string  `json:"notes,omitempty"`
+	Results    []*Result `json:"results"`
+	// Reference is llama.cpp's side of the ttft preset.
+	Reference   *Reference `json:"llamacpp,omitempty"`
+	GeneratedAt string     `json:"generated_at"`
 }
 
 func (rep *Report) writeJSON(w io.Writer) error {
@@ -266,6 +268,15 @@ func (rep *Report) writeTable(w io.Writer) {
 			fmt.Fprintf(w, "warning: %s: the machine was saturated (server and load generator used ≈ all %d cores); throughput and latency are under CPU contention\n",
 				r.Transport, r.Cores)
 		}
+	}
+	if rep.Reference != nil {
+		var chat *Result
+		for _, r := range rep.Results {
+			if r.Transport == "chat" {
+				chat = r
+			}
+		}
+		writeReference(w, rep.Reference, chat, busy(rep.LoadBefore, rep.Cores) || busy(rep.LoadAfter, rep.Cores))
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note:", n)

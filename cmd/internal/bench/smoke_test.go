@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -245,6 +246,34 @@ func TestEmbeddedSmoke(t *testing.T) {
 		}
 		if r := rep.Results[0]; r.Transport != "chat" || r.Model != "tiny-q8_0" || r.Responses == 0 || r.Requests != 12 || len(r.Errors) != 0 {
 			t.Errorf("%s/%s: %d responses, %d requests, errors %v", r.Transport, r.Model, r.Responses, r.Requests, r.ErrorSamples)
+		}
+	})
+	// The ttft preset beside llama.cpp: the same chat prompt, as many
+	// tokens on both sides, timed on both.
+	t.Run("ttft", func(t *testing.T) {
+		dir := filepath.Join("..", "..", "..", "engine", "internal", "llamacpp")
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-llama-cpp")); err != nil {
+			if os.Getenv("STREAMGATE_REQUIRE") != "" {
+				t.Fatalf("llama.cpp reference unavailable and STREAMGATE_REQUIRE is set: %v", err)
+			}
+			t.Skipf("llama.cpp reference unavailable: %v", err)
+		}
+		path := filepath.Join(t.TempDir(), "Tiny-Q8_0.gguf")
+		if err := ggufmodel.Write(path, ggufmodel.Small("qwen2", gguf.Q8_0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		rep := runJSON(t, "--preset", "ttft", "--model", path, "--llamacpp", dir, "--llamacpp-threads", "1",
+			"--prompt", "the quick brown fox")
+		ref := rep.Reference
+		if ref == nil {
+			t.Fatalf("no llama.cpp reference; notes %q", rep.Notes)
+		}
+		if ref.Tokens < 5 || ref.Tokens != ref.EngineTokens || ref.Threads != 1 || ref.Wall.N != llamacppRuns || ref.CPU.N != llamacppRuns ||
+			ref.Wall.P50 <= 0 || ref.GoalMs != 1.2*ref.Wall.P50+2 {
+			t.Errorf("reference %+v", ref)
+		}
+		if r := rep.Results[0]; r.Transport != "chat" || r.TTFT.N != 12 || len(r.Errors) != 0 {
+			t.Errorf("%s: ttft %+v, errors %v", r.Transport, r.TTFT, r.ErrorSamples)
 		}
 	})
 	// sse and chat over HTTP/2 (h2c) to the embedded gateway, 2 streams

@@ -18,6 +18,11 @@
 // sequences of one context each do the same, evaluated together in one
 // batch per step; "decodeSeconds" is then the time from every sequence's
 // first token to the last one's end, in which each generates n tokens.
+// With "promptRuns": n (and tokens, no steps or bench), the prompt is
+// evaluated n times on a cleared sequence, each time until its first
+// (greedy) token, and "prompts" holds each run's wall and CPU seconds
+// ({"seconds", "cpuSeconds"}): the time to first token of a request whose
+// prompt is those tokens.
 // With "special": true, "special" holds the vocabulary's BOS, EOS and EOT
 // ids (-1: none), whether it adds BOS and EOS, and every token id that
 // ends a generation ("eog").
@@ -54,7 +59,7 @@ for (const req of jobs) {
         eog: Array.from({length: req.vocab}, (_, i) => i).filter((i) => m.isEogToken(i)),
       }
     : undefined;
-  if (!req.steps && !req.bench) {
+  if (!req.steps && !req.bench && !req.promptRuns) {
     results.push({steps: [], tokens, pieces, special});
     await model.dispose();
     continue;
@@ -103,6 +108,21 @@ for (const req of jobs) {
     continue;
   }
   const seq = context.getSequence();
+  if (req.promptRuns) {
+    const cpu = (a, b) => (b.user + b.system - a.user - a.system) / 1e6;
+    const prompts = [];
+    for (let i = 0; i < req.promptRuns; i++) {
+      await seq.clearHistory();
+      const called = performance.now();
+      const cpuCalled = process.cpuUsage();
+      for await (const tok of seq.evaluate(req.tokens, {temperature: 0})) break;
+      prompts.push({seconds: (performance.now() - called) / 1000, cpuSeconds: cpu(cpuCalled, process.cpuUsage())});
+    }
+    results.push({steps: [], tokens, special, prompts, rss: process.memoryUsage().rss});
+    await context.dispose();
+    await model.dispose();
+    continue;
+  }
   if (req.bench) {
     // Decode speed: llama.cpp's own generation loop, greedy, after the
     // prompt; the clock starts at the first generated token.

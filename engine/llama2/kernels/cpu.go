@@ -20,10 +20,11 @@ type CPU struct {
 	src            []int         // per job: the job whose acts it uses
 	att            []Attention
 	heads          Heads
-	rowsAll, parts int // the current call's output rows (MatMul) or items (Attention), and its chunks
-	// matmulFn and attendFn are c.matmulChunk and c.attendChunk, made
-	// once so that a call allocates no func value.
-	matmulFn, attendFn func(chunk, worker int)
+	rowsAll, parts int       // the current call's output rows (MatMul) or items (Attention), and its chunks
+	gluH, gluG     []float32 // the current SwiGLU call's operands
+	// matmulFn, attendFn and swigluFn are c.matmulChunk, c.attendChunk
+	// and c.swigluChunk, made once so that a call allocates no func value.
+	matmulFn, attendFn, swigluFn func(chunk, worker int)
 }
 
 // minChunk is the least work (multiply-adds) worth handing to a worker:
@@ -111,8 +112,32 @@ func (c *CPU) RoPE(v, cos, sin []float32, neox bool) {
 // Softmax implements Kernels.
 func (c *CPU) Softmax(x []float32) { softmax(x) }
 
-// SwiGLU implements Kernels.
-func (c *CPU) SwiGLU(h, g []float32) { swiglu(h, g) }
+// minSwiGLU is the least number of elements of a SwiGLU call worth handing
+// to a worker (about 50 µs): the calls of a prompt chunk (rows × hidden
+// width) split across the workers; a decode step's one row does not.
+const minSwiGLU = 8 << 10
+
+// SwiGLU implements Kernels. Each element is computed alone, so the result
+// does not depend on how the call is split.
+func (c *CPU) SwiGLU(h, g []float32) {
+	chunks := min(len(h)/minSwiGLU, 2*c.pool.Workers())
+	if chunks <= 1 {
+		swiglu(h, g)
+		return
+	}
+	if c.swigluFn == nil {
+		c.swigluFn = c.swigluChunk
+	}
+	c.gluH, c.gluG, c.parts = h, g[:len(h)], chunks
+	c.pool.Run(chunks, c.swigluFn)
+	c.gluH, c.gluG = nil, nil
+}
+
+// swigluChunk computes chunk of the current SwiGLU call.
+func (c *CPU) swigluChunk(chunk, _ int) {
+	lo, hi := chunk*len(c.gluH)/c.parts, (chunk+1)*len(c.gluH)/c.parts
+	swiglu(c.gluH[lo:hi], c.gluG[lo:hi])
+}
 
 // attendFunc computes the attention of the g query heads that share one KV
 // head (grouped-query attention) for one task: q and out hold the g heads

@@ -13,15 +13,28 @@ import (
 //
 // Workers spin briefly after each loop so that the next one, which in a
 // forward pass follows within microseconds, starts without a wake-up; then
-// they park. Run must not be called concurrently. Close stops the workers
-// and waits for them.
+// they park. The caller of Run, once no chunk is left to claim, spins
+// briefly for the chunks still running elsewhere and then blocks until the
+// last one ends, so a helper that the OS has descheduled on a busy machine
+// does not cost a core of spinning. Run allocates nothing, must not be
+// called concurrently, and Close stops the workers and waits for them.
 type Pool struct {
 	helpers []*helper
-	job     atomic.Pointer[job]
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	closed  atomic.Bool
 	spin    time.Duration
+
+	// The current loop. claim packs its generation, its chunk count and
+	// the next unclaimed chunk (see pack), so that a helper claims a chunk
+	// only of the loop it read, in one compare-and-swap. fn is written
+	// before the loop is published in claim and read only by a worker
+	// that has claimed one of its chunks.
+	claim    atomic.Uint64
+	fn       func(chunk, worker int)
+	done     atomic.Int64 // chunks of the current loop that have returned
+	waiting  atomic.Bool  // the caller is blocked on finished
+	finished chan struct{}
 }
 
 type helper struct {
@@ -29,13 +42,22 @@ type helper struct {
 	wake   chan struct{}
 }
 
-// job is one parallel loop. A helper that arrives late finds next >= n and
-// returns, so the caller only waits for chunks that were claimed.
-type job struct {
-	fn   func(chunk, worker int)
-	n    int64
-	next atomic.Int64
-	done atomic.Int64
+// A claim word holds a loop's generation (high 16 bits), its number of
+// chunks (24 bits) and the next chunk to claim (low 24 bits). A generation
+// that wraps around is harmless: a worker claims a chunk only by a
+// compare-and-swap on the word of the loop now running.
+const (
+	chunkBits = 24
+	chunkMask = 1<<chunkBits - 1
+	maxChunks = chunkMask
+)
+
+func pack(gen uint16, n, next int) uint64 {
+	return uint64(gen)<<(2*chunkBits) | uint64(n)<<chunkBits | uint64(next)
+}
+
+func unpack(v uint64) (gen uint16, n, next int) {
+	return uint16(v >> (2 * chunkBits)), int(v>>chunkBits) & chunkMask, int(v) & chunkMask
 }
 
 // NewPool starts a pool of workers goroutines in all (workers-1 helpers).
@@ -44,7 +66,7 @@ func NewPool(workers int) *Pool {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	p := &Pool{stop: make(chan struct{}), spin: 50 * time.Microsecond}
+	p := &Pool{stop: make(chan struct{}), spin: 50 * time.Microsecond, finished: make(chan struct{}, 1)}
 	for i := 1; i < workers; i++ {
 		h := &helper{wake: make(chan struct{}, 1)}
 		p.helpers = append(p.helpers, h)
@@ -65,14 +87,16 @@ func (p *Pool) Run(n int, fn func(chunk, worker int)) {
 	if n <= 0 {
 		return
 	}
-	if n == 1 || len(p.helpers) == 0 || p.closed.Load() {
+	if n == 1 || n > maxChunks || len(p.helpers) == 0 || p.closed.Load() {
 		for c := 0; c < n; c++ {
 			fn(c, 0)
 		}
 		return
 	}
-	j := &job{fn: fn, n: int64(n)}
-	p.job.Store(j)
+	gen, _, _ := unpack(p.claim.Load())
+	p.fn = fn
+	p.done.Store(0)
+	p.claim.Store(pack(gen+1, n, 0)) // publishes the loop
 	for i, h := range p.helpers {
 		if i+1 >= n {
 			break
@@ -84,37 +108,73 @@ func (p *Pool) Run(n int, fn func(chunk, worker int)) {
 			}
 		}
 	}
-	j.run(0)
-	for spins := 0; j.done.Load() < j.n; spins++ {
-		if spins > 64 {
-			runtime.Gosched()
-		}
-	}
-	p.job.CompareAndSwap(j, nil)
+	p.runChunks(gen+1, 0)
+	p.wait(int64(n))
+	p.fn = nil
 }
 
-// run claims and runs chunks until none are left.
-func (j *job) run(worker int) {
-	for {
-		c := j.next.Add(1) - 1
-		if c >= j.n {
+// wait returns once n chunks of the current loop have returned: it spins
+// for up to the pool's spin time, then blocks until the worker ending the
+// last chunk signals.
+func (p *Pool) wait(n int64) {
+	var deadline time.Time
+	for spins := 0; p.done.Load() < n; spins++ {
+		if spins&63 != 63 {
+			continue
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(p.spin)
+		} else if time.Now().After(deadline) {
+			p.block(n)
 			return
 		}
-		j.fn(int(c), worker)
-		j.done.Add(1)
+		runtime.Gosched()
+	}
+}
+
+// block sleeps until n chunks have returned.
+func (p *Pool) block(n int64) {
+	p.waiting.Store(true)
+	for p.done.Load() < n {
+		<-p.finished // a stale signal of an earlier loop only costs a re-check
+	}
+	p.waiting.Store(false)
+}
+
+// runChunks claims and runs chunks of loop gen until none are left, and
+// reports whether it ran any.
+func (p *Pool) runChunks(gen uint16, worker int) bool {
+	ran := false
+	for {
+		v := p.claim.Load()
+		g, n, next := unpack(v)
+		if g != gen || next >= n {
+			return ran
+		}
+		if !p.claim.CompareAndSwap(v, v+1) {
+			continue
+		}
+		ran = true
+		p.fn(next, worker)
+		if p.done.Add(1) == int64(n) && p.waiting.Load() {
+			select {
+			case p.finished <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
 func (p *Pool) work(h *helper, worker int) {
 	defer p.wg.Done()
-	var last *job
+	var last uint16 // the generation before the first loop, which Run may publish before this goroutine starts
 	for {
 		// Spin for new work, then park.
 		deadline := time.Now().Add(p.spin)
 		for spins := 0; ; spins++ {
-			if j := p.job.Load(); j != nil && j != last {
-				last = j
-				j.run(worker)
+			if g, _, _ := unpack(p.claim.Load()); g != last {
+				last = g
+				p.runChunks(g, worker)
 				deadline = time.Now().Add(p.spin)
 				continue
 			}
@@ -126,9 +186,9 @@ func (p *Pool) work(h *helper, worker int) {
 			}
 		}
 		h.parked.Store(true)
-		// Re-check after announcing that we park, so a job published in
+		// Re-check after announcing that we park, so a loop published in
 		// between is not missed.
-		if j := p.job.Load(); j != nil && j != last {
+		if g, _, _ := unpack(p.claim.Load()); g != last {
 			h.parked.Store(false)
 			continue
 		}

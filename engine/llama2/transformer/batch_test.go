@@ -105,35 +105,36 @@ func firstDiff(a, b []float32) string {
 }
 
 // TestDecodeAllocatesNothing: once a workspace has run a pass, passes of
-// the same shape (eight sessions decoding, one row each) allocate nothing
-// on a one-thread pool (a pool with helpers allocates one small record per
-// parallel loop).
+// the same shape (eight sessions decoding, one row each) allocate nothing,
+// on one thread and on a pool with a helper.
 func TestDecodeAllocatesNothing(t *testing.T) {
 	for _, typ := range []gguf.Type{gguf.Q8_0, gguf.Q4_K, gguf.Q6_K, gguf.F32} {
 		m, err := fromSpec(t, ggufmodel.Small("qwen2", typ, 3), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pool := kernels.NewPool(1)
-		ws := m.NewWorkspace(kernels.NewCPU(pool), transformer.WorkspaceOptions{MaxRows: 8})
-		steps := make([]transformer.Step, 8)
-		for i := range steps {
-			steps[i] = transformer.Step{Session: m.NewSession(), Token: 5 + i, Logits: make([]float32, m.Config().Vocab)}
-		}
-		pos := 0
-		allocs := testing.AllocsPerRun(5, func() {
+		for _, workers := range []int{1, 2} {
+			pool := kernels.NewPool(workers)
+			ws := m.NewWorkspace(kernels.NewCPU(pool), transformer.WorkspaceOptions{MaxRows: 8})
+			steps := make([]transformer.Step, 8)
 			for i := range steps {
-				steps[i].Pos = pos
+				steps[i] = transformer.Step{Session: m.NewSession(), Token: 5 + i, Logits: make([]float32, m.Config().Vocab)}
 			}
-			pos++
-			if err := ws.Forward(steps); err != nil {
-				t.Fatal(err)
+			pos := 0
+			allocs := testing.AllocsPerRun(5, func() {
+				for i := range steps {
+					steps[i].Pos = pos
+				}
+				pos++
+				if err := ws.Forward(steps); err != nil {
+					t.Fatal(err)
+				}
+			})
+			pool.Close()
+			if allocs != 0 {
+				t.Errorf("%v, %d workers: a decode pass of 8 sessions allocates %v times", typ, workers, allocs)
 			}
-		})
-		pool.Close()
-		m.Close()
-		if allocs != 0 {
-			t.Errorf("%v: a decode pass of 8 sessions allocates %v times", typ, allocs)
 		}
+		m.Close()
 	}
 }

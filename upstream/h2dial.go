@@ -55,6 +55,7 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 	if err != nil {
 		return nil, h2DialError(ctx, err)
 	}
+	conn = withRawReads(conn)
 	scheme := "http"
 	if o.tls != nil {
 		tc := tls.Client(conn, o.tls)

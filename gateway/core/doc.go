@@ -30,14 +30,16 @@
 //     the sink can write it without waiting for the client (an event
 //     stream on a detached connection takes what its socket takes at
 //     once: detach.Response.WriteNow), otherwise, and for what a socket
-//     did not take, keepalives and the end, on a short-lived goroutine,
-//     so that a slow client never holds up the reader; a WebSocket
+//     did not take, keepalives and an end that may write (an error, the
+//     rest of the last batch), on a short-lived goroutine, so that a slow
+//     client never holds up the reader; a WebSocket
 //     request runs begin, then
 //     Flight.RelayLater: nothing waits, and each time its call has
 //     responses the upstream stream's reader that queued them relays
 //     them itself (the sink only queues frames for the socket's writer,
-//     so it never blocks), until a short-lived goroutine finishes it
-//     (ws.Request.Later). Both relay with the same relayer.
+//     so it never blocks), and finishes it there too when it completed
+//     (ws.Request.Later); a short-lived goroutine ends it otherwise.
+//     Both relay with the same relayer.
 //  3. An error is answered once, in the route's format (errors.go):
 //     Classify turns any error into an HTTPError (status, code, message,
 //     Retry-After); Serve lets the sink deliver it in band when the

@@ -216,8 +216,9 @@ func (f *Flight) release() {
 // says it may have a response ready (Notify), the goroutine that says so
 // (the upstream stream's reader, which has just queued it) relays what
 // is ready there and then, as relayLater does, as long as out can write
-// it without waiting (flush); otherwise, and each time the keepalive is
-// due or the call has ended, a short-lived goroutine relays (step) and
+// it without waiting (flush), and finishes f there when the call
+// completed with everything out; otherwise, each time the keepalive is
+// due and for any other end, a short-lived goroutine relays (step) and
 // leaves.
 // The caller waits a channel receive deep, in Serve's frame rather than
 // run's, so its stack (grown to 8 KB by routing and parsing the request)
@@ -301,10 +302,11 @@ func (f *Flight) wakeIdle() {
 // a response ready (or has ended), the goroutine that says so (the
 // upstream stream's reader, which has just queued a response) relays
 // what is ready itself, unless another does already; once the call has
-// ended, f is finished on a goroutine of its own, which gives ended what
-// serve would have returned. It is for sinks whose writes never block
-// and that need no keepalives: a WebSocket request's (its session queues
-// the frames).
+// ended, f is finished there (it completed) or on a goroutine of its own
+// (any other end), which gives ended what serve would have returned:
+// ended must not wait. It is for sinks whose writes never block and that
+// need no keepalives: a WebSocket request's (its session queues the
+// frames).
 func (f *Flight) RelayLater(ended func(error)) {
 	f.ended = ended
 	f.c.Notify(f.wakeHere)
@@ -329,14 +331,15 @@ func (f *Flight) wakeHere() {
 
 // steps relays whatever is ready, with out.idle when the keepalive is
 // due, again while a wake came meanwhile, and finishes f once its call
-// has ended: there and then, or (here: on the goroutine that delivered
-// the response, where nothing may wait for the client) on a goroutine of
-// its own, which also takes over the relay when out could not write a
-// batch at once or the keepalive is due, and relays a stream that runs
-// at full speed (keepalive.hot).
+// has ended: there and then when that waits for nobody (it completed,
+// all out), or (here: on the goroutine that delivered the response,
+// where nothing may wait for the client) on a goroutine of its own,
+// which also takes over the relay when out could not write a batch at
+// once or the keepalive is due, and relays a stream that runs at full
+// speed (keepalive.hot) until its call has ended.
 func (f *Flight) steps(here bool) {
 	defer f.recoverStep(here)
-	if here && f.ka != nil && f.ka.hot() {
+	if here && f.ka != nil && f.ka.hot() && !f.r.ending() {
 		go f.steps(false) // wakes stays > 0: it steps in this one's place
 		return
 	}
@@ -360,7 +363,10 @@ func (f *Flight) steps(here bool) {
 			}
 		}
 		if ended { // wakes stays > 0: no step runs again
-			if here {
+			// A request that completed with everything out ends there and
+			// then: its finish waits for nobody. Any other end may write
+			// to the client (the rest of its last batch, its error).
+			if here && (err != nil || f.r.owed) {
 				go func() {
 					defer f.recoverStep(false)
 					f.end(err)
@@ -552,6 +558,17 @@ func (r *relayer) step() (relayed, ended bool, err error) {
 	}
 	ended, err = r.batch(resp, err)
 	return true, ended, err
+}
+
+// ending says that the call has ended: all that is left of it is
+// queued, and one step relays it (nothing more can come to coalesce).
+func (r *relayer) ending() bool {
+	select {
+	case <-r.c.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // recv takes the call's next response if one is ready (ok), or its end

@@ -20,6 +20,13 @@ import (
 // it flushes, however many responses are ready.
 const maxBatch = 32 << 10
 
+// countEvery is how many events a flush on the upstream reader leaves
+// uncounted at most: the counter's Add costs as much as the rest of an
+// event's framing, and a paced stream flushes every event. A stream at
+// 20 events a second is counted about once a second; a flush that may
+// wait, a failure and the end count what is left.
+const countEvery = 16
+
 // headerWait is how long an event stream whose keepalives are disabled
 // waits for its first response before its headers go out anyway.
 const headerWait = 15 * time.Second
@@ -36,8 +43,10 @@ type SSESink struct {
 	errs   ErrorFormat
 	events *metrics.CounterValue
 	// unflushed is the events appended since they were last counted:
-	// events are counted once per flush, not one by one (the counter's
-	// Add is dearer than the rest of an event's framing).
+	// events are counted once per flush that may wait, at most
+	// countEvery apart on the reader's flushes, and at the end, not one
+	// by one (the counter's Add is dearer than the rest of an event's
+	// framing).
 	unflushed int64
 
 	// firstErrorAsEvent answers an error that comes first with its status
@@ -153,14 +162,20 @@ func (o *SSESink) countEvents() {
 
 func (o *SSESink) flush(wait bool) (bool, error) {
 	if !wait {
-		if o.log != nil || !o.started { // the log, or the headers, may wait
+		if o.log != nil { // the log may wait
 			return false, nil
 		}
-		done, err := o.sw.FlushNow()
+		var done bool
+		var err error
+		if o.started {
+			done, err = o.sw.FlushNow()
+		} else if o.started, done, err = o.sw.StartNow(); !o.started {
+			return false, nil // the headers wait for a flush that may wait
+		}
 		if err != nil {
 			return false, o.leave()
 		}
-		if done {
+		if done && o.unflushed >= countEvery {
 			o.countEvents()
 		}
 		return done, nil
@@ -180,6 +195,11 @@ func (o *SSESink) flushWait() error {
 		if err := o.start(); err != nil || o.gone {
 			return err
 		}
+	}
+	// What the socket takes at once goes out without a deadline to set
+	// and clear; only the rest waits, under the write timeout.
+	if done, err := o.sw.FlushNow(); err == nil && done {
+		return nil
 	}
 	if o.sw.Flush() != nil {
 		return o.leave()
@@ -289,8 +309,8 @@ type WSSink struct {
 	Emit   func(data []byte) error
 	Events *metrics.CounterValue
 	// unflushed is the payloads emitted since they were last counted:
-	// counted once per batch (flush), at fail and when the request
-	// finishes, as SSESink counts its events.
+	// counted as SSESink counts its events (at most countEvery apart on
+	// the reader), at fail and when the request finishes.
 	unflushed int64
 
 	// log, when set, is the resumable request's log: every payload goes
@@ -324,7 +344,9 @@ func (o *WSSink) flush(wait bool) (bool, error) {
 		}
 		o.log.Flush()
 	}
-	o.countEvents()
+	if wait || o.unflushed >= countEvery {
+		o.countEvents()
+	}
 	return true, nil
 }
 

@@ -26,8 +26,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/streamgate/streamgate/gateway/internal/sockwrite"
 )
 
 // Response is one HTTP/1.1 response written straight to its connection.
@@ -46,17 +47,11 @@ type Response struct {
 	err     error  // the first failed write: every later one fails
 	closed  atomic.Bool
 
-	// WriteNow's: the connection's descriptor, for a write that does not
-	// wait (nil when the connection has none), and what such a write
-	// left behind, which the next write sends first.
-	raw  syscall.RawConn
+	// WriteNow's: a write that does not wait (nil when the connection
+	// has no socket of its own), and what such a write left behind,
+	// which the next write sends first.
+	now  *sockwrite.Writer
 	rest []byte
-	now  struct {
-		b   []byte
-		n   int
-		err error
-		f   func(fd uintptr) bool // writeFD, bound once
-	}
 
 	// The reader: it reads one byte (the next request's, or the EOF of a
 	// client that left) and stops; kept holds what it and net/http read
@@ -94,12 +89,7 @@ func Hijack(w http.ResponseWriter, r *http.Request) (*Response, error) {
 		p, _ := brw.Reader.Peek(n)
 		d.kept = append(d.kept, p...)
 	}
-	if sc, ok := d.conn.(syscall.Conn); ok {
-		if d.raw, err = sc.SyscallConn(); err != nil {
-			d.raw = nil
-		}
-		d.now.f = d.writeFD
-	}
+	d.now = sockwrite.New(d.conn)
 	return d, nil
 }
 
@@ -165,26 +155,25 @@ func (d *Response) frame(b, p []byte) []byte {
 // Write (an empty one will do), FlushError or Finish sends first, under
 // that call's deadline. It takes all of p either way; done says that p
 // and everything before it went out. Before the headers have gone out
-// (FlushError) it only buffers p, as Write does.
+// it sends them first, in the same write, as FlushError would (an empty
+// p then sends the headers alone).
 func (d *Response) WriteNow(p []byte) (done bool, err error) {
-	if d.err != nil || !d.sent {
-		_, err := d.Write(p)
-		return false, err
+	if d.err != nil {
+		return false, d.err
 	}
 	b := getBuf()
 	defer putBuf(b)
-	*b = d.frame(*b, p)
-	if len(d.rest) > 0 || d.raw == nil {
+	if !d.sent {
+		d.appendHead(b)
+	}
+	if len(p) > 0 {
+		*b = d.frame(*b, p)
+	}
+	if len(d.rest) > 0 || d.now == nil {
 		d.rest = append(d.rest, *b...)
 		return false, nil
 	}
-	d.now.b = *b
-	err = d.raw.Write(d.now.f)
-	n := d.now.n
-	if err == nil {
-		err = d.now.err
-	}
-	d.now.b, d.now.err = nil, nil
+	n, err := d.now.Write(*b)
 	if err != nil {
 		d.err = err
 		return false, err
@@ -194,21 +183,6 @@ func (d *Response) WriteNow(p []byte) (done bool, err error) {
 		return false, nil
 	}
 	return true, nil
-}
-
-// writeFD is WriteNow's one write attempt on the connection's descriptor.
-func (d *Response) writeFD(fd uintptr) bool {
-	for {
-		n, err := syscall.Write(int(fd), d.now.b)
-		switch err {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			n, err = 0, nil
-		}
-		d.now.n, d.now.err = max(n, 0), err
-		return true
-	}
 }
 
 // FlushError sends the headers, if they have not gone out, and what was
@@ -221,10 +195,6 @@ func (d *Response) FlushError() error {
 	if d.sent {
 		return d.write(nil) // what WriteNow left behind
 	}
-	if d.status == 0 {
-		d.WriteHeader(http.StatusOK)
-	}
-	d.chunked = d.Header().Get("Content-Length") == ""
 	return d.sendHead()
 }
 
@@ -306,9 +276,23 @@ func (d *Response) reusable() bool {
 // sendHead writes the status line, the headers and what was written
 // before them, in one write.
 func (d *Response) sendHead() error {
-	d.sent = true
 	b := getBuf()
 	defer putBuf(b)
+	d.appendHead(b)
+	return d.write(*b)
+}
+
+// appendHead appends to b the status line, the headers and what was
+// written before them, and notes that they went out (they are the next
+// write's). A response without Content-Length is chunked from then on.
+func (d *Response) appendHead(b *[]byte) {
+	if d.status == 0 {
+		d.WriteHeader(http.StatusOK)
+	}
+	d.sent = true
+	h := d.Header()
+	d.header = nil // Header gives a new map from now on
+	d.chunked = h.Get("Content-Length") == ""
 	*b = append(*b, "HTTP/1.1 "...)
 	*b = strconv.AppendInt(*b, int64(d.status), 10)
 	*b = append(*b, ' ')
@@ -319,8 +303,6 @@ func (d *Response) sendHead() error {
 		*b = strconv.AppendInt(*b, int64(d.status), 10)
 	}
 	*b = append(*b, "\r\n"...)
-	h := d.Header()
-	d.header = nil // Header gives a new map from now on
 	if h.Get("Connection") == "close" {
 		d.reuse = false
 	}
@@ -340,17 +322,9 @@ func (d *Response) sendHead() error {
 	_ = h.Write((*appender)(b))
 	*b = append(*b, "\r\n"...)
 	if len(d.pending) > 0 {
-		if d.chunked {
-			*b = strconv.AppendInt(*b, int64(len(d.pending)), 16)
-			*b = append(*b, "\r\n"...)
-			*b = append(*b, d.pending...)
-			*b = append(*b, "\r\n"...)
-		} else {
-			*b = append(*b, d.pending...)
-		}
+		*b = d.frame(*b, d.pending)
 	}
 	d.pending = nil
-	return d.write(*b)
 }
 
 func (d *Response) write(b []byte) error {
@@ -364,7 +338,17 @@ func (d *Response) write(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if _, err := d.conn.Write(b); err != nil {
+	if d.now != nil { // what the socket takes at once, as WriteNow writes
+		n, err := d.now.Write(b)
+		if err != nil {
+			d.err = err
+			return err
+		}
+		if b = b[n:]; len(b) == 0 {
+			return nil
+		}
+	}
+	if _, err := d.conn.Write(b); err != nil { // the rest waits, under the deadline
 		d.err = err
 		return err
 	}

@@ -9,8 +9,9 @@
 // ": keepalive" comment. The caller keeps the cadence: it appends what is
 // ready, flushes once, and writes a keepalive whenever the stream has
 // been quiet for Options.KeepAlive (Writer.KeepAliveInterval), from the
-// moment the headers were sent. FlushNow is Flush for a goroutine that
-// must not wait for the client (one that serves many streams).
+// moment the headers were sent. FlushNow and StartNow are Flush and Start
+// for a goroutine that must not wait for the client (one that serves many
+// streams).
 //
 // Framing, per event: "id: <n>\n" then one "data: " line per line of the
 // payload, then a blank line. Ids count from 1 on each stream, one per
@@ -146,6 +147,35 @@ func (w *Writer) Start() error {
 		return err
 	}
 	return w.flush()
+}
+
+// StartNow is Start for a goroutine that must not wait for the client,
+// as FlushNow is Flush's: the status and headers go out with the events
+// appended so far, as much of them as the connection takes at once, and
+// done says that all did (what did not, the next Flush writes first).
+// When the ResponseWriter cannot write without waiting (see FlushNow) it
+// does nothing and reports started false: the stream starts with Start.
+func (w *Writer) StartNow() (started, done bool, err error) {
+	if w.now == nil || w.failed {
+		return false, false, nil
+	}
+	SetHeaders(w.w.Header())
+	w.w.WriteHeader(http.StatusOK)
+	var p []byte
+	if w.buf != nil {
+		p = *w.buf
+	}
+	done, err = w.now.WriteNow(p)
+	if w.buf != nil {
+		putBuf(w.buf)
+		w.buf = nil
+	}
+	if err != nil {
+		w.failed = true
+		return true, false, err
+	}
+	w.owed = !done
+	return true, done, nil
 }
 
 // Abort makes the write in progress, if any, and every later one fail at

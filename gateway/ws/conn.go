@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/streamgate/streamgate/gateway/internal/sockwrite"
 )
 
 // Conn is a socket accepted by Accept: a websocket.Conn whose writes a
@@ -42,7 +44,7 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.out = &batchConn{Conn: c}
+	h.out = &batchConn{Conn: c, now: sockwrite.New(c)}
 	// net/http's writer is fresh and empty (the 101 went out before the
 	// hijack): point it at the batching connection.
 	brw.Writer.Reset(h.out)
@@ -57,6 +59,7 @@ func (h *hijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 // other time writes go straight through.
 type batchConn struct {
 	net.Conn
+	now  *sockwrite.Writer // release's first write, nil if none
 	mu   sync.Mutex
 	held bool
 	buf  []byte
@@ -80,7 +83,8 @@ func (c *batchConn) hold() {
 }
 
 // release writes what was kept, within timeout, and stops keeping; a zero
-// timeout drops it instead (the connection is being abandoned).
+// timeout drops it instead (the connection is being abandoned). What the
+// socket takes at once goes out with no deadline set and cleared.
 func (c *batchConn) release(timeout time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -92,6 +96,15 @@ func (c *batchConn) release(timeout time.Duration) error {
 	}
 	if len(b) == 0 || timeout == 0 {
 		return nil
+	}
+	if c.now != nil { // what the socket takes at once needs no deadline
+		n, err := c.now.Write(b)
+		if err != nil {
+			return err
+		}
+		if b = b[n:]; len(b) == 0 {
+			return nil
+		}
 	}
 	if err := c.Conn.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 		return err

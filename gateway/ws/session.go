@@ -383,8 +383,9 @@ func (s *Session) addChunk(ctx context.Context, id string, c Chunk) {
 // that to the function Later gave its Handler.
 func (s *Session) serve(sctx, ctx context.Context, cancel context.CancelCauseFunc, req *Request) {
 	emit := func(data []byte) error {
-		if err := context.Cause(ctx); err != nil {
-			return err
+		// Err first: one load, where Cause looks the context chain up.
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
 		}
 		seq, stream := req.seq, req.announce
 		req.announce = ""

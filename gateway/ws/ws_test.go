@@ -110,7 +110,12 @@ func TestServerFrames(t *testing.T) {
 type server struct {
 	url      string
 	sessions chan *Session
-	wg       sync.WaitGroup
+	// wg counts the sessions running; mu orders their Add before the
+	// cleanup's Wait (nothing else does: the client's reads are no
+	// synchronization the race detector sees), closed refuses later ones.
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
 }
 
 func newServer(t *testing.T, h Handler, opts *Options) *server {
@@ -120,7 +125,14 @@ func newServer(t *testing.T, h Handler, opts *Options) *server {
 		if err != nil {
 			return
 		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.CloseNow()
+			return
+		}
 		s.wg.Add(1)
+		s.mu.Unlock()
 		defer s.wg.Done()
 		sess := NewSession(c, h, opts)
 		s.sessions <- sess
@@ -129,6 +141,9 @@ func newServer(t *testing.T, h Handler, opts *Options) *server {
 	s.url = "ws" + strings.TrimPrefix(hs.URL, "http")
 	t.Cleanup(func() {
 		hs.Close()
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
 		s.wg.Wait()
 	})
 	return s

@@ -197,8 +197,8 @@ func (c *Config) plan() (runs []plannedRun, notes []string) {
 			wl.Model, wl.Kind = modelEcho, modelEcho
 		}
 		if strings.HasPrefix(t, "chat") && wl.Kind == modelEcho && wl.Delay > 0 {
-			if !c.Embedded {
-				notes = append(notes, fmt.Sprintf("chat skipped: OpenAI requests cannot carry echo's delay_ms, so a %v cadence needs --embedded (which serves a paced echo model, %s)", wl.Delay, pacedEcho))
+			if !c.Embedded && !c.Spawn {
+				notes = append(notes, fmt.Sprintf("chat skipped: OpenAI requests cannot carry echo's delay_ms, so a %v cadence needs --embedded or --spawn (which serve a paced echo model, %s)", wl.Delay, pacedEcho))
 				continue
 			}
 			wl.Model, wl.PacedByConfig = pacedEcho, true
@@ -262,6 +262,7 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	}
 	var emb *embedded
 	var pids []int
+	var pacedRepo string // --spawn: the paced echo model's (writePacedEcho)
 	if c.Embedded {
 		o := embeddedOptions{conc: c.Concurrency, perSocket: c.WSPerSocket, textModel: c.textModel(), queueBytes: c.QueueBytes, redis: c.Redis}
 		if c.HTTP2 {
@@ -281,6 +282,15 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		pids = []int{os.Getpid()}
 		rep.Notes = append(rep.Notes, "embedded: server and load generator share one process; its CPU and RSS count both")
 	} else if c.Spawn {
+		for _, r := range runs {
+			if r.wl.PacedByConfig && pacedRepo == "" { // one delay: the workload's
+				var remove func()
+				if pacedRepo, remove, err = writePacedEcho("", r.wl.Delay); err != nil {
+					return fmt.Errorf("the paced echo model's repository: %w", err)
+				}
+				defer remove()
+			}
+		}
 		what := "`streamgate serve`"
 		if c.SpawnSplit {
 			what = "`streamgate engine` + `streamgate gateway` pair"
@@ -348,7 +358,11 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 				args = append(args, "--model", c.GGUF)
 			}
 			args = append(args, c.SpawnArgs...)
-			if sp, err = spawnServer(ctx, c.SpawnBinary, c.SpawnSplit, args); err != nil {
+			var engineArgs []string
+			if pr.wl.PacedByConfig {
+				engineArgs = []string{"--models", pacedRepo}
+			}
+			if sp, err = spawnServer(ctx, c.SpawnBinary, c.SpawnSplit, engineArgs, args); err != nil {
 				return err
 			}
 			c.HTTP, c.GRPC, pids = sp.http, sp.grpc, sp.pids()

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/ws"
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/upstream"
+	"google.golang.org/protobuf/encoding/prototext"
 )
 
 // pacedEcho is the model name of the embedded echo whose delay comes from
@@ -62,19 +65,10 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 		}
 	}
 	if o.echoDelay > 0 {
-		src, err := builtin.FS.ReadFile("echo/config.pbtxt")
+		cfg, err := pacedEchoConfig(o.echoDelay)
 		if err != nil {
 			return nil, err
 		}
-		cfg, err := engine.ParseConfig(src)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Name = pacedEcho
-		if cfg.Parameters == nil {
-			cfg.Parameters = map[string]*pb.ModelParameter{}
-		}
-		cfg.Parameters["delay_ms"] = &pb.ModelParameter{StringValue: strconv.FormatInt(o.echoDelay.Milliseconds(), 10)}
 		extra = append(extra, cfg)
 	}
 	// Room for the largest presets: 10,000 streams, 100 requests a socket.
@@ -100,6 +94,52 @@ func startEmbedded(o embeddedOptions) (*embedded, error) {
 	}
 	e.Stack = st
 	return e, nil
+}
+
+// pacedEchoConfig is the config of pacedEcho: the built-in echo model
+// whose every word takes delay.
+func pacedEchoConfig(delay time.Duration) (*pb.ModelConfig, error) {
+	src, err := builtin.FS.ReadFile("echo/config.pbtxt")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := engine.ParseConfig(src)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Name = pacedEcho
+	if cfg.Parameters == nil {
+		cfg.Parameters = map[string]*pb.ModelParameter{}
+	}
+	cfg.Parameters["delay_ms"] = &pb.ModelParameter{StringValue: strconv.FormatInt(delay.Milliseconds(), 10)}
+	return cfg, nil
+}
+
+// writePacedEcho writes a model repository in Triton's layout that serves
+// pacedEcho alone, under a new directory in dir, for a spawned engine
+// (--models); remove removes it.
+func writePacedEcho(dir string, delay time.Duration) (repo string, remove func(), err error) {
+	cfg, err := pacedEchoConfig(delay)
+	if err != nil {
+		return "", nil, err
+	}
+	src, err := prototext.Marshal(cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	if repo, err = os.MkdirTemp(dir, "streamgate-bench-models-"); err != nil {
+		return "", nil, err
+	}
+	remove = func() { os.RemoveAll(repo) }
+	model := filepath.Join(repo, pacedEcho)
+	if err = os.MkdirAll(filepath.Join(model, "1"), 0o755); err == nil {
+		err = os.WriteFile(filepath.Join(model, "config.pbtxt"), src, 0o644)
+	}
+	if err != nil {
+		remove()
+		return "", nil, err
+	}
+	return repo, remove, nil
 }
 
 // close stops the gateway, then the engine, within 2s, and waits for both.

@@ -150,6 +150,11 @@ func TestPlan(t *testing.T) {
 	if names(runs) != "sse/repeat_int32" || len(notes) != 1 {
 		t.Errorf("paced chat without --embedded: %q %v", names(runs), notes)
 	}
+	c.Spawn = true
+	if runs, _ := c.plan(); names(runs) != "sse/repeat_int32 chat/bench_echo" || !runs[1].wl.PacedByConfig {
+		t.Errorf("paced chat spawned: %q", names(runs))
+	}
+	c.Spawn = false
 	c.Embedded, c.Compare = true, true
 	if runs, _ := c.plan(); names(runs) != "direct/repeat_int32 sse/repeat_int32 direct/bench_echo chat/bench_echo" || !runs[3].wl.PacedByConfig {
 		t.Errorf("paced chat embedded: %q", names(runs))
@@ -479,6 +484,20 @@ func TestSpawnSmoke(t *testing.T) {
 			t.Fatalf("%d runs", len(rep.Results))
 		}
 	})
+	// Chat at a cadence: the spawned engine serves the paced echo model
+	// from a repository the bench writes (--models), split or not.
+	for _, split := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paced chat split %v", split), func(t *testing.T) {
+			extra := []string{"--delay", "5ms"}
+			if split {
+				extra = append(extra, "--spawn-split")
+			}
+			rep := run(t, "chat", extra...)
+			if len(rep.Results) != 3 || rep.Results[2].Transport != "chat" || rep.Results[2].Model != pacedEcho {
+				t.Fatalf("runs %+v", rep.Results)
+			}
+		})
+	}
 	// A gateway that asks for keys: --api-key goes with every request,
 	// the same-server check's included, on every transport.
 	t.Run("api key", func(t *testing.T) {

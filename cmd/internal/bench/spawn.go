@@ -90,10 +90,10 @@ func (l servingLine) find(line string) (string, bool) {
 }
 
 // spawnServer starts exe (default: this binary) as `streamgate serve` on
-// free loopback ports with args added, or with split as `streamgate
-// engine` and `streamgate gateway` (args go to the gateway), and waits
-// until they serve.
-func spawnServer(ctx context.Context, exe string, split bool, args []string) (*spawned, error) {
+// free loopback ports with engineArgs and args added, or with split as
+// `streamgate engine` (engineArgs) and `streamgate gateway` (args), and
+// waits until they serve.
+func spawnServer(ctx context.Context, exe string, split bool, engineArgs, args []string) (*spawned, error) {
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
@@ -106,7 +106,8 @@ func spawnServer(ctx context.Context, exe string, split bool, args []string) (*s
 		return nil, err
 	}
 	if !split {
-		p, err := startProc(exe, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...), gatewayServing, engineServing)
+		argv := append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, engineArgs...)
+		p, err := startProc(exe, append(argv, args...), gatewayServing, engineServing)
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +119,7 @@ func spawnServer(ctx context.Context, exe string, split bool, args []string) (*s
 		s.http, s.grpc = addrs[0], addrs[1]
 		return s, nil
 	}
-	eng, err := startProc(exe, []string{"engine", "--grpc", "127.0.0.1:0"}, engineServing)
+	eng, err := startProc(exe, append([]string{"engine", "--grpc", "127.0.0.1:0"}, engineArgs...), engineServing)
 	if err != nil {
 		return nil, err
 	}

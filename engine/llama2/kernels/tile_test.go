@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -96,35 +97,43 @@ func matMulTile(t *testing.T, c *CPU, workers int) {
 		other := map[DType]DType{Q8_0: Q5_0, Q4_0: Q8_0, Q5_0: Q4_0}[typ]
 		for _, n := range []int{32, 96, 1024} {
 			for _, rows := range []int{4, 5, 8, 9, 17, 40} {
-				types := []DType{typ, other, typ}
-				ds := []int{37, 130, 8}
-				x := randVec(rng, rows*n)
-				raws := make([][]byte, len(types))
-				for j := range types {
-					raws[j] = Quantize(types[j], randVec(rng, ds[j]*n))
-				}
-				var outs [2][][]float32
-				for k, tile := range []bool{true, false} {
-					useTile = tile
-					jobs := make([]MatMul, len(types))
-					for j := range jobs {
-						outs[k] = append(outs[k], make([]float32, rows*ds[j]))
-						jobs[j] = MatMul{Out: outs[k][j], X: x, Rows: rows, N: n, D: ds[j], Type: types[j], Raw: raws[j]}
-					}
-					c.MatMul(jobs...)
-				}
-				useTile = true
-				for j, d := range ds {
-					for r := range rows {
-						alone := make([]float32, d)
-						c.MatMul(MatMul{Out: alone, X: x[r*n : (r+1)*n], Rows: 1, N: n, D: d, Type: types[j], Raw: raws[j]})
-						for i, want := range alone {
-							for k, name := range []string{"tile", "no tile"} {
-								if got := outs[k][j][r*d+i]; math.Float32bits(got) != math.Float32bits(want) {
-									t.Fatalf("workers=%d amx=%v n=%d rows=%d job %d (%v): row %d output %d %s %g, alone %g", workers, useAMX, n, rows, j, types[j], r, i, name, got, want)
-								}
-							}
-						}
+				batchedMatchesAlone(t, c, rng, []DType{typ, other, typ}, []int{37, 130, 8}, n, rows,
+					fmt.Sprintf("workers=%d amx=%v", workers, useAMX))
+			}
+		}
+	}
+}
+
+// batchedMatchesAlone runs one product of rows activation rows of width n
+// with jobs of the given types and output sizes sharing their input, with
+// the tile kernels on and off (useTile), and fails unless every output is
+// the same bits as its row's product alone; what names the case.
+func batchedMatchesAlone(t *testing.T, c *CPU, rng *rand.Rand, types []DType, ds []int, n, rows int, what string) {
+	t.Helper()
+	x := randVec(rng, rows*n)
+	raws := make([][]byte, len(types))
+	for j := range types {
+		raws[j] = Quantize(types[j], randVec(rng, ds[j]*n))
+	}
+	var outs [2][][]float32
+	for k, tile := range []bool{true, false} {
+		useTile = tile
+		jobs := make([]MatMul, len(types))
+		for j := range jobs {
+			outs[k] = append(outs[k], make([]float32, rows*ds[j]))
+			jobs[j] = MatMul{Out: outs[k][j], X: x, Rows: rows, N: n, D: ds[j], Type: types[j], Raw: raws[j]}
+		}
+		c.MatMul(jobs...)
+	}
+	useTile = true
+	for j, d := range ds {
+		for r := range rows {
+			alone := make([]float32, d)
+			c.MatMul(MatMul{Out: alone, X: x[r*n : (r+1)*n], Rows: 1, N: n, D: d, Type: types[j], Raw: raws[j]})
+			for i, want := range alone {
+				for k, name := range []string{"tile", "no tile"} {
+					if got := outs[k][j][r*d+i]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("%s n=%d rows=%d job %d (%v): row %d output %d %s %g, alone %g", what, n, rows, j, types[j], r, i, name, got, want)
 					}
 				}
 			}

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -89,37 +90,7 @@ func TestMatMulTileK(t *testing.T) {
 		c := NewCPU(pool)
 		for _, n := range []int{256, 768, 256 * (tileKMaxBlocks + 1)} {
 			for _, rows := range []int{4, 5, 9, 17} {
-				types := []DType{Q4_K, Q6_K, Q4_K}
-				ds := []int{37, 9, 8}
-				x := randVec(rng, rows*n)
-				raws := make([][]byte, len(types))
-				for j := range types {
-					raws[j] = Quantize(types[j], randVec(rng, ds[j]*n))
-				}
-				var outs [2][][]float32
-				for k, tile := range []bool{true, false} {
-					useTile = tile
-					jobs := make([]MatMul, len(types))
-					for j := range jobs {
-						outs[k] = append(outs[k], make([]float32, rows*ds[j]))
-						jobs[j] = MatMul{Out: outs[k][j], X: x, Rows: rows, N: n, D: ds[j], Type: types[j], Raw: raws[j]}
-					}
-					c.MatMul(jobs...)
-				}
-				useTile = true
-				for j, d := range ds {
-					for r := range rows {
-						alone := make([]float32, d)
-						c.MatMul(MatMul{Out: alone, X: x[r*n : (r+1)*n], Rows: 1, N: n, D: d, Type: types[j], Raw: raws[j]})
-						for i, want := range alone {
-							for k, name := range []string{"tile", "no tile"} {
-								if got := outs[k][j][r*d+i]; math.Float32bits(got) != math.Float32bits(want) {
-									t.Fatalf("workers=%d n=%d rows=%d job %d (%v): row %d output %d %s %g, alone %g", workers, n, rows, j, types[j], r, i, name, got, want)
-								}
-							}
-						}
-					}
-				}
+				batchedMatchesAlone(t, c, rng, []DType{Q4_K, Q6_K, Q4_K}, []int{37, 9, 8}, n, rows, fmt.Sprintf("workers=%d", workers))
 			}
 		}
 	}

@@ -122,7 +122,7 @@ const minSwiGLU = 8 << 10
 func (c *CPU) SwiGLU(h, g []float32) {
 	chunks := min(len(h)/minSwiGLU, 2*c.pool.Workers())
 	if chunks <= 1 {
-		swiglu(h, g)
+		swigluFast(h, g)
 		return
 	}
 	if c.swigluFn == nil {
@@ -136,7 +136,7 @@ func (c *CPU) SwiGLU(h, g []float32) {
 // swigluChunk computes chunk of the current SwiGLU call.
 func (c *CPU) swigluChunk(chunk, _ int) {
 	lo, hi := chunk*len(c.gluH)/c.parts, (chunk+1)*len(c.gluH)/c.parts
-	swiglu(c.gluH[lo:hi], c.gluG[lo:hi])
+	swigluFast(c.gluH[lo:hi], c.gluG[lo:hi])
 }
 
 // attendFunc computes the attention of the g query heads that share one KV

@@ -14,7 +14,9 @@
 // assembly kernels of dot_amd64.s and attend_amd64.s (asm_amd64.go):
 // register-blocked 4×2 and 8×1 dot-product tiles for the matrix products,
 // and vector scores, exp and weighted sums for attention heads of a
-// multiple of 8 floats. Quantized weights (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K)
+// multiple of 8 floats; SwiGLU runs eight elements at a time in
+// swiglu_amd64.s, the Go expf's operations in its order without FMA, so
+// bit for bit the Go result. Quantized weights (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K)
 // times Q8-quantized activations use the AVX2 integer kernels of
 // qdot_amd64.s (VPMADDUBSW/VPMADDWD, also needing F16C), one or four
 // whole weight rows per call, whose results are bit for bit those of the

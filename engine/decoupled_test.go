@@ -318,3 +318,36 @@ func TestWaitHoldsInstance(t *testing.T) {
 		t.Fatalf("the later response came %v after both were sent, before the earlier request's WAIT of 300 ms was over", later)
 	}
 }
+
+// TestStreamDeadlineEndsWithStatus: a stream whose gRPC deadline passes
+// with requests in flight ends with DEADLINE_EXCEEDED "Deadline Exceeded"
+// from the engine, as Triton's server ends it, and its requests stop. The
+// client's own timer would say "context deadline exceeded", and grpc-go's
+// server reset at the deadline reaches a grpc core client as "Received
+// RST_STREAM with error code 8"; the engine ends the RPC a margin before
+// both.
+func TestStreamDeadlineEndsWithStatus(t *testing.T) {
+	h := start(t, engine.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	s, err := h.client.ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids(3) {
+		if err := s.Send(repeatReq(id, 100, 1000, 0, true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		_, err := s.Recv()
+		if err == nil {
+			continue
+		}
+		if st := status.Convert(err); st.Code() != codes.DeadlineExceeded || st.Message() != "Deadline Exceeded" {
+			t.Fatalf("stream ended with %v, want DeadlineExceeded %q from the engine", err, "Deadline Exceeded")
+		}
+		break
+	}
+	waitFor(t, "requests to stop", func() bool { return h.srv.InFlight() == 0 })
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -38,6 +39,11 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 		st.grpcErrors = len(v) > 0 && strings.EqualFold(v[0], "true")
 	}
 
+	if d, ok := stream.Context().Deadline(); ok {
+		t := time.AfterFunc(time.Until(d)-deadlineMargin(d), st.deadlinePassed)
+		defer t.Stop()
+	}
+
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- st.write(stream) }()
 
@@ -59,9 +65,12 @@ func (s *Server) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInfe
 	// from the reader returns on the cancelled ctx (abort cancels it).
 	close(st.ended)
 	writeErr := <-writerDone
+	st.mu.Lock() // the deadline's timer may still be running
+	abortErr := st.abortErr
+	st.mu.Unlock()
 	switch {
-	case st.abortErr != nil:
-		return st.abortErr
+	case abortErr != nil:
+		return abortErr
 	case recvErr != nil:
 		return status.Convert(recvErr).Err()
 	case writeErr != nil:
@@ -96,15 +105,37 @@ func (st *streamState) closeIntake() {
 
 // abort ends the RPC with err's status (triton_grpc_error mode): the first
 // error wins, every request is cancelled and nothing more is written.
-func (st *streamState) abort(err error) {
+func (st *streamState) abort(err error) { st.end(toStatus(err, codes.Internal)) }
+
+// end ends the RPC with the status s unless it has ended already: every
+// request is cancelled and nothing more is written.
+func (st *streamState) end(s error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.abortErr != nil {
 		return
 	}
-	st.abortErr = toStatus(err, codes.Internal)
+	st.abortErr = s
 	close(st.aborted)
 	st.cancel()
+}
+
+// deadlineMargin is how long before a stream's gRPC deadline the engine
+// ends the RPC itself: 100 ms, or a quarter of what is left if that is
+// less. At the deadline grpc-go's server resets the stream (RST_STREAM
+// CANCEL), which a grpc core client whose own timer has not run yet (a
+// busy client) reports as "Received RST_STREAM with error code 8";
+// Triton's server (grpc core) ends the RPC with the status
+// DEADLINE_EXCEEDED "Deadline Exceeded" instead, and so does the engine by
+// ending first (L0_grpc_state_cleanup test_decoupled_timeout).
+func deadlineMargin(d time.Time) time.Duration {
+	return min(100*time.Millisecond, time.Until(d)/4)
+}
+
+// deadlinePassed ends the RPC as Triton does when its deadline passes:
+// DEADLINE_EXCEEDED "Deadline Exceeded".
+func (st *streamState) deadlinePassed() {
+	st.end(status.Error(codes.DeadlineExceeded, "Deadline Exceeded"))
 }
 
 // fail delivers an error response, or in triton_grpc_error mode ends the

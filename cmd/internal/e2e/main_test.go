@@ -74,13 +74,25 @@ func moduleRoot(t testing.TB) string {
 // freeAddr returns a loopback address nothing listens on right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		// The kernel may hand a port just closed out again: two addresses
+		// asked for before either is bound (serve's --http and --grpc)
+		// came back the same once in CI, and the second bind failed.
+		if _, given := freeAddrsGiven.LoadOrStore(addr, true); !given {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+// freeAddrsGiven holds every address freeAddr has returned in this
+// process, so that it never returns one twice.
+var freeAddrsGiven sync.Map
 
 // syncBuffer collects a process's or logger's output.
 type syncBuffer struct {

@@ -238,14 +238,35 @@ func (f *Flight) release() {
 func (f *Flight) run() <-chan error {
 	done := make(chan error, 1)
 	f.ended = func(err error) { done <- err }
+	f.startKeepAlive()
+	f.c.Notify(f.wakeHere)
+	f.wakeGo()
+	return done
+}
+
+// Relay relays f's call and finishes f as run does, keepalives and all,
+// with no goroutine waiting for its end: ended gets what serve returns,
+// where f ends. That is on the upstream reader when the call completed
+// with everything out (ended then gets nil and must not wait), and on a
+// goroutine that may wait otherwise. The first step runs on the calling
+// goroutine, which may wait for the client: a detached event stream's
+// (serveDetached).
+func (f *Flight) Relay(ended func(error)) {
+	f.ended = ended
+	f.startKeepAlive()
+	f.c.Notify(f.wakeHere)
+	if f.wakes.Add(1) == 1 {
+		f.steps(false)
+	}
+}
+
+// startKeepAlive starts the keepalive timer of a sink that has one.
+func (f *Flight) startKeepAlive() {
 	if ka := f.out.keepAlive(); ka > 0 {
 		f.ka = &keepalive{ka: ka, start: time.Now()}
 		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
 		f.ka.t.Reset(ka)
 	}
-	f.c.Notify(f.wakeHere)
-	f.wakeGo()
-	return done
 }
 
 // keepalive is when a quiet request is due its sink's idle call. The

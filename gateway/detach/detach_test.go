@@ -25,7 +25,10 @@ func TestMain(m *testing.M) {
 type server struct {
 	url  string
 	back *Listener
-	wg   sync.WaitGroup
+	// mu orders every handler's wg.Go (made while its connection still
+	// counts as active for Shutdown) before the cleanup's wg.Wait.
+	mu sync.Mutex
+	wg sync.WaitGroup
 }
 
 func newServer(t *testing.T, write func(d *Response, r *http.Request)) *server {
@@ -38,6 +41,8 @@ func newServer(t *testing.T, write func(d *Response, r *http.Request)) *server {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("X-Before", "kept")
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		d, err := Hijack(w, r)
 		if err != nil {
 			t.Errorf("Hijack: %v", err)
@@ -53,6 +58,8 @@ func newServer(t *testing.T, write func(d *Response, r *http.Request)) *server {
 	serving.Go(func() { srv.Serve(s.back) })
 	t.Cleanup(func() {
 		srv.Shutdown(context.Background())
+		s.mu.Lock() // every handler's hijack is done (Shutdown waited for it) and its wg.Go with it
+		s.mu.Unlock()
 		s.wg.Wait()
 		serving.Wait()
 	})

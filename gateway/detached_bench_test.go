@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/streamgate/streamgate/gateway/detach"
+	"github.com/streamgate/streamgate/gateway/sse"
+	"github.com/streamgate/streamgate/proto/tensor"
+)
+
+// detachedServer serves srv's handler on a loopback port as the stack does
+// (cmd/internal/stack): plaintext HTTP/1.1 event streams detach and their
+// connections come back through a detach.Listener served beside it. It
+// returns the address.
+func detachedServer(tb testing.TB, newSrv func(back *detach.Listener) *Server) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	back := detach.NewListener(ln.Addr())
+	hs := &http.Server{Handler: newSrv(back).Handler()}
+	var serving sync.WaitGroup
+	serving.Go(func() { hs.Serve(ln) })
+	serving.Go(func() { hs.Serve(back) })
+	tb.Cleanup(func() {
+		hs.Shutdown(context.Background())
+		serving.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// streamClient sends event-stream requests one after another on one
+// keep-alive connection and reads each answer to its last chunk.
+type streamClient struct {
+	c   net.Conn
+	r   *bufio.Reader
+	req []byte
+}
+
+func newStreamClient(tb testing.TB, addr, path, body string) *streamClient {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	req := "POST " + path + " HTTP/1.1\r\nHost: example.com\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	return &streamClient{c: c, r: bufio.NewReaderSize(c, 64<<10), req: []byte(req)}
+}
+
+// do sends one request and reads its answer, which must be a chunked 200
+// event stream of n events.
+func (sc *streamClient) do(tb testing.TB, n int) {
+	if _, err := sc.c.Write(sc.req); err != nil {
+		tb.Fatal(err)
+	}
+	line, err := sc.r.ReadSlice('\n')
+	if err != nil || !bytes.HasPrefix(line, []byte("HTTP/1.1 200 ")) {
+		tb.Fatalf("status line %q: %v", line, err)
+	}
+	for { // the headers
+		line, err := sc.r.ReadSlice('\n')
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(line) == 2 {
+			break
+		}
+	}
+	events := 0
+	for { // the chunks, to the last
+		line, err := sc.r.ReadSlice('\n')
+		if err != nil {
+			tb.Fatal(err)
+		}
+		size, err := strconv.ParseUint(string(bytes.TrimRight(line, "\r\n")), 16, 32)
+		if err != nil {
+			tb.Fatalf("chunk size %q: %v", line, err)
+		}
+		if size == 0 {
+			if _, err := sc.r.Discard(2); err != nil {
+				tb.Fatal(err)
+			}
+			break
+		}
+		chunk, err := sc.r.Peek(int(size) + 2)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		events += bytes.Count(chunk, []byte("\n\n"))
+		sc.r.Discard(len(chunk))
+	}
+	if events != n {
+		tb.Fatalf("%d events, want %d", events, n)
+	}
+}
+
+// goroutinesCreated is the runtime's count of goroutines started so far.
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// BenchmarkDetachedRequest measures one event-stream request (one op) of
+// 20 responses from a canned call, over a real loopback connection kept
+// alive between requests: net/http reads and routes it, it detaches, its
+// stream is relayed and ended, and its connection is handed back for the
+// next. goroutines/op counts the goroutines started per request, in the
+// whole process (the client's reads start none).
+func BenchmarkDetachedRequest(b *testing.B) {
+	resp := cannedResponse(
+		tensor.NewInt32("OUT", []int64{1}, []int32{42}),
+		tensor.NewUint32("IDX", []int64{1}, []uint32{7}),
+	)
+	addr := detachedServer(b, func(back *detach.Listener) *Server {
+		return testServer(repeatClient(resp, 20), fakeUpstream{}, &Options{Detach: back, SSE: &sse.Options{KeepAlive: -1}})
+	})
+	sc := newStreamClient(b, addr, "/v2/models/repeat_int32/generate_stream", `{"IN":[1],"DELAY":[0],"WAIT":0}`)
+	sc.do(b, 20)
+	b.ReportAllocs()
+	g := goroutinesCreated()
+	for b.Loop() {
+		sc.do(b, 20)
+	}
+	b.ReportMetric(float64(goroutinesCreated()-g)/float64(b.N), "goroutines/op")
+}

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/metrics"
 	"strconv"
 	"sync"
@@ -14,6 +16,8 @@ import (
 	"github.com/streamgate/streamgate/gateway/detach"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/proto/tensor"
+	"github.com/streamgate/streamgate/upstream"
+	"github.com/streamgate/streamgate/upstream/upstreamtest"
 )
 
 // detachedServer serves srv's handler on a loopback port as the stack does
@@ -134,4 +138,68 @@ func BenchmarkDetachedRequest(b *testing.B) {
 		sc.do(b, 20)
 	}
 	b.ReportMetric(float64(goroutinesCreated()-g)/float64(b.N), "goroutines/op")
+}
+
+// BenchmarkHeldDetachedStream measures what an event stream costs the
+// process while it is held open (one op: one stream): b.N streams over
+// loopback, each started and sent its first event, then counted with all
+// of them open: the live heap (after a collection) and the goroutine
+// stacks per stream, and the goroutines per stream. The figures include
+// the client's end of each connection (a socket, no buffers).
+func BenchmarkHeldDetachedStream(b *testing.B) {
+	resp := cannedResponse(
+		tensor.NewInt32("OUT", []int64{1}, []int32{42}),
+		tensor.NewUint32("IDX", []int64{1}, []uint32{7}),
+	)
+	feeds := make(chan *upstream.Feed, 1)
+	addr := detachedServer(b, func(back *detach.Listener) *Server {
+		return testServer(upstreamtest.Client(upstreamtest.Feeds(feeds)), fakeUpstream{},
+			&Options{Detach: back, MaxStreams: 1 << 20, SSE: &sse.Options{KeepAlive: -1}})
+	})
+	body := `{"IN":[1],"DELAY":[0],"WAIT":0}`
+	req := []byte("POST /v2/models/repeat_int32/generate_stream HTTP/1.1\r\nHost: example.com\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+	conns := make([]net.Conn, 0, b.N)
+	held := make([]*upstream.Feed, 0, b.N)
+	defer func() {
+		for _, f := range held {
+			f.End(io.EOF)
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	buf := make([]byte, 4096)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	g := runtime.NumGoroutine()
+	b.ResetTimer()
+	for range b.N {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		f := <-feeds
+		held = append(held, f)
+		f.Send(resp)
+		for got := 0; !bytes.Contains(buf[:got], []byte("\n\n")); { // the headers and the first event
+			n, err := c.Read(buf[got:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += n
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	n := float64(b.N)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n, "heap-B/stream")
+	b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/n, "stack-B/stream")
+	b.ReportMetric(float64(runtime.NumGoroutine()-g)/n, "goroutines/stream")
 }

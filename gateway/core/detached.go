@@ -23,11 +23,10 @@ import (
 type detached struct {
 	s *Server
 	// d is the response, once taken (Drain's cut may come first).
-	d    atomic.Pointer[detach.Response]
-	live LiveStream // registered for Drain
-	// remove takes it out of Drain's registry, once its connection is
-	// handed back or closed.
-	remove func()
+	d atomic.Pointer[detach.Response]
+	// live is registered for Drain until its connection is handed back
+	// or closed (unregister).
+	live LiveStream
 
 	w      statusWriter  // the stream's, over d: its status, span and log line
 	r      *http.Request // the request as the stream keeps it
@@ -41,7 +40,10 @@ type detached struct {
 // registered for Drain until its connection is handed back or closed.
 // It returns nil, doing nothing, when r cannot be detached (not
 // plaintext HTTP/1.1, Options.Detach unset, already answered, draining).
-func (s *Server) detach(w http.ResponseWriter, r *http.Request, f ErrorFormat) *detached {
+//
+// Slim drops what the rest of a plain stream (serveDetached) no longer
+// reads of the request: its headers (about 0.5 KB a stream holds).
+func (s *Server) detach(w http.ResponseWriter, r *http.Request, f ErrorFormat, slim bool) *detached {
 	if s.Opts.Detach == nil || r.ProtoMajor != 1 || r.TLS != nil {
 		return nil
 	}
@@ -54,16 +56,14 @@ func (s *Server) detach(w http.ResponseWriter, r *http.Request, f ErrorFormat) *
 	// closed: Drain's cut closes it.
 	ds := &detached{s: s, f: f}
 	ds.live = LiveStream{Hard: func() {}, Cut: ds.cut}
-	remove, ok := s.streams.Add(&ds.live)
-	if !ok {
+	if !s.streams.add(&ds.live) {
 		return nil
 	}
 	d, err := detach.Hijack(sw.ResponseWriter, r)
 	if err != nil {
-		remove()
+		s.streams.remove(&ds.live)
 		return nil
 	}
-	ds.remove = remove
 	ds.d.Store(d)
 	sw.detached = true
 	// As runShallow's rest, the stream holds net/http's request rather
@@ -80,8 +80,13 @@ func (s *Server) detach(w http.ResponseWriter, r *http.Request, f ErrorFormat) *
 	// The request's one cancellable context: its client leaving, Drain
 	// and its end cancel it (the flight runs in it: Begin's cancel).
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
-	ds.r = base.WithContext(ctx) // net/http ends r's context as the handler returns
-	ds.r.Body = http.NoBody      // read; and it holds net/http's read buffer
+	kept := *base
+	kept.Body = http.NoBody // read; and it holds net/http's read buffer
+	if slim {               // the rest reads its method, path, remote address and context
+		kept.Header, kept.Trailer, kept.TransferEncoding = nil, nil, nil
+		kept.Form, kept.PostForm, kept.MultipartForm, kept.GetBody = nil, nil, nil, nil
+	}
+	ds.r = kept.WithContext(ctx) // net/http ends r's context as the handler returns
 	ds.cancel = cancel
 	ds.w = statusWriter{ResponseWriter: d, since: sw.since, span: sw.span, start: sw.start}
 	ds.route = routePattern(r)
@@ -95,6 +100,9 @@ func (ds *detached) cut() {
 	}
 }
 
+// unregister takes it out of Drain's registry.
+func (ds *detached) unregister() { ds.s.streams.remove(&ds.live) }
+
 // gone is the reader's: the client left, which ends the request.
 func (ds *detached) gone() { ds.cancel(nil) }
 
@@ -107,7 +115,7 @@ func (ds *detached) gone() { ds.cancel(nil) }
 // it meanwhile. It reports false, doing nothing, when r cannot be
 // detached (see detach).
 func (s *Server) serveDetached(w http.ResponseWriter, r *http.Request, j *Job, errs ErrorFormat, firstErrorAsEvent bool) bool {
-	ds := s.detach(w, r, errs)
+	ds := s.detach(w, r, errs, true)
 	if ds == nil {
 		return false
 	}
@@ -137,7 +145,7 @@ func (s *Server) DetachStream(w http.ResponseWriter, r *http.Request, f ErrorFor
 	if s.Opts.Detach == nil || r.ProtoMajor != 1 || r.TLS != nil {
 		return s.runShallow(w, r, f, run)
 	}
-	ds := s.detach(w, r, f)
+	ds := s.detach(w, r, f, false)
 	if ds == nil {
 		return false
 	}
@@ -151,7 +159,7 @@ func (ds *detached) run(run HandlerFunc) {
 	ds.d.Load().Watch(ds.gone) // the client leaving ends the request, as in net/http
 	ds.end(run(&ds.w, ds.r))
 	ds.d.Load().Finish(ds.back())
-	ds.remove()
+	ds.unregister()
 }
 
 // ended is the end of a stream whose flight ended with err (nil: it
@@ -163,7 +171,7 @@ func (ds *detached) ended(err error) {
 	defer ds.recover()
 	ds.end(err)
 	if ds.d.Load().FinishNow(ds.back()) {
-		ds.remove()
+		ds.unregister()
 		return
 	}
 	go ds.finish()
@@ -174,7 +182,7 @@ func (ds *detached) ended(err error) {
 func (ds *detached) finish() {
 	defer ds.recover()
 	ds.d.Load().Finish(ds.back())
-	ds.remove()
+	ds.unregister()
 }
 
 // end answers err, if any, in the stream's format, and ends the request's
@@ -209,7 +217,7 @@ func (ds *detached) recover() {
 		"panic", v, "stack", stack())
 	ds.cut()
 	ds.cancel(nil)
-	ds.remove()
+	ds.unregister()
 }
 
 // runShallow leaves run, the rest of an event stream's request, to

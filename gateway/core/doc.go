@@ -83,7 +83,7 @@
 //     WithLimitKey (limits.go) so that the per-client limit
 //     (Options.MaxStreamsPerConn) counts the key's requests on every
 //     connection instead of each connection's.
-//   - Per-key rate limits: Server.admit, before the request starts: take
+//   - Per-key rate limits: Flight.admit, before the request starts: take
 //     the job's token reservation there (a field of Job, filled by the job
 //     builders from the prompt and max_tokens), and settle it where Serve
 //     ends, with the model's usage from the translator.

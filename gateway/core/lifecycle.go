@@ -139,14 +139,20 @@ type Flight struct {
 	parent context.Context // the ctx given to begin
 	ctx    context.Context // the request's: parent, or its child
 	cancel context.CancelCauseFunc
-	own    bool   // ctx is parent's child, cancelled by finish
-	done   func() // gives back what admission took
+	own    bool // ctx is parent's child, cancelled by finish
 	ob     *observation
 	c      *upstream.Call
 	j      *Job
 	out    Sink
 	active *metrics.GaugeValue
 	r      relayer
+
+	// What admission took (admit), which unadmit gives back: a slot
+	// counted against client (limitKey), the registration for Drain, and
+	// a keyed request's limits (settle; nil without a key).
+	client string
+	live   LiveStream
+	settle func()
 
 	// The relay's state (run, relayLater).
 	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
@@ -165,17 +171,17 @@ func (s *Server) Begin(ctx context.Context, cancel context.CancelCauseFunc, conn
 		f.ctx, f.cancel = context.WithCancelCause(ctx)
 		f.own = true
 	}
-	var err error
-	f.done, err = s.admitJob(f.ctx, conn, j, &LiveStream{Hard: func() { f.cancel(ErrDraining) }, Cut: out.cut})
-	if err != nil {
+	f.live = LiveStream{Hard: func() { f.cancel(ErrDraining) }, Cut: out.cut}
+	if err := f.admit(conn); err != nil {
 		f.release()
 		return nil, err
 	}
 	f.ob = s.observe(f.ctx, j) // the upstream span, in ob.ctx
+	var err error
 	f.c, err = s.Up.Start(f.ob.ctx, j.Req)
 	if err != nil {
 		err = s.failed(f.ctx, ctx, f.ob, nil, j, out, err)
-		f.done()
+		f.unadmit()
 		f.release()
 		return nil, err
 	}
@@ -198,7 +204,7 @@ func (f *Flight) finish(err error) error {
 	}
 	f.active.Dec()
 	f.c.Cancel()
-	f.done()
+	f.unadmit()
 	f.release()
 	return err
 }
@@ -439,25 +445,6 @@ func (f *Flight) recoverStep(here bool) {
 	f.end(errRelayPanic)
 }
 
-// admitJob is Serve's admission: admit, then a keyed request's model and
-// key limits (admitKeyed). done gives everything back.
-func (s *Server) admitJob(ctx context.Context, conn string, j *Job, e *LiveStream) (func(), error) {
-	release, err := s.admit(limitKey(ctx, conn), e)
-	if err != nil {
-		return nil, err
-	}
-	kd := keyOf(ctx)
-	if kd == nil {
-		return release, nil
-	}
-	settle, err := s.admitKeyed(ctx, kd, j)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	return func() { settle(); release() }, nil
-}
-
 // failed accounts a request whose call could not start (c nil) or ended
 // with err, and lets out deliver the error if it can: Serve's error path.
 func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstream.Call, j *Job, out Sink, err error) error {
@@ -480,16 +467,18 @@ func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstrea
 	return nil
 }
 
-// admit lets one inference request in: not draining, under the limits
-// (client is its limitKey), registered for Drain as e. done gives
-// everything back.
-func (s *Server) admit(client string, e *LiveStream) (done func(), err error) {
+// admit lets f's request in, Serve's admission: not draining, under the
+// limits (limitKey: its API key, else its connection conn), registered
+// for Drain (f.live), then a keyed request's model allowed and its key's
+// limits taken (admitKeyed). unadmit gives everything back.
+func (f *Flight) admit(conn string) error {
+	s := f.s
 	if s.draining.Load() {
 		s.metrics.rejected.With("draining").Inc()
-		return nil, ErrDraining
+		return ErrDraining
 	}
-	release, err := s.limits.acquire(client)
-	if err != nil {
+	client := limitKey(f.ctx, conn)
+	if err := s.limits.take(client); err != nil {
 		reason := "global_limit"
 		switch err {
 		case errConnLimit:
@@ -498,15 +487,32 @@ func (s *Server) admit(client string, e *LiveStream) (done func(), err error) {
 			reason = "key_limit"
 		}
 		s.metrics.rejected.With(reason).Inc()
-		return nil, err
+		return err
 	}
-	remove, ok := s.streams.Add(e)
-	if !ok {
-		release()
+	if !s.streams.add(&f.live) {
+		s.limits.give(client)
 		s.metrics.rejected.With("draining").Inc()
-		return nil, ErrDraining
+		return ErrDraining
 	}
-	return func() { remove(); release() }, nil
+	f.client = client
+	if kd := keyOf(f.ctx); kd != nil {
+		settle, err := s.admitKeyed(f.ctx, kd, f.j)
+		if err != nil {
+			f.unadmit()
+			return err
+		}
+		f.settle = settle
+	}
+	return nil
+}
+
+// unadmit gives back what admit took.
+func (f *Flight) unadmit() {
+	if f.settle != nil {
+		f.settle()
+	}
+	f.s.streams.remove(&f.live)
+	f.s.limits.give(f.client)
 }
 
 // endCause is why a request that failed with err ended: ErrDraining when

@@ -449,9 +449,7 @@ func (d *Response) appendHead(b *[]byte) {
 	if h.Get("Content-Type") == "" && len(d.pending) > 0 {
 		h.Set("Content-Type", http.DetectContentType(d.pending))
 	}
-	if h.Get("Date") == "" {
-		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	}
+	date := h.Get("Date") == "" // written below, not set in h: no string to make
 	if d.chunked {
 		h.Del("Content-Length")
 		h.Set("Transfer-Encoding", "chunked")
@@ -460,6 +458,11 @@ func (d *Response) appendHead(b *[]byte) {
 		h.Set("Connection", "close")
 	}
 	_ = h.Write((*appender)(b))
+	if date {
+		*b = append(*b, "Date: "...)
+		*b = time.Now().UTC().AppendFormat(*b, http.TimeFormat)
+		*b = append(*b, "\r\n"...)
+	}
 	*b = append(*b, "\r\n"...)
 	if len(d.pending) > 0 {
 		*b = d.frame(*b, d.pending)
@@ -505,6 +508,13 @@ type appender []byte
 func (a *appender) Write(p []byte) (int, error) {
 	*a = append(*a, p...)
 	return len(p), nil
+}
+
+// WriteString is Write for a string: Header.Write writes through it,
+// with no copy of each string into a []byte of its own.
+func (a *appender) WriteString(s string) (int, error) {
+	*a = append(*a, s...)
+	return len(s), nil
 }
 
 // bufPool holds the buffers writes are framed in, between writes: a quiet

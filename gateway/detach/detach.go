@@ -1,17 +1,20 @@
 // Package detach answers an HTTP/1.1 request on a connection taken from
 // net/http, so that a long response (an event stream) holds neither
 // net/http's goroutine nor its buffers: once its handler has returned, a
-// held stream costs the goroutine that writes it (any, with a shallow
-// stack), one small reader goroutine that notices the client leaving,
-// and a Response.
+// held stream costs one small reader goroutine that notices the client
+// leaving, and a Response; it needs no goroutine of its own between
+// writes.
 //
-// Take the connection with Hijack from the handler, return from the
-// handler, and write the response on another goroutine through the
-// Response (an http.ResponseWriter whose http.ResponseController
-// supports Flush and SetWriteDeadline). Watch starts the reader; Finish
-// ends the response and, when the connection may carry another request,
-// hands it back to the http.Server through the Listener it serves, with
-// the bytes of the next request already read in front.
+// Take the connection with Hijack from the handler and write the
+// response through the Response (an http.ResponseWriter whose
+// http.ResponseController supports Flush and SetWriteDeadline), from one
+// goroutine at a time, there or later on others; the handler must not
+// touch its own writer again. Watch starts the reader; Finish (or
+// FinishNow, which never waits for the client) ends the response and,
+// when the connection may carry another request, leaves it to the
+// reader, which waits for that request and hands the connection back to
+// the http.Server through the Listener it serves, with the bytes of the
+// request already read in front.
 //
 // The wire form is net/http's: a response flushed before its end is
 // chunked, one written whole gets Content-Length; Date is set, and
@@ -70,6 +73,7 @@ type Response struct {
 	// it).
 	mu      sync.Mutex
 	watch   int32
+	gone    func() // Watch's, until the response finishes
 	kept    []byte
 	one     [1]byte
 	readErr error
@@ -246,11 +250,14 @@ func (d *Response) Close() error {
 // the same goroutine goes on waiting for the next request and hands the
 // connection back (Finish).
 func (d *Response) Watch(gone func()) {
-	d.watch = watching
-	go d.read(gone)
+	d.watch, d.gone = watching, gone
+	go d.read()
 }
 
-func (d *Response) read(gone func()) {
+// read is the reader's goroutine. It holds nothing but d while it waits,
+// and d lets go of gone (which may hold the request's state) once the
+// response has finished: an idle connection holds no more than that.
+func (d *Response) read() {
 	if n, err := d.conn.Read(d.one[:]); n == 0 {
 		if err == nil {
 			err = io.ErrNoProgress
@@ -258,7 +265,7 @@ func (d *Response) read(gone func()) {
 		d.readErr = err
 	}
 	d.mu.Lock()
-	st := d.watch
+	st, gone := d.watch, d.gone
 	if st == watching {
 		d.watch = returned
 	}
@@ -361,8 +368,10 @@ func (d *Response) release(l *Listener) {
 	if l != nil && d.deadline.Load() {
 		_ = d.conn.SetWriteDeadline(time.Time{})
 	}
+	d.now = nil // no more writes
 	d.mu.Lock()
 	st := d.watch
+	d.gone = nil
 	if st != returned { // a reader, waiting (or to start), hands it on
 		d.watch = finished
 		d.await(l)
@@ -373,7 +382,7 @@ func (d *Response) release(l *Listener) {
 		return
 	case st == unwatched:
 		if d.back != nil {
-			go d.read(nil)
+			go d.read()
 		}
 		return
 	}

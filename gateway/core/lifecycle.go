@@ -122,8 +122,9 @@ type Sink interface {
 //
 // Serve is Begin (1, 2) and Flight.run (3, 4); the caller's goroutine
 // waits for the end, in this frame: see run. A WebSocket request runs 3
-// and 4 with no goroutine waiting (Flight.RelayLater). Both relay in
-// steps, with the same relayer, and end in finish.
+// and 4 with no goroutine waiting (Flight.RelayLater), and so does a
+// detached event stream (Flight.Relay). All relay in steps, with the same
+// relayer, and end in finish.
 func (s *Server) Serve(ctx context.Context, conn string, j *Job, out Sink) error {
 	f, err := s.Begin(ctx, nil, conn, j, out)
 	if f == nil {

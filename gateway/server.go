@@ -46,9 +46,10 @@ const StatusClientClosed = core.StatusClientClosed
 // Server is the HTTP edge. Its Handler may serve any number of requests
 // concurrently; Drain may be called once, from any goroutine. Each request
 // runs in its handler goroutine, except the event streams Options.Detach
-// takes from net/http, which run on a goroutine of their own (and one that
-// reads their connection) from their handler's return to their end;
-// WebSocket sessions end with their socket. Nothing outlives the requests
+// takes from net/http: started on their handler's goroutine, they are
+// relayed and ended where their responses arrive (a resumable one on a
+// goroutine of its own), with one goroutine that reads their connection
+// until its next request; WebSocket sessions end with their socket. Nothing outlives the requests
 // that started it.
 type Server struct {
 	core   *core.Server // what the surfaces share: the lifecycle, admission, errors

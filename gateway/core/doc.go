@@ -52,13 +52,22 @@
 // WebSocket request), so a client that goes away, a cancel frame or a
 // failed write cancels the call upstream at once.
 //
-// Detached streams (detached.go, Options.Detach): ServeSSE hands an event
-// stream over plaintext HTTP/1.1, once validated, to a goroutine of its
-// own on the connection taken from net/http (package detach), which runs
-// the rest of its life above, answers its error, ends its server span and
-// access log line as instrument would, and gives the connection back to
-// the http.Server for keep-alive. A held stream then costs neither
-// net/http's handler goroutine nor its buffers.
+// Detached streams (detached.go, Options.Detach): ServeSSE takes an event
+// stream over plaintext HTTP/1.1, once validated, off net/http's
+// connection (package detach). A plain stream (serveDetached) then has no
+// goroutine of its own: it is admitted and started upstream on its
+// handler's goroutine (whose stack routing and parsing already grew),
+// relayed where its responses arrive (Flight.Relay, as above), and ended
+// where its flight ends: its error answered, its server span and access
+// log line ended as instrument would, its response finished and its
+// connection given back to the http.Server for keep-alive, by the
+// response's reader goroutine, which noticed a client leaving during the
+// stream and waits for the connection's next request after it. Whatever
+// there may wait for the client (the rest of a last write) goes to a
+// short goroutine of its own. A resumable stream runs the same rest on a
+// goroutine of its own (DetachStream). A held stream then costs neither
+// net/http's handler goroutine nor its buffers, and one small goroutine
+// in all.
 //
 // Shallow streams (runShallow in detached.go): an event stream that
 // stays in net/http (HTTP/2, TLS) runs the rest of its life after the
@@ -83,7 +92,7 @@
 //     WithLimitKey (limits.go) so that the per-client limit
 //     (Options.MaxStreamsPerConn) counts the key's requests on every
 //     connection instead of each connection's.
-//   - Per-key rate limits: Server.admit, before the request starts: take
+//   - Per-key rate limits: Flight.admit, before the request starts: take
 //     the job's token reservation there (a field of Job, filled by the job
 //     builders from the prompt and max_tokens), and settle it where Serve
 //     ends, with the model's usage from the translator.

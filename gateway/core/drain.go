@@ -30,22 +30,36 @@ func newRegistry() *registry {
 // Add registers e; it fails once draining has begun. The returned function
 // unregisters it.
 func (r *registry) Add(e *LiveStream) (remove func(), ok bool) {
+	if !r.add(e) {
+		return nil, false
+	}
+	return func() { r.remove(e) }, true
+}
+
+// add registers e; false once draining has begun.
+func (r *registry) add(e *LiveStream) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.draining {
-		return nil, false
+		return false
 	}
 	r.live[e] = struct{}{}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			delete(r.live, e)
-			close(r.changed)
-			r.changed = make(chan struct{})
-		})
-	}, true
+	return true
+}
+
+// remove unregisters e, if registered. Only Drain waits for changes, so
+// only a drain's removals signal them.
+func (r *registry) remove(e *LiveStream) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.live[e]; !ok {
+		return
+	}
+	delete(r.live, e)
+	if r.draining {
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
 }
 
 // snapshot returns the live entries and a channel closed at the next

@@ -122,8 +122,9 @@ type Sink interface {
 //
 // Serve is Begin (1, 2) and Flight.run (3, 4); the caller's goroutine
 // waits for the end, in this frame: see run. A WebSocket request runs 3
-// and 4 with no goroutine waiting (Flight.RelayLater). Both relay in
-// steps, with the same relayer, and end in finish.
+// and 4 with no goroutine waiting (Flight.RelayLater), and so does a
+// detached event stream (Flight.Relay). All relay in steps, with the same
+// relayer, and end in finish.
 func (s *Server) Serve(ctx context.Context, conn string, j *Job, out Sink) error {
 	f, err := s.Begin(ctx, nil, conn, j, out)
 	if f == nil {
@@ -139,14 +140,20 @@ type Flight struct {
 	parent context.Context // the ctx given to begin
 	ctx    context.Context // the request's: parent, or its child
 	cancel context.CancelCauseFunc
-	own    bool   // ctx is parent's child, cancelled by finish
-	done   func() // gives back what admission took
+	own    bool // ctx is parent's child, cancelled by finish
 	ob     *observation
 	c      *upstream.Call
 	j      *Job
 	out    Sink
 	active *metrics.GaugeValue
 	r      relayer
+
+	// What admission took (admit), which unadmit gives back: a slot
+	// counted against client (limitKey), the registration for Drain, and
+	// a keyed request's limits (settle; nil without a key).
+	client string
+	live   LiveStream
+	settle func()
 
 	// The relay's state (run, relayLater).
 	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
@@ -165,17 +172,17 @@ func (s *Server) Begin(ctx context.Context, cancel context.CancelCauseFunc, conn
 		f.ctx, f.cancel = context.WithCancelCause(ctx)
 		f.own = true
 	}
-	var err error
-	f.done, err = s.admitJob(f.ctx, conn, j, &LiveStream{Hard: func() { f.cancel(ErrDraining) }, Cut: out.cut})
-	if err != nil {
+	f.live = LiveStream{Hard: func() { f.cancel(ErrDraining) }, Cut: out.cut}
+	if err := f.admit(conn); err != nil {
 		f.release()
 		return nil, err
 	}
 	f.ob = s.observe(f.ctx, j) // the upstream span, in ob.ctx
+	var err error
 	f.c, err = s.Up.Start(f.ob.ctx, j.Req)
 	if err != nil {
 		err = s.failed(f.ctx, ctx, f.ob, nil, j, out, err)
-		f.done()
+		f.unadmit()
 		f.release()
 		return nil, err
 	}
@@ -198,7 +205,7 @@ func (f *Flight) finish(err error) error {
 	}
 	f.active.Dec()
 	f.c.Cancel()
-	f.done()
+	f.unadmit()
 	f.release()
 	return err
 }
@@ -238,14 +245,35 @@ func (f *Flight) release() {
 func (f *Flight) run() <-chan error {
 	done := make(chan error, 1)
 	f.ended = func(err error) { done <- err }
+	f.startKeepAlive()
+	f.c.Notify(f.wakeHere)
+	f.wakeGo()
+	return done
+}
+
+// Relay relays f's call and finishes f as run does, keepalives and all,
+// with no goroutine waiting for its end: ended gets what serve returns,
+// where f ends. That is on the upstream reader when the call completed
+// with everything out (ended then gets nil and must not wait), and on a
+// goroutine that may wait otherwise. The first step runs on the calling
+// goroutine, which may wait for the client: a detached event stream's
+// (serveDetached).
+func (f *Flight) Relay(ended func(error)) {
+	f.ended = ended
+	f.startKeepAlive()
+	f.c.Notify(f.wakeHere)
+	if f.wakes.Add(1) == 1 {
+		f.steps(false)
+	}
+}
+
+// startKeepAlive starts the keepalive timer of a sink that has one.
+func (f *Flight) startKeepAlive() {
 	if ka := f.out.keepAlive(); ka > 0 {
 		f.ka = &keepalive{ka: ka, start: time.Now()}
 		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
 		f.ka.t.Reset(ka)
 	}
-	f.c.Notify(f.wakeHere)
-	f.wakeGo()
-	return done
 }
 
 // keepalive is when a quiet request is due its sink's idle call. The
@@ -418,25 +446,6 @@ func (f *Flight) recoverStep(here bool) {
 	f.end(errRelayPanic)
 }
 
-// admitJob is Serve's admission: admit, then a keyed request's model and
-// key limits (admitKeyed). done gives everything back.
-func (s *Server) admitJob(ctx context.Context, conn string, j *Job, e *LiveStream) (func(), error) {
-	release, err := s.admit(limitKey(ctx, conn), e)
-	if err != nil {
-		return nil, err
-	}
-	kd := keyOf(ctx)
-	if kd == nil {
-		return release, nil
-	}
-	settle, err := s.admitKeyed(ctx, kd, j)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	return func() { settle(); release() }, nil
-}
-
 // failed accounts a request whose call could not start (c nil) or ended
 // with err, and lets out deliver the error if it can: Serve's error path.
 func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstream.Call, j *Job, out Sink, err error) error {
@@ -459,16 +468,18 @@ func (s *Server) failed(ctx, parent context.Context, ob *observation, c *upstrea
 	return nil
 }
 
-// admit lets one inference request in: not draining, under the limits
-// (client is its limitKey), registered for Drain as e. done gives
-// everything back.
-func (s *Server) admit(client string, e *LiveStream) (done func(), err error) {
+// admit lets f's request in, Serve's admission: not draining, under the
+// limits (limitKey: its API key, else its connection conn), registered
+// for Drain (f.live), then a keyed request's model allowed and its key's
+// limits taken (admitKeyed). unadmit gives everything back.
+func (f *Flight) admit(conn string) error {
+	s := f.s
 	if s.draining.Load() {
 		s.metrics.rejected.With("draining").Inc()
-		return nil, ErrDraining
+		return ErrDraining
 	}
-	release, err := s.limits.acquire(client)
-	if err != nil {
+	client := limitKey(f.ctx, conn)
+	if err := s.limits.take(client); err != nil {
 		reason := "global_limit"
 		switch err {
 		case errConnLimit:
@@ -477,15 +488,32 @@ func (s *Server) admit(client string, e *LiveStream) (done func(), err error) {
 			reason = "key_limit"
 		}
 		s.metrics.rejected.With(reason).Inc()
-		return nil, err
+		return err
 	}
-	remove, ok := s.streams.Add(e)
-	if !ok {
-		release()
+	if !s.streams.add(&f.live) {
+		s.limits.give(client)
 		s.metrics.rejected.With("draining").Inc()
-		return nil, ErrDraining
+		return ErrDraining
 	}
-	return func() { remove(); release() }, nil
+	f.client = client
+	if kd := keyOf(f.ctx); kd != nil {
+		settle, err := s.admitKeyed(f.ctx, kd, f.j)
+		if err != nil {
+			f.unadmit()
+			return err
+		}
+		f.settle = settle
+	}
+	return nil
+}
+
+// unadmit gives back what admit took.
+func (f *Flight) unadmit() {
+	if f.settle != nil {
+		f.settle()
+	}
+	f.s.streams.remove(&f.live)
+	f.s.limits.give(f.client)
 }
 
 // endCause is why a request that failed with err ended: ErrDraining when

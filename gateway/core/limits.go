@@ -72,38 +72,36 @@ func limitKey(ctx context.Context, conn string) string {
 	return "conn:" + conn
 }
 
-// acquire takes a slot for a request counted against client (limitKey; ""
-// counts only toward the global limit) and returns the function that gives
-// it back.
-func (l *limiter) acquire(client string) (release func(), err error) {
+// take takes a slot for a request counted against client (limitKey; ""
+// counts only toward the global limit); give gives it back.
+func (l *limiter) take(client string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.total >= l.max {
-		return nil, errGlobalLimit
+		return errGlobalLimit
 	}
 	if client != "" && l.perClient[client] >= l.maxPerClient {
 		if strings.HasPrefix(client, "key:") {
-			return nil, errKeyLimit
+			return errKeyLimit
 		}
-		return nil, errConnLimit
+		return errConnLimit
 	}
 	l.total++
 	if client != "" {
 		l.perClient[client]++
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.total--
-			if client != "" {
-				if l.perClient[client]--; l.perClient[client] == 0 {
-					delete(l.perClient, client)
-				}
-			}
-		})
-	}, nil
+	return nil
+}
+
+func (l *limiter) give(client string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.total--
+	if client != "" {
+		if l.perClient[client]--; l.perClient[client] == 0 {
+			delete(l.perClient, client)
+		}
+	}
 }
 
 // HTTP2Config is the HTTP/2 configuration consistent with the gateway's

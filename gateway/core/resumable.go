@@ -145,6 +145,9 @@ func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, j *Job, errs E
 		return err
 	}
 	resumable := s.ResumableAsked(asked)
+	if !resumable && s.serveDetached(w, r, j, errs, firstErrorAsEvent) {
+		return nil
+	}
 	run := func(w http.ResponseWriter, r *http.Request) error {
 		out := s.NewSSESink(w, r, errs, firstErrorAsEvent)
 		if !resumable {

@@ -215,9 +215,10 @@ type Options struct {
 
 	// Detach, when set, is the listener the gateway's http.Server serves
 	// (a detach.Listener around its own): event streams over plaintext
-	// HTTP/1.1 then leave net/http once validated, run on a goroutine of
-	// their own over the raw connection (package detach), and hand the
-	// connection back through Detach when they end, for keep-alive.
+	// HTTP/1.1 then leave net/http once validated, run over the raw
+	// connection (package detach) with no goroutine of their own but the
+	// one that reads it, and hand the connection back through Detach when
+	// they end, for keep-alive.
 	// Default nil: streams stay in net/http's handler goroutine.
 	Detach *detach.Listener
 }

@@ -1,17 +1,20 @@
 // Package detach answers an HTTP/1.1 request on a connection taken from
 // net/http, so that a long response (an event stream) holds neither
 // net/http's goroutine nor its buffers: once its handler has returned, a
-// held stream costs the goroutine that writes it (any, with a shallow
-// stack), one small reader goroutine that notices the client leaving,
-// and a Response.
+// held stream costs one small reader goroutine that notices the client
+// leaving, and a Response; it needs no goroutine of its own between
+// writes.
 //
-// Take the connection with Hijack from the handler, return from the
-// handler, and write the response on another goroutine through the
-// Response (an http.ResponseWriter whose http.ResponseController
-// supports Flush and SetWriteDeadline). Watch starts the reader; Finish
-// ends the response and, when the connection may carry another request,
-// hands it back to the http.Server through the Listener it serves, with
-// the bytes of the next request already read in front.
+// Take the connection with Hijack from the handler and write the
+// response through the Response (an http.ResponseWriter whose
+// http.ResponseController supports Flush and SetWriteDeadline), from one
+// goroutine at a time, there or later on others; the handler must not
+// touch its own writer again. Watch starts the reader; Finish (or
+// FinishNow, which never waits for the client) ends the response and,
+// when the connection may carry another request, leaves it to the
+// reader, which waits for that request and hands the connection back to
+// the http.Server through the Listener it serves, with the bytes of the
+// request already read in front.
 //
 // The wire form is net/http's: a response flushed before its end is
 // chunked, one written whole gets Content-Length; Date is set, and
@@ -20,6 +23,7 @@ package detach
 
 import (
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -53,15 +57,36 @@ type Response struct {
 	now  *sockwrite.Writer
 	rest []byte
 
-	// The reader: it reads one byte (the next request's, or the EOF of a
-	// client that left) and stops; kept holds what it and net/http read
-	// of the next request.
-	kept     []byte
-	one      [1]byte
-	readDone chan struct{}
-	stopping atomic.Bool
-	readErr  error
+	// ended: the response's end (its last chunk, or its headers with
+	// Content-Length) is written or in rest.
+	ended bool
+	// deadline: a write deadline may be set (SetWriteDeadline), to clear
+	// before the connection is handed back.
+	deadline atomic.Bool
+
+	// The reader (Watch): it reads one byte, the next request's or the
+	// EOF of a client that left. watch is where it stands (watching,
+	// returned, finished), under mu, which also orders the read deadlines
+	// Finish sets for the reader before the reader's own; kept holds what
+	// it and net/http read of the next request; back is where the reader
+	// hands the connection once the response has finished (nil: it closes
+	// it).
+	mu      sync.Mutex
+	watch   int32
+	gone    func() // Watch's, until the response finishes
+	kept    []byte
+	one     [1]byte
+	readErr error
+	back    *Listener
 }
+
+// Where the reader stands (Response.watch).
+const (
+	unwatched int32 = iota // no reader: Watch was not called
+	watching               // it waits for a byte; the response runs
+	returned               // it returned during the response: one byte, or readErr
+	finished               // the response finished first: the reader, still waiting, hands the connection on
+)
 
 // ErrNotHTTP11 is Hijack's answer for a request that is not HTTP/1.1 on
 // a plaintext connection (HTTP/1.0, HTTP/2, TLS): answer it in place.
@@ -169,17 +194,23 @@ func (d *Response) WriteNow(p []byte) (done bool, err error) {
 	if len(p) > 0 {
 		*b = d.frame(*b, p)
 	}
+	return d.tryWrite(*b)
+}
+
+// tryWrite writes b, behind what an earlier one left, as far as the
+// socket takes it at once, and keeps the rest (done false).
+func (d *Response) tryWrite(b []byte) (done bool, err error) {
 	if len(d.rest) > 0 || d.now == nil {
-		d.rest = append(d.rest, *b...)
+		d.rest = append(d.rest, b...)
 		return false, nil
 	}
-	n, err := d.now.Write(*b)
+	n, err := d.now.Write(b)
 	if err != nil {
 		d.err = err
 		return false, err
 	}
-	if n < len(*b) {
-		d.rest = append(d.rest, (*b)[n:]...)
+	if n < len(b) {
+		d.rest = append(d.rest, b[n:]...)
 		return false, nil
 	}
 	return true, nil
@@ -200,7 +231,10 @@ func (d *Response) FlushError() error {
 
 // SetWriteDeadline sets the connection's write deadline (see
 // http.ResponseController).
-func (d *Response) SetWriteDeadline(t time.Time) error { return d.conn.SetWriteDeadline(t) }
+func (d *Response) SetWriteDeadline(t time.Time) error {
+	d.deadline.Store(true)
+	return d.conn.SetWriteDeadline(t)
+}
 
 // Close closes the connection at once: every write in progress and
 // later fails, and Finish will not hand it back.
@@ -212,58 +246,173 @@ func (d *Response) Close() error {
 // Watch starts the reader: gone is called, from the reader's goroutine,
 // when the client closes the connection (or it fails) before Finish.
 // Like net/http's background read, it stops at the first byte of the
-// next request, which is kept for it.
+// next request, which is kept for it. When the response finishes first,
+// the same goroutine goes on waiting for the next request and hands the
+// connection back (Finish).
 func (d *Response) Watch(gone func()) {
-	d.readDone = make(chan struct{})
-	go d.read(gone)
+	d.watch, d.gone = watching, gone
+	go d.read()
 }
 
-func (d *Response) read(gone func()) {
-	defer close(d.readDone)
-	n, err := d.conn.Read(d.one[:])
-	if n > 0 {
-		d.kept = append(d.kept, d.one[0])
+// read is the reader's goroutine. It holds nothing but d while it waits,
+// and d lets go of gone (which may hold the request's state) once the
+// response has finished: an idle connection holds no more than that.
+func (d *Response) read() {
+	if n, err := d.conn.Read(d.one[:]); n == 0 {
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		d.readErr = err
+	}
+	d.mu.Lock()
+	st, gone := d.watch, d.gone
+	if st == watching {
+		d.watch = returned
+	}
+	d.mu.Unlock()
+	if st == watching { // the response runs: Finish takes it from here
+		if d.readErr != nil && gone != nil {
+			gone()
+		}
 		return
 	}
-	d.readErr = err
-	if !d.stopping.Load() {
-		gone()
-	}
+	d.handOn()
 }
 
-// Finish ends the response: the headers with Content-Length if they have
-// not gone out, else the last chunk. It stops the reader and then hands
-// the connection back to l (nil: none) when it may carry another
-// request, otherwise closes it. A response that wrote nothing (its client
-// left before an answer) just closes the connection.
-func (d *Response) Finish(l *Listener) {
-	if d.status != 0 && d.err == nil {
-		if !d.sent {
-			if d.Header().Get("Content-Length") == "" {
-				d.header.Set("Content-Length", strconv.Itoa(len(d.pending)))
-			}
-			_ = d.sendHead()
-		} else if d.chunked {
-			_ = d.write([]byte("0\r\n\r\n"))
-		} else {
-			_ = d.write(nil)
-		}
-	}
-	if d.readDone != nil {
-		d.stopping.Store(true)
-		_ = d.conn.SetReadDeadline(aLongTimeAgo)
-		<-d.readDone
-		_ = d.conn.SetReadDeadline(time.Time{})
-		if d.readErr != nil && !errors.Is(d.readErr, os.ErrDeadlineExceeded) {
-			d.reuse = false // the client closed it
-		}
-	}
-	if l == nil || !d.reusable() || d.closed.Load() {
+// handOn is the reader's once the response has finished: the connection,
+// which it waited on for the next request, goes back to d.back if that
+// request has begun, and is closed otherwise (the client left, the idle
+// timeout passed, the listener closed).
+func (d *Response) handOn() {
+	l := d.back
+	if l == nil {
 		d.conn.Close()
 		return
 	}
-	_ = d.conn.SetWriteDeadline(time.Time{})
-	l.handBack(d.conn, d.kept)
+	closed := l.unwait(d.conn)
+	switch {
+	case d.readErr == nil:
+		d.kept = append(d.kept, d.one[0])
+	case !errors.Is(d.readErr, os.ErrDeadlineExceeded) || len(d.kept) == 0:
+		closed = true // the client left, or stayed quiet past the idle timeout
+	}
+	if closed {
+		d.conn.Close()
+		return
+	}
+	_ = d.conn.SetReadDeadline(time.Time{})
+	l.deliver(&keptConn{Conn: d.conn, kept: d.kept})
+}
+
+// Finish ends the response: the headers with Content-Length if they have
+// not gone out, else the last chunk, waiting for the client as long as
+// the write deadline allows. Then the connection goes back to l (nil:
+// none) when it may carry another request, otherwise it is closed. A
+// response that wrote nothing (its client left before an answer) just
+// closes the connection. Finish does not wait for the reader: once the
+// response has ended, the reader's goroutine waits for the next request
+// (up to l.IdleTimeout) and hands the connection to l's Accept.
+func (d *Response) Finish(l *Listener) {
+	if d.status != 0 && d.err == nil {
+		b := getBuf()
+		d.appendEnd(b)
+		_ = d.write(*b)
+		putBuf(b)
+	}
+	d.release(l)
+}
+
+// FinishNow is Finish for a goroutine that must not wait for the client:
+// it writes the response's end as far as the socket takes it at once.
+// When it all went out (or the connection failed) the response is
+// finished and done is true; otherwise the rest is kept and Finish, on a
+// goroutine that may wait, must finish it.
+func (d *Response) FinishNow(l *Listener) (done bool) {
+	if d.status != 0 && d.err == nil {
+		b := getBuf()
+		d.appendEnd(b)
+		done, _ := d.tryWrite(*b)
+		putBuf(b)
+		if !done && d.err == nil {
+			return false
+		}
+	}
+	d.release(l)
+	return true
+}
+
+// appendEnd appends the response's end to b, once: the headers with
+// Content-Length if they have not gone out, else the last chunk.
+func (d *Response) appendEnd(b *[]byte) {
+	if d.ended {
+		return
+	}
+	d.ended = true
+	if !d.sent {
+		if d.Header().Get("Content-Length") == "" {
+			d.header.Set("Content-Length", strconv.Itoa(len(d.pending)))
+		}
+		d.appendHead(b)
+	} else if d.chunked {
+		*b = append(*b, "0\r\n\r\n"...)
+	}
+}
+
+// release hands the connection of a finished response on: back to l when
+// it may carry another request, through the reader (Watch) or a new one,
+// otherwise closed. It does not wait.
+func (d *Response) release(l *Listener) {
+	if l == nil || !d.reusable() || d.closed.Load() {
+		l = nil
+	}
+	if l != nil && d.deadline.Load() {
+		_ = d.conn.SetWriteDeadline(time.Time{})
+	}
+	d.now = nil // no more writes
+	d.mu.Lock()
+	st := d.watch
+	d.gone = nil
+	if st != returned { // a reader, waiting (or to start), hands it on
+		d.watch = finished
+		d.await(l)
+	}
+	d.mu.Unlock()
+	switch {
+	case st == watching:
+		return
+	case st == unwatched:
+		if d.back != nil {
+			go d.read()
+		}
+		return
+	}
+	// The reader returned during the response: with the first byte of
+	// the next request, or because the client left.
+	if l == nil || d.readErr != nil {
+		d.conn.Close()
+		return
+	}
+	d.kept = append(d.kept, d.one[0])
+	go l.deliver(&keptConn{Conn: d.conn, kept: d.kept})
+}
+
+// await sets the reader of a finished response to wait for the next
+// request on l (nil: none, the connection is closed), up to l's idle
+// timeout, or not at all when it has begun (kept). The caller holds mu,
+// so the reader, once back from its read, sees these deadlines set.
+func (d *Response) await(l *Listener) {
+	if l != nil && !l.wait(d.conn) {
+		l = nil // the listener is closed
+	}
+	d.back = l
+	switch {
+	case l == nil:
+		d.conn.Close() // it stops the reader, which closes it again
+	case len(d.kept) > 0: // the next request has begun: the reader need not wait for it
+		_ = d.conn.SetReadDeadline(aLongTimeAgo)
+	case l.IdleTimeout > 0:
+		_ = d.conn.SetReadDeadline(time.Now().Add(l.IdleTimeout))
+	}
 }
 
 // reusable is whether the connection may carry another request: the
@@ -309,9 +458,7 @@ func (d *Response) appendHead(b *[]byte) {
 	if h.Get("Content-Type") == "" && len(d.pending) > 0 {
 		h.Set("Content-Type", http.DetectContentType(d.pending))
 	}
-	if h.Get("Date") == "" {
-		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	}
+	date := h.Get("Date") == "" // written below, not set in h: no string to make
 	if d.chunked {
 		h.Del("Content-Length")
 		h.Set("Transfer-Encoding", "chunked")
@@ -320,6 +467,11 @@ func (d *Response) appendHead(b *[]byte) {
 		h.Set("Connection", "close")
 	}
 	_ = h.Write((*appender)(b))
+	if date {
+		*b = append(*b, "Date: "...)
+		*b = time.Now().UTC().AppendFormat(*b, http.TimeFormat)
+		*b = append(*b, "\r\n"...)
+	}
 	*b = append(*b, "\r\n"...)
 	if len(d.pending) > 0 {
 		*b = d.frame(*b, d.pending)
@@ -365,6 +517,13 @@ type appender []byte
 func (a *appender) Write(p []byte) (int, error) {
 	*a = append(*a, p...)
 	return len(p), nil
+}
+
+// WriteString is Write for a string: Header.Write writes through it,
+// with no copy of each string into a []byte of its own.
+func (a *appender) WriteString(s string) (int, error) {
+	*a = append(*a, s...)
+	return len(s), nil
 }
 
 // bufPool holds the buffers writes are framed in, between writes: a quiet

@@ -25,7 +25,10 @@ func TestMain(m *testing.M) {
 type server struct {
 	url  string
 	back *Listener
-	wg   sync.WaitGroup
+	// mu orders every handler's wg.Go (made while its connection still
+	// counts as active for Shutdown) before the cleanup's wg.Wait.
+	mu sync.Mutex
+	wg sync.WaitGroup
 }
 
 func newServer(t *testing.T, write func(d *Response, r *http.Request)) *server {
@@ -38,6 +41,8 @@ func newServer(t *testing.T, write func(d *Response, r *http.Request)) *server {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("X-Before", "kept")
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		d, err := Hijack(w, r)
 		if err != nil {
 			t.Errorf("Hijack: %v", err)
@@ -53,6 +58,8 @@ func newServer(t *testing.T, write func(d *Response, r *http.Request)) *server {
 	serving.Go(func() { srv.Serve(s.back) })
 	t.Cleanup(func() {
 		srv.Shutdown(context.Background())
+		s.mu.Lock() // every handler's hijack is done (Shutdown waited for it) and its wg.Go with it
+		s.mu.Unlock()
 		s.wg.Wait()
 		serving.Wait()
 	})
@@ -288,5 +295,69 @@ func TestWriteNowNeverWaits(t *testing.T) {
 	}
 	if string(got) != sent.String() {
 		t.Fatalf("got %d bytes, want the %d sent, in order", len(got), sent.Len())
+	}
+}
+
+// FinishNow never waits for the client: on a connection whose socket is
+// full it keeps the response's end and says so, and Finish, on a
+// goroutine that may wait, sends it once the client reads. The client
+// gets the whole response, and the connection carries the next request.
+func TestFinishNowNeverWaits(t *testing.T) {
+	stalled := make(chan struct{})
+	back := make(chan *Listener, 1) // the server's, for the first request's handler
+	var sent strings.Builder
+	s := newServer(t, func(d *Response, r *http.Request) {
+		d.Watch(func() {})
+		if r.URL.Path == "/next" {
+			io.WriteString(d, "next")
+			return
+		}
+		d.conn.(*net.TCPConn).SetWriteBuffer(16 << 10)
+		if err := d.FlushError(); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := 0; ; i++ { // until the socket takes nothing more
+			p := fmt.Sprintf("%06d%s\n", i, strings.Repeat("x", 4<<10))
+			sent.WriteString(p)
+			if done, err := d.WriteNow([]byte(p)); err != nil || !done {
+				break
+			}
+		}
+		if d.FinishNow(<-back) {
+			t.Error("FinishNow finished on a full socket")
+		}
+		close(stalled) // newServer's Finish sends the rest
+	})
+	dials := 0
+	tr := &http.Transport{MaxConnsPerHost: 1, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials++
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetReadBuffer(16 << 10)
+		}
+		return c, err
+	}}
+	defer tr.CloseIdleConnections()
+	back <- s.back
+	c := &http.Client{Transport: tr}
+	resp, err := c.Get(s.url + "/now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-stalled
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(got) != sent.String() {
+		t.Fatalf("got %d bytes (%v), want the %d sent, in order", len(got), err, sent.Len())
+	}
+	resp, err = c.Get(s.url + "/next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != "next" || dials != 1 {
+		t.Errorf("next: %q, %d dials", got, dials)
 	}
 }

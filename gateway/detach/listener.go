@@ -9,10 +9,10 @@ import (
 // Listener hands the connections of detached responses back to the
 // http.Server: serve it with the same server, beside the listener the
 // server accepts new connections on (http.Server.Serve may run on several
-// listeners). A connection handed back waits here for its next request,
-// up to IdleTimeout, in one small goroutine (an idle keep-alive
-// connection then holds none of net/http's buffers), and comes out of
-// Accept with that request's first bytes in front. Close (the server's
+// listeners). A connection handed back waits for its next request, up to
+// IdleTimeout, in one small goroutine (its response's reader, Watch: an
+// idle keep-alive connection then holds none of net/http's buffers), and
+// comes out of Accept with that request's first bytes in front. Close (the server's
 // Shutdown or Close calls it) closes the connections waiting here; later
 // hand-backs are closed.
 type Listener struct {
@@ -72,44 +72,28 @@ func (l *Listener) Close() error {
 	return err
 }
 
-// handBack gives c, whose detached response has ended, back to the
-// server: at once when kept (bytes of its next request) is not empty,
-// otherwise once its next request begins.
-func (l *Listener) handBack(c net.Conn, kept []byte) {
-	if len(kept) > 0 {
-		l.deliver(&keptConn{Conn: c, kept: kept})
-		return
-	}
+// wait notes that c waits for its next request (a Response's reader
+// waits on it), so that Close closes it; false: l is closed.
+func (l *Listener) wait(c net.Conn) bool {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.closed {
-		l.mu.Unlock()
-		c.Close()
-		return
+		return false
 	}
 	l.waiting[c] = struct{}{}
-	l.mu.Unlock()
-	go l.await(c)
+	return true
 }
 
-// await waits for the first byte of c's next request.
-func (l *Listener) await(c net.Conn) {
-	if l.IdleTimeout > 0 {
-		_ = c.SetReadDeadline(time.Now().Add(l.IdleTimeout))
-	}
-	one := make([]byte, 1)
-	n, err := c.Read(one)
+// unwait ends wait: c no longer waits here. closed says that l was closed
+// meanwhile (and closed c).
+func (l *Listener) unwait(c net.Conn) (closed bool) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	delete(l.waiting, c)
-	closed := l.closed
-	l.mu.Unlock()
-	if n == 0 || err != nil || closed {
-		c.Close()
-		return
-	}
-	_ = c.SetReadDeadline(time.Time{})
-	l.deliver(&keptConn{Conn: c, kept: one})
+	return l.closed
 }
 
+// deliver gives c, whose next request has begun, to Accept.
 func (l *Listener) deliver(c net.Conn) {
 	select {
 	case l.back <- c:

@@ -28,7 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/streamgate/streamgate/gateway/internal/sockwrite"
+	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
 // Response is one HTTP/1.1 response written straight to its connection.
@@ -50,7 +50,7 @@ type Response struct {
 	// WriteNow's: a write that does not wait (nil when the connection
 	// has no socket of its own), and what such a write left behind,
 	// which the next write sends first.
-	now  *sockwrite.Writer
+	now  *rawsock.Writer
 	rest []byte
 
 	// The reader: it reads one byte (the next request's, or the EOF of a
@@ -89,7 +89,7 @@ func Hijack(w http.ResponseWriter, r *http.Request) (*Response, error) {
 		p, _ := brw.Reader.Peek(n)
 		d.kept = append(d.kept, p...)
 	}
-	d.now = sockwrite.New(d.conn)
+	d.now = rawsock.NewWriter(d.conn)
 	return d, nil
 }
 

@@ -34,53 +34,54 @@ type op struct {
 	err error
 }
 
+// call is one read or write system call (nr) of p on fd, again when a
+// signal interrupted it.
+func call(nr, fd uintptr, p []byte) (int, syscall.Errno) {
+	for {
+		n, _, errno := syscall.RawSyscall(nr, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		if errno != syscall.EINTR {
+			return int(n), errno
+		}
+	}
+}
+
 // read is one read into o.p; false (EAGAIN) has the poller wait until
 // the descriptor is readable.
 func (o *op) read(fd uintptr) bool {
-	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(o.p))), uintptr(len(o.p)))
-		switch errno {
-		case 0:
-			o.n = int(n)
-			return true
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		}
+	n, errno := call(syscall.SYS_READ, fd, o.p)
+	switch errno {
+	case 0:
+		o.n = n
+	case syscall.EAGAIN:
+		return false
+	default:
 		o.err = errno
-		return true
 	}
+	return true
 }
 
 // writeOnce writes what the socket takes of o.p at once (nothing on
 // EAGAIN); it never has the poller wait.
 func (o *op) writeOnce(fd uintptr) bool {
-	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(o.p))), uintptr(len(o.p)))
-		switch errno {
-		case 0:
-			o.n = int(n)
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-		default:
-			o.err = errno
-		}
-		return true
+	n, errno := call(syscall.SYS_WRITE, fd, o.p)
+	switch errno {
+	case 0:
+		o.n = n
+	case syscall.EAGAIN:
+	default:
+		o.err = errno
 	}
+	return true
 }
 
 // writeAll writes o.p[o.n:] until it is all out; false (EAGAIN) has the
 // poller wait until the descriptor is writable, then it goes on.
 func (o *op) writeAll(fd uintptr) bool {
 	for o.n < len(o.p) {
-		rest := o.p[o.n:]
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(rest))), uintptr(len(rest)))
+		n, errno := call(syscall.SYS_WRITE, fd, o.p[o.n:])
 		switch errno {
 		case 0:
-			o.n += int(n)
-		case syscall.EINTR:
+			o.n += n
 		case syscall.EAGAIN:
 			return false
 		default:

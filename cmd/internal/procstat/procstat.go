@@ -78,25 +78,33 @@ func parseVmRSS(b []byte) (int64, error) {
 // T in /proc/<pid>/task/*/stat): a SIGSTOP takes hold asynchronously, and
 // a thread running at that moment goes on until it is descheduled.
 func Stopped(pid int) (bool, error) {
+	stopped, n := true, 0
+	err := eachTask(pid, "stat", func(b []byte) error {
+		st, err := parseState(b)
+		stopped, n = stopped && st == 'T', n+1
+		return err
+	})
+	return err == nil && stopped && n > 0, err
+}
+
+// eachTask calls fn with the file name of each thread of process pid
+// (/proc/<pid>/task/*/name), skipping threads that exited meanwhile.
+func eachTask(pid int, name string, fn func([]byte) error) error {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return false, err
+		return err
 	}
 	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/" + name)
 		if err != nil {
-			return false, err
+			continue // the thread has exited
 		}
-		st, err := parseState(b)
-		if err != nil {
-			return false, err
-		}
-		if st != 'T' {
-			return false, nil
+		if err := fn(b); err != nil {
+			return err
 		}
 	}
-	return len(tasks) > 0, nil
+	return nil
 }
 
 // parseState reads the state (field 3) of a /proc stat line.
@@ -141,23 +149,12 @@ func CallCounts(pid int) (Calls, error) {
 	if c.Reads, c.Writes, err = parseIO(b); err != nil {
 		return c, err
 	}
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return c, err
-	}
-	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/status")
-		if err != nil {
-			continue // the thread has exited
-		}
+	err = eachTask(pid, "status", func(b []byte) error {
 		n, err := parseSwitches(b)
-		if err != nil {
-			return c, err
-		}
 		c.Switches += n
-	}
-	return c, nil
+		return err
+	})
+	return c, err
 }
 
 // parseIO reads syscr and syscw from a /proc/<pid>/io file.

@@ -18,6 +18,7 @@
 package rawsock
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -187,6 +188,16 @@ func (c *Conn) Write(p []byte) (int, error) {
 	n, err := c.w.done(c, "write", c.rc.Write(c.wf))
 	c.wmu.Unlock()
 	return n, err
+}
+
+// CloseWrite shuts down the writing side of the connection (net/http
+// does before it closes one, so that the client reads the answer first).
+func (c *Conn) CloseWrite() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok {
+		return &net.OpError{Op: "close", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errors.ErrUnsupported}
+	}
+	return cw.CloseWrite()
 }
 
 // SyscallConn is the connection's socket (a Writer of the same

@@ -65,6 +65,26 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// CloseWrite half-closes: the peer reads the end, and the connection
+// still reads what the peer sends.
+func TestCloseWrite(t *testing.T) {
+	c, peer := pair(t)
+	if _, err := c.Write([]byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(peer); err != nil || string(got) != "bye" {
+		t.Fatalf("the peer read %q, %v", got, err)
+	}
+	peer.Write([]byte("ok"))
+	peer.Close()
+	if got, err := io.ReadAll(c); err != nil || string(got) != "ok" {
+		t.Fatalf("read %q, %v after CloseWrite", got, err)
+	}
+}
+
 // Close ends a read waiting in the poller with net.ErrClosed, as it ends
 // a net.Conn's.
 func TestCloseEndsRead(t *testing.T) {

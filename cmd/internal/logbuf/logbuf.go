@@ -17,9 +17,11 @@
 package logbuf
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 )
@@ -33,6 +35,7 @@ const Size = 64 << 10
 type Writer struct {
 	w     io.Writer
 	every time.Duration
+	file  bool // w is a regular file: the buffer goes out in one write
 
 	mu     sync.Mutex
 	buf    []byte
@@ -44,7 +47,7 @@ type Writer struct {
 // New returns a Writer writing to w at most every after a line is
 // buffered; every <= 0 writes each Write through at once.
 func New(w io.Writer, every time.Duration) *Writer {
-	b := &Writer{w: w, every: every}
+	b := &Writer{w: w, every: every, file: isFile(w)}
 	if every > 0 {
 		b.timer = time.AfterFunc(time.Hour, b.tick)
 		b.timer.Stop()
@@ -102,13 +105,45 @@ func (b *Writer) tick() {
 	_ = b.flushLocked() // nobody to tell; the next line's write will fail too
 }
 
+// flushLocked writes out the buffer. To anything but a regular file (a
+// pipe, a socket: a container's log collector) it writes whole lines at
+// most PipeBuf bytes at a time, which the kernel never interleaves with
+// another writer's (the Go runtime's own GC trace lines, say), as the
+// one-line writes were not.
 func (b *Writer) flushLocked() error {
-	if len(b.buf) == 0 {
-		return nil
-	}
-	_, err := b.w.Write(b.buf)
+	p := b.buf
 	b.buf = b.buf[:0]
-	return err
+	for len(p) > 0 {
+		n := len(p)
+		if !b.file && n > PipeBuf {
+			n = bytes.LastIndexByte(p[:PipeBuf], '\n') + 1
+			if n == 0 { // a line longer than that goes alone
+				if n = bytes.IndexByte(p, '\n') + 1; n == 0 {
+					n = len(p)
+				}
+			}
+		}
+		if _, err := b.w.Write(p[:n]); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// PipeBuf is the largest write a pipe takes whole (POSIX's PIPE_BUF on
+// Linux).
+const PipeBuf = 4096
+
+// isFile reports whether w is a regular file, whose writes are never
+// interleaved with another's.
+func isFile(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode().IsRegular()
 }
 
 // Handler returns h, which writes to b, flushing b after every record at

@@ -3,6 +3,7 @@ package logbuf
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -102,11 +103,42 @@ func TestFullBufferWrites(t *testing.T) {
 	if n != (Size+len(line)-1)/len(line) || len(o.String()) != n*len(line) {
 		t.Fatalf("a %d-byte buffer written after %d lines of %d bytes, %d bytes", Size, n, len(line), len(o.String()))
 	}
+	for _, w := range o.writes {
+		if len(w) > PipeBuf || !strings.HasSuffix(w, "\n") {
+			t.Fatalf("a write of %d bytes, not of whole lines within %d", len(w), PipeBuf)
+		}
+	}
+	n = o.count()
 	b.Write([]byte("small\n"))
 	big := strings.Repeat("y", Size)
 	b.Write([]byte(big))
-	if o.count() != 3 || o.writes[1] != "small\n" || o.writes[2] != big {
-		t.Fatalf("the big line did not go through after the buffered one: %d writes", o.count())
+	if o.count() != n+2 || o.writes[n] != "small\n" || o.writes[n+1] != big {
+		t.Fatalf("the big line did not go through after the buffered one: %d writes", o.count()-n)
+	}
+}
+
+// To a regular file the buffer goes out in one write.
+func TestFileWhole(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := New(f, time.Hour)
+	if !b.file {
+		t.Fatal("a regular file not known as one")
+	}
+	line := strings.Repeat("x", 99) + "\n"
+	for range 100 {
+		b.Write([]byte(line))
+	}
+	b.Close()
+	got, err := os.ReadFile(f.Name())
+	if err != nil || string(got) != strings.Repeat(line, 100) {
+		t.Fatalf("the file holds %d bytes, %v", len(got), err)
+	}
+	if New(newOut(), time.Hour).file {
+		t.Fatal("a writer taken for a file")
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
 // h2TLS is cfg ready for dialH2 to a target at addr resolved from the dns
@@ -55,7 +57,7 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 	if err != nil {
 		return nil, h2DialError(ctx, err)
 	}
-	conn = withRawReads(conn)
+	conn = rawsock.Wrap(conn)
 	scheme := "http"
 	if o.tls != nil {
 		tc := tls.Client(conn, o.tls)

@@ -48,6 +48,9 @@ type Stats struct {
 type TargetStats struct {
 	Addr    string
 	Healthy bool
+	// Checked: a health check has run (answered or not); until then a
+	// target ranks below those checked healthy.
+	Checked bool
 	// Down: its health checks get no answer; requests are refused at once.
 	Down bool
 	// InbandCancel: the target advertised streamgate_cancel (as cached).
@@ -86,6 +89,7 @@ func (c *Client) Stats() Stats {
 		ts := TargetStats{
 			Addr:         t.addr,
 			Healthy:      t.healthy.Load(),
+			Checked:      t.checked.Load(),
 			Down:         t.down.Load(),
 			InbandCancel: t.cancelModeCached() == CancelInband,
 			InFlight:     int(t.outstanding.Load()),

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
 // target is one server: one shared grpc.ClientConn (which multiplexes all
@@ -171,9 +172,25 @@ func (t *target) watchConn() {
 // it plaintext when cfg is nil (see namedTLS).
 func transportCredentials(cfg *tls.Config, name string) credentials.TransportCredentials {
 	if cfg == nil {
-		return insecure.NewCredentials()
+		return rawCredentials{insecure.NewCredentials()}
 	}
-	return credentials.NewTLS(namedTLS(cfg, name))
+	return rawCredentials{credentials.NewTLS(namedTLS(cfg, name))}
+}
+
+// rawCredentials hands the connection grpc-go dialled to the handshake,
+// and so to grpc-go's transport, reading and writing with raw system
+// calls (rawsock), as the h2 transport's connections do. grpc-go's own
+// dialer (its proxy and keepalive settings) stays.
+type rawCredentials struct {
+	credentials.TransportCredentials
+}
+
+func (c rawCredentials) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return c.TransportCredentials.ClientHandshake(ctx, authority, rawsock.Wrap(conn))
+}
+
+func (c rawCredentials) Clone() credentials.TransportCredentials {
+	return rawCredentials{c.TransportCredentials.Clone()}
 }
 
 // namedTLS is cfg for a target resolved from the dns name name ("" if

@@ -2,7 +2,10 @@ package upstream
 
 import (
 	"crypto/tls"
+	"net"
 	"testing"
+
+	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
 // A target's TLS server name: the configured one, else for a target
@@ -30,5 +33,30 @@ func TestTransportCredentials(t *testing.T) {
 	}
 	if base.ServerName != "" {
 		t.Fatal("the caller's config was changed")
+	}
+}
+
+// grpc-go's transport gets the connection it dialled reading and writing
+// raw (rawsock), through the handshake of either credentials.
+func TestTransportCredentialsRaw(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, _, err := transportCredentials(nil, "").ClientHandshake(t.Context(), "engine:8001", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.(*rawsock.Conn); !ok {
+		t.Fatalf("the transport's connection is a %T", got)
+	}
+	if _, ok := transportCredentials(nil, "").Clone().(rawCredentials); !ok {
+		t.Fatal("a clone lost the raw connection")
 	}
 }

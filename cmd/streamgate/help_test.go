@@ -25,7 +25,7 @@ func TestHelp(t *testing.T) {
 		{args: []string{"--help"}, stdout: []string{"streamgate: a streaming gateway", "Commands:\n"}},
 		{args: []string{"help", "serve"}, stdout: []string{"streamgate serve: engine and gateway in one process", "Usage:\n  streamgate serve [flags]\n", "Examples:\n  # ",
 			"\nListen addresses:\n  --grpc address\n", "default \"127.0.0.1:8001\"; env STREAMGATE_GRPC\n", "  --http address\n",
-			"\nLogs:\n  --log-format format\n", "\nTelemetry (OpenTelemetry):\n  OTEL_EXPORTER_OTLP_ENDPOINT\n", "'streamgate help config'"}},
+			"\nLogs:\n  --log-flush duration\n", "\nTelemetry (OpenTelemetry):\n  OTEL_EXPORTER_OTLP_ENDPOINT\n", "'streamgate help config'"}},
 		{args: []string{"serve", "--help"}, stdout: []string{"streamgate serve: engine and gateway in one process", "Listen addresses:"}},
 		{args: []string{"gateway", "-h"}, stdout: []string{"streamgate gateway: ", "\nUpstream:\n", "  --upstream targets\n", "\nUpstream TLS:\n  --upstream-ca file\n"}},
 		{args: []string{"engine", "--grpc", "127.0.0.1:1", "--help"}, stdout: []string{"streamgate engine: ", "  --metrics address\n"}},

@@ -47,7 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // fails, then stops it in order within f.ShutdownGrace and flushes its
 // telemetry. It logs to stderr as f's --log-* flags say.
 func serve(ctx context.Context, f *stack.Flags, stderr io.Writer) error {
-	log := f.Logger(stderr)
+	log, closeLog := f.Logger(stderr)
+	defer closeLog() // last: after the stopped line
 	cfg, err := f.Config(log)
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/streamgate/streamgate/gateway/internal/sockwrite"
+	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
 // Response is one HTTP/1.1 response written straight to its connection.
@@ -54,7 +54,7 @@ type Response struct {
 	// WriteNow's: a write that does not wait (nil when the connection
 	// has no socket of its own), and what such a write left behind,
 	// which the next write sends first.
-	now  *sockwrite.Writer
+	now  *rawsock.Writer
 	rest []byte
 
 	// ended: the response's end (its last chunk, or its headers with
@@ -114,7 +114,7 @@ func Hijack(w http.ResponseWriter, r *http.Request) (*Response, error) {
 		p, _ := brw.Reader.Peek(n)
 		d.kept = append(d.kept, p...)
 	}
-	d.now = sockwrite.New(d.conn)
+	d.now = rawsock.NewWriter(d.conn)
 	return d, nil
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/streamgate/streamgate/gateway/internal/sockwrite"
+	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
 // Conn is a socket accepted by Accept: a websocket.Conn whose writes a
@@ -44,7 +44,7 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.out = &batchConn{Conn: c, now: sockwrite.New(c)}
+	h.out = &batchConn{Conn: c, now: rawsock.NewWriter(c)}
 	// net/http's writer is fresh and empty (the 101 went out before the
 	// hijack): point it at the batching connection.
 	brw.Writer.Reset(h.out)
@@ -59,7 +59,7 @@ func (h *hijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 // other time writes go straight through.
 type batchConn struct {
 	net.Conn
-	now  *sockwrite.Writer // release's first write, nil if none
+	now  *rawsock.Writer // release's first write, nil if none
 	mu   sync.Mutex
 	held bool
 	buf  []byte

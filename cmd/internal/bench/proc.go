@@ -143,6 +143,10 @@ type monitorSnapshot struct {
 	gwOK              bool
 	gwCPU             float64 // the gateway process's CPU in the window
 	gwCPUOK           bool
+	// System calls and context switches in the window: the server
+	// processes' together, and the gateway's alone.
+	serverCalls, gwCalls     procstat.Calls
+	serverCallsOK, gwCallsOK bool
 }
 
 // monitor samples CPU at the start and end of the window and server RSS
@@ -161,6 +165,7 @@ type monitor struct {
 	started          bool
 	client0, server0 float64
 	gw0              float64
+	calls0, gwCalls0 procstat.Calls
 }
 
 func (m *monitor) serverCPU() (float64, bool) {
@@ -176,6 +181,19 @@ func (m *monitor) serverCPU() (float64, bool) {
 		sum += c
 	}
 	return sum, true
+}
+
+// serverCalls is the server processes' system calls and switches so far.
+func (m *monitor) serverCalls() (procstat.Calls, bool) {
+	var sum procstat.Calls
+	for _, pid := range m.pids {
+		c, err := procstat.CallCounts(pid)
+		if err != nil {
+			return sum, false
+		}
+		sum = sum.Add(c)
+	}
+	return sum, len(m.pids) > 0
 }
 
 func (m *monitor) rss() (int64, bool) {
@@ -231,10 +249,13 @@ func (m *monitor) begin() {
 	}
 	m.client0 = selfCPU()
 	m.server0, m.snap.serverOK = m.serverCPU()
+	m.calls0, m.snap.serverCallsOK = m.serverCalls()
 	if m.gwPid > 0 {
 		var err error
 		m.gw0, err = procstat.CPU(m.gwPid)
 		m.snap.gwCPUOK = err == nil
+		m.gwCalls0, err = procstat.CallCounts(m.gwPid)
+		m.snap.gwCallsOK = err == nil
 	}
 }
 
@@ -283,6 +304,16 @@ func (m *monitor) stop() monitorSnapshot {
 		end, err := procstat.CPU(m.gwPid)
 		s.gwCPUOK = err == nil
 		s.gwCPU = end - m.gw0
+	}
+	if s.serverCallsOK {
+		end, ok := m.serverCalls()
+		s.serverCallsOK = ok
+		s.serverCalls = end.Sub(m.calls0)
+	}
+	if s.gwCallsOK {
+		end, err := procstat.CallCounts(m.gwPid)
+		s.gwCallsOK = err == nil
+		s.gwCalls = end.Sub(m.gwCalls0)
 	}
 	return s
 }

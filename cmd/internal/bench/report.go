@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/streamgate/streamgate/cmd/internal/procstat"
 	"maps"
 	"slices"
 	"strings"
@@ -80,7 +82,13 @@ type Result struct {
 	// engine and gateway run apart (--spawn-split).
 	GatewayCPU *float64 `json:"gateway_cpu_s,omitempty"`
 	GatewayGC  *GCStats `json:"gateway_gc,omitempty"`
-	Ratios     *Ratios  `json:"vs_direct,omitempty"`
+	// ServerCalls and GatewayCalls are the read and write system calls
+	// and the context switches in the window (procstat.Calls), of the
+	// server processes together and of the gateway process alone
+	// (--spawn-split).
+	ServerCalls  *procstat.Calls `json:"server_calls,omitempty"`
+	GatewayCalls *procstat.Calls `json:"gateway_calls,omitempty"`
+	Ratios       *Ratios         `json:"vs_direct,omitempty"`
 	// MemSlope, with --slope-at, on the run at --c: memory's growth per
 	// stream between it and the run at --slope-at.
 	MemSlope *MemSlope `json:"mem_slope,omitempty"`
@@ -247,6 +255,12 @@ func (rep *Report) writeTable(w io.Writer) {
 			}
 			fmt.Fprintln(w)
 		}
+		if c := r.GatewayCalls; c != nil && r.Transport != "direct" && r.Responses > 0 {
+			fmt.Fprintf(w, "%s: gateway process alone %s\n", r.Transport, perResponse(*c, r.Responses))
+		}
+		if c := r.ServerCalls; c != nil && r.Responses > 0 {
+			fmt.Fprintf(w, "%s: server %s\n", r.Transport, perResponse(*c, r.Responses))
+		}
 		if g := r.GC; g != nil {
 			who := "server"
 			if g.Source == "runtime/metrics" {
@@ -356,4 +370,13 @@ func memSlopes(rs []*Result, from, to int) {
 			a.MemSlope = m
 		}
 	}
+}
+
+// perResponse says c per response: the system calls the floor counts
+// (one client write per response, reads shared by many) and the
+// context switches, which are the threads' wake-ups.
+func perResponse(c procstat.Calls, responses int64) string {
+	n := float64(responses)
+	return fmt.Sprintf("per response: %.3f read and %.3f write system calls, %.3f context switches",
+		float64(c.Reads)/n, float64(c.Writes)/n, float64(c.Switches)/n)
 }

@@ -328,6 +328,12 @@ func run(ctx context.Context, spec runSpec) *Result {
 			r.GC.CPUShare = r.GC.CPUSeconds / cpu
 		}
 	}
+	if snap.serverCallsOK {
+		r.ServerCalls = &snap.serverCalls
+	}
+	if snap.gwCallsOK {
+		r.GatewayCalls = &snap.gwCalls
+	}
 	if snap.gwCPUOK {
 		v := snap.gwCPU
 		r.GatewayCPU = &v

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamgate/streamgate/cmd/internal/procstat"
 	"github.com/streamgate/streamgate/cmd/internal/stack"
 	"github.com/streamgate/streamgate/engine"
 	"github.com/streamgate/streamgate/engine/builtin"
@@ -474,6 +475,22 @@ func TestSpawnSmoke(t *testing.T) {
 		}
 		if strings.Join(got, " ") != "direct@3 sse@3 direct@6 sse@6" {
 			t.Errorf("runs %v", got)
+		}
+		// System calls and switches, counted. The gateway wrote each
+		// request completed in the window on its client's connection
+		// (one write never serves two sockets); the engine's writes may
+		// carry several requests' responses (grpc-go batches them).
+		for _, r := range rep.Results {
+			calls := map[string]*procstat.Calls{"server": r.ServerCalls}
+			if r.Transport == "sse" {
+				calls["gateway"] = r.GatewayCalls
+			}
+			for who, c := range calls {
+				if c == nil || c.Reads <= 0 || c.Writes <= 0 || c.Switches <= 0 ||
+					who == "gateway" && c.Writes < r.Requests-int64(r.Concurrency) {
+					t.Errorf("%s@%d: %s calls %+v for %d requests", r.Transport, r.Concurrency, who, c, r.Requests)
+				}
+			}
 		}
 	})
 	// Over HTTP/2: the spawned gateway serves h2c (a gateway without it

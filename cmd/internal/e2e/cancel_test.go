@@ -110,15 +110,7 @@ func TestClientGoneCancelsUnary(t *testing.T) {
 // budget), it gets every event once it reads again.
 func TestSlowSSEReaderBesideFastOnes(t *testing.T) {
 	// Small socket buffers, so an unread stream stalls its writer soon.
-	s := newStack(t, &gateway.Options{MaxBodyBytes: 64 << 20}, func(c *stack.Config) {
-		c.Server = func(srv *http.Server) {
-			srv.ConnState = func(c net.Conn, st http.ConnState) {
-				if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {
-					tc.SetWriteBuffer(16 << 10)
-				}
-			}
-		}
-	})
+	s := newStack(t, &gateway.Options{MaxBodyBytes: 64 << 20}, smallServerBuffers)
 	// 300 events of 16 KiB, one per millisecond: far more than the
 	// buffers between the gateway and the client hold.
 	big := strings.Repeat("x", 16<<10)

@@ -39,6 +39,11 @@ func lastData(t *testing.T, r *sse.Reader) string {
 func smallServerBuffers(c *stack.Config) {
 	c.Server = func(srv *http.Server) {
 		srv.ConnState = func(c net.Conn, st http.ConnState) {
+			if rc, ok := c.(interface{ NetConn() net.Conn }); ok { // rawsock.Conn
+				c = rc.NetConn()
+			}
+			// Handed back (detach), a connection is new again: its
+			// buffer was set when it was accepted.
 			if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {
 				tc.SetWriteBuffer(16 << 10)
 			}

@@ -239,6 +239,18 @@ func transcribed(t *testing.T, e *stack.Stack) uint64 {
 func TestSequenceAffinityTwoEngines(t *testing.T) {
 	a, b := engineStack(t), engineStack(t)
 	s := gatewayTo(t, a, b)
+	// Until its first health check a target ranks below one checked
+	// healthy, and a busy box may run one engine's check well after the
+	// other's: start once both are checked.
+	waitFor(t, "both engines checked", func() bool {
+		targets := s.up.Stats().Targets
+		for _, ts := range targets {
+			if !ts.Checked || !ts.Healthy {
+				return false
+			}
+		}
+		return len(targets) == 2
+	})
 	sc := seqClient{t: t, c: s.dialWS(t)}
 	const n, chunks = 10, 5
 	for i := range n {

@@ -49,3 +49,38 @@ func TestState(t *testing.T) {
 		t.Errorf("Stopped(self) = %v, %v", stopped, err)
 	}
 }
+
+func TestCallCounts(t *testing.T) {
+	r, w, err := parseIO([]byte("rchar: 10\nwchar: 20\nsyscr: 3\nsyscw: 4\nread_bytes: 0\n"))
+	if err != nil || r != 3 || w != 4 {
+		t.Errorf("parseIO = %d, %d, %v", r, w, err)
+	}
+	if _, _, err := parseIO([]byte("rchar: 10\nsyscr: 3\n")); err == nil {
+		t.Error("no error without syscw")
+	}
+	// "voluntary_ctxt_switches:" must not match the nonvoluntary line.
+	n, err := parseSwitches([]byte("Name:\tx\nvoluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t5\n"))
+	if err != nil || n != 12 {
+		t.Errorf("parseSwitches = %d, %v", n, err)
+	}
+	// This process's own counts grow with what it does.
+	before, err := CallCounts(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 10 {
+		f.Write([]byte("x"))
+	}
+	after, err := CallCounts(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Sub(before); d.Writes < 10 || d.Reads < 1 || d.Switches < 0 {
+		t.Errorf("after 10 writes: %+v", d)
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
+	"github.com/streamgate/streamgate/cmd/internal/logbuf"
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 )
 
@@ -20,7 +22,16 @@ type LogFlags struct {
 	Format LogFormat
 	// Level is the least severe level logged. Default slog.LevelInfo.
 	Level slog.Level
+	// Flush is how long a line below WARN may wait in the log's buffer
+	// before it is written out (logbuf); lines at WARN and above, and a
+	// full buffer, go out at once. Zero: every line is written at once.
+	// Default DefaultLogFlush.
+	Flush time.Duration
 }
+
+// DefaultLogFlush is --log-flush's default: request lines are written out
+// ten times a second, not one write each.
+const DefaultLogFlush = 100 * time.Millisecond
 
 // A LogFormat is the value of --log-format: LogAuto, LogJSON or LogText.
 type LogFormat string
@@ -47,13 +58,17 @@ func (l *LogFlags) register(fs *cli.FlagSet) {
 	l.Format = LogAuto
 	fs.Var(&l.Format, "log-format", "log line `format`: text (key=value) or json (an object a line; inside a request with its trace_id and span_id); auto is text on a terminal, else json")
 	fs.TextVar(&l.Level, "log-level", slog.LevelInfo, "least severe `level` logged: debug, info, warn or error")
+	fs.DurationVar(&l.Flush, "log-flush", DefaultLogFlush, "longest `duration` a line below warn waits in the log's 64 KB buffer before it is written (warnings, errors and a full buffer go out at once); 0 writes every line at once")
 }
 
 // Logger is the logger f's log flags describe, writing to w, with the
 // trace_id and span_id of the request's span on every line written with
 // a request's context (telemetry.LogHandler). Durations are written as
-// Go writes them ("10s", "1.5ms"), in either format.
-func (f *Flags) Logger(w io.Writer) *slog.Logger {
+// Go writes them ("10s", "1.5ms"), in either format. Lines below WARN
+// wait up to f.Log.Flush in a buffer (logbuf); closeLog writes out what
+// is buffered, and later lines go out at once: call it before the
+// process exits.
+func (f *Flags) Logger(w io.Writer) (log *slog.Logger, closeLog func()) {
 	opts := &slog.HandlerOptions{Level: f.Log.Level, ReplaceAttr: durationText}
 	format := f.Log.Format
 	if format == LogAuto || format == "" {
@@ -62,13 +77,14 @@ func (f *Flags) Logger(w io.Writer) *slog.Logger {
 			format = LogText
 		}
 	}
+	buf := logbuf.New(w, f.Log.Flush)
 	var h slog.Handler
 	if format == LogText {
-		h = slog.NewTextHandler(w, opts)
+		h = slog.NewTextHandler(buf, opts)
 	} else {
-		h = slog.NewJSONHandler(w, opts)
+		h = slog.NewJSONHandler(buf, opts)
 	}
-	return slog.New(telemetry.LogHandler(h))
+	return slog.New(telemetry.LogHandler(logbuf.Handler(h, buf))), func() { buf.Close() }
 }
 
 // durationText writes a time.Duration as its String, not as nanoseconds.

@@ -20,6 +20,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/ws"
 	"github.com/streamgate/streamgate/upstream"
 	"github.com/streamgate/streamgate/upstream/budget"
+	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
 // Config is one process's stack: an engine, a gateway, or both (the
@@ -281,6 +282,10 @@ func (s *Stack) startGateway(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("gateway listen: %w", err)
 	}
+	// Client connections read and write with raw system calls under the
+	// poller, which do not wake the runtime's monitor (rawsock): net/http's
+	// reads of requests, the detached streams' watchers and hand-backs.
+	lis = rawsock.Listener{Listener: lis}
 	// Plaintext event streams over HTTP/1.1 leave net/http once validated
 	// and their connections come back through back, which the server
 	// serves beside lis (gateway.Options.Detach). With TLS they stay.

@@ -135,6 +135,12 @@ func (s *Server) Serve(ctx context.Context, conn string, j *Job, out Sink) error
 // Flight is a request between begin and finish: admitted, its call
 // started upstream.
 type Flight struct {
+	// The relay's state (run, relayLater), first: every response
+	// touches it, and a paced one finds it out of the cache.
+	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
+	ka    *keepalive   // nil without keepalives
+	r     relayer
+
 	s      *Server
 	parent context.Context // the ctx given to begin
 	ctx    context.Context // the request's: parent, or its child
@@ -146,12 +152,7 @@ type Flight struct {
 	j      *Job
 	out    Sink
 	active *metrics.GaugeValue
-	r      relayer
-
-	// The relay's state (run, relayLater).
-	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
-	ended func(error)  // takes what serve returns
-	ka    *keepalive   // nil without keepalives
+	ended  func(error) // takes what serve returns
 }
 
 // Begin admits j and starts its call: Serve's steps 1 and 2. A nil flight
@@ -243,7 +244,7 @@ func (f *Flight) run() <-chan error {
 		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
 		f.ka.t.Reset(ka)
 	}
-	f.c.Notify(f.wakeHere)
+	f.c.Notify((*readyHere)(f))
 	f.wakeGo()
 	return done
 }
@@ -260,8 +261,11 @@ type keepalive struct {
 	last  time.Duration
 }
 
-// batch notes that a batch went out now.
-func (k *keepalive) batch() { k.last = time.Since(k.start) }
+// since is the time since start: now, as batch and hot take it.
+func (k *keepalive) since() time.Duration { return time.Since(k.start) }
+
+// batch notes that a batch went out at now (since).
+func (k *keepalive) batch(now time.Duration) { k.last = now }
 
 // coalesceGap is how close behind the last batch a response comes when
 // its stream is relayed at full speed rather than paced (LLM tokens come
@@ -271,14 +275,15 @@ func (k *keepalive) batch() { k.last = time.Since(k.start) }
 // own.
 const coalesceGap = 5 * time.Millisecond
 
-// hot says whether the last batch went out less than coalesceGap ago.
-func (k *keepalive) hot() bool { return time.Since(k.start)-k.last < coalesceGap }
+// hot says whether the last batch went out less than coalesceGap
+// before now (since).
+func (k *keepalive) hot(now time.Duration) bool { return now-k.last < coalesceGap }
 
 // due says whether the timer fired and the request has been quiet for
 // the whole interval since (the timer then restarts for the next one);
 // when a batch went out meanwhile the timer waits for the rest.
 func (k *keepalive) due() bool {
-	if !k.fired.Swap(false) {
+	if !k.fired.Load() || !k.fired.Swap(false) { // no locked swap per batch
 		return false
 	}
 	now := time.Since(k.start)
@@ -309,9 +314,16 @@ func (f *Flight) wakeIdle() {
 // frames).
 func (f *Flight) RelayLater(ended func(error)) {
 	f.ended = ended
-	f.c.Notify(f.wakeHere)
+	f.c.Notify((*readyHere)(f))
 	f.wakeHere()
 }
+
+// readyHere is a Flight as its call's upstream.Notifier: Ready is
+// wakeHere, reached from the call with no closure in between (one
+// object fewer to load per response).
+type readyHere Flight
+
+func (r *readyHere) Ready() { (*Flight)(r).wakeHere() }
 
 // wakeGo steps f on a goroutine of its own unless a step runs already
 // (which then steps again): run's.
@@ -339,12 +351,18 @@ func (f *Flight) wakeHere() {
 // speed (keepalive.hot) until its call has ended.
 func (f *Flight) steps(here bool) {
 	defer f.recoverStep(here)
-	if here && f.ka != nil && f.ka.hot() && !f.r.ending() {
+	// now is read once per step on the reader: a paced stream's step is
+	// one batch, and the clock is read for hot and noted for batch alike.
+	var now time.Duration
+	if f.ka != nil {
+		now = f.ka.since()
+	}
+	if here && f.ka != nil && f.ka.hot(now) && !f.r.ending() {
 		go f.steps(false) // wakes stays > 0: it steps in this one's place
 		return
 	}
 	f.r.wait = !here
-	for {
+	for first := true; ; first = false {
 		n := f.wakes.Load()
 		relayed, ended, err := f.r.step()
 		if here && !ended && (f.r.owed || f.ka != nil && f.ka.fired.Load()) {
@@ -353,7 +371,10 @@ func (f *Flight) steps(here bool) {
 		}
 		if !ended && f.ka != nil {
 			if relayed {
-				f.ka.batch()
+				if !here || !first { // a flush that may wait took its time
+					now = f.ka.since()
+				}
+				f.ka.batch(now)
 			}
 			if f.ka.due() {
 				if err = f.r.sendPending(); err == nil {
@@ -519,14 +540,15 @@ func (s *Server) noteEnd(protocol string, err error) {
 // relayer relays one call's responses through its translator into its
 // sink, a batch at a time; it keeps the state between batches.
 type relayer struct {
-	c       *upstream.Call
-	ob      *observation // sees every response
-	tr      Translator
-	out     Sink
-	pending [][]byte // tr.begin's payloads, until the first response
+	c   *upstream.Call
+	tr  Translator
+	out Sink
 	// wait: the relay runs where it may wait for the client (flush);
-	// owed: a flush without wait did not say done.
-	wait, owed bool
+	// owed: a flush without wait did not say done; observed: ob needs
+	// to see no more responses (observation.response).
+	wait, owed, observed bool
+	ob                   *observation // sees the responses it needs
+	pending              [][]byte     // tr.begin's payloads, until the first response
 }
 
 func (r *relayer) send(ps [][]byte) error {
@@ -539,6 +561,9 @@ func (r *relayer) send(ps [][]byte) error {
 }
 
 func (r *relayer) sendPending() error {
+	if r.pending == nil { // after the first response: no write per response
+		return nil
+	}
 	err := r.send(r.pending)
 	r.pending = nil
 	return err
@@ -575,8 +600,8 @@ func (r *relayer) ending() bool {
 // (err: io.EOF when it completed).
 func (r *relayer) recv() (resp *pb.ModelInferResponse, ok bool, err error) {
 	resp, ok, err = r.c.TryRecv()
-	if resp != nil {
-		r.ob.response()
+	if resp != nil && !r.observed {
+		r.observed = !r.ob.response()
 	}
 	return resp, ok, err
 }

@@ -62,15 +62,17 @@ const KeepAliveComment = ": keepalive\n\n"
 // methods, except Abort, which any goroutine may call. After a failed write
 // every further Flush or KeepAlive returns ErrClosed.
 type Writer struct {
+	// What every event and FlushNow touch comes first: one cache line
+	// for a stream whose state a paced load leaves out of the cache.
+	buf    *[]byte // pending events; from bufPool, nil when none
+	nextID uint64
+	now    nowWriter // the ResponseWriter's WriteNow, if it has one
+	failed bool
+	owed   bool // FlushNow left bytes behind for the next Flush
+
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	opts Options
-
-	nextID uint64
-	buf    *[]byte // pending events; from bufPool, nil when none
-	failed bool
-	now    nowWriter // the ResponseWriter's WriteNow, if it has one
-	owed   bool      // FlushNow left bytes behind for the next Flush
 
 	mu      sync.Mutex // orders Abort against the deadline of each write
 	aborted bool

@@ -138,7 +138,7 @@ type Flight struct {
 	// The relay's state (run, relayLater), first: every response
 	// touches it, and a paced one finds it out of the cache.
 	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
-	ka    *keepalive   // nil without keepalives
+	ka    keepalive    // ka.on() false without keepalives
 	r     relayer
 
 	s      *Server
@@ -240,7 +240,7 @@ func (f *Flight) run() <-chan error {
 	done := make(chan error, 1)
 	f.ended = func(err error) { done <- err }
 	if ka := f.out.keepAlive(); ka > 0 {
-		f.ka = &keepalive{ka: ka, start: time.Now()}
+		f.ka.ka, f.ka.last = ka, clock()
 		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
 		f.ka.t.Reset(ka)
 	}
@@ -251,20 +251,28 @@ func (f *Flight) run() <-chan error {
 
 // keepalive is when a quiet request is due its sink's idle call. The
 // timer is not reset by every batch: a batch notes when it went out
-// (last, since start), and the timer, when it fires, waits again for
-// what is left of the interval since then.
+// (last, on the clock), and the timer, when it fires, waits again for
+// what is left of the interval since then. It is part of its Flight,
+// beside the relay's state: a batch touches no object of its own for
+// it.
 type keepalive struct {
+	fired atomic.Bool   // t has fired since the last step looked
+	last  time.Duration // clock() at the last batch (or the start)
 	ka    time.Duration
-	t     *time.Timer // wakes the request (wakeIdle)
-	fired atomic.Bool // t has fired since the last step looked
-	start time.Time
-	last  time.Duration
+	t     *time.Timer // wakes the request (wakeIdle); nil: no keepalives
 }
 
-// since is the time since start: now, as batch and hot take it.
-func (k *keepalive) since() time.Duration { return time.Since(k.start) }
+// on says that the request has keepalives.
+func (k *keepalive) on() bool { return k.t != nil }
 
-// batch notes that a batch went out at now (since).
+// clockEpoch is clock's origin.
+var clockEpoch = time.Now()
+
+// clock is the time on the monotonic clock alone since clockEpoch: one
+// clock read, where time.Now is two.
+func clock() time.Duration { return time.Since(clockEpoch) }
+
+// batch notes that a batch went out at now (clock).
 func (k *keepalive) batch(now time.Duration) { k.last = now }
 
 // coalesceGap is how close behind the last batch a response comes when
@@ -276,7 +284,7 @@ func (k *keepalive) batch(now time.Duration) { k.last = now }
 const coalesceGap = 5 * time.Millisecond
 
 // hot says whether the last batch went out less than coalesceGap
-// before now (since).
+// before now (clock).
 func (k *keepalive) hot(now time.Duration) bool { return now-k.last < coalesceGap }
 
 // due says whether the timer fired and the request has been quiet for
@@ -286,7 +294,7 @@ func (k *keepalive) due() bool {
 	if !k.fired.Load() || !k.fired.Swap(false) { // no locked swap per batch
 		return false
 	}
-	now := time.Since(k.start)
+	now := clock()
 	if quiet := now - k.last; quiet < k.ka {
 		k.t.Reset(k.ka - quiet)
 		return false
@@ -354,10 +362,10 @@ func (f *Flight) steps(here bool) {
 	// now is read once per step on the reader: a paced stream's step is
 	// one batch, and the clock is read for hot and noted for batch alike.
 	var now time.Duration
-	if f.ka != nil {
-		now = f.ka.since()
+	if f.ka.on() {
+		now = clock()
 	}
-	if here && f.ka != nil && f.ka.hot(now) && !f.r.ending() {
+	if here && f.ka.on() && f.ka.hot(now) && !f.r.ending() {
 		go f.steps(false) // wakes stays > 0: it steps in this one's place
 		return
 	}
@@ -365,14 +373,14 @@ func (f *Flight) steps(here bool) {
 	for first := true; ; first = false {
 		n := f.wakes.Load()
 		relayed, ended, err := f.r.step()
-		if here && !ended && (f.r.owed || f.ka != nil && f.ka.fired.Load()) {
+		if here && !ended && (f.r.owed || f.ka.fired.Load()) {
 			go f.steps(false) // wakes stays > 0: it steps in this one's place
 			return
 		}
-		if !ended && f.ka != nil {
+		if !ended && f.ka.on() {
 			if relayed {
 				if !here || !first { // a flush that may wait took its time
-					now = f.ka.since()
+					now = clock()
 				}
 				f.ka.batch(now)
 			}
@@ -406,7 +414,7 @@ func (f *Flight) steps(here bool) {
 // end finishes f, whose relay ended with err, and hands what serve
 // returns to f.ended.
 func (f *Flight) end(err error) {
-	if f.ka != nil {
+	if f.ka.on() {
 		f.ka.t.Stop()
 	}
 	if err == nil && f.r.owed { // the last batch, not all out yet
@@ -545,10 +553,12 @@ type relayer struct {
 	out Sink
 	// wait: the relay runs where it may wait for the client (flush);
 	// owed: a flush without wait did not say done; observed: ob needs
-	// to see no more responses (observation.response).
-	wait, owed, observed bool
-	ob                   *observation // sees the responses it needs
-	pending              [][]byte     // tr.begin's payloads, until the first response
+	// to see no more responses (observation.response); begun: pending
+	// went out.
+	wait, owed, observed, begun bool
+
+	ob      *observation // sees the responses it needs
+	pending [][]byte     // tr.begin's payloads, until the first response
 }
 
 func (r *relayer) send(ps [][]byte) error {
@@ -561,9 +571,10 @@ func (r *relayer) send(ps [][]byte) error {
 }
 
 func (r *relayer) sendPending() error {
-	if r.pending == nil { // after the first response: no write per response
+	if r.begun { // no look at pending per response
 		return nil
 	}
+	r.begun = true
 	err := r.send(r.pending)
 	r.pending = nil
 	return err

@@ -36,8 +36,9 @@ const headerWait = 15 * time.Second
 // when the keepalive interval passes first, and an error that comes before
 // them is answered with its own status.
 type SSESink struct {
-	// What every event touches comes first (see Flight).
-	sw *sse.Writer
+	// What every event touches comes first (see Flight); the writer is
+	// part of the sink, not an object of its own to load.
+	sw sse.Writer
 	// log, when set, is the resumable stream's log: every event goes to
 	// it as well, and a client that leaves is no failure (gone).
 	log *resume.Producer
@@ -70,11 +71,12 @@ type SSESink struct {
 // first with its status and one error event (Triton's generate_stream)
 // instead of leaving it to the caller.
 func (s *Server) NewSSESink(w http.ResponseWriter, r *http.Request, errs ErrorFormat, firstErrorAsEvent bool) *SSESink {
-	return &SSESink{
+	o := &SSESink{
 		s: s, w: w, r: r, errs: errs, firstErrorAsEvent: firstErrorAsEvent,
-		sw:     sse.NewWriter(w, s.Opts.SSE),
 		events: s.metrics.Events.With("sse"),
 	}
+	o.sw.Init(w, s.Opts.SSE)
+	return o
 }
 
 func (o *SSESink) protocol() string { return "sse" }

@@ -85,7 +85,16 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // NewWriter returns a writer for w. Headers set on w before Start are kept;
 // Start adds the SSE ones.
 func NewWriter(w http.ResponseWriter, opts *Options) *Writer {
-	return &Writer{w: w, rc: http.NewResponseController(w), opts: opts.withDefaults(), nextID: 1, now: nowOf(w)}
+	sw := new(Writer)
+	sw.Init(w, opts)
+	return sw
+}
+
+// Init makes w, a zero Writer, a writer for rw, as NewWriter does, for a
+// Writer that is part of a larger object (one allocation, and one object
+// fewer to load per event).
+func (w *Writer) Init(rw http.ResponseWriter, opts *Options) {
+	w.w, w.rc, w.opts, w.nextID, w.now = rw, http.NewResponseController(rw), opts.withDefaults(), 1, nowOf(rw)
 }
 
 // nowWriter is a ResponseWriter that can write without waiting (as

@@ -18,26 +18,33 @@ import (
 // Cancel. Cancel, ID and Done may be called from any goroutine; Recv from one
 // goroutine at a time.
 type Call struct {
+	// What every response touches comes first, with the queue right
+	// after it, so that a paced response (its call untouched for tens of
+	// milliseconds, out of the cache) loads as few cache lines as can be.
 	c         *Client
-	req       *pb.ModelInferRequest
-	id        string // upstream id, unique per Client
-	origID    string // the caller's req.Id, put back on responses
 	decoupled bool
-	auto      bool      // mode follows the target (CancelAuto)
-	seq       *seqRoute // the sequence the request belongs to; nil for none
-	q         respQueue
-	span      trace.Span  // Start's ctx's: events go there
-	md        metadata.MD // trace context for a dedicated stream; nil for none
+	delivered atomic.Bool // a response was queued; no more failover
+	// ended is set as done closes: TryRecv looks at it rather than at
+	// done, whose channel is one more cache line to load per response.
+	ended   atomic.Bool
+	aborted atomic.Bool // ended by Cancel, ctx or Close: skip queued data
 	// cur is the frame of the response Recv last returned; only the
 	// consumer touches it.
-	cur *frame
-
-	mode      atomic.Int32 // CancelMode in effect: inband, stream or none
-	delivered atomic.Bool  // a response was queued; no more failover
-	aborted   atomic.Bool  // ended by Cancel, ctx or Close: skip queued data
+	cur    *frame
+	origID string // the caller's req.Id, put back on responses
 	// progress counts the responses routed to the call (queued); the
 	// idle watch reads it.
 	progress atomic.Uint64
+	q        respQueue
+
+	req  *pb.ModelInferRequest
+	id   string       // upstream id, unique per Client
+	key  uint64       // id's routing key (Client.newID)
+	auto bool         // mode follows the target (CancelAuto)
+	seq  *seqRoute    // the sequence the request belongs to; nil for none
+	span trace.Span   // Start's ctx's: events go there
+	md   metadata.MD  // trace context for a dedicated stream; nil for none
+	mode atomic.Int32 // CancelMode in effect: inband, stream or none
 
 	mu        sync.Mutex
 	st        *stream // the stream the call was last placed on
@@ -118,9 +125,7 @@ func (cl *Call) TryRecv() (r *pb.ModelInferResponse, ok bool, err error) {
 	if r, ok, err := cl.pop(); ok {
 		return r, true, err
 	}
-	select {
-	case <-cl.done:
-	default:
+	if !cl.ended.Load() {
 		cl.putFrame() // nothing to hold while the consumer waits
 		return nil, false, nil
 	}
@@ -201,6 +206,7 @@ func (cl *Call) finishLocked(err error, abort bool) {
 	if cl.idle != nil {
 		cl.idle.Stop()
 	}
+	cl.ended.Store(true)
 	close(cl.done)
 	if cl.seq != nil {
 		cl.c.seqs.ended(cl.seq, err)
@@ -235,30 +241,32 @@ func (cl *Call) end(err *Error, skip bool) {
 	cl.notifyEnd()
 }
 
-// Notify has f called whenever a response may have become ready for
+// A Notifier is told (Ready) whenever a response may have become ready
+// for TryRecv and once the call has ended: see Call.Notify.
+type Notifier interface{ Ready() }
+
+// NotifyFunc is a function as a Notifier.
+type NotifyFunc func()
+
+// Ready calls f.
+func (f NotifyFunc) Ready() { f() }
+
+// Notify has n told whenever a response may have become ready for
 // TryRecv and once the call has ended, so that a consumer can wait for
-// the call without a goroutine of its own. f is called on the goroutine
+// the call without a goroutine of its own. n is told on the goroutine
 // that queued the response or ended the call (the stream's reader, a
 // timer's, Cancel's caller), holding no lock of the Call's or of its
-// stream's: it must not block. Called for a response, f may take it
+// stream's: Ready must not block. Told of a response, n may take it
 // (TryRecv) there and then, which saves a goroutine's wake-up per
-// response. A consumer sets f, then calls TryRecv until it is not ok:
-// what was ready before f was set is seen there. Notify(nil) stops the
+// response. A consumer sets n, then calls TryRecv until it is not ok:
+// what was ready before n was set is seen there. Notify(nil) stops the
 // calls.
-func (cl *Call) Notify(f func()) { cl.q.setNotify(f) }
+func (cl *Call) Notify(n Notifier) { cl.q.setNotify(n) }
 
-// pushed calls the Notify function of a call whose stream's reader has
-// just queued a response for it, holding no lock.
-func (cl *Call) pushed() {
-	if f := cl.q.notifier(); f != nil {
-		f()
-	}
-}
-
-// notifyEnd calls the Notify function of a call that has just ended.
+// notifyEnd tells the Notifier of a call that has just ended.
 func (cl *Call) notifyEnd() {
-	if f := cl.q.notifier(); f != nil {
-		f()
+	if n := cl.q.notifier(); n != nil {
+		n.Ready()
 	}
 }
 

@@ -3,7 +3,6 @@ package upstream
 import (
 	"context"
 	"io"
-	"strconv"
 
 	"google.golang.org/protobuf/proto"
 
@@ -42,11 +41,11 @@ func (c *Client) startCanned(ctx context.Context, req *pb.ModelInferRequest) (*C
 		c:         c,
 		req:       req,
 		origID:    req.GetId(),
-		id:        c.idPrefix + strconv.FormatUint(c.seq.Add(1), 36),
 		decoupled: true,
 		q:         newRespQueue(),
 		done:      make(chan struct{}),
 	}
+	cl.id, cl.key = c.newID()
 	cl.mode.Store(int32(CancelNone))
 	if err := c.canned(ctx, req, &Feed{cl: cl}); err != nil {
 		cl.finish(io.EOF, true)
@@ -91,8 +90,11 @@ func (f *Feed) SendEncoded(msgs ...[]byte) bool {
 		return false
 	}
 	ok := true
+	var told Notifier
 	for _, msg := range msgs {
-		if ok = cl.q.push(msg, &cl.c.lim).ok(); !ok {
+		var res pushResult
+		if res, told = cl.q.push(msg, &cl.c.lim); !res.ok() {
+			ok = false
 			break
 		}
 	}
@@ -100,7 +102,9 @@ func (f *Feed) SendEncoded(msgs ...[]byte) bool {
 	if ok {
 		cl.delivered.Store(true)
 		cl.progress.Add(uint64(len(msgs)))
-		cl.pushed()
+		if told != nil {
+			told.Ready()
+		}
 	}
 	return ok
 }

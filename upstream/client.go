@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,7 +236,6 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 		c:         c,
 		req:       req,
 		origID:    req.GetId(),
-		id:        c.idPrefix + strconv.FormatUint(c.seq.Add(1), 36),
 		decoupled: decoupled,
 		auto:      c.opts.Cancel == CancelAuto,
 		q:         newRespQueue(),
@@ -252,6 +252,7 @@ func (c *Client) Start(ctx context.Context, req *pb.ModelInferRequest) (_ *Call,
 		}
 	}
 	cl.mode.Store(int32(mode))
+	cl.id, cl.key = c.newID()
 	req.Id = cl.id
 	c.injectParams(ctx, req)
 	if mode == CancelStream {
@@ -360,6 +361,43 @@ func (c *Client) pickBy(avoid *target, load func(*target) int64) (t *target, rel
 		}
 		retired[best] = true
 	}
+}
+
+// newID is a fresh upstream request id and its routing key: the
+// Client's prefix, then the key in base 36.
+func (c *Client) newID() (string, uint64) {
+	k := c.seq.Add(1)
+	return c.idPrefix + strconv.FormatUint(k, 36), k
+}
+
+// keyOf is the routing key of id, a response's request id, the inverse
+// of newID: 0, no call's, for an id newID did not make (another
+// client's, or none), whose response routes nowhere. Routing by the number rather
+// than by the id's text spares the reader hashing and comparing strings
+// whose bytes no other response touched: under paced traffic each
+// lookup's key compare was a cache miss.
+func (c *Client) keyOf(id []byte) uint64 {
+	p := c.idPrefix
+	if len(id) <= len(p) || len(id) > len(p)+13 || string(id[:len(p)]) != p || id[len(p)] == '0' {
+		return 0
+	}
+	var k uint64
+	for _, d := range id[len(p):] {
+		switch {
+		case '0' <= d && d <= '9':
+			d -= '0'
+		case 'a' <= d && d <= 'z':
+			d -= 'a' - 10
+		default:
+			return 0
+		}
+		hi, lo := bits.Mul64(k, 36)
+		if hi != 0 || lo+uint64(d) < lo {
+			return 0 // past 2^64: not one of ours
+		}
+		k = lo + uint64(d)
+	}
+	return k
 }
 
 func newIDPrefix() string {

@@ -17,12 +17,12 @@ import (
 // next notification. It returns the responses (copies) and the end.
 func notified(cl *Call) ([]*pb.ModelInferResponse, error) {
 	wake := make(chan struct{}, 1)
-	cl.Notify(func() {
+	cl.Notify(NotifyFunc(func() {
 		select {
 		case wake <- struct{}{}:
 		default:
 		}
-	})
+	}))
 	defer cl.Notify(nil)
 	var out []*pb.ModelInferResponse
 	for {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/streamgate/streamgate/upstream/budget"
@@ -28,32 +27,34 @@ import (
 // taken none for Options.StallTimeout fails its call with KindTooSlow at
 // the next push. Nothing else fails a call for being slow.
 type respQueue struct {
-	mu      sync.Mutex
-	buf     []byte  // messages at buf[r:w]
-	bufp    *[]byte // buf's pool handle (queueBufs)
-	r, w    int
-	n       int   // messages queued
-	charged int64 // bytes of cap(buf) borrowed from the shared budget
-	pops    uint64
-	// seen and since: the consumer had popped seen messages when a push
-	// first found it behind, at since (queueLimits.now); behind is false
-	// while it keeps up.
-	seen   uint64
-	since  time.Duration
-	behind bool
-	// closed: the call ended and nobody will read; pushes are dropped.
-	closed bool
-	// borrowed: the queue has borrowed from the shared budget once.
-	borrowed bool
-
+	// In the order a push and a pop touch them: see Call.
+	mu   sync.Mutex
+	n    int // messages queued
+	r, w int
+	buf  []byte // messages at buf[r:w]
+	// notify, when set (Call.Notify), is told after every push, once
+	// the pusher holds no lock (stream.route). It is read under mu by
+	// the push itself, on a cache line the push has just loaded: no
+	// pointer to a pointer to chase per response.
+	notify Notifier
 	// ready has a token whenever a push may have made the queue non-empty
 	// since the consumer last looked; made by the first consumer that
 	// waits (readyChan), nil before: a consumer that waits without a
 	// goroutine (Notify) needs none.
 	ready chan struct{}
-	// notify, when set (Call.Notify), is called after every push, once
-	// the pusher holds no lock (stream.route).
-	notify atomic.Pointer[func()]
+	pops  uint64
+	// behind is true while the consumer lags (see seen).
+	behind bool
+	// closed: the call ended and nobody will read; pushes are dropped.
+	closed bool
+	// borrowed: the queue has borrowed from the shared budget once.
+	borrowed bool
+	bufp     *[]byte // buf's pool handle (queueBufs)
+	charged  int64   // bytes of cap(buf) borrowed from the shared budget
+	// seen and since: the consumer had popped seen messages when a push
+	// first found it behind, at since (queueLimits.now).
+	seen  uint64
+	since time.Duration
 }
 
 // queueBufs recycles queue buffers by size class (bufClass: 256 bytes to
@@ -130,13 +131,14 @@ const (
 // ok reports that the response was queued.
 func (r pushResult) ok() bool { return r == pushed || r == pushedBehind }
 
-// push queues msg, copying it.
-func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
+// push queues msg, copying it; n is the Notifier to tell once the
+// pusher holds no lock (nil: none).
+func (q *respQueue) push(msg []byte, lim *queueLimits) (_ pushResult, n Notifier) {
 	need := 4 + len(msg)
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return pushed
+		return pushed, nil
 	}
 	if q.n > 0 {
 		switch {
@@ -144,7 +146,7 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 			q.seen, q.since, q.behind = q.pops, lim.now(), true
 		case lim.stall > 0 && lim.now()-q.since >= lim.stall:
 			q.mu.Unlock()
-			return stalled
+			return stalled, nil
 		}
 	} else {
 		q.behind = false
@@ -153,7 +155,7 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 	if q.w+need > len(q.buf) {
 		if !q.makeRoom(need, lim) {
 			q.mu.Unlock()
-			return overBudget
+			return overBudget, nil
 		}
 		if q.charged > 0 && !q.borrowed {
 			q.borrowed, res = true, pushedBehind
@@ -163,7 +165,7 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 	copy(q.buf[q.w+4:], msg)
 	q.w += need
 	q.n++
-	ready := q.ready
+	ready, n := q.ready, q.notify
 	q.mu.Unlock()
 	// nil: nobody waits. A token already there (the consumer has not
 	// taken it yet, so it will look at the queue after this push) makes
@@ -174,24 +176,21 @@ func (q *respQueue) push(msg []byte, lim *queueLimits) pushResult {
 		default:
 		}
 	}
-	return res
+	return res, n
 }
 
-// setNotify makes f the function called after every push (nil: none).
-func (q *respQueue) setNotify(f func()) {
-	if f == nil {
-		q.notify.Store(nil)
-		return
-	}
-	q.notify.Store(&f)
+// setNotify makes n the Notifier told after every push (nil: none).
+func (q *respQueue) setNotify(n Notifier) {
+	q.mu.Lock()
+	q.notify = n
+	q.mu.Unlock()
 }
 
-// notifier is the function called after every push, nil for none.
-func (q *respQueue) notifier() func() {
-	if f := q.notify.Load(); f != nil {
-		return *f
-	}
-	return nil
+// notifier is the Notifier told after every push, nil for none.
+func (q *respQueue) notifier() Notifier {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.notify
 }
 
 // makeRoom makes need bytes free after q.w: it moves the queued messages

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"math"
 	"strconv"
 	"testing"
 )
@@ -10,11 +11,11 @@ func newTestCall(c *Client, mode CancelMode) *Call {
 	cl := &Call{
 		c:         c,
 		req:       repeatN(0, 1, 0),
-		id:        c.idPrefix + "t" + strconv.FormatUint(c.seq.Add(1), 10),
 		decoupled: true,
 		q:         newRespQueue(),
 		done:      make(chan struct{}),
 	}
+	cl.id, cl.key = c.newID()
 	cl.req.Id = cl.id
 	cl.mode.Store(int32(mode))
 	return cl
@@ -77,5 +78,36 @@ func TestSendQueue(t *testing.T) {
 	}
 	if st := c.Stats(); st.CancelsInband != 3 || st.InFlight != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestRoutingKey: the reader finds a call by the number in its id; only
+// ids this client made map to a call's key, every other id to 0 (no
+// call's), so a foreign or mangled id routes nowhere.
+func TestRoutingKey(t *testing.T) {
+	c := newTestClient(t, []string{"127.0.0.1:1"}, &Options{HealthInterval: -1})
+	for range 3 {
+		id, k := c.newID()
+		if got := c.keyOf([]byte(id)); got != k || k == 0 {
+			t.Fatalf("keyOf(%q) = %d, want %d", id, got, k)
+		}
+	}
+	p := c.idPrefix
+	for _, k := range []uint64{1, 35, 36, 1 << 40, math.MaxUint64} {
+		id := p + strconv.FormatUint(k, 36)
+		if got := c.keyOf([]byte(id)); got != k {
+			t.Errorf("keyOf(%q) = %d, want %d", id, got, k)
+		}
+	}
+	other := newTestClient(t, []string{"127.0.0.1:1"}, &Options{HealthInterval: -1})
+	foreign, _ := other.newID()
+	for _, id := range []string{
+		"", "1", p, p + "0", p + "01", p + "A", p + "1-", p + "-1", "x" + p[1:] + "1",
+		p + "3w5e11264sgsg", // 2^64, one past the largest key
+		p + "zzzzzzzzzzzzz", p + "10000000000000", foreign,
+	} {
+		if got := c.keyOf([]byte(id)); got != 0 {
+			t.Errorf("keyOf(%q) = %d, want 0 (not ours)", id, got)
+		}
 	}
 }

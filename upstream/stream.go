@@ -52,9 +52,9 @@ type stream struct {
 	mu        sync.Mutex
 	state     streamState
 	opened    bool             // ModelStreamInfer succeeded
-	calls     map[string]*Call // by upstream id
+	calls     map[uint64]*Call // by routing key (Call.key)
 	sendq     []sendItem
-	skipped   map[string]bool // in-band calls ended before their request was sent
+	skipped   map[uint64]bool // in-band calls ended before their request was sent
 	idleSince time.Time       // when calls last became empty
 
 	msg wireMsg // the reader's receive buffer
@@ -80,7 +80,7 @@ func (s *stream) add(cl *Call) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.calls[cl.id] = cl
+	s.calls[cl.key] = cl
 	s.load.Add(1)
 	s.sendq = append(s.sendq, sendItem{call: cl})
 	s.mu.Unlock()
@@ -102,10 +102,10 @@ func (s *stream) remove(cl *Call) bool {
 }
 
 func (s *stream) removeLocked(cl *Call) bool {
-	if s.calls[cl.id] != cl {
+	if s.calls[cl.key] != cl {
 		return false
 	}
-	delete(s.calls, cl.id)
+	delete(s.calls, cl.key)
 	s.load.Add(-1)
 	if len(s.calls) == 0 {
 		s.idleSince = time.Now()
@@ -300,18 +300,18 @@ func (s *stream) next() (msg *pb.ModelInferRequest, closeSend bool) {
 		s.sendq = s.sendq[1:]
 		cl := it.call
 		if it.cancel {
-			if s.skipped[cl.id] {
-				delete(s.skipped, cl.id)
+			if s.skipped[cl.key] {
+				delete(s.skipped, cl.key)
 				continue
 			}
 			return cancelRequest(cl.req), false
 		}
-		if s.calls[cl.id] != cl { // ended before it was sent
+		if s.calls[cl.key] != cl { // ended before it was sent
 			if cl.cancelMode() == CancelInband {
 				if s.skipped == nil {
-					s.skipped = map[string]bool{}
+					s.skipped = map[uint64]bool{}
 				}
-				s.skipped[cl.id] = true
+				s.skipped[cl.key] = true
 			}
 			continue
 		}
@@ -369,8 +369,9 @@ func (s *stream) route(msg []byte) error {
 	if err != nil {
 		return status.Error(codes.Internal, "upstream: malformed ModelStreamInferResponse")
 	}
+	key := s.t.c.keyOf(h.id)
 	s.mu.Lock()
-	cl := s.calls[string(h.id)]
+	cl := s.calls[key]
 	if cl == nil {
 		s.mu.Unlock()
 		s.t.c.ctr.dropped.Add(1) // a cancelled or unknown request
@@ -378,7 +379,7 @@ func (s *stream) route(msg []byte) error {
 	}
 	var end error
 	var slow pushResult
-	queued := false
+	var told Notifier // the call's, to tell of a queued response
 	if len(h.errMsg) > 0 {
 		e, classed := inbandError(string(h.errMsg), errorParams(msg))
 		if e.Code == codes.Unavailable && !cl.delivered.Load() && cl.seq == nil {
@@ -394,8 +395,7 @@ func (s *stream) route(msg []byte) error {
 	} else {
 		final := !cl.decoupled || h.final
 		if !final || !h.flagsOnly {
-			slow = cl.q.push(msg, &s.t.c.lim)
-			queued = slow.ok()
+			slow, told = cl.q.push(msg, &s.t.c.lim)
 			switch slow {
 			case pushedBehind:
 				// Once per call: its client fell behind by its own
@@ -404,8 +404,8 @@ func (s *stream) route(msg []byte) error {
 				cl.span.AddEvent("behind")
 				fallthrough
 			case pushed:
-				if !cl.delivered.Swap(true) {
-					dropInputs(cl.req)
+				if !cl.delivered.Load() && !cl.delivered.Swap(true) {
+					dropInputs(cl.req) // once: no locked swap per response
 				}
 				cl.progress.Add(1)
 			case stalled:
@@ -420,7 +420,9 @@ func (s *stream) route(msg []byte) error {
 	}
 	if end == nil {
 		s.mu.Unlock()
-		cl.pushed()
+		if told != nil {
+			told.Ready()
+		}
 		return nil
 	}
 	s.removeLocked(cl)
@@ -429,8 +431,8 @@ func (s *stream) route(msg []byte) error {
 	}
 	s.mu.Unlock()
 	s.t.outstanding.Add(-1)
-	if queued {
-		cl.pushed()
+	if told != nil {
+		told.Ready()
 	}
 	cl.finish(end, false)
 	if !slow.ok() {
@@ -503,7 +505,7 @@ func (s *stream) closeWith(cause error) {
 	s.state = stateDead
 	s.closed.Store(true)
 	calls := s.calls
-	s.calls = map[string]*Call{}
+	s.calls = map[uint64]*Call{}
 	s.sendq = nil
 	s.load.Store(0)
 	s.mu.Unlock()

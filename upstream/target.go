@@ -331,7 +331,7 @@ func (t *target) newStream(dedicated bool) *stream {
 		t:         t,
 		id:        t.c.streamID.Add(1),
 		dedicated: dedicated,
-		calls:     map[string]*Call{},
+		calls:     map[uint64]*Call{},
 		wake:      make(chan struct{}, 1),
 		idleSince: time.Now(),
 		gen:       t.breakGen.Load(),

@@ -136,6 +136,12 @@ func (s *Server) Serve(ctx context.Context, conn string, j *Job, out Sink) error
 // Flight is a request between begin and finish: admitted, its call
 // started upstream.
 type Flight struct {
+	// The relay's state (run, relayLater), first: every response
+	// touches it, and a paced one finds it out of the cache.
+	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
+	ka    keepalive    // ka.on() false without keepalives
+	r     relayer
+
 	s      *Server
 	parent context.Context // the ctx given to begin
 	ctx    context.Context // the request's: parent, or its child
@@ -146,7 +152,7 @@ type Flight struct {
 	j      *Job
 	out    Sink
 	active *metrics.GaugeValue
-	r      relayer
+	ended  func(error) // takes what serve returns
 
 	// What admission took (admit), which unadmit gives back: a slot
 	// counted against client (limitKey), the registration for Drain, and
@@ -154,11 +160,6 @@ type Flight struct {
 	client string
 	live   LiveStream
 	settle func()
-
-	// The relay's state (run, relayLater).
-	wakes atomic.Int32 // wake calls not yet looked at; stays > 0 once ended
-	ended func(error)  // takes what serve returns
-	ka    *keepalive   // nil without keepalives
 }
 
 // Begin admits j and starts its call: Serve's steps 1 and 2. A nil flight
@@ -246,7 +247,7 @@ func (f *Flight) run() <-chan error {
 	done := make(chan error, 1)
 	f.ended = func(err error) { done <- err }
 	f.startKeepAlive()
-	f.c.Notify(f.wakeHere)
+	f.c.Notify((*readyHere)(f))
 	f.wakeGo()
 	return done
 }
@@ -261,7 +262,7 @@ func (f *Flight) run() <-chan error {
 func (f *Flight) Relay(ended func(error)) {
 	f.ended = ended
 	f.startKeepAlive()
-	f.c.Notify(f.wakeHere)
+	f.c.Notify((*readyHere)(f))
 	if f.wakes.Add(1) == 1 {
 		f.steps(false)
 	}
@@ -270,7 +271,7 @@ func (f *Flight) Relay(ended func(error)) {
 // startKeepAlive starts the keepalive timer of a sink that has one.
 func (f *Flight) startKeepAlive() {
 	if ka := f.out.keepAlive(); ka > 0 {
-		f.ka = &keepalive{ka: ka, start: time.Now()}
+		f.ka.ka, f.ka.last = ka, clock()
 		f.ka.t = time.AfterFunc(math.MaxInt64, f.wakeIdle) // set before it can fire
 		f.ka.t.Reset(ka)
 	}
@@ -278,18 +279,29 @@ func (f *Flight) startKeepAlive() {
 
 // keepalive is when a quiet request is due its sink's idle call. The
 // timer is not reset by every batch: a batch notes when it went out
-// (last, since start), and the timer, when it fires, waits again for
-// what is left of the interval since then.
+// (last, on the clock), and the timer, when it fires, waits again for
+// what is left of the interval since then. It is part of its Flight,
+// beside the relay's state: a batch touches no object of its own for
+// it.
 type keepalive struct {
+	fired atomic.Bool   // t has fired since the last step looked
+	last  time.Duration // clock() at the last batch (or the start)
 	ka    time.Duration
-	t     *time.Timer // wakes the request (wakeIdle)
-	fired atomic.Bool // t has fired since the last step looked
-	start time.Time
-	last  time.Duration
+	t     *time.Timer // wakes the request (wakeIdle); nil: no keepalives
 }
 
-// batch notes that a batch went out now.
-func (k *keepalive) batch() { k.last = time.Since(k.start) }
+// on says that the request has keepalives.
+func (k *keepalive) on() bool { return k.t != nil }
+
+// clockEpoch is clock's origin.
+var clockEpoch = time.Now()
+
+// clock is the time on the monotonic clock alone since clockEpoch: one
+// clock read, where time.Now is two.
+func clock() time.Duration { return time.Since(clockEpoch) }
+
+// batch notes that a batch went out at now (clock).
+func (k *keepalive) batch(now time.Duration) { k.last = now }
 
 // coalesceGap is how close behind the last batch a response comes when
 // its stream is relayed at full speed rather than paced (LLM tokens come
@@ -299,17 +311,18 @@ func (k *keepalive) batch() { k.last = time.Since(k.start) }
 // own.
 const coalesceGap = 5 * time.Millisecond
 
-// hot says whether the last batch went out less than coalesceGap ago.
-func (k *keepalive) hot() bool { return time.Since(k.start)-k.last < coalesceGap }
+// hot says whether the last batch went out less than coalesceGap
+// before now (clock).
+func (k *keepalive) hot(now time.Duration) bool { return now-k.last < coalesceGap }
 
 // due says whether the timer fired and the request has been quiet for
 // the whole interval since (the timer then restarts for the next one);
 // when a batch went out meanwhile the timer waits for the rest.
 func (k *keepalive) due() bool {
-	if !k.fired.Swap(false) {
+	if !k.fired.Load() || !k.fired.Swap(false) { // no locked swap per batch
 		return false
 	}
-	now := time.Since(k.start)
+	now := clock()
 	if quiet := now - k.last; quiet < k.ka {
 		k.t.Reset(k.ka - quiet)
 		return false
@@ -337,9 +350,16 @@ func (f *Flight) wakeIdle() {
 // frames).
 func (f *Flight) RelayLater(ended func(error)) {
 	f.ended = ended
-	f.c.Notify(f.wakeHere)
+	f.c.Notify((*readyHere)(f))
 	f.wakeHere()
 }
+
+// readyHere is a Flight as its call's upstream.Notifier: Ready is
+// wakeHere, reached from the call with no closure in between (one
+// object fewer to load per response).
+type readyHere Flight
+
+func (r *readyHere) Ready() { (*Flight)(r).wakeHere() }
 
 // wakeGo steps f on a goroutine of its own unless a step runs already
 // (which then steps again): run's.
@@ -367,21 +387,30 @@ func (f *Flight) wakeHere() {
 // speed (keepalive.hot) until its call has ended.
 func (f *Flight) steps(here bool) {
 	defer f.recoverStep(here)
-	if here && f.ka != nil && f.ka.hot() && !f.r.ending() {
+	// now is read once per step on the reader: a paced stream's step is
+	// one batch, and the clock is read for hot and noted for batch alike.
+	var now time.Duration
+	if f.ka.on() {
+		now = clock()
+	}
+	if here && f.ka.on() && f.ka.hot(now) && !f.r.ending() {
 		go f.steps(false) // wakes stays > 0: it steps in this one's place
 		return
 	}
 	f.r.wait = !here
-	for {
+	for first := true; ; first = false {
 		n := f.wakes.Load()
 		relayed, ended, err := f.r.step()
-		if here && !ended && (f.r.owed || f.ka != nil && f.ka.fired.Load()) {
+		if here && !ended && (f.r.owed || f.ka.fired.Load()) {
 			go f.steps(false) // wakes stays > 0: it steps in this one's place
 			return
 		}
-		if !ended && f.ka != nil {
+		if !ended && f.ka.on() {
 			if relayed {
-				f.ka.batch()
+				if !here || !first { // a flush that may wait took its time
+					now = clock()
+				}
+				f.ka.batch(now)
 			}
 			if f.ka.due() {
 				if err = f.r.sendPending(); err == nil {
@@ -413,7 +442,7 @@ func (f *Flight) steps(here bool) {
 // end finishes f, whose relay ended with err, and hands what serve
 // returns to f.ended.
 func (f *Flight) end(err error) {
-	if f.ka != nil {
+	if f.ka.on() {
 		f.ka.t.Stop()
 	}
 	if err == nil && f.r.owed { // the last batch, not all out yet
@@ -547,14 +576,17 @@ func (s *Server) noteEnd(protocol string, err error) {
 // relayer relays one call's responses through its translator into its
 // sink, a batch at a time; it keeps the state between batches.
 type relayer struct {
-	c       *upstream.Call
-	ob      *observation // sees every response
-	tr      Translator
-	out     Sink
-	pending [][]byte // tr.begin's payloads, until the first response
+	c   *upstream.Call
+	tr  Translator
+	out Sink
 	// wait: the relay runs where it may wait for the client (flush);
-	// owed: a flush without wait did not say done.
-	wait, owed bool
+	// owed: a flush without wait did not say done; observed: ob needs
+	// to see no more responses (observation.response); begun: pending
+	// went out.
+	wait, owed, observed, begun bool
+
+	ob      *observation // sees the responses it needs
+	pending [][]byte     // tr.begin's payloads, until the first response
 }
 
 func (r *relayer) send(ps [][]byte) error {
@@ -567,6 +599,10 @@ func (r *relayer) send(ps [][]byte) error {
 }
 
 func (r *relayer) sendPending() error {
+	if r.begun { // no look at pending per response
+		return nil
+	}
+	r.begun = true
 	err := r.send(r.pending)
 	r.pending = nil
 	return err
@@ -603,8 +639,8 @@ func (r *relayer) ending() bool {
 // (err: io.EOF when it completed).
 func (r *relayer) recv() (resp *pb.ModelInferResponse, ok bool, err error) {
 	resp, ok, err = r.c.TryRecv()
-	if resp != nil {
-		r.ob.response()
+	if resp != nil && !r.observed {
+		r.observed = !r.ob.response()
 	}
 	return resp, ok, err
 }

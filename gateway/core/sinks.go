@@ -36,32 +36,33 @@ const headerWait = 15 * time.Second
 // when the keepalive interval passes first, and an error that comes before
 // them is answered with its own status.
 type SSESink struct {
-	s      *Server
-	w      http.ResponseWriter
-	r      *http.Request
-	sw     *sse.Writer
-	errs   ErrorFormat
-	events *metrics.CounterValue
+	// What every event touches comes first (see Flight); the writer is
+	// part of the sink, not an object of its own to load.
+	sw sse.Writer
+	// log, when set, is the resumable stream's log: every event goes to
+	// it as well, and a client that leaves is no failure (gone).
+	log *resume.Producer
 	// unflushed is the events appended since they were last counted:
 	// events are counted once per flush that may wait, at most
 	// countEvery apart on the reader's flushes, and at the end, not one
 	// by one (the counter's Add is dearer than the rest of an event's
 	// framing).
 	unflushed int64
-
+	started   bool // the headers are out
+	// Named gives every event an "event:" line naming it by the "type"
+	// its payload starts with (the Responses API's semantic events).
+	Named bool
+	gone  bool // the live client left (resumable streams only)
 	// firstErrorAsEvent answers an error that comes first with its status
 	// and a body of one error event (Triton's generate_stream); without it
 	// such an error is the caller's to answer.
 	firstErrorAsEvent bool
-	started           bool // the headers are out
-	// Named gives every event an "event:" line naming it by the "type"
-	// its payload starts with (the Responses API's semantic events).
-	Named bool
 
-	// log, when set, is the resumable stream's log: every event goes to
-	// it as well, and a client that leaves is no failure (gone).
-	log    *resume.Producer
-	gone   bool       // the live client left (resumable streams only)
+	s      *Server
+	w      http.ResponseWriter
+	r      *http.Request
+	errs   ErrorFormat
+	events *metrics.CounterValue
 	failed *HTTPError // the error whose event ended the log, if any
 }
 
@@ -70,11 +71,12 @@ type SSESink struct {
 // first with its status and one error event (Triton's generate_stream)
 // instead of leaving it to the caller.
 func (s *Server) NewSSESink(w http.ResponseWriter, r *http.Request, errs ErrorFormat, firstErrorAsEvent bool) *SSESink {
-	return &SSESink{
+	o := &SSESink{
 		s: s, w: w, r: r, errs: errs, firstErrorAsEvent: firstErrorAsEvent,
-		sw:     sse.NewWriter(w, s.Opts.SSE),
 		events: s.metrics.Events.With("sse"),
 	}
+	o.sw.Init(w, s.Opts.SSE)
+	return o
 }
 
 func (o *SSESink) protocol() string { return "sse" }

@@ -347,12 +347,17 @@ func (s *Server) observe(ctx context.Context, j *Job) *observation {
 	return o
 }
 
-// response notes one response from upstream.
-func (o *observation) response() {
+// response notes one response from upstream. more says whether the
+// observation needs to see the later ones: only a recording span counts
+// them all (its streamgate.responses); otherwise the first is all it
+// uses (time to first token), and the relay spares a paced stream's
+// every response a visit to this cold object.
+func (o *observation) response() (more bool) {
 	if o.responses++; o.responses == 1 {
 		o.first = time.Now()
 		o.span.AddEvent("first_response")
 	}
+	return o.span.IsRecording()
 }
 
 // end records how the request ended (err nil: success) and ends the

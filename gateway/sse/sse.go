@@ -62,15 +62,17 @@ const KeepAliveComment = ": keepalive\n\n"
 // methods, except Abort, which any goroutine may call. After a failed write
 // every further Flush or KeepAlive returns ErrClosed.
 type Writer struct {
+	// What every event and FlushNow touch comes first: one cache line
+	// for a stream whose state a paced load leaves out of the cache.
+	buf    *[]byte // pending events; from bufPool, nil when none
+	nextID uint64
+	now    nowWriter // the ResponseWriter's WriteNow, if it has one
+	failed bool
+	owed   bool // FlushNow left bytes behind for the next Flush
+
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	opts Options
-
-	nextID uint64
-	buf    *[]byte // pending events; from bufPool, nil when none
-	failed bool
-	now    nowWriter // the ResponseWriter's WriteNow, if it has one
-	owed   bool      // FlushNow left bytes behind for the next Flush
 
 	mu      sync.Mutex // orders Abort against the deadline of each write
 	aborted bool
@@ -83,7 +85,16 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // NewWriter returns a writer for w. Headers set on w before Start are kept;
 // Start adds the SSE ones.
 func NewWriter(w http.ResponseWriter, opts *Options) *Writer {
-	return &Writer{w: w, rc: http.NewResponseController(w), opts: opts.withDefaults(), nextID: 1, now: nowOf(w)}
+	sw := new(Writer)
+	sw.Init(w, opts)
+	return sw
+}
+
+// Init makes w, a zero Writer, a writer for rw, as NewWriter does, for a
+// Writer that is part of a larger object (one allocation, and one object
+// fewer to load per event).
+func (w *Writer) Init(rw http.ResponseWriter, opts *Options) {
+	w.w, w.rc, w.opts, w.nextID, w.now = rw, http.NewResponseController(rw), opts.withDefaults(), 1, nowOf(rw)
 }
 
 // nowWriter is a ResponseWriter that can write without waiting (as

@@ -389,13 +389,9 @@ func objectMap(raw json.RawMessage) (m map[string]json.RawMessage, ok bool) {
 	if isNull(raw) {
 		return nil, true
 	}
-	members, ok := jsonobj.Object(raw)
-	if !ok {
+	m = make(map[string]json.RawMessage, 4)
+	if !jsonobj.EachMember(raw, func(k []byte, v json.RawMessage) { m[key(k)] = v }) {
 		return nil, false
-	}
-	m = make(map[string]json.RawMessage, len(members))
-	for _, mb := range members {
-		m[mb.Key] = mb.Value
 	}
 	return m, true
 }

@@ -125,7 +125,14 @@ func unquote(raw []byte) (s string, ok bool) {
 	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && plain(raw[1:n-1]) {
 		return string(raw[1 : n-1]), true
 	}
-	return s, json.Unmarshal(raw, &s) == nil
+	return decode[string](raw)
+}
+
+// decode is json.Unmarshal of raw into a T; ok is false where that
+// fails. (Apart from its callers' direct paths, whose values then need
+// not live on the heap.)
+func decode[T any](raw []byte) (v T, ok bool) {
+	return v, json.Unmarshal(raw, &v) == nil
 }
 
 // plain reports whether b is the inside of a JSON string that means
@@ -148,7 +155,7 @@ func unmarshalBool(raw []byte) (b, ok bool) {
 	case "false":
 		return false, true
 	}
-	return b, json.Unmarshal(raw, &b) == nil
+	return decode[bool](raw)
 }
 
 // smallInt is raw as an integer when it is a plain JSON integer of at most

@@ -185,7 +185,7 @@ func (a *vllm) Request(model, version, prompt string, p Params) (*pb.ModelInferR
 	if err != nil {
 		return nil, err
 	}
-	ts, err := a.in.add(nil, "text_input", prompt)
+	ts, err := a.in.add(make([]*tensor.Tensor, 0, 4), "text_input", prompt)
 	if err == nil {
 		ts, err = a.in.add(ts, "stream", true)
 	}

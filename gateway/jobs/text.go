@@ -59,6 +59,9 @@ func (t *textReader) read(resp *pb.ModelInferResponse) ([]byte, error) {
 	if len(p.Text) > 0 {
 		t.pieces++
 	}
+	if t.join.Whole(p.Text) {
+		return p.Text, nil // resp's, which stays until the next read
+	}
 	t.delta = t.join.Append(t.delta[:0], p.Text)
 	return t.delta, nil
 }

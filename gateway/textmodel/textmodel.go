@@ -479,6 +479,25 @@ func (j *Joiner) Append(dst, b []byte) []byte {
 	return dst[:cut]
 }
 
+// Whole reports whether Append(dst, b) would append b unchanged: nothing
+// is held back, and b does not end inside a character (the common case,
+// which then needs no copy).
+func (j *Joiner) Whole(b []byte) bool {
+	if len(j.carry) > 0 {
+		return false
+	}
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			return true
+		}
+		if utf8.RuneStart(c) {
+			return utf8.FullRune(b[i:])
+		}
+	}
+	return true
+}
+
 // Flush returns whatever is held back (possibly invalid UTF-8).
 func (j *Joiner) Flush() string {
 	s := string(j.carry)

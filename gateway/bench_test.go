@@ -355,3 +355,35 @@ func BenchmarkChatRequest(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkJob measures what a streamed request's own route costs before
+// anything goes upstream (one op: one request): its body's parsing and
+// its job (the model's lookup, a chat's template and text model request,
+// the translator), for the latency preset's bodies: a chat of 18 words
+// and a generate_stream of repeat_int32.
+func BenchmarkJob(b *testing.B) {
+	srv := benchServer()
+	b.Run("chat", func(b *testing.B) {
+		body := []byte(`{"max_tokens":20,"messages":[{"content":"` + strings.Repeat("word ", 17) + `word","role":"user"}],"model":"echo","stream":true}`)
+		b.ReportAllocs()
+		for b.Loop() {
+			cr, err := openai.ParseChat(body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := srv.openai.ChatJob(context.Background(), cr, core.FormSSE); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("generate_stream", func(b *testing.B) {
+		in := strings.Repeat("7,", 19) + "7"
+		body := []byte(`{"IN":[` + in + `],"DELAY":[` + in + `],"WAIT":0}`)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := srv.openai.GenerateJob(context.Background(), "repeat_int32", "", body, core.FormSSE); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

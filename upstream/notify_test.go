@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
+	"github.com/streamgate/streamgate/proto/tensor"
 )
 
 // notified reads cl as a consumer that waits without a goroutine of its
@@ -90,5 +91,62 @@ func TestNotify(t *testing.T) {
 		wantKind(t, <-done, KindCancelled)
 		ccancel()
 		waitFor(t, "the engine to stop the request", func() bool { return e.srv.InFlight() == 0 })
+	}
+}
+
+// TestNotifyFinalWithEnd: a decoupled model's final response that
+// carries data (echo's: the finish reason after the last word) wakes its
+// consumer once, with the call already ended, so that the consumer relays
+// it knowing it is the last (and is not woken again for the end).
+func TestNotifyFinalWithEnd(t *testing.T) {
+	e := startEngine(t, "")
+	c := newTestClient(t, []string{e.addr}, &Options{HealthInterval: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := &pb.ModelInferRequest{ModelName: "echo"}
+	tensorsToRequest(req, tensor.NewString("text_input", "one two three"), tensor.NewBool("stream", []int64{1}, []bool{true}))
+	cl, err := c.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing is read until the end: each wake sees how many responses
+	// are queued and whether the call has ended.
+	type wake struct {
+		queued int
+		ended  bool
+	}
+	wakes := make(chan wake, 16)
+	cl.Notify(NotifyFunc(func() {
+		n, _ := cl.q.queued()
+		select {
+		case <-cl.Done():
+			wakes <- wake{n, true}
+		default:
+			wakes <- wake{n, false}
+		}
+	}))
+	defer cl.Notify(nil)
+	var last wake
+	for !last.ended {
+		select {
+		case last = <-wakes:
+		case <-ctx.Done():
+			t.Fatal("the call's end never woke its consumer")
+		}
+		if last.queued == 4 && !last.ended {
+			t.Fatal("the final response woke its consumer before the call ended")
+		}
+	}
+	if last.queued != 4 {
+		t.Fatalf("the end woke the consumer with %d responses queued, want the 3 words and the final one", last.queued)
+	}
+	rs, err := readAll(ctx, cl)
+	if err != nil || len(rs) != 4 || len(rs[3].GetOutputs()) < 2 {
+		t.Fatalf("%d responses (%v), want 3 words and the final one with its finish reason", len(rs), err)
+	}
+	select {
+	case w := <-wakes:
+		t.Fatalf("woken again after the end: %+v", w)
+	default:
 	}
 }

@@ -431,10 +431,13 @@ func (s *stream) route(msg []byte) error {
 	}
 	s.mu.Unlock()
 	s.t.outstanding.Add(-1)
-	if told != nil {
+	// The call ends before its consumer hears of its last response: one
+	// notify (finish's) finds both, so the consumer relays the response
+	// and the end at once, knowing it is the last (a decoupled model's
+	// final flag usually follows the last token within microseconds).
+	if !cl.finish(end, false) && told != nil {
 		told.Ready()
 	}
-	cl.finish(end, false)
 	if !slow.ok() {
 		ctr := &s.t.c.ctr
 		if slow == stalled {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,6 +18,7 @@ import (
 	"github.com/streamgate/streamgate/gateway/core"
 	"github.com/streamgate/streamgate/gateway/openai"
 	"github.com/streamgate/streamgate/gateway/textmodel"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
 // Builder builds jobs on the gateway's core. Its chat templates come
@@ -27,6 +29,15 @@ type Builder struct {
 	templates map[string]*openai.Template
 	template  *openai.Template
 	jinja     jinjaTemplates // models' own chat templates (chatprompt.go)
+	adapters  sync.Map       // model name → selected: TextModel's last Select
+}
+
+// selected is the adapter Select gave for a model's metadata md (the
+// upstream's cached answer, shared until it is fetched again).
+type selected struct {
+	md  *pb.ModelMetadataResponse
+	ad  textmodel.Adapter
+	err error
 }
 
 // New returns the builder on c. It panics if a chat template of c's
@@ -63,7 +74,19 @@ func (s *Builder) TextModel(ctx context.Context, model *string) (textmodel.Adapt
 		}
 		return nil, err
 	}
-	return textmodel.Select(md)
+	return s.adapter(*model, md)
+}
+
+// adapter is textmodel.Select(md) for model, selected again only when
+// the upstream's metadata of model is a new answer: a request does not
+// pay for a map of the model's inputs and an adapter of its own.
+func (s *Builder) adapter(model string, md *pb.ModelMetadataResponse) (textmodel.Adapter, error) {
+	if v, ok := s.adapters.Load(model); ok && v.(*selected).md == md {
+		return v.(*selected).ad, v.(*selected).err
+	}
+	ad, err := textmodel.Select(md)
+	s.adapters.Store(model, &selected{md: md, ad: ad, err: err})
+	return ad, err
 }
 
 // ChatJob turns a chat completions request into a job whose payloads take

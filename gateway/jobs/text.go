@@ -59,6 +59,9 @@ func (t *textReader) read(resp *pb.ModelInferResponse) ([]byte, error) {
 	if len(p.Text) > 0 {
 		t.pieces++
 	}
+	if t.join.Whole(p.Text) {
+		return p.Text, nil // resp's, which stays until the next read
+	}
 	t.delta = t.join.Append(t.delta[:0], p.Text)
 	return t.delta, nil
 }
@@ -99,14 +102,21 @@ func (t *textEvents) Begin() [][]byte {
 		t.text.WriteString(t.echo)
 		return nil
 	}
+	if t.echo == "" {
+		if !t.ch.Chat {
+			return nil
+		}
+		// The role chunk waits in the event buffer, which the first
+		// response's chunk reuses once the relay has sent it.
+		t.event = t.ch.AppendRole(t.event[:0])
+		t.nextOut[0] = t.event
+		return t.nextOut[:]
+	}
 	var out [][]byte
 	if t.ch.Chat {
 		out = append(out, t.ch.Role())
 	}
-	if t.echo != "" {
-		out = append(out, t.ch.Delta(t.echo))
-	}
-	return out
+	return append(out, t.ch.Delta(t.echo))
 }
 
 func (t *textEvents) Next(resp *pb.ModelInferResponse) ([][]byte, error) {
@@ -132,6 +142,9 @@ func (t *textEvents) usage() openai.Usage {
 	return openai.Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}
 }
 
+// doneData is the [DONE] event's data, shared: sinks only copy payloads.
+var doneData = []byte(openai.Done)
+
 func (t *textEvents) End() ([][]byte, error) {
 	tail := t.tail()
 	reason := t.reason
@@ -152,7 +165,7 @@ func (t *textEvents) End() ([][]byte, error) {
 		}
 		return [][]byte{t.ch.Completion(text, reason, t.usage())}, nil
 	}
-	var out [][]byte
+	out := make([][]byte, 0, 3)
 	if t.tools != nil {
 		content, calls := t.tools.Feed([]byte(tail))
 		out = append(out, t.toolChunks(content, calls)...)
@@ -164,12 +177,17 @@ func (t *textEvents) End() ([][]byte, error) {
 	} else if tail != "" {
 		out = append(out, t.ch.Delta(tail))
 	}
-	out = append(out, t.ch.Finish(reason))
+	if len(out) == 0 { // the event buffer's last chunk is out: reuse it
+		t.event = t.ch.AppendFinish(t.event[:0], reason)
+		out = append(out, t.event)
+	} else {
+		out = append(out, t.ch.Finish(reason))
+	}
 	if t.ch.IncludeUsage {
 		out = append(out, t.ch.UsageChunk(t.usage()))
 	}
 	if t.done {
-		out = append(out, []byte(openai.Done))
+		out = append(out, doneData)
 	}
 	return out, nil
 }

@@ -21,7 +21,8 @@ type fields struct {
 }
 
 func parseObject(body []byte) (*fields, error) {
-	members, err := jsonobj.Members(body)
+	f := &fields{m: make(map[string]json.RawMessage, 8)}
+	err := jsonobj.Each(body, func(k []byte, v json.RawMessage) { f.m[key(k)] = v })
 	if err != nil {
 		if se, ok := err.(*jsonobj.SyntaxError); ok {
 			return nil, &RequestError{Message: fmt.Sprintf("We could not parse the JSON body of your request: %s at line %d, column %d (offset %d).", se.Msg, se.Line, se.Column, se.Offset), Code: "invalid_json"}
@@ -31,11 +32,31 @@ func parseObject(body []byte) (*fields, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, &RequestError{Message: "The request body must be a JSON object.", Code: "invalid_json"}
 	}
-	f := &fields{m: map[string]json.RawMessage{}}
-	for _, m := range members {
-		f.m[m.Key] = m.Value
-	}
 	return f, nil
+}
+
+// keys are the member names the parsers know, each its own value: key
+// gives a request's fields these strings rather than a new one per
+// member and request.
+var keys = func() map[string]string {
+	m := map[string]string{}
+	for _, set := range []map[string]bool{chatFields, completionFields} {
+		for k := range set {
+			m[k] = k
+		}
+	}
+	for _, k := range []string{"role", "content", "name", "refusal", "parsed", "tool_calls", "tool_call_id", "function_call", "audio", "type", "text"} {
+		m[k] = k
+	}
+	return m
+}()
+
+// key is the member name b as a string: one of keys when it is known.
+func key(b []byte) string {
+	if k, ok := keys[string(b)]; ok {
+		return k
+	}
+	return string(b)
 }
 
 // checkKnown refuses fields that are neither accepted nor known.
@@ -104,7 +125,14 @@ func unquote(raw []byte) (s string, ok bool) {
 	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && plain(raw[1:n-1]) {
 		return string(raw[1 : n-1]), true
 	}
-	return s, json.Unmarshal(raw, &s) == nil
+	return decode[string](raw)
+}
+
+// decode is json.Unmarshal of raw into a T; ok is false where that
+// fails. (Apart from its callers' direct paths, whose values then need
+// not live on the heap.)
+func decode[T any](raw []byte) (v T, ok bool) {
+	return v, json.Unmarshal(raw, &v) == nil
 }
 
 // plain reports whether b is the inside of a JSON string that means
@@ -127,7 +155,7 @@ func unmarshalBool(raw []byte) (b, ok bool) {
 	case "false":
 		return false, true
 	}
-	return b, json.Unmarshal(raw, &b) == nil
+	return decode[bool](raw)
 }
 
 // smallInt is raw as an integer when it is a plain JSON integer of at most

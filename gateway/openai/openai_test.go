@@ -187,7 +187,7 @@ func TestTemplateDirectMatchesExecute(t *testing.T) {
 	} {
 		for _, src := range []string{DefaultTemplate, RawTemplate} {
 			direct := MustParseTemplate("t", src)
-			if direct.direct == nil {
+			if direct.direct == "" {
 				t.Fatalf("%q is rendered through text/template", src)
 			}
 			slow := &Template{t: direct.t}

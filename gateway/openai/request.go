@@ -111,10 +111,12 @@ func (f *fields) common(maxTokensNames ...string) (model string, stream, include
 				err = &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: stream_options.%s", k), Param: "stream_options." + k, Code: "unknown_parameter"}
 				return
 			}
-			if e := json.Unmarshal(v, &includeUsage); e != nil && !isNull(v) {
+			b, ok := unmarshalBool(v)
+			if !ok {
 				err = typeError("stream_options.include_usage", "a boolean", v)
 				return
 			}
+			includeUsage = b
 		}
 	}
 	for _, name := range maxTokensNames {
@@ -174,30 +176,33 @@ func (f *fields) samplingExtras(p *textmodel.Params) error {
 	if k != nil && *k > 0 {
 		p.TopK = k
 	}
-	for _, e := range []struct {
-		name    string
-		lo, hi  float64
-		off     float64
-		dst     **float64
-		openLow bool // lo itself is not allowed
-	}{
-		{"min_p", 0, 1, 0, &p.MinP, false},
-		{"repetition_penalty", 0, 10, 1, &p.RepetitionPenalty, true},
-		{"frequency_penalty", -2, 2, 0, &p.FrequencyPenalty, false},
-		{"presence_penalty", -2, 2, 0, &p.PresencePenalty, false},
-	} {
-		v, err := f.number(e.name, e.lo, e.hi)
-		if err != nil {
-			return err
-		}
-		if v != nil && e.openLow && *v == e.lo {
-			return valueError(e.name, fmt.Sprintf("%g is out of range; it must be greater than %g and at most %g.", *v, e.lo, e.hi))
-		}
-		if v != nil && *v != e.off {
-			*e.dst = v
-		}
+	if p.MinP, err = f.extra("min_p", 0, 1, 0, false); err != nil {
+		return err
 	}
-	return nil
+	if p.RepetitionPenalty, err = f.extra("repetition_penalty", 0, 10, 1, true); err != nil {
+		return err
+	}
+	if p.FrequencyPenalty, err = f.extra("frequency_penalty", -2, 2, 0, false); err != nil {
+		return err
+	}
+	p.PresencePenalty, err = f.extra("presence_penalty", -2, 2, 0, false)
+	return err
+}
+
+// extra reads a sampling extra between lo and hi (above lo with
+// openLow); its off value is nil.
+func (f *fields) extra(name string, lo, hi, off float64, openLow bool) (*float64, error) {
+	v, err := f.number(name, lo, hi)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	if openLow && *v == lo {
+		return nil, valueError(name, fmt.Sprintf("%g is out of range; it must be greater than %g and at most %g.", *v, lo, hi))
+	}
+	if *v == off {
+		return nil, nil
+	}
+	return v, nil
 }
 
 func (f *fields) stop() ([]string, error) {
@@ -321,22 +326,23 @@ func (f *fields) messages() ([]ChatMessage, error) {
 	}
 	out := make([]ChatMessage, 0, len(list))
 	for i, m := range list {
-		param := "messages[" + strconv.Itoa(i) + "]"
+		// param names the message in errors.
+		param := func() string { return "messages[" + strconv.Itoa(i) + "]" }
 		obj, ok := objectMap(m)
 		if !ok {
-			return nil, typeError(param, "an object", m)
+			return nil, typeError(param(), "an object", m)
 		}
-		mf := &fields{m: obj}
+		mf := fields{m: obj}
 		role, err := mf.str("role", true)
 		if err != nil {
-			return nil, &RequestError{Message: strings.Replace(err.Error(), "'role'", "'"+param+".role'", 1), Param: param + ".role", Code: err.(*RequestError).Code}
+			return nil, &RequestError{Message: strings.Replace(err.Error(), "'role'", "'"+param()+".role'", 1), Param: param() + ".role", Code: err.(*RequestError).Code}
 		}
 		switch role {
 		case "system", "developer", "user", "assistant", "tool":
 		case "function":
-			return nil, unsupported(param+".role", "'function' is not supported by this server (use 'tool').")
+			return nil, unsupported(param()+".role", "'function' is not supported by this server (use 'tool').")
 		default:
-			return nil, valueError(param+".role", fmt.Sprintf("'%s' is not one of 'system', 'developer', 'user', 'assistant', 'tool'.", role))
+			return nil, valueError(param()+".role", fmt.Sprintf("'%s' is not one of 'system', 'developer', 'user', 'assistant', 'tool'.", role))
 		}
 		msg := ChatMessage{Role: role}
 		for k := range obj {
@@ -344,38 +350,42 @@ func (f *fields) messages() ([]ChatMessage, error) {
 			case "role", "content", "name", "refusal":
 			case "parsed": // what the SDK's stream and parse helpers add to a message
 				if role != "assistant" {
-					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s", param, k), Param: param + "." + k, Code: "unknown_parameter"}
+					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s", param(), k), Param: param() + "." + k, Code: "unknown_parameter"}
 				}
 			case "tool_calls":
 				if role != "assistant" {
-					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s (only assistant messages carry tool calls)", param, k), Param: param + "." + k, Code: "unknown_parameter"}
+					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s (only assistant messages carry tool calls)", param(), k), Param: param() + "." + k, Code: "unknown_parameter"}
 				}
-				if msg.ToolCalls, err = toolCalls(param+".tool_calls", obj[k]); err != nil {
+				if msg.ToolCalls, err = toolCalls(param()+".tool_calls", obj[k]); err != nil {
 					return nil, err
 				}
 			case "tool_call_id":
 				if role != "tool" {
-					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s (only tool messages answer a tool call)", param, k), Param: param + "." + k, Code: "unknown_parameter"}
+					return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s (only tool messages answer a tool call)", param(), k), Param: param() + "." + k, Code: "unknown_parameter"}
 				}
 				if msg.ToolCallID, err = mf.str("tool_call_id", false); err != nil {
-					return nil, typeError(param+".tool_call_id", "a string", obj[k])
+					return nil, typeError(param()+".tool_call_id", "a string", obj[k])
 				}
 			case "function_call", "audio":
 				if !isNull(obj[k]) && string(bytes.TrimSpace(obj[k])) != "[]" {
-					return nil, unsupported(param+"."+k, "is not supported by this server.")
+					return nil, unsupported(param()+"."+k, "is not supported by this server.")
 				}
 			default:
-				return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s", param, k), Param: param + "." + k, Code: "unknown_parameter"}
+				return nil, &RequestError{Message: fmt.Sprintf("Unrecognized request argument supplied: %s.%s", param(), k), Param: param() + "." + k, Code: "unknown_parameter"}
 			}
 		}
 		if role == "tool" && msg.ToolCallID == "" {
-			return nil, &RequestError{Message: fmt.Sprintf("Missing required parameter: '%s.tool_call_id'.", param), Param: param + ".tool_call_id", Code: "missing_required_parameter"}
+			return nil, &RequestError{Message: fmt.Sprintf("Missing required parameter: '%s.tool_call_id'.", param()), Param: param() + ".tool_call_id", Code: "missing_required_parameter"}
 		}
-		if msg.Content, err = messageContent(param+".content", obj["content"], role); err != nil {
+		if c := obj["content"]; len(c) > 0 && c[0] == '"' { // plain text: the common case
+			if msg.Content, ok = unquote(c); !ok {
+				return nil, typeError(param()+".content", "a string or an array of content parts", c)
+			}
+		} else if msg.Content, err = messageContent(param()+".content", c, role); err != nil {
 			return nil, err
 		}
 		if msg.Name, err = mf.str("name", false); err != nil {
-			return nil, typeError(param+".name", "a string", obj["name"])
+			return nil, typeError(param()+".name", "a string", obj["name"])
 		}
 		out = append(out, msg)
 	}
@@ -389,13 +399,9 @@ func objectMap(raw json.RawMessage) (m map[string]json.RawMessage, ok bool) {
 	if isNull(raw) {
 		return nil, true
 	}
-	members, ok := jsonobj.Object(raw)
-	if !ok {
+	m = make(map[string]json.RawMessage, 4)
+	if !jsonobj.EachMember(raw, func(k []byte, v json.RawMessage) { m[key(k)] = v }) {
 		return nil, false
-	}
-	m = make(map[string]json.RawMessage, len(members))
-	for _, mb := range members {
-		m[mb.Key] = mb.Value
 	}
 	return m, true
 }

@@ -24,8 +24,8 @@ type Chunker struct {
 	Chat         bool
 	IncludeUsage bool
 
-	head        []byte // every chunk's JSON up to its choice's "index":0, built once
-	deltaPrefix []byte // Delta's JSON up to its content, built once
+	head        []byte // every chunk's JSON up to its choice's "index":0 (prefixes)
+	deltaPrefix []byte // Delta's JSON up to its content: head and more (prefixes)
 }
 
 type chatDelta struct {
@@ -72,8 +72,11 @@ func mustJSON(v any) []byte {
 
 // Role is the first chunk of a chat stream: the assistant role with empty
 // content. Completions streams have no role chunk.
-func (c *Chunker) Role() []byte {
-	b := append(c.appendHead(make([]byte, 0, 256)), `"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
+func (c *Chunker) Role() []byte { return c.AppendRole(make([]byte, 0, 256)) }
+
+// AppendRole appends Role() to dst.
+func (c *Chunker) AppendRole(dst []byte) []byte {
+	b := append(c.appendHead(dst), `"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
 	return c.appendEnd(b)
 }
 
@@ -81,19 +84,33 @@ func (c *Chunker) Role() []byte {
 // to the choice's index: the bytes encoding/json writes for chunk
 // (TestChunksMatchMarshal).
 func (c *Chunker) appendHead(dst []byte) []byte {
-	if c.head == nil {
-		obj := "text_completion"
-		if c.Chat {
-			obj = "chat.completion.chunk"
-		}
-		p := append([]byte(`{"id":`), jsonstr.Append(nil, c.ID)...)
-		p = append(p, `,"object":"`+obj+`","created":`...)
-		p = strconv.AppendInt(p, c.Created, 10)
-		p = append(p, `,"model":`...)
-		p = jsonstr.Append(p, c.Model)
-		c.head = append(p, `,"choices":[{"index":0,`...)
-	}
+	c.prefixes()
 	return append(dst, c.head...)
+}
+
+// prefixes builds head and deltaPrefix, once, in one buffer: the head,
+// then what a content delta adds to it.
+func (c *Chunker) prefixes() {
+	if c.head != nil {
+		return
+	}
+	obj := "text_completion"
+	delta := `"text":`
+	if c.Chat {
+		obj, delta = "chat.completion.chunk", `"delta":{"content":`
+	}
+	// Room for every byte but the escapes that the id and model rarely
+	// have.
+	p := make([]byte, 0, len(c.ID)+len(c.Model)+len(obj)+len(delta)+96)
+	p = append(p, `{"id":`...)
+	p = jsonstr.Append(p, c.ID)
+	p = append(p, `,"object":"`+obj+`","created":`...)
+	p = strconv.AppendInt(p, c.Created, 10)
+	p = append(p, `,"model":`...)
+	p = jsonstr.Append(p, c.Model)
+	p = append(p, `,"choices":[{"index":0,`...)
+	c.head = p[:len(p):len(p)]
+	c.deltaPrefix = append(p, delta...)
 }
 
 // appendEnd appends what ends a chunk of one choice after its choices.
@@ -114,15 +131,7 @@ func (c *Chunker) Delta(text string) []byte {
 // AppendDelta appends Delta(text) to dst, for callers that reuse one
 // buffer per stream.
 func (c *Chunker) AppendDelta(dst, text []byte) []byte {
-	if c.deltaPrefix == nil {
-		p := c.appendHead(nil)
-		if c.Chat {
-			p = append(p, `"delta":{"content":`...)
-		} else {
-			p = append(p, `"text":`...)
-		}
-		c.deltaPrefix = p
-	}
+	c.prefixes()
 	b := append(dst, c.deltaPrefix...)
 	b = jsonstr.AppendBytes(b, text)
 	if c.Chat {
@@ -134,8 +143,11 @@ func (c *Chunker) AppendDelta(dst, text []byte) []byte {
 
 // Finish is the chunk carrying finish_reason ("stop" or "length") and an
 // empty delta.
-func (c *Chunker) Finish(reason string) []byte {
-	b := c.appendHead(make([]byte, 0, 256))
+func (c *Chunker) Finish(reason string) []byte { return c.AppendFinish(make([]byte, 0, 256), reason) }
+
+// AppendFinish appends Finish(reason) to dst.
+func (c *Chunker) AppendFinish(dst []byte, reason string) []byte {
+	b := c.appendHead(dst)
 	if c.Chat {
 		b = append(b, `"delta":{}`...)
 	} else {

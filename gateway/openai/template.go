@@ -24,10 +24,10 @@ const RawTemplate = `{{range .Messages}}{{.Content}}{{end}}`
 // .Role, .Content and .Name. A Template is safe for concurrent use.
 type Template struct {
 	t *template.Template
-	// direct, set for DefaultTemplate and RawTemplate, renders what t
-	// renders without text/template's reflection: the template of every
-	// chat request that has no template of its own.
-	direct func(b *strings.Builder, messages []ChatMessage)
+	// direct, set for DefaultTemplate and RawTemplate, has Render render
+	// what t renders without text/template's reflection: the template of
+	// every chat request that has no template of its own.
+	direct string
 }
 
 // ParseTemplate compiles src; name is used in error messages.
@@ -37,23 +37,8 @@ func ParseTemplate(name, src string) (*Template, error) {
 		return nil, fmt.Errorf("chat template %s: %w", name, err)
 	}
 	tp := &Template{t: t}
-	switch src {
-	case DefaultTemplate:
-		tp.direct = func(b *strings.Builder, messages []ChatMessage) {
-			for _, m := range messages {
-				b.WriteString(m.Role)
-				b.WriteString(": ")
-				b.WriteString(m.Content)
-				b.WriteByte('\n')
-			}
-			b.WriteString("assistant:")
-		}
-	case RawTemplate:
-		tp.direct = func(b *strings.Builder, messages []ChatMessage) {
-			for _, m := range messages {
-				b.WriteString(m.Content)
-			}
-		}
+	if src == DefaultTemplate || src == RawTemplate {
+		tp.direct = src
 	}
 	return tp, nil
 }
@@ -70,13 +55,28 @@ func MustParseTemplate(name, src string) *Template {
 // Render returns the prompt for messages.
 func (t *Template) Render(messages []ChatMessage) (string, error) {
 	var b strings.Builder
-	if t.direct != nil {
+	switch t.direct {
+	case DefaultTemplate:
 		n := len("assistant:")
 		for _, m := range messages {
 			n += len(m.Role) + len(": \n") + len(m.Content)
 		}
 		b.Grow(n)
-		t.direct(&b, messages)
+		for _, m := range messages {
+			b.WriteString(m.Role)
+			b.WriteString(": ")
+			b.WriteString(m.Content)
+			b.WriteByte('\n')
+		}
+		b.WriteString("assistant:")
+		return b.String(), nil
+	case RawTemplate:
+		if len(messages) == 1 {
+			return messages[0].Content, nil
+		}
+		for _, m := range messages {
+			b.WriteString(m.Content)
+		}
 		return b.String(), nil
 	}
 	if err := t.t.Execute(&b, struct{ Messages []ChatMessage }{messages}); err != nil {

@@ -185,7 +185,7 @@ func (a *vllm) Request(model, version, prompt string, p Params) (*pb.ModelInferR
 	if err != nil {
 		return nil, err
 	}
-	ts, err := a.in.add(nil, "text_input", prompt)
+	ts, err := a.in.add(make([]*tensor.Tensor, 0, 4), "text_input", prompt)
 	if err == nil {
 		ts, err = a.in.add(ts, "stream", true)
 	}
@@ -477,6 +477,25 @@ func (j *Joiner) Append(dst, b []byte) []byte {
 	}
 	j.carry = append(j.carry[:0], dst[cut:]...)
 	return dst[:cut]
+}
+
+// Whole reports whether Append(dst, b) would append b unchanged: nothing
+// is held back, and b does not end inside a character (the common case,
+// which then needs no copy).
+func (j *Joiner) Whole(b []byte) bool {
+	if len(j.carry) > 0 {
+		return false
+	}
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			return true
+		}
+		if utf8.RuneStart(c) {
+			return utf8.FullRune(b[i:])
+		}
+	}
+	return true
 }
 
 // Flush returns whatever is held back (possibly invalid UTF-8).

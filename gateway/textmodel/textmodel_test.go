@@ -184,7 +184,12 @@ func TestJoiner(t *testing.T) {
 		var j Joiner
 		var out []string
 		for _, p := range parts {
-			out = append(out, j.Next([]byte(p)))
+			whole := j.Whole([]byte(p))
+			got := j.Next([]byte(p))
+			if exact := got == p && len(j.carry) == 0; whole != exact {
+				t.Fatalf("%q: Whole(%q) %v, but Next gave %q holding %q", parts, p, whole, got, j.carry)
+			}
+			out = append(out, got)
 		}
 		out = append(out, j.Flush())
 		if strings.Join(out, "") != strings.Join(parts, "") {

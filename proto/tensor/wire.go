@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
@@ -176,8 +177,14 @@ func fromContents(dt string, n int64, c *pb.InferTensorContents) ([]byte, error)
 // ToRequest appends inputs to req in the raw layout Triton accepts: one
 // inputs entry and one raw_input_contents entry per tensor.
 func ToRequest(req *pb.ModelInferRequest, inputs []*Tensor) {
-	for _, t := range inputs {
-		req.Inputs = append(req.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape})
+	// One allocation for the entries, and one for each list at most.
+	entries := make([]pb.ModelInferRequest_InferInputTensor, len(inputs))
+	req.Inputs = slices.Grow(req.Inputs, len(inputs))
+	req.RawInputContents = slices.Grow(req.RawInputContents, len(inputs))
+	for i, t := range inputs {
+		e := &entries[i]
+		e.Name, e.Datatype, e.Shape = t.Name, t.Datatype, t.Shape
+		req.Inputs = append(req.Inputs, e)
 		req.RawInputContents = append(req.RawInputContents, t.Raw)
 	}
 }

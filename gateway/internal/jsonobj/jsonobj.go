@@ -97,28 +97,67 @@ func validMembers(body []byte) ([]Member, error) {
 // The values are slices of obj (not copies), each capped so that
 // appending to it copies. ok is false when obj is not an object.
 func Object(obj []byte) (members []Member, ok bool) {
+	ok = EachMember(obj, func(key []byte, value json.RawMessage) {
+		members = append(members, Member{Key: string(key), Value: value})
+	})
+	return members, ok
+}
+
+// EachMember calls fn with each member of obj, in order, as Object finds
+// them, for a caller that keeps no list of them and need not allocate
+// the keys: key is the member's name, decoded (a slice of obj where it
+// has no escapes), and fn must not keep it; value is a capped slice of
+// obj. ok is false when obj is not an object.
+func EachMember(obj []byte, fn func(key []byte, value json.RawMessage)) (ok bool) {
 	i := skipSpace(obj, 0)
 	if i == len(obj) || obj[i] != '{' {
-		return nil, false
+		return false
 	}
-	var out []Member
 	for i = skipSpace(obj, i+1); obj[i] != '}'; {
 		end := stringEnd(obj, i)
 		key := obj[i+1 : end-1]
-		var k string
-		if bytes.IndexByte(key, '\\') < 0 && utf8.Valid(key) {
-			k = string(key)
-		} else if json.Unmarshal(obj[i:end], &k) != nil {
-			return nil, false // not reached: obj is valid
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			if key, ok = unquote(obj[i:end]); !ok {
+				return false // not reached: obj is valid
+			}
 		}
 		i = skipSpace(obj, skipSpace(obj, end)+1) // past the colon
 		end = valueEnd(obj, i)
-		out = append(out, Member{Key: k, Value: obj[i:end:end]})
+		fn(key, obj[i:end:end])
 		if i = skipSpace(obj, end); obj[i] == ',' {
 			i = skipSpace(obj, i+1)
 		}
 	}
-	return out, true
+	return true
+}
+
+// Each is Members for a caller that keeps no list of the members: fn
+// gets each, as EachMember gives them, of a copy of body.
+func Each(body []byte, fn func(key []byte, value json.RawMessage)) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if json.Valid(body) {
+		if !EachMember(bytes.Clone(body), fn) {
+			return ErrNotObject
+		}
+		return nil
+	}
+	members, err := decoderMembers(body)
+	for _, m := range members {
+		fn([]byte(m.Key), m.Value)
+	}
+	return err
+}
+
+// unquote decodes the JSON string s, which has escapes or invalid UTF-8,
+// as encoding/json does.
+func unquote(s []byte) ([]byte, bool) {
+	var k string
+	if json.Unmarshal(s, &k) != nil {
+		return nil, false
+	}
+	return []byte(k), true
 }
 
 // Array is the elements of arr, in order, found as Object finds members:

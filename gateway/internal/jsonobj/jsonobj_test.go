@@ -107,4 +107,10 @@ func checkMembers(t *testing.T, body []byte) {
 			t.Fatalf("%q: member %d %q=%q (cap %d), decoder %q=%q", body, i, got[i].Key, got[i].Value, cap(got[i].Value), want[i].Key, want[i].Value)
 		}
 	}
+	// Each gives the members Members gives, with the same error.
+	var each []Member
+	eerr := Each(body, func(k []byte, v json.RawMessage) { each = append(each, Member{Key: string(k), Value: v}) })
+	if !reflect.DeepEqual(eerr, err) || !reflect.DeepEqual(each, got) {
+		t.Fatalf("%q: Each %q %v, Members %q %v", body, each, eerr, got, err)
+	}
 }

@@ -30,15 +30,29 @@ import (
 // whatever the interval (nginx's default access_log buffer).
 const Size = 64 << 10
 
+// Backlog is how many bytes may wait while the output is slow (a log
+// collector that does not keep up): past it a Write waits for the
+// output, as an unbuffered one would.
+const Backlog = 4 * Size
+
 // Writer buffers what is written to it for w. It is safe for concurrent
-// use; each Write's bytes stay together and in order.
+// use; each Write's bytes stay together and in order. A Write never
+// writes to w itself while the backlog is under Backlog: a full buffer
+// goes out on the timer's goroutine, so that a goroutine that logs on a
+// hot path (an upstream stream's reader ending a request) never waits
+// for the log's output.
 type Writer struct {
 	w     io.Writer
 	every time.Duration
 	file  bool // w is a regular file: the buffer goes out in one write
 
+	// out is held while writing to w: flushes go out one at a time, in
+	// the order they took the buffer. mu is never held while writing.
+	out sync.Mutex
+
 	mu     sync.Mutex
 	buf    []byte
+	spare  []byte      // the buffer last written out, for the next swap
 	timer  *time.Timer // flushes every after the first buffered line
 	armed  bool        // timer is running for the lines in buf
 	closed bool
@@ -55,64 +69,84 @@ func New(w io.Writer, every time.Duration) *Writer {
 	return b
 }
 
-// Write buffers p (one log line); it writes p through when the Writer
-// does not buffer or is closed, or when p alone fills the buffer.
+// Write buffers p (one log line); it writes p through, after what is
+// buffered, when the Writer does not buffer or is closed, or when p
+// alone fills the buffer. A full buffer has the timer write it out at
+// once.
 func (b *Writer) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.every <= 0 || b.closed || len(p) >= Size {
-		if err := b.flushLocked(); err != nil {
-			return 0, err
-		}
-		return b.w.Write(p)
+		b.mu.Unlock()
+		return len(p), b.flush(p)
 	}
 	b.buf = append(b.buf, p...)
-	if len(b.buf) >= Size {
-		return len(p), b.flushLocked()
-	}
-	if !b.armed {
+	switch {
+	case len(b.buf) >= Backlog: // the output does not keep up: wait for it
+		b.mu.Unlock()
+		return len(p), b.flush(nil)
+	case len(b.buf) >= Size:
+		b.armed = true
+		b.timer.Reset(0)
+	case !b.armed:
 		b.armed = true
 		b.timer.Reset(b.every)
 	}
+	b.mu.Unlock()
 	return len(p), nil
 }
 
 // Flush writes out what is buffered.
-func (b *Writer) Flush() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.flushLocked()
-}
+func (b *Writer) Flush() error { return b.flush(nil) }
 
 // Close writes out what is buffered; later Writes go through at once.
 func (b *Writer) Close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.closed = true
 	if b.timer != nil {
 		b.timer.Stop()
 		b.armed = false
 	}
-	return b.flushLocked()
+	b.mu.Unlock()
+	return b.flush(nil)
 }
 
 // tick is the timer's: the interval since the first buffered line has
-// passed.
+// passed, or the buffer is full.
 func (b *Writer) tick() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.armed = false
-	_ = b.flushLocked() // nobody to tell; the next line's write will fail too
+	b.mu.Unlock()
+	_ = b.flush(nil) // nobody to tell; the next line's write will fail too
 }
 
-// flushLocked writes out the buffer. To anything but a regular file (a
+// flush writes out what is buffered, then p. It takes the buffer (and
+// leaves the spare one for the lines that come meanwhile) under out, so
+// that buffers go out in the order they were taken.
+func (b *Writer) flush(p []byte) error {
+	b.out.Lock()
+	defer b.out.Unlock()
+	b.mu.Lock()
+	q := b.buf
+	b.buf, b.spare = b.spare[:0], nil
+	b.mu.Unlock()
+	err := b.writeLines(q)
+	if err == nil && len(p) > 0 {
+		_, err = b.w.Write(p)
+	}
+	if cap(q) <= Backlog {
+		b.mu.Lock()
+		b.spare = q[:0]
+		b.mu.Unlock()
+	}
+	return err
+}
+
+// writeLines writes p, whole lines. To anything but a regular file (a
 // pipe, a socket: a container's log collector) it writes whole lines at
 // most PipeBuf bytes at a time, which the kernel never interleaves with
 // another writer's (the Go runtime's own GC trace lines, say), as the
 // one-line writes were not.
-func (b *Writer) flushLocked() error {
-	p := b.buf
-	b.buf = b.buf[:0]
+func (b *Writer) writeLines(p []byte) error {
 	for len(p) > 0 {
 		n := len(p)
 		if !b.file && n > PipeBuf {

@@ -163,9 +163,10 @@ type Flight struct {
 	// What admission took (admit), which unadmit gives back: a slot
 	// counted against client (limitKey), the registration for Drain, and
 	// a keyed request's limits (settle; nil without a key).
-	client string
-	live   LiveStream
-	settle func()
+	client   string
+	live     LiveStream
+	settle   func()
+	admitted bool // taken and not yet given back
 }
 
 // Begin admits j and starts its call: Serve's steps 1 and 2. A nil flight
@@ -530,7 +531,7 @@ func (f *Flight) admit(conn string) error {
 		s.metrics.rejected.With("draining").Inc()
 		return ErrDraining
 	}
-	f.client = client
+	f.client, f.admitted = client, true
 	if kd := keyOf(f.ctx); kd != nil {
 		settle, err := s.admitKeyed(f.ctx, kd, f.j)
 		if err != nil {
@@ -542,10 +543,16 @@ func (f *Flight) admit(conn string) error {
 	return nil
 }
 
-// unadmit gives back what admit took.
+// unadmit gives back what admit took, once: a finish that panicked
+// after it (recoverStep ends the flight again) gives nothing back twice.
 func (f *Flight) unadmit() {
+	if !f.admitted {
+		return
+	}
+	f.admitted = false
 	if f.settle != nil {
 		f.settle()
+		f.settle = nil
 	}
 	f.s.streams.remove(&f.live)
 	f.s.limits.give(f.client)

@@ -10,7 +10,8 @@
 // http.ResponseController supports Flush and SetWriteDeadline), from one
 // goroutine at a time, there or later on others; the handler must not
 // touch its own writer again. Watch starts the reader; Finish (or
-// FinishNow, which never waits for the client) ends the response and,
+// FinishNow, which never waits for the client) ends the response, in
+// the same write as its last part if EndWith kept one, and,
 // when the connection may carry another request, leaves it to the
 // reader, which waits for that request and hands the connection back to
 // the http.Server through the Listener it serves, with the bytes of the

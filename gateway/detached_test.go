@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
@@ -12,10 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/streamgate/streamgate/gateway/detach"
 	"github.com/streamgate/streamgate/gateway/sse"
+	pb "github.com/streamgate/streamgate/proto/inferencepb"
 	"github.com/streamgate/streamgate/proto/tensor"
 	"github.com/streamgate/streamgate/upstream"
 	"github.com/streamgate/streamgate/upstream/upstreamtest"
@@ -32,6 +36,11 @@ func detachedServer(tb testing.TB, newSrv func(back *detach.Listener) *Server, w
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return detachedServerOn(tb, ln, newSrv, wrap...)
+}
+
+// detachedServerOn is detachedServer on ln.
+func detachedServerOn(tb testing.TB, ln net.Listener, newSrv func(back *detach.Listener) *Server, wrap ...func(http.Handler) http.Handler) string {
 	back := detach.NewListener(ln.Addr())
 	h := newSrv(back).Handler()
 	for _, w := range wrap {
@@ -313,4 +322,134 @@ func TestDetachedStreamHasNoGoroutine(t *testing.T) {
 	}
 	f.End(io.EOF)
 	clients[0].finish(t, 20)
+}
+
+// countingListener's connections count the writes made to their
+// sockets, raw (rawsock, through SyscallConn) or not, in writes.
+type countingListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c.(*net.TCPConn), l.writes}, nil
+}
+
+type countingConn struct {
+	*net.TCPConn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.TCPConn.Write(p)
+}
+
+func (c countingConn) SyscallConn() (syscall.RawConn, error) {
+	rc, err := c.TCPConn.SyscallConn()
+	return countingRawConn{rc, c.writes}, err
+}
+
+// countingRawConn counts each Write: rawsock's are one system call each
+// (they never wait in the poller).
+type countingRawConn struct {
+	syscall.RawConn
+	writes *atomic.Int64
+}
+
+func (rc countingRawConn) Write(f func(fd uintptr) bool) error {
+	rc.writes.Add(1)
+	return rc.RawConn.Write(f)
+}
+
+// TestDetachedLastEventsWithLastChunk: a detached event stream whose last
+// batch is its clean end sends that batch and the body's last chunk in
+// one write, after the request's log line: a stream answered in one
+// batch costs one write in all (headers, events, last chunk); a paced
+// stream's final response with its end costs one write more, not two.
+// An end that comes on its own still costs one write (the last chunk).
+func TestDetachedLastEventsWithLastChunk(t *testing.T) {
+	resp := cannedResponse(
+		tensor.NewInt32("OUT", []int64{1}, []int32{42}),
+		tensor.NewUint32("IDX", []int64{1}, []uint32{7}),
+	)
+	feeds := make(chan *upstream.Feed, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes, logged, calls atomic.Int64
+	addr := detachedServerOn(t, countingListener{ln, &writes}, func(back *detach.Listener) *Server {
+		// The first two calls are answered whole before their relay
+		// starts; the test feeds the others.
+		answer := func(ctx context.Context, req *pb.ModelInferRequest, f *upstream.Feed) error {
+			if calls.Add(1) <= 2 {
+				f.SendLast(resp, resp, resp)
+				return nil
+			}
+			return upstreamtest.Feeds(feeds)(ctx, req, f)
+		}
+		return testServer(upstreamtest.Client(answer), fakeUpstream{},
+			&Options{Detach: back, SSE: &sse.Options{KeepAlive: -1}, Logger: slog.New(requestLines{&logged})})
+	})
+	const path = "/v2/models/repeat_int32/generate_stream"
+	const body = `{"IN":[1],"DELAY":[0],"WAIT":0}`
+	whole := newStreamClient(t, addr, path, body)
+	for i := range 2 { // the second on the connection handed back
+		before, lines := writes.Load(), logged.Load()
+		whole.do(t, 3)
+		if n := writes.Load() - before; n != 1 {
+			t.Errorf("request %d answered in one batch: %d writes, want 1", i, n)
+		}
+		if logged.Load() != lines+1 {
+			t.Errorf("request %d: the client had the last chunk before the request's log line", i)
+		}
+	}
+
+	paced := newStreamClient(t, addr, path, body)
+	for _, last := range []bool{true, false} {
+		paced.send(t)
+		f := <-feeds
+		f.Send(resp)
+		paced.head(t)
+		if events, _ := paced.chunk(t); events != 1 {
+			t.Fatalf("%d events in the first chunk", events)
+		}
+		before, lines := writes.Load(), logged.Load()
+		var events int
+		if last {
+			f.SendLast(resp)
+			events = 1
+		} else {
+			f.End(io.EOF)
+		}
+		if got := paced.rest(t); got != events {
+			t.Fatalf("%d events after the first, want %d", got, events)
+		}
+		if n := writes.Load() - before; n != 1 {
+			t.Errorf("final response with its end (%v): %d writes after the first event, want 1", last, n)
+		}
+		if logged.Load() != lines+1 {
+			t.Error("the client had the last chunk before the request's log line")
+		}
+	}
+}
+
+// requestLines counts the request log lines (the access log's) given to
+// it, in n.
+type requestLines struct{ n *atomic.Int64 }
+
+func (h requestLines) Enabled(context.Context, slog.Level) bool { return true }
+func (h requestLines) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h requestLines) WithGroup(string) slog.Handler            { return h }
+
+func (h requestLines) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "request" {
+		h.n.Add(1)
+	}
+	return nil
 }

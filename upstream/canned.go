@@ -63,11 +63,16 @@ func (f *Feed) Call() *Call { return f.cl }
 // returned: the consumer sees them as one batch. False when the call has
 // ended (cancelled, or its context done) and the responses were dropped.
 func (f *Feed) Send(resps ...*pb.ModelInferResponse) bool {
+	return f.SendEncoded(encodeAll(resps)...)
+}
+
+// encodeAll is Encode of each of resps.
+func encodeAll(resps []*pb.ModelInferResponse) [][]byte {
 	msgs := make([][]byte, len(resps))
 	for i, r := range resps {
 		msgs[i] = Encode(r)
 	}
-	return f.SendEncoded(msgs...)
+	return msgs
 }
 
 // Encode is resp as a stream carries it, for SendEncoded.
@@ -83,30 +88,45 @@ func Encode(resp *pb.ModelInferResponse) []byte {
 // sends one response many times encodes it once (encoding allocates;
 // queueing and receiving it do not).
 func (f *Feed) SendEncoded(msgs ...[]byte) bool {
+	told, ok := f.push(msgs)
+	if ok && told != nil {
+		told.Ready()
+	}
+	return ok
+}
+
+// SendLast is Send followed by End(io.EOF), with one wake-up of the
+// consumer for both, as a stream's reader delivers a decoupled model's
+// final response that carries data: the consumer relays the responses
+// knowing that the call has ended.
+func (f *Feed) SendLast(resps ...*pb.ModelInferResponse) bool {
+	told, ok := f.push(encodeAll(resps))
+	if ok && !f.cl.finish(io.EOF, false) && told != nil {
+		told.Ready()
+	}
+	return ok
+}
+
+// push queues msgs for the call's consumer and returns its Notify
+// function, to tell; false when the call has ended.
+func (f *Feed) push(msgs [][]byte) (told Notifier, ok bool) {
 	cl := f.cl
 	cl.mu.Lock()
 	if cl.finished {
 		cl.mu.Unlock()
-		return false
+		return nil, false
 	}
-	ok := true
-	var told Notifier
 	for _, msg := range msgs {
 		var res pushResult
 		if res, told = cl.q.push(msg, &cl.c.lim); !res.ok() {
-			ok = false
-			break
+			cl.mu.Unlock()
+			return nil, false
 		}
 	}
 	cl.mu.Unlock()
-	if ok {
-		cl.delivered.Store(true)
-		cl.progress.Add(uint64(len(msgs)))
-		if told != nil {
-			told.Ready()
-		}
-	}
-	return ok
+	cl.delivered.Store(true)
+	cl.progress.Add(uint64(len(msgs)))
+	return told, true
 }
 
 // End ends the call: io.EOF when it completed, otherwise the error its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/streamgate/streamgate/gateway/detach"
 )
@@ -177,11 +178,16 @@ func (ds *detached) ended(err error) {
 	go ds.finish()
 }
 
-// finish finishes the response (waiting for the client, up to the write
-// deadline) and hands its connection back.
+// finish finishes the response, waiting for the client up to the SSE
+// write timeout (what is left may be the stream's last events as well
+// as its last chunk: SSESink.flushLast), and hands its connection back.
 func (ds *detached) finish() {
 	defer ds.recover()
-	ds.d.Load().Finish(ds.back())
+	d := ds.d.Load()
+	if t := ds.s.Opts.SSE.Timeout(); t > 0 {
+		_ = d.SetWriteDeadline(time.Now().Add(t))
+	}
+	d.Finish(ds.back())
 	ds.unregister()
 }
 

@@ -80,6 +80,12 @@ type Sink interface {
 	// out, and the relay goes on on a goroutine of its own, which flushes
 	// again with wait first.
 	flush(wait bool) (done bool, err error)
+	// flushLast is flush for the call's last batch, once the call has
+	// completed and nothing is owed: a sink that can (a detached event
+	// stream's) keeps the batch to go out in one write with the
+	// response's end, after the request's accounting, and says held;
+	// otherwise it does nothing and the batch is flushed.
+	flushLast() (held bool)
 	// idle is called whenever the request has been quiet for keepAlive.
 	idle() error
 	// fail delivers err, which ended the request, if the sink can (in
@@ -673,7 +679,7 @@ func (r *relayer) batch(resp *pb.ModelInferResponse, err error) (ended bool, _ e
 			if err := r.send(ps); err != nil {
 				return true, err
 			}
-			return true, r.flush()
+			return true, r.flushLast()
 		}
 		if err != nil {
 			return true, err
@@ -700,6 +706,16 @@ func (r *relayer) flush() error {
 	done, err := r.out.flush(r.wait)
 	r.owed = !done
 	return err
+}
+
+// flushLast flushes the call's last batch, after its clean end: out
+// keeps it for the response's end if it can (Sink.flushLast), else it
+// is flushed as any other.
+func (r *relayer) flushLast() error {
+	if !r.owed && r.out.flushLast() {
+		return nil
+	}
+	return r.flush()
 }
 
 // Relay is one call's relay stepped by hand, as a request's flight steps

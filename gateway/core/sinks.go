@@ -185,6 +185,17 @@ func (o *SSESink) flush(wait bool) (bool, error) {
 	return true, o.flushWait()
 }
 
+// flushLast hands the last events to a detached response, to go out
+// with its last chunk (sse.Writer.FlushLast); not for a resumable
+// stream, whose log is flushed first.
+func (o *SSESink) flushLast() bool {
+	if o.log != nil || !o.sw.FlushLast(!o.started) {
+		return false
+	}
+	o.started = true
+	return true
+}
+
 func (o *SSESink) flushWait() error {
 	o.countEvents()
 	if o.log != nil {
@@ -283,6 +294,7 @@ func (o *BodySink) keepAlive() time.Duration    { return 0 }
 func (o *BodySink) idle() error                 { return nil }
 func (o *BodySink) fail(error) bool             { return false }
 func (o *BodySink) countEvents()                {}
+func (o *BodySink) flushLast() bool             { return false }
 
 func (o *BodySink) send(p []byte) error {
 	o.body = append(o.body[:0], p...)
@@ -330,6 +342,7 @@ func (o *WSSink) writer() http.ResponseWriter { return nil }
 func (o *WSSink) cut()                        {} // the socket is cut, with all its requests
 func (o *WSSink) keepAlive() time.Duration    { return 0 }
 func (o *WSSink) idle() error                 { return nil }
+func (o *WSSink) flushLast() bool             { return false }
 
 // countEvents counts the payloads emitted since the last count.
 func (o *WSSink) countEvents() {
@@ -395,6 +408,7 @@ func (o *LogSink) idle() error                 { return nil }
 func (o *LogSink) fail(error) bool             { return false }
 func (o *LogSink) cut()                        {}
 func (o *LogSink) countEvents()                {}
+func (o *LogSink) flushLast() bool             { return false }
 func (o *LogSink) writer() http.ResponseWriter { return nil }
 
 func (o *LogSink) send(p []byte) error {

@@ -10,7 +10,8 @@
 // http.ResponseController supports Flush and SetWriteDeadline), from one
 // goroutine at a time, there or later on others; the handler must not
 // touch its own writer again. Watch starts the reader; Finish (or
-// FinishNow, which never waits for the client) ends the response and,
+// FinishNow, which never waits for the client) ends the response, in
+// the same write as its last part if EndWith kept one, and,
 // when the connection may carry another request, leaves it to the
 // reader, which waits for that request and hands the connection back to
 // the http.Server through the Listener it serves, with the bytes of the
@@ -58,8 +59,12 @@ type Response struct {
 	rest []byte
 
 	// ended: the response's end (its last chunk, or its headers with
-	// Content-Length) is written or in rest.
+	// Content-Length) is written, in rest, or in last.
 	ended bool
+	// last is EndWith's: the body's last part and the response's end,
+	// framed, for Finish or FinishNow to send in one write (from
+	// bufPool; nil when none).
+	last *[]byte
 	// deadline: a write deadline may be set (SetWriteDeadline), to clear
 	// before the connection is handed back.
 	deadline atomic.Bool
@@ -304,8 +309,41 @@ func (d *Response) handOn() {
 	l.deliver(&keptConn{Conn: d.conn, kept: d.kept})
 }
 
+// EndWith makes p the body's last part: it is framed (behind the
+// headers, if they have not gone out) with the response's end and kept,
+// unwritten, for Finish or FinishNow, which send them in one write. So a
+// stream's last events and its last chunk cost one write and reach the
+// client together, after whatever the caller does between (its request's
+// accounting). Nothing may be written after it.
+func (d *Response) EndWith(p []byte) {
+	if d.err != nil || d.ended {
+		return
+	}
+	b := getBuf()
+	if !d.sent {
+		d.appendHead(b)
+	}
+	if len(p) > 0 {
+		*b = d.frame(*b, p)
+	}
+	d.appendEnd(b)
+	d.last = b
+}
+
+// end is the response's end as Finish and FinishNow write it: EndWith's
+// if it was called, else appendEnd's.
+func (d *Response) end() *[]byte {
+	if b := d.last; b != nil {
+		d.last = nil
+		return b
+	}
+	b := getBuf()
+	d.appendEnd(b)
+	return b
+}
+
 // Finish ends the response: the headers with Content-Length if they have
-// not gone out, else the last chunk, waiting for the client as long as
+// not gone out, else the last chunk (after EndWith's part, if any), waiting for the client as long as
 // the write deadline allows. Then the connection goes back to l (nil:
 // none) when it may carry another request, otherwise it is closed. A
 // response that wrote nothing (its client left before an answer) just
@@ -314,8 +352,7 @@ func (d *Response) handOn() {
 // (up to l.IdleTimeout) and hands the connection to l's Accept.
 func (d *Response) Finish(l *Listener) {
 	if d.status != 0 && d.err == nil {
-		b := getBuf()
-		d.appendEnd(b)
+		b := d.end()
 		_ = d.write(*b)
 		putBuf(b)
 	}
@@ -323,14 +360,14 @@ func (d *Response) Finish(l *Listener) {
 }
 
 // FinishNow is Finish for a goroutine that must not wait for the client:
-// it writes the response's end as far as the socket takes it at once.
+// it writes the response's end (with EndWith's part, if any) as far as
+// the socket takes it at once.
 // When it all went out (or the connection failed) the response is
 // finished and done is true; otherwise the rest is kept and Finish, on a
 // goroutine that may wait, must finish it.
 func (d *Response) FinishNow(l *Listener) (done bool) {
 	if d.status != 0 && d.err == nil {
-		b := getBuf()
-		d.appendEnd(b)
+		b := d.end()
 		done, _ := d.tryWrite(*b)
 		putBuf(b)
 		if !done && d.err == nil {
@@ -368,7 +405,11 @@ func (d *Response) release(l *Listener) {
 	if l != nil && d.deadline.Load() {
 		_ = d.conn.SetWriteDeadline(time.Time{})
 	}
-	d.now = nil // no more writes
+	d.now = nil        // no more writes
+	if d.last != nil { // EndWith's, on a connection that failed first
+		putBuf(d.last)
+		d.last = nil
+	}
 	d.mu.Lock()
 	st := d.watch
 	d.gone = nil

@@ -77,7 +77,8 @@ func countingClient(t *testing.T, dials *int) *http.Client {
 }
 
 // A response flushed before its end is chunked; one written whole gets
-// Content-Length. Either way the connection carries the next request.
+// Content-Length; one ended with a last part (EndWith) is chunked,
+// flushed or not. Either way the connection carries the next request.
 func TestResponseForms(t *testing.T) {
 	s := newServer(t, func(d *Response, r *http.Request) {
 		if r.URL.Path == "/whole" {
@@ -86,9 +87,17 @@ func TestResponseForms(t *testing.T) {
 			io.WriteString(d, "short")
 			return
 		}
+		if r.URL.Path == "/last" { // the headers, the body and its end in one write
+			d.EndWith([]byte("all"))
+			return
+		}
 		io.WriteString(d, "one,")
 		if err := http.NewResponseController(d).Flush(); err != nil {
 			t.Error(err)
+		}
+		if r.URL.Path == "/flushed-last" {
+			d.EndWith([]byte("two"))
+			return
 		}
 		io.WriteString(d, "two")
 	})
@@ -99,7 +108,10 @@ func TestResponseForms(t *testing.T) {
 			path, body string
 			status     int
 			length     int64
-		}{{"/chunked", "one,two", 200, -1}, {"/whole", "short", http.StatusTeapot, 5}} {
+		}{
+			{"/chunked", "one,two", 200, -1}, {"/whole", "short", http.StatusTeapot, 5},
+			{"/last", "all", 200, -1}, {"/flushed-last", "one,two", 200, -1},
+		} {
 			resp, err := c.Get(s.url + tc.path)
 			if err != nil {
 				t.Fatal(err)
@@ -299,8 +311,9 @@ func TestWriteNowNeverWaits(t *testing.T) {
 }
 
 // FinishNow never waits for the client: on a connection whose socket is
-// full it keeps the response's end and says so, and Finish, on a
-// goroutine that may wait, sends it once the client reads. The client
+// full it keeps the response's end (here with a last part, EndWith's)
+// and says so, and Finish, on a goroutine that may wait, sends it once
+// the client reads. The client
 // gets the whole response, and the connection carries the next request.
 func TestFinishNowNeverWaits(t *testing.T) {
 	stalled := make(chan struct{})
@@ -324,6 +337,8 @@ func TestFinishNowNeverWaits(t *testing.T) {
 				break
 			}
 		}
+		d.EndWith([]byte("last\n")) // kept, behind the rest, for the end
+		sent.WriteString("last\n")
 		if d.FinishNow(<-back) {
 			t.Error("FinishNow finished on a full socket")
 		}

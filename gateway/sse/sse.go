@@ -52,6 +52,12 @@ func (o *Options) withDefaults() Options {
 	return c
 }
 
+// Timeout is the bound of one write in effect (WriteTimeout or its
+// default), 0 when writes have none.
+func (o *Options) Timeout() time.Duration {
+	return max(o.withDefaults().WriteTimeout, 0)
+}
+
 // ErrClosed is returned once a write has failed: the stream is over.
 var ErrClosed = errors.New("sse: writer closed")
 
@@ -292,6 +298,41 @@ func (w *Writer) FlushNow() (done bool, err error) {
 	}
 	w.owed = !done
 	return done, nil
+}
+
+// FlushLast is FlushNow for the stream's last events, when nothing will
+// follow them but the response's end and the ResponseWriter can send
+// them with it (detach.Response's EndWith, behind any wrappers with
+// Unwrap): the buffered events (and the status and headers, if they have
+// not gone out) are handed to it, unwritten, and go out in the same
+// write as the response's end. start says that the headers have not
+// gone out (as StartNow would send them). held false says it cannot (or
+// something is still owed), and nothing was done: flush as usual.
+func (w *Writer) FlushLast(start bool) (held bool) {
+	e, ok := w.now.(lastWriter)
+	if !ok || w.failed || w.owed {
+		return false
+	}
+	if start {
+		SetHeaders(w.w.Header())
+		w.w.WriteHeader(http.StatusOK)
+	}
+	var p []byte
+	if w.buf != nil {
+		p = *w.buf
+	}
+	e.EndWith(p)
+	if w.buf != nil {
+		putBuf(w.buf)
+		w.buf = nil
+	}
+	return true
+}
+
+// lastWriter is a nowWriter that can keep a response's last part to send
+// with its end (detach.Response).
+type lastWriter interface {
+	EndWith(p []byte)
 }
 
 func putBuf(b *[]byte) {

@@ -72,6 +72,9 @@ type Config struct {
 	// Floor runs every sse and ws run again against the floor server
 	// (floor.go), right after it, and reports the gateway over the floor.
 	Floor bool
+	// FloorTick is how often the floor's pacer sends what is due (0:
+	// each response when it is due).
+	FloorTick time.Duration
 	// FloorBinary is the streamgate binary that serves the floor
 	// (default: this executable).
 	FloorBinary string
@@ -368,7 +371,7 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		var pc *pacer          // the floor server's
 		rc, runPIDs := c, pids // the floor's run: its own server
 		if pr.floor {
-			if sp, pc, err = spawnFloor(ctx, c.FloorBinary, pr.wl); err != nil {
+			if sp, pc, err = spawnFloor(ctx, c.FloorBinary, pr.wl, c.FloorTick); err != nil {
 				return fmt.Errorf("the floor server: %w", err)
 			}
 			rc.HTTP, runPIDs = sp.http, sp.pids()

@@ -123,6 +123,7 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	fs.IntVar(&c.SlopeAt, "slope-at", 0, "with --spawn, run every transport again at `N` streams, on a fresh server, and report memory's growth per added stream between --c and N (RSS, and the live heap and stacks): a stream's own cost, without the fixed cost every process has (the runtime, the --gc-min-heap floor)")
 	fs.StringVar(&c.SpawnBinary, "spawn-binary", "", "the streamgate binary --spawn starts (default: this one), e.g. an older build to compare")
 	fs.BoolVar(&c.Floor, "floor", false, "after each sse and ws run, run the same load against a floor server (a process of this binary that does only the relay's unavoidable work: per response one non-blocking client write and a share of one upstream read, paced by the bench over one socket) and report its CPU, system calls and switches per response, and the gateway over the floor; repeat_int32 over HTTP/1.1 only")
+	fs.DurationVar(&c.FloorTick, "floor-tick", time.Millisecond, "with --floor: the pacer sends the responses due every this long, so that one upstream read carries them all (0: each when it is due)")
 	fs.StringVar(&v.floorServe, "floor-serve", "", "internal: serve as the floor server --floor starts, paced by the bench at `ADDR`")
 	fs.Group("Clients")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
@@ -248,6 +249,8 @@ func (c *Config) validate() error {
 		return errors.New("sse-resume and sse-delete leave each request after --cancel-after responses: set it")
 	case c.Floor && (c.Model != modelRepeat || c.HTTP2):
 		return errors.New("--floor serves repeat_int32 over HTTP/1.1 only: drop --model and --http2")
+	case c.FloorTick < 0:
+		return errors.New("--floor-tick must not be negative")
 	case c.Floor && !slices.ContainsFunc(c.Transports, hasFloor):
 		return errors.New("--floor measures the sse and ws transports: add one")
 	case c.Redis != "" && !c.Embedded:

@@ -39,19 +39,17 @@ import (
 //
 // Its pace comes from one upstream socket it reads, as the gateway's
 // does: per request it writes the stream's number to the pacer (the
-// bench, playing the engine), and the pacer sends, every pacerTick, one
-// record per response due (every --delay, --responses per stream), in one
-// write. One read of the floor server then carries every response due in
-// that tick (about 20 at 20,000 responses/s), and each response is one
+// bench, playing the engine), and the pacer sends, every --floor-tick
+// (1 ms by default), one record per response due (every --delay,
+// --responses per stream), in one write. One read of the floor server
+// then carries every response due in that tick (about 20 at 20,000
+// responses/s); with --floor-tick 0 the pacer sends each response when it
+// is due, so a read shares only what fell due at once. Each response is one
 // non-blocking write (rawsock.Writer) to its client, from the goroutine
 // that read it (a WebSocket carrying many requests gets those one read
 // brought in one write, as the gateway batches them). What is left per
 // response is the floor: one client write plus a share of an upstream
 // read (and, per request, the request's read and its upstream write).
-
-// pacerTick is how often the pacer sends what is due: the responses of a
-// tick share one upstream read.
-const pacerTick = time.Millisecond
 
 // floorServing is the log line the floor server writes once it serves.
 var floorServing = servingLine{"floor serving", []string{"http"}}
@@ -69,9 +67,11 @@ type pacer struct {
 	ln        net.Listener
 	responses int
 	delay     time.Duration
+	tick      time.Duration // 0: each response when due
 	epoch     time.Time
 	wg        sync.WaitGroup
 	done      chan struct{}
+	wake      chan struct{} // tick 0: a start came while nothing was due
 
 	mu   sync.Mutex // guards due and conn
 	due  dueHeap
@@ -100,7 +100,7 @@ func (h *dueHeap) Pop() any {
 
 // startPacer listens on a loopback port for the floor server, which it
 // then paces until close.
-func startPacer(responses int, delay time.Duration) (*pacer, error) {
+func startPacer(responses int, delay, tick time.Duration) (*pacer, error) {
 	if responses > 1<<16 {
 		return nil, fmt.Errorf("--floor: at most %d responses per request", 1<<16)
 	}
@@ -108,7 +108,8 @@ func startPacer(responses int, delay time.Duration) (*pacer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pacer{ln: ln, responses: responses, delay: delay, epoch: time.Now(), done: make(chan struct{})}
+	p := &pacer{ln: ln, responses: responses, delay: delay, tick: tick, epoch: time.Now(),
+		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	p.wg.Go(p.serve)
 	return p, nil
 }
@@ -132,26 +133,33 @@ func (p *pacer) serve() {
 	default:
 	}
 	p.wg.Go(func() { p.readStarts(c) })
-	t := time.NewTicker(pacerTick)
+	t := time.NewTimer(p.tick)
 	defer t.Stop()
 	var out []byte
 	for {
 		select {
 		case <-t.C:
+		case <-p.wake:
 		case <-p.done:
 			return
 		}
-		out = p.collect(out[:0])
+		var next time.Duration
+		out, next = p.collect(out[:0])
 		if len(out) > 0 {
 			if _, err := c.Write(out); err != nil {
 				return
 			}
 		}
+		if p.tick > 0 {
+			next = p.tick
+		}
+		t.Reset(next)
 	}
 }
 
-// collect appends the records due now to out.
-func (p *pacer) collect(out []byte) []byte {
+// collect appends the records due now to out, and says how long until
+// the next is due (an hour when none is).
+func (p *pacer) collect(out []byte) ([]byte, time.Duration) {
 	now := time.Since(p.epoch)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -168,7 +176,10 @@ func (p *pacer) collect(out []byte) []byte {
 			heap.Push(&p.due, dueItem{at: it.at + p.delay, id: it.id, seq: it.seq + 1})
 		}
 	}
-	return out
+	if len(p.due) == 0 {
+		return out, time.Hour
+	}
+	return out, p.due[0].at - now
 }
 
 // readStarts schedules the first response of every stream number c
@@ -184,11 +195,18 @@ func (p *pacer) readStarts(c net.Conn) {
 		have += n
 		at := time.Since(p.epoch) + p.delay
 		p.mu.Lock()
+		idle := len(p.due) == 0 // else the pacer waits for one due sooner
 		i := 0
 		for ; have-i >= startRecord; i += startRecord {
 			heap.Push(&p.due, dueItem{at: at, id: binary.LittleEndian.Uint32(buf[i:])})
 		}
 		p.mu.Unlock()
+		if idle && p.tick == 0 {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
 		have = copy(buf, buf[i:have])
 	}
 }
@@ -207,14 +225,14 @@ func (p *pacer) close() {
 
 // spawnFloor starts the floor server (exe, this binary by default) paced
 // by a new pacer, and waits until it serves.
-func spawnFloor(ctx context.Context, exe string, wl workload) (*spawned, *pacer, error) {
+func spawnFloor(ctx context.Context, exe string, wl workload, tick time.Duration) (*spawned, *pacer, error) {
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
 			return nil, nil, err
 		}
 	}
-	p, err := startPacer(wl.Responses, wl.Delay)
+	p, err := startPacer(wl.Responses, wl.Delay, tick)
 	if err != nil {
 		return nil, nil, err
 	}

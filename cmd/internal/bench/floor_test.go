@@ -16,7 +16,8 @@ import (
 // the floor's CPU, system calls and switches are counted, and each
 // gateway run is set against its floor. With --cancel-after, clients
 // leave mid-stream (SSE drops the connection, WS sends a cancel frame)
-// and the floor server answers as the gateway does.
+// and the floor server answers as the gateway does; its pacer sends each
+// response when due (--floor-tick 0).
 func TestFloorSmoke(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "streamgate")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/streamgate/streamgate/cmd/streamgate").CombinedOutput(); err != nil {
@@ -74,7 +75,7 @@ func TestFloorSmoke(t *testing.T) {
 		}
 	})
 	t.Run("cancel", func(t *testing.T) {
-		rep := run(t, "--embedded", "--cancel-after", "2")
+		rep := run(t, "--embedded", "--cancel-after", "2", "--floor-tick", "0")
 		for _, r := range rep.Results {
 			if r.Cancelled == 0 {
 				t.Errorf("%s: no request left mid-stream", r.Transport)

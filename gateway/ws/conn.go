@@ -54,7 +54,7 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.out = &output{Conn: c, now: rawsock.NewWriter(c), wake: make(chan struct{}, 1)}
+	h.out = &output{Conn: c, now: rawsock.NewWriter(c), wake: make(chan struct{}, 1), direct: true, probe: probeEvery}
 	// net/http's writer is fresh and empty (the 101 went out before the
 	// hijack): point it at the output.
 	brw.Writer.Reset(h.out)
@@ -73,6 +73,12 @@ func (h *hijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 // writes outside mu (writing) writes until buf is empty, so bytes go out
 // in the order they came. coder/websocket's control frames (Write) join
 // the same line.
+//
+// A sender's write saves the writer's wake-up, but costs one network
+// write per frame. Where frames come faster than that (the writer's
+// batches hold more than one: a saturated gateway), they all wait for
+// the writer, which batches them, until a batch holds one again; one
+// frame in probeEvery waits anyway, to see whether others join it.
 type output struct {
 	net.Conn
 	now  *rawsock.Writer // the write that never waits; nil: every frame waits for the writer
@@ -90,9 +96,19 @@ type output struct {
 	inFlight int    // bytes a writer took from buf and has not finished writing
 	charged  int64  // bytes borrowed from mem
 	writing  bool   // a goroutine writes outside mu; it writes buf too before it stops
+	queued   int    // frames in buf
+	// direct: a frame that finds the socket idle is written by its
+	// sender (else it waits for the writer); probe counts down the frames
+	// to the next that waits anyway, to see whether others join it.
+	direct bool
+	probe  int
 	shut     bool   // the session is closing, or a write failed: no more data frames
 	closed   bool   // a close frame has gone or waits, or a write failed: nothing more
 }
+
+// probeEvery: one frame in probeEvery that finds the socket idle waits
+// for the writer all the same (output.direct).
+const probeEvery = 16
 
 // keepSendBuf is the largest send buffer kept once written.
 const keepSendBuf = 64 << 10
@@ -117,11 +133,16 @@ func (o *output) send(size int, build func([]byte) []byte) error {
 		o.buf = o.buf[:at]
 		return errSlow
 	}
-	if at > 0 || o.writing || o.now == nil {
+	probing := false
+	if o.probe--; o.probe <= 0 {
+		o.probe, probing = probeEvery, true
+	}
+	if at > 0 || o.writing || o.now == nil || !o.direct || probing {
 		if !o.charge() {
 			o.buf = o.buf[:at]
 			return errNoMemory
 		}
+		o.queued++
 		if at == 0 && !o.writing {
 			o.wakeWriter()
 		}
@@ -195,7 +216,11 @@ func (o *output) flush() error {
 	defer func() { o.writing = false }()
 	for len(o.buf) > 0 {
 		batch := o.buf
-		o.buf, o.inFlight, o.begun = o.spare[:0], len(batch), 0
+		if o.queued > 0 { // control frames alone say nothing
+			o.direct = o.queued == 1
+		}
+		o.buf, o.spare = o.spare[:0], nil
+		o.inFlight, o.begun, o.queued = len(batch), 0, 0
 		o.mu.Unlock()
 		err := o.writeBatch(batch)
 		o.mu.Lock()
@@ -205,7 +230,7 @@ func (o *output) flush() error {
 		}
 		o.charge()
 		if err != nil {
-			o.buf, o.shut, o.closed = o.buf[:0], true, true
+			o.buf, o.queued, o.shut, o.closed = o.buf[:0], 0, true, true
 			o.charge()
 			return err
 		}
@@ -244,7 +269,7 @@ func (o *output) close(drop bool) {
 	defer o.mu.Unlock()
 	o.shut = true
 	if drop {
-		o.buf = o.buf[:o.begun]
+		o.buf, o.queued = o.buf[:o.begun], 0
 		o.charge()
 	}
 }

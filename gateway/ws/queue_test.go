@@ -203,3 +203,65 @@ func TestStalledSocketsStayWithinBudget(t *testing.T) {
 		t.Fatalf("borrowed %d at the peak of %d, %d still", mem.Peak(), mem.Limit(), mem.Used())
 	}
 }
+
+// TestWriterBuffersNeverShared: the writer's two buffers (the batch it
+// writes and the one senders fill meanwhile) never become one, also
+// after a batch too large to keep.
+func TestWriterBuffersNeverShared(t *testing.T) {
+	s := NewSession(discardConn(t), nil, &Options{QueueBytes: 1 << 20})
+	out := s.conn.out
+	out.now = nil // every frame waits for the writer
+	for i, size := range []int{10, 10, 200 << 10, 10, 10} {
+		data := []byte(`"` + strings.Repeat("x", size) + `"`)
+		if err := s.push(len(data)+64, func(b []byte) []byte { return AppendDataFrame(b, "a1", uint64(i), data) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := out.flush(); err != nil {
+			t.Fatal(err)
+		}
+		if cap(out.buf) > 0 && cap(out.spare) > 0 && &out.buf[:1][0] == &out.spare[:1][0] {
+			t.Fatalf("after batch %d the senders' buffer is the writer's", i)
+		}
+	}
+}
+
+// TestSenderWritesWhileBatchesAreSingle: a frame that finds the socket
+// idle is written by its sender while the writer's batches hold one
+// frame; once a batch holds more (frames arrive faster than single
+// writes go out), frames wait for the writer to batch them, until a
+// batch holds one again. One frame in probeEvery waits anyway.
+func TestSenderWritesWhileBatchesAreSingle(t *testing.T) {
+	s := NewSession(discardConn(t), nil, nil)
+	out := s.conn.out
+	frame := []byte(`{"type":"done","id":"a","reason":"final"}`)
+	sent := 0
+	push := func() (waits bool) {
+		t.Helper()
+		if err := s.enqueue(frame); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+		return len(out.buf) > 0
+	}
+	for sent < probeEvery-1 {
+		if push() {
+			t.Fatalf("frame %d waits for the writer on an idle socket", sent)
+		}
+	}
+	if !push() {
+		t.Fatalf("frame %d (the probe) was written by its sender", sent)
+	}
+	push() // joins the probe: a batch of two
+	if err := out.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !push() {
+		t.Fatal("a frame was written by its sender after a batch of two")
+	}
+	if err := out.flush(); err != nil { // a batch of one
+		t.Fatal(err)
+	}
+	if push() {
+		t.Fatal("a frame waits for the writer after a batch of one")
+	}
+}

@@ -102,8 +102,8 @@ type output struct {
 	// to the next that waits anyway, to see whether others join it.
 	direct bool
 	probe  int
-	shut     bool   // the session is closing, or a write failed: no more data frames
-	closed   bool   // a close frame has gone or waits, or a write failed: nothing more
+	shut   bool // the session is closing, or a write failed: no more data frames
+	closed bool // a close frame has gone or waits, or a write failed: nothing more
 }
 
 // probeEvery: one frame in probeEvery that finds the socket idle waits

@@ -102,6 +102,7 @@ type output struct {
 	// to the next that waits anyway, to see whether others join it.
 	direct bool
 	probe  int
+	single int // batches of one frame in a row
 	shut   bool // the session is closing, or a write failed: no more data frames
 	closed bool // a close frame has gone or waits, or a write failed: nothing more
 }
@@ -109,6 +110,10 @@ type output struct {
 // probeEvery: one frame in probeEvery that finds the socket idle waits
 // for the writer all the same (output.direct).
 const probeEvery = 16
+
+// singleToDirect is how many batches of one frame in a row have senders
+// write again.
+const singleToDirect = 4
 
 // keepSendBuf is the largest send buffer kept once written.
 const keepSendBuf = 64 << 10
@@ -216,8 +221,12 @@ func (o *output) flush() error {
 	defer func() { o.writing = false }()
 	for len(o.buf) > 0 {
 		batch := o.buf
-		if o.queued > 0 { // control frames alone say nothing
-			o.direct = o.queued == 1
+		switch { // control frames alone say nothing
+		case o.queued > 1:
+			o.direct, o.single = false, 0
+		case o.queued == 1:
+			o.single++
+			o.direct = o.direct || o.single >= singleToDirect
 		}
 		o.buf, o.spare = o.spare[:0], nil
 		o.inFlight, o.begun, o.queued = len(batch), 0, 0

@@ -76,9 +76,10 @@ func (h *hijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 //
 // A sender's write saves the writer's wake-up, but costs one network
 // write per frame. Where frames come faster than that (the writer's
-// batches hold more than one: a saturated gateway), they all wait for
-// the writer, which batches them, until a batch holds one again; one
-// frame in probeEvery waits anyway, to see whether others join it.
+// batches hold more than one: a busy or saturated gateway), they all
+// wait for the writer, which batches them, until singleToDirect batches
+// in a row hold one; one frame in probeEvery waits anyway, to see
+// whether others join it.
 type output struct {
 	net.Conn
 	now  *rawsock.Writer // the write that never waits; nil: every frame waits for the writer
@@ -159,11 +160,19 @@ func (o *output) send(size int, build func([]byte) []byte) error {
 		o.shut, o.closed = true, true
 		return err
 	}
-	o.buf = o.buf[:copy(o.buf, o.buf[n:])]
-	if o.begun = len(o.buf); o.begun > 0 { // the rest waits for the writer
-		o.charge() // at most one frame, within limit: it must go out whole
-		o.wakeWriter()
+	if n == len(o.buf) {
+		o.buf = o.buf[:0]
+		return nil
 	}
+	// The rest waits for the writer: at most one frame, within limit, that
+	// must go out whole once begun.
+	o.buf = o.buf[:copy(o.buf, o.buf[n:])]
+	if n > 0 {
+		o.begun = len(o.buf)
+	}
+	o.queued = 1
+	o.charge()
+	o.wakeWriter()
 	return nil
 }
 

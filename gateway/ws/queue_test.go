@@ -228,8 +228,9 @@ func TestWriterBuffersNeverShared(t *testing.T) {
 // TestSenderWritesWhileBatchesAreSingle: a frame that finds the socket
 // idle is written by its sender while the writer's batches hold one
 // frame; once a batch holds more (frames arrive faster than single
-// writes go out), frames wait for the writer to batch them, until a
-// batch holds one again. One frame in probeEvery waits anyway.
+// writes go out), frames wait for the writer to batch them, until
+// singleToDirect batches in a row hold one. One frame in probeEvery
+// waits anyway.
 func TestSenderWritesWhileBatchesAreSingle(t *testing.T) {
 	s := NewSession(discardConn(t), nil, nil)
 	out := s.conn.out
@@ -255,13 +256,15 @@ func TestSenderWritesWhileBatchesAreSingle(t *testing.T) {
 	if err := out.flush(); err != nil {
 		t.Fatal(err)
 	}
-	if !push() {
-		t.Fatal("a frame was written by its sender after a batch of two")
-	}
-	if err := out.flush(); err != nil { // a batch of one
-		t.Fatal(err)
+	for i := range singleToDirect {
+		if !push() {
+			t.Fatalf("a frame was written by its sender after a batch of two and %d of one", i)
+		}
+		if err := out.flush(); err != nil { // a batch of one
+			t.Fatal(err)
+		}
 	}
 	if push() {
-		t.Fatal("a frame waits for the writer after a batch of one")
+		t.Fatalf("a frame waits for the writer after %d batches of one", singleToDirect)
 	}
 }

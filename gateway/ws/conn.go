@@ -103,7 +103,7 @@ type output struct {
 	// to the next that waits anyway, to see whether others join it.
 	direct bool
 	probe  int
-	single int // batches of one frame in a row
+	single int  // batches of one frame in a row
 	shut   bool // the session is closing, or a write failed: no more data frames
 	closed bool // a close frame has gone or waits, or a write failed: nothing more
 }

@@ -15,8 +15,8 @@ import (
 
 // Handler runs one request. It passes each data payload (one JSON value,
 // the same object the matching SSE event carries) to emit, in order; emit
-// blocks while the socket's send queue is full and fails once the request
-// or the socket ends. Handler returns nil when the request completed, or
+// never waits for the client (a socket too far behind is closed) and
+// fails once the request or the socket ends. Handler returns nil when the request completed, or
 // the error that ended it. It must return soon after ctx is done.
 // A Handler that calls req.Later may return before the request ends
 // (Request.Later).

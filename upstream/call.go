@@ -260,7 +260,9 @@ func (f NotifyFunc) Ready() { f() }
 // (TryRecv) there and then, which saves a goroutine's wake-up per
 // response. A consumer sets n, then calls TryRecv until it is not ok:
 // what was ready before n was set is seen there. Notify(nil) stops the
-// calls.
+// calls. A stream's reader on the own-h2 transport tells n once per read
+// of its connection, after it has queued every response that read
+// brought (and at once of the call's end, which finds them all).
 func (cl *Call) Notify(n Notifier) { cl.q.setNotify(n) }
 
 // notifyEnd tells the Notifier of a call that has just ended.

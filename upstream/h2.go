@@ -3,6 +3,7 @@ package upstream
 import (
 	"bufio"
 	"crypto/tls"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -68,11 +69,33 @@ type h2Stream struct {
 	onGoAway   func() // h2Options.goingAway; nil once called
 	unackedStr int    // bytes received and not yet credited back
 	unackedCon int
+	// beforeRead, if set (OnRead), is called before every read of
+	// the connection: what the last read brought has been handled.
+	beforeRead func()
 
 	sbuf []byte // the sender's marshalling buffer
 }
 
-var _ streamRPC = (*h2Stream)(nil)
+var _ readBatcher = (*h2Stream)(nil)
+
+// OnRead has f called on the reader's goroutine before every read of the
+// connection, once the messages the last read brought are all returned
+// (reader only, before its first RecvMsg).
+func (h *h2Stream) OnRead(f func()) { h.beforeRead = f }
+
+// readNotifier is the connection as the framer's buffer reads it: each
+// read first tells h.beforeRead.
+type readNotifier struct {
+	r io.Reader
+	h *h2Stream
+}
+
+func (r readNotifier) Read(p []byte) (int, error) {
+	if f := r.h.beforeRead; f != nil {
+		f()
+	}
+	return r.r.Read(p)
+}
 
 // h2Options are what dialH2 needs of a target.
 type h2Options struct {

@@ -92,7 +92,7 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 		ka = &kaReader{h: h, time: o.keepalive, timeout: o.kaTimeout, gap: o.pingGap, busy: busy}
 		r = ka
 	}
-	h.fr = http2.NewFramer(h.bw, bufio.NewReaderSize(r, 32<<10))
+	h.fr = http2.NewFramer(h.bw, bufio.NewReaderSize(readNotifier{r, h}, 32<<10))
 	h.fr.SetReuseFrames()
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.stop = context.AfterFunc(ctx, func() { h.fail(status.FromContextError(ctx.Err()).Err()) })

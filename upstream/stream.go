@@ -58,6 +58,13 @@ type stream struct {
 	idleSince time.Time       // when calls last became empty
 
 	msg wireMsg // the reader's receive buffer
+	// told holds the calls the reader has queued responses for since it
+	// last read the connection, to be told (deliver) before it reads
+	// again, when its streamRPC says when that is (readBatcher): the
+	// responses one read brought reach each consumer in one wake-up.
+	// Reader only.
+	told    []*Call
+	batched bool
 }
 
 // sendItem is a request to send: the call's request, or its in-band cancel.
@@ -261,6 +268,16 @@ type streamRPC interface {
 	CloseSend() error
 }
 
+// A readBatcher is a streamRPC that says when its reader is about to read
+// the connection (the own-h2 transport's): OnRead's f runs then, on the
+// reader, once the messages of the last read are all returned. grpc-go's
+// stream cannot say so; its reader tells a call of each response at
+// once.
+type readBatcher interface {
+	streamRPC
+	OnRead(f func())
+}
+
 // sendLoop sends queued requests in order. It returns when the stream's
 // context ends, after a half-close, or when Send fails (the reader then
 // learns the stream's status from Recv).
@@ -336,7 +353,19 @@ func cancelRequest(req *pb.ModelInferRequest) *pb.ModelInferRequest {
 
 // readLoop is the reader goroutine: it routes every response and ends the
 // stream when Recv fails.
+//
+// Where rpc says when it reads the connection (readBatcher), the reader
+// tells the calls of what one read brought only once it has routed all
+// of it, before it reads again (deliver): a call whose last response
+// and final flag came in one read (a decoupled model sends the flag as
+// a message of its own right after) is told once, and its consumer
+// relays both at once, in one write to its client; so are several
+// responses of one call in one read.
 func (s *stream) readLoop(rpc streamRPC) {
+	if b, ok := rpc.(readBatcher); ok {
+		s.batched = true
+		b.OnRead(s.deliver)
+	}
 	first := true
 	var heard uint64 // the last health check epoch noted (target.hear)
 	for {
@@ -346,6 +375,7 @@ func (s *stream) readLoop(rpc streamRPC) {
 			err = s.route(s.msg.b)
 		}
 		if err != nil {
+			s.deliver()
 			s.closeWith(err)
 			return
 		}
@@ -421,7 +451,7 @@ func (s *stream) route(msg []byte) error {
 	if end == nil {
 		s.mu.Unlock()
 		if told != nil {
-			told.Ready()
+			s.tell(cl, told)
 		}
 		return nil
 	}
@@ -448,6 +478,37 @@ func (s *stream) route(msg []byte) error {
 		s.cancelUpstream(cl)
 	}
 	return nil
+}
+
+// tell tells n, cl's Notifier, of a response just queued: at once, or
+// with the other responses of the same read (deliver) when the reader
+// reads by batches.
+func (s *stream) tell(cl *Call, n Notifier) {
+	if !s.batched {
+		n.Ready()
+		return
+	}
+	if k := len(s.told); k == 0 || s.told[k-1] != cl { // a call's responses often come in a row
+		s.told = append(s.told, cl)
+	}
+}
+
+// deliver tells the calls in s.told of the responses queued for them,
+// each its Notifier as it is now (one set to nil since is told nothing).
+// A call that has ended meanwhile is not told: its end told it, or will,
+// once all it had queued was there (finish). A call told twice (its
+// responses not in a row) finds nothing the second time.
+func (s *stream) deliver() {
+	for i, cl := range s.told {
+		s.told[i] = nil
+		if cl.ended.Load() {
+			continue
+		}
+		if n := cl.q.notifier(); n != nil {
+			n.Ready()
+		}
+	}
+	s.told = s.told[:0]
 }
 
 // dropInputs frees the inputs, parameters and outputs of req, a request

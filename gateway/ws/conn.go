@@ -171,8 +171,12 @@ func (o *output) send(size int, build func([]byte) []byte) error {
 		o.begun = len(o.buf)
 	}
 	o.queued = 1
-	o.charge()
 	o.wakeWriter()
+	if !o.charge() {
+		// The rest of a begun frame goes out whole all the same; the
+		// socket closes (1008) for want of memory.
+		return errNoMemory
+	}
 	return nil
 }
 
@@ -198,18 +202,32 @@ func (o *output) charge() bool {
 
 // Write is coder/websocket's: one whole control frame (its buffered
 // writer flushes every frame, and a control frame fits its buffer). It
-// goes out after the bytes waiting, written by this goroutine unless a
-// write is under way (whose writer then writes it).
+// goes out after the bytes waiting. This goroutine writes it when nothing
+// waits before it; a ping or pong behind waiting data frames is left to
+// the session's writer, which writes them under WriteTimeout: coder
+// writes its control frames under a 5 s limit of its own that closes the
+// connection, and a pong would keep coder's reader from reading the
+// client's frames meanwhile. A close frame is written here all the same
+// (coder closes the connection once it is written).
 func (o *output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return 0, net.ErrClosed
 	}
-	if len(p) > 0 && p[0]&0x0f == opClose {
+	closing := len(p) > 0 && p[0]&0x0f == opClose
+	if closing {
 		o.shut, o.closed = true, true // nothing may follow it
 	}
+	behind := len(o.buf) > 0
 	o.buf = append(o.buf, p...)
+	if behind && !closing {
+		if !o.writing {
+			o.wakeWriter()
+		}
+		o.mu.Unlock()
+		return len(p), nil
+	}
 	o.mu.Unlock()
 	if err := o.flush(); err != nil {
 		return 0, err

@@ -266,3 +266,37 @@ func TestSenderWritesWhileBatchesAreSingle(t *testing.T) {
 		t.Fatalf("a frame waits for the writer after %d batches of one", singleToDirect)
 	}
 }
+
+// TestPingBehindDataLeftToWriter: a control frame coder/websocket writes
+// (a ping or pong) behind data frames waiting for the writer is queued
+// behind them and the writer woken, not written by coder's goroutine
+// under coder's own 5 s limit; the writer then writes both, in order.
+func TestPingBehindDataLeftToWriter(t *testing.T) {
+	c, client := acceptedConn(t)
+	data := DataFrame("a1", 0, []byte(`"x"`))
+	c.out.mu.Lock()
+	c.out.buf = appendTextFrame(c.out.buf, func(b []byte) []byte { return append(b, data...) })
+	c.out.queued = 1
+	waiting := len(c.out.buf)
+	c.out.mu.Unlock()
+	ping := []byte{finBit | 0x9, 2, 'h', 'i'}
+	if n, err := c.out.Write(ping); err != nil || n != len(ping) {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	c.out.mu.Lock()
+	left, woken := len(c.out.buf), len(c.out.wake)
+	c.out.mu.Unlock()
+	if left != waiting+len(ping) || woken != 1 {
+		t.Fatalf("after the ping: %d bytes wait (want %d), %d wake-ups pending (want 1)", left, waiting+len(ping), woken)
+	}
+	if err := c.out.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTextFrame(t, client); string(got) != string(data) {
+		t.Fatalf("first frame %q, want the data frame", got)
+	}
+	got := make([]byte, len(ping))
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != string(ping) {
+		t.Fatalf("then %q, %v; want the ping", got, err)
+	}
+}

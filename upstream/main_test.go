@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -60,7 +61,8 @@ func startEngineWith(tb testing.TB, addr string, extra ...*pb.ModelConfig) *test
 }
 
 // serveEngine starts an engine with o, its built-in models and a discarding
-// logger, on addr or a free port; it is stopped when the test ends.
+// logger, on addr or a free port; it is stopped when the test ends. An
+// addr "unix:PATH" is a unix socket, and the engine's addr that target.
 func serveEngine(tb testing.TB, addr string, o engine.Options) *testEngine {
 	tb.Helper()
 	o.Repository, o.Backends, o.Logger = builtin.FS, builtin.Backends(), slog.New(slog.DiscardHandler)
@@ -70,6 +72,15 @@ func serveEngine(tb testing.TB, addr string, o engine.Options) *testEngine {
 	}
 	if addr == "" {
 		addr = "127.0.0.1:0"
+	}
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		lis, err := net.Listen("unix", path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		e := serveOn(tb, srv, lis)
+		e.addr = addr
+		return e
 	}
 	var lis net.Listener
 	for i := 0; ; i++ { // a just-freed port may linger briefly
@@ -82,6 +93,11 @@ func serveEngine(tb testing.TB, addr string, o engine.Options) *testEngine {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return serveOn(tb, srv, lis)
+}
+
+// serveOn serves srv on lis until the test ends or stop is called.
+func serveOn(tb testing.TB, srv *engine.Server, lis net.Listener) *testEngine {
 	e := &testEngine{srv: srv, addr: lis.Addr().String(), done: make(chan struct{})}
 	go func() {
 		defer close(e.done)

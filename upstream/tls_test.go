@@ -1,9 +1,26 @@
 package upstream
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/streamgate/streamgate/engine"
 
 	"github.com/streamgate/streamgate/upstream/rawsock"
 )
@@ -59,4 +76,130 @@ func TestTransportCredentialsRaw(t *testing.T) {
 	if _, ok := transportCredentials(nil, "").Clone().(rawCredentials); !ok {
 		t.Fatal("a clone lost the raw connection")
 	}
+}
+
+// serveTLSEngine serves the engine over TLS with a self-signed certificate
+// for 127.0.0.1, and returns it and the pool that trusts it.
+func serveTLSEngine(t *testing.T) (*testEngine, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "engine"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := serveEngine(t, "", engine.Options{
+		TLS: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}}}})
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	return e, roots
+}
+
+// spyConn is a socket that counts the reads and writes made through its
+// own methods. A rawsock.Conn around it makes none: its system calls go
+// to the socket (SyscallConn).
+type spyConn struct {
+	socket
+	calls *atomic.Int64
+}
+
+type socket interface {
+	net.Conn
+	syscall.Conn
+}
+
+func (c spyConn) Read(p []byte) (int, error) {
+	c.calls.Add(1)
+	return c.socket.Read(p)
+}
+
+func (c spyConn) Write(p []byte) (int, error) {
+	c.calls.Add(1)
+	return c.socket.Write(p)
+}
+
+// spyDialer is grpc-go's dialer with every connection a spyConn; dials
+// counts the connections, calls their reads and writes.
+func spyDialer(dials, calls *atomic.Int64) grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		network := "tcp"
+		if path, ok := strings.CutPrefix(addr, "unix://"); ok { // grpc-go's form of an absolute unix: target
+			network, addr = "unix", path
+		} else if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+			network, addr = "unix", path
+		}
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		dials.Add(1)
+		return spyConn{c.(socket), calls}, nil
+	})
+}
+
+// grpc-go's transport relays a stream over TLS and over a unix socket
+// with every read and write of the connection raw (rawCredentials wraps
+// it before the handshake): none goes through the dialled connection's
+// own Read or Write.
+func TestGRPCTransportRaw(t *testing.T) {
+	dir, err := os.MkdirTemp("", "sg") // a unix socket's path must stay under 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tlsEngine, roots := serveTLSEngine(t)
+	unixEngine := serveEngine(t, "unix:"+filepath.Join(dir, "engine.sock"), engine.Options{})
+	for _, tc := range []struct {
+		name   string
+		target string
+		tls    *tls.Config
+	}{
+		{"tls", tlsEngine.addr, &tls.Config{RootCAs: roots}},
+		{"unix", unixEngine.addr, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var dials, calls atomic.Int64
+			c := newTestClient(t, []string{tc.target}, &Options{Transport: TransportGRPC, TLS: tc.tls, DialOptions: []grpc.DialOption{spyDialer(&dials, &calls)}})
+			cl, err := c.Start(t.Context(), repeatN(3, 4, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := readAll(t.Context(), cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRepeat(t, rs, 3, 4)
+			if dials.Load() == 0 {
+				t.Fatal("the stream went over no connection of the test's dialer")
+			}
+			if n := calls.Load(); n != 0 {
+				t.Fatalf("%d reads and writes went through the connection's own methods, not raw", n)
+			}
+		})
+	}
+	// The TLS engine refuses a client that does not trust it: the stream
+	// above was over TLS.
+	var dials, calls atomic.Int64
+	bad := newTestClient(t, []string{tlsEngine.addr}, &Options{Transport: TransportGRPC, TLS: &tls.Config{}, HealthInterval: -1,
+		DialOptions: []grpc.DialOption{spyDialer(&dials, &calls)}})
+	cl, err := bad.Start(t.Context(), repeatN(3, 1, 0))
+	if err == nil {
+		_, err = readAll(t.Context(), cl)
+	}
+	wantKind(t, err, KindUnavailable)
 }

@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/streamgate/streamgate/upstream/rawsock"
@@ -581,11 +582,35 @@ func putBuf(b *[]byte) {
 }
 
 // keptConn is a connection handed back with bytes of its next request
-// already read: Read returns those first.
+// already read: Read returns those first. It keeps what net/http and the
+// gateway use of the connection it wraps: CloseWrite (net/http's
+// half-close before it closes a connection) and SyscallConn (a write
+// that does not wait, rawsock.Writer, as a WebSocket's).
 type keptConn struct {
 	net.Conn
 	kept []byte
 	off  int
+}
+
+// CloseWrite shuts down the writing side of the connection, when the
+// connection it wraps can.
+func (c *keptConn) CloseWrite() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok {
+		return &net.OpError{Op: "close", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errors.ErrUnsupported}
+	}
+	return cw.CloseWrite()
+}
+
+// SyscallConn is the socket of the connection it wraps, when that has
+// one. It is for writes: a read of the socket itself would miss the
+// kept bytes.
+func (c *keptConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 func (c *keptConn) Read(p []byte) (int, error) {

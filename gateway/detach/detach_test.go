@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
 func TestMain(m *testing.M) {
@@ -375,4 +377,102 @@ func TestFinishNowNeverWaits(t *testing.T) {
 	if string(got) != "next" || dials != 1 {
 		t.Errorf("next: %q, %d dials", got, dials)
 	}
+}
+
+// A connection handed back after a detached response keeps its socket's
+// CloseWrite and SyscallConn: the next request's handler takes it from
+// net/http, as a WebSocket upgrade does, and gets a write that does not
+// wait (rawsock.Writer) and a half-close the client sees as the end.
+func TestHandedBackKeepsSocket(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := NewListener(ln.Addr())
+	seenEOF := make(chan struct{})
+	sawEOF := sync.OnceFunc(func() { close(seenEOF) })
+	var handlers sync.WaitGroup
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/detached" {
+			d, err := Hijack(w, r)
+			if err != nil {
+				t.Errorf("Hijack: %v", err)
+				return
+			}
+			io.WriteString(d, "detached")
+			d.Finish(back)
+			return
+		}
+		handlers.Add(1) // before Shutdown can return: the connection is active
+		defer handlers.Done()
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("Hijack: %v", err)
+			return
+		}
+		defer c.Close()
+		if _, ok := c.(*keptConn); !ok {
+			t.Errorf("the second request came on a %T, not a connection handed back", c)
+		}
+		rw := rawsock.NewWriter(c)
+		if rw == nil {
+			t.Error("no raw writer on the handed-back connection")
+			return
+		}
+		if n, err := rw.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nraw")); n != 41 || err != nil {
+			t.Errorf("raw write: %d %v", n, err)
+			return
+		}
+		cw, ok := c.(interface{ CloseWrite() error })
+		if !ok {
+			t.Error("no CloseWrite on the handed-back connection")
+			return
+		}
+		if err := cw.CloseWrite(); err != nil {
+			t.Errorf("CloseWrite: %v", err)
+			return
+		}
+		<-seenEOF // the client saw the end before the connection closed
+	})}
+	var serving sync.WaitGroup
+	serving.Go(func() { srv.Serve(rawsock.Listener{Listener: ln}) })
+	serving.Go(func() { srv.Serve(back) })
+	t.Cleanup(func() {
+		srv.Shutdown(context.Background())
+		handlers.Wait()
+		serving.Wait()
+	})
+	t.Cleanup(sawEOF) // first: a test failed early leaves no handler waiting
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	get := func(path string) string {
+		t.Helper()
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(body)
+	}
+	if body := get("/detached"); body != "detached" {
+		t.Fatalf("first response %q", body)
+	}
+	if body := get("/upgrade"); body != "raw" {
+		t.Fatalf("second response %q", body)
+	}
+	if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("after the half-close: %d %v, want EOF", n, err)
+	}
+	sawEOF()
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -189,6 +190,37 @@ func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Unlock()
 	return n, err
 }
+
+// ReadFrom copies r to the connection. A file or a socket (alone or
+// behind an io.LimitedReader), which the kernel copies from itself
+// (sendfile, splice), goes to the wrapped connection's own ReadFrom, as
+// net/http's io.Copy of a file would without the wrapping; anything else
+// is read here and written raw.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := c.Conn.(io.ReaderFrom)
+	if !ok || !kernelCopies(r) {
+		return io.Copy(writerOnly{c}, r)
+	}
+	c.wmu.Lock() // ordered with Write
+	defer c.wmu.Unlock()
+	return rf.ReadFrom(r)
+}
+
+// kernelCopies says whether r is one a TCP connection's ReadFrom hands to
+// the kernel (sendfile, splice) rather than copying it through a buffer.
+func kernelCopies(r io.Reader) bool {
+	if lr, ok := r.(*io.LimitedReader); ok {
+		r = lr.R
+	}
+	switch r.(type) {
+	case *os.File, *net.TCPConn, *net.UnixConn:
+		return true
+	}
+	return false
+}
+
+// writerOnly hides a writer's ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
 
 // CloseWrite shuts down the writing side of the connection (net/http
 // does before it closes one, so that the client reads the answer first).

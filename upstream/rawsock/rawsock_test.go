@@ -3,9 +3,11 @@ package rawsock
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -243,4 +245,81 @@ func TestListener(t *testing.T) {
 // TestMain fails the run if any goroutine outlived its test.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+// readFromSpy is a TCP connection that notes what its ReadFrom was given.
+type readFromSpy struct {
+	*net.TCPConn
+	got []string
+}
+
+func (c *readFromSpy) ReadFrom(r io.Reader) (int64, error) {
+	c.got = append(c.got, fmt.Sprintf("%T", r))
+	return c.TCPConn.ReadFrom(r)
+}
+
+// ReadFrom hands a file, alone or limited, to the wrapped connection's
+// ReadFrom (sendfile), and copies any other reader itself; the peer reads
+// the same bytes either way.
+func TestReadFrom(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	tc, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	spy := &readFromSpy{TCPConn: tc}
+	c, ok := Wrap(spy).(*Conn)
+	if !ok {
+		t.Fatal("the connection was not wrapped")
+	}
+	defer c.Close()
+
+	data := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB, more than the buffers hold
+	f, err := os.CreateTemp(t.TempDir(), "body")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		r    func() io.Reader
+		want []byte
+		via  []string // what the wrapped connection's ReadFrom got
+	}{
+		{"file", func() io.Reader { f.Seek(0, io.SeekStart); return f }, data, []string{"*os.File"}},
+		{"limited file", func() io.Reader { f.Seek(0, io.SeekStart); return io.LimitReader(f, 1000) }, data[:1000], []string{"*io.LimitedReader"}},
+		{"other reader", func() io.Reader { return struct{ io.Reader }{bytes.NewReader(data)} }, data, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spy.got = nil
+			read := make(chan []byte, 1)
+			go func() {
+				b := make([]byte, len(tc.want))
+				n, _ := io.ReadFull(peer, b)
+				read <- b[:n]
+			}()
+			n, err := c.ReadFrom(tc.r())
+			if err != nil || n != int64(len(tc.want)) {
+				t.Fatalf("ReadFrom: %d, %v", n, err)
+			}
+			if got := <-read; !bytes.Equal(got, tc.want) {
+				t.Fatalf("the peer read %d bytes, not the %d sent", len(got), len(tc.want))
+			}
+			if !slices.Equal(spy.got, tc.via) {
+				t.Fatalf("the wrapped connection's ReadFrom got %v, want %v", spy.got, tc.via)
+			}
+		})
+	}
 }

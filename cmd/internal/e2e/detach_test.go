@@ -247,7 +247,8 @@ func TestDetachedStreamAccounting(t *testing.T) {
 }
 
 // A connection a detached stream handed back carries a WebSocket upgrade
-// next: the socket serves requests over it.
+// next: the socket serves requests over it (writing raw: the connection
+// handed back keeps its socket, SyscallConn).
 func TestDetachedStreamThenWebSocket(t *testing.T) {
 	s := newStack(t, nil)
 	c := dialRaw(t, s)

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +38,11 @@ func lastData(t *testing.T, r *sse.Reader) string {
 
 // smallServerBuffers gives the gateway's connections small socket send
 // buffers, so that a client that does not read stalls its writer soon.
-func smallServerBuffers(c *stack.Config) {
+func smallServerBuffers(c *stack.Config) { serverSendBuffer(c, 16<<10) }
+
+// serverSendBuffer sets the socket send buffer of the gateway's
+// connections to size bytes (the kernel keeps its own minimum).
+func serverSendBuffer(c *stack.Config, size int) {
 	c.Server = func(srv *http.Server) {
 		srv.ConnState = func(c net.Conn, st http.ConnState) {
 			if rc, ok := c.(interface{ NetConn() net.Conn }); ok { // rawsock.Conn
@@ -45,7 +51,7 @@ func smallServerBuffers(c *stack.Config) {
 			// Handed back (detach), a connection is new again: its
 			// buffer was set when it was accepted.
 			if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {
-				tc.SetWriteBuffer(16 << 10)
+				tc.SetWriteBuffer(size)
 			}
 		}
 	}
@@ -121,6 +127,48 @@ func TestDrainCutsStalledSSE(t *testing.T) {
 	waitFor(t, "the engine to finish the stalled stream", func() bool { st := s.up.Stats(); return st.Started == 1 && st.InFlight == 0 })
 	stillWriting(t, s)
 	drainNow(t, s)
+}
+
+// A detached event stream whose end the socket did not take at once is
+// finished on a goroutine of its own, which waits for the client (here
+// with no write timeout): Drain cuts its connection, and the goroutine
+// ends. The stream is one response (echo, not streaming) of one batch,
+// ended on the upstream reader with its headers, its event and its last
+// chunk in one write (detach's EndWith, FinishNow), which socket buffers
+// as small as the kernel allows (a few KB) cannot take.
+func TestDrainCutsStalledSSEFinish(t *testing.T) {
+	s := newStack(t, &gateway.Options{SSE: &sse.Options{WriteTimeout: -1}}, func(c *stack.Config) { serverSendBuffer(c, 1) })
+	tr := &http.Transport{DialContext: (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1) })
+	}}).DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	word := strings.Repeat("x", 20<<10) // a batch (under 32 KiB) that the buffers cannot take
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+"/v2/models/echo/generate_stream",
+		strings.NewReader(`{"text_input":"`+word+`","stream":false}`))
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	const finishing = "core.(*detached).finish("
+	waitFor(t, "the stream to wait in its finishing goroutine", func() bool { return strings.Contains(allStacks(), finishing) })
+	drainNow(t, s)
+	waitFor(t, "the finishing goroutine to end", func() bool { return !strings.Contains(allStacks(), finishing) })
+	if n, err := io.Copy(io.Discard, resp.Body); err == nil {
+		t.Fatalf("the client read the whole stream (%d bytes), want it cut", n)
+	}
+}
+
+// allStacks is every goroutine's stack.
+func allStacks() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return string(buf[:n])
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // Drain does not outlive its context when a WebSocket client does not

@@ -6,11 +6,13 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -23,6 +25,7 @@ import (
 	"github.com/streamgate/streamgate/gateway"
 	"github.com/streamgate/streamgate/gateway/sse"
 	"github.com/streamgate/streamgate/gateway/ws"
+	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
 // testCerts are a test's throwaway CA and the gateway's certificate
@@ -389,7 +392,8 @@ func TestTLSHTTP2StreamLimit(t *testing.T) {
 
 // With --h2c the plaintext listener speaks HTTP/2 to a client that knows
 // it in advance (prior knowledge, as a balancer does) and HTTP/1.1 to the
-// rest; without it, such a client is refused.
+// rest; without it, such a client is refused. The HTTP/2 connection is
+// one the listener wrapped to read and write raw (rawsock.Listener).
 func TestH2C(t *testing.T) {
 	prior := func(t *testing.T) *http.Client {
 		p := new(http.Protocols)
@@ -408,10 +412,28 @@ func TestH2C(t *testing.T) {
 		return resp, events(t, string(body)), err
 	}
 
-	s := newStack(t, nil, func(c *stack.Config) { c.H2C = true })
+	var raw, other atomic.Int64 // the connections accepted, by kind
+	s := newStack(t, nil, func(c *stack.Config) {
+		c.H2C = true
+		c.Server = func(srv *http.Server) {
+			srv.ConnState = func(c net.Conn, st http.ConnState) {
+				if st != http.StateNew {
+					return
+				}
+				if _, ok := c.(*rawsock.Conn); ok {
+					raw.Add(1)
+				} else {
+					other.Add(1)
+				}
+			}
+		}
+	})
 	resp, evs, err := stream(prior(t), s.url)
 	if err != nil || resp.Proto != "HTTP/2.0" || resp.StatusCode != 200 || len(evs) != 3 {
 		t.Fatalf("prior knowledge: %v %v %v", resp, evs, err)
+	}
+	if raw.Load() != 1 || other.Load() != 0 {
+		t.Fatalf("the HTTP/2 stream's server saw %d raw connections and %d others, want 1 raw", raw.Load(), other.Load())
 	}
 	resp, evs, err = stream(httpClient(t), s.url)
 	if err != nil || resp.Proto != "HTTP/1.1" || len(evs) != 3 {

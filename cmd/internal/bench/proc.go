@@ -219,12 +219,21 @@ func startMonitor(pids []int, gwPid int, win window, active *atomic.Int64, self 
 		r, err := procstat.RSS(gwPid)
 		m.snap.gwStart, m.snap.gwOK = r, err == nil
 	}
+	// A window that opens now (no warmup) opens before the first request
+	// starts, not whenever a goroutine gets to run: on a busy machine that
+	// could be after the last request ended, and the window's counts 0.
+	now := time.Until(win.from) <= 0
+	if now {
+		m.begin()
+	}
 	m.wg.Go(func() {
-		select {
-		case <-time.After(time.Until(win.from)):
-			m.begin()
-		case <-m.done:
-			return
+		if !now {
+			select {
+			case <-time.After(time.Until(win.from)):
+				m.begin()
+			case <-m.done:
+				return
+			}
 		}
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()

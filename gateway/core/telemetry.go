@@ -190,19 +190,22 @@ func (s *Server) logRequest(ctx context.Context, r *http.Request, sw *statusWrit
 			level = slog.LevelDebug
 		}
 	}
-	if !s.Log.Enabled(ctx, level) {
+	h := s.Log.Handler()
+	if !h.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 7)
-	attrs = append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code))
+	// The record is built here rather than by the Logger, which would
+	// walk the stack for a caller's address that no handler here writes.
+	rec := slog.NewRecord(time.Now(), level, "request", 0)
+	rec.AddAttrs(slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code))
 	if sw.model != "" {
-		attrs = append(attrs, slog.String("model", sw.model))
+		rec.AddAttrs(slog.String("model", sw.model))
 	}
 	if sw.counted {
-		attrs = append(attrs, slog.Int("tokens", sw.tokens))
+		rec.AddAttrs(slog.Int("tokens", sw.tokens))
 	}
-	attrs = append(attrs, slog.Duration("duration", took))
-	s.Log.LogAttrs(ctx, level, "request", attrs...)
+	rec.AddAttrs(slog.Duration("duration", took))
+	_ = h.Handle(ctx, rec) // as the Logger: a log that fails has nobody to tell
 }
 
 // noteRequest tells the log line of the HTTP request that out writes to

@@ -58,7 +58,7 @@ func (h *Handler) Enabled(_ context.Context, l slog.Level) bool {
 // WithAttrs and WithGroup return slog's handler with them: such loggers
 // write few lines.
 func (h *Handler) WithAttrs(as []slog.Attr) slog.Handler { return h.slow.WithAttrs(as) }
-func (h *Handler) WithGroup(name string) slog.Handler   { return h.slow.WithGroup(name) }
+func (h *Handler) WithGroup(name string) slog.Handler    { return h.slow.WithGroup(name) }
 
 // Handle writes r as one line.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {

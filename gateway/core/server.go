@@ -300,6 +300,9 @@ type Server struct {
 	Log     *slog.Logger
 	Tracer  trace.Tracer
 	prop    propagation.TextMapPropagator
+	// propKeys are the headers prop reads, in canonical form: a request
+	// with none of them has no trace context to extract.
+	propKeys []string
 
 	limits   *limiter
 	streams  *registry // what Drain ends: every running request, socket and stream
@@ -327,6 +330,7 @@ func New(up *upstream.Client, inspect Inspector, opts *Options) *Server {
 		metrics: newGatewayMetrics(metrics.New(o.MeterProvider.Meter(scope))),
 		IDs:     newIDSource(),
 	}
+	s.propKeys = canonicalKeys(o.Propagator.Fields())
 	s.Resume = resume.New(o.Store, &resume.Options{
 		Grace: o.ResumeGrace, TTL: o.ResumeTTL, Lease: o.ResumeLease, Logger: o.Logger,
 		FlushInterval: o.ResumeFlushInterval, Memory: o.ResumeMemory,
@@ -348,6 +352,15 @@ func (h TopHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sw.rest != nil {
 		sw.rest()
 	}
+}
+
+// canonicalKeys is keys as net/http keys its header map.
+func canonicalKeys(keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = http.CanonicalHeaderKey(k)
+	}
+	return out
 }
 
 // growStack grows the calling goroutine's stack to what a request's

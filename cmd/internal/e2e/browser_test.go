@@ -248,6 +248,10 @@ func startChromium(t *testing.T, args ...string) *chromium {
 		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
 	}, args...)
 	cmd := exec.Command(bin, append(args, "about:blank")...)
+	// With --disable-dev-shm-usage Chromium keeps its shared memory in
+	// files under TMPDIR and leaves them behind when it is stopped: keep
+	// them in the test's own directory, which the test removes.
+	cmd.Env = append(os.Environ(), "TMPDIR="+profile)
 	p := startProcess(t, "chromium", cmd, syscall.SIGTERM)
 	p.noise = "dbus" // no system bus in CI containers: harmless, and many lines
 	// Chromium writes the port it chose to DevToolsActivePort.

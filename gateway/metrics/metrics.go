@@ -38,10 +38,7 @@ func (r *Registry) Counter(name, unit, help string, labels ...string) *Counter {
 		return &CounterValue{series: series{set: set}}
 	})}
 	_, err := r.m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(help),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			c.fam.each(func(v *CounterValue) { v.observe(o) })
-			return nil
-		}))
+		metric.WithInt64Callback(report(c.fam)))
 	must(name, err)
 	return c
 }
@@ -53,10 +50,7 @@ func (r *Registry) Gauge(name, unit, help string, labels ...string) *Gauge {
 		return &GaugeValue{series: series{set: set}}
 	})}
 	_, err := r.m.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(help),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			g.fam.each(func(v *GaugeValue) { v.observe(o) })
-			return nil
-		}))
+		metric.WithInt64Callback(report(g.fam)))
 	must(name, err)
 	return g
 }
@@ -77,6 +71,18 @@ func (s *series) add(n int64) {
 	s.n.Add(n)
 	if !s.used.Load() {
 		s.used.Store(true)
+	}
+}
+
+// report is the callback of an observable instrument whose series are
+// fam's.
+func report[V any, P interface {
+	*V
+	observe(metric.Int64Observer)
+}](fam *family[V]) metric.Int64Callback {
+	return func(_ context.Context, o metric.Int64Observer) error {
+		fam.each(func(v *V) { P(v).observe(o) })
+		return nil
 	}
 }
 

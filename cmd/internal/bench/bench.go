@@ -69,6 +69,15 @@ type Config struct {
 	QueueBytes int
 	// Redis is the embedded gateway's --redis (resumable streams' store).
 	Redis string
+	// Floor runs every sse and ws run again against the floor server
+	// (floor.go), right after it, and reports the gateway over the floor.
+	Floor bool
+	// FloorTick is how often the floor's pacer sends what is due (0:
+	// each response when it is due).
+	FloorTick time.Duration
+	// FloorBinary is the streamgate binary that serves the floor
+	// (default: this executable).
+	FloorBinary string
 
 	JSON       bool
 	CPUProfile string
@@ -162,8 +171,22 @@ var knownTransports = []string{"direct", "sse", "chat", "ws", "sse-resumable", "
 type plannedRun struct {
 	transport string
 	wl        workload
-	conc      int // streams; 0: --c
+	conc      int  // streams; 0: --c
+	floor     bool // against the floor server (--floor)
 }
+
+// name is the run's name in the report: the transport, and "-floor" for
+// the floor server's run of it.
+func (pr plannedRun) name() string {
+	if pr.floor {
+		return pr.transport + "-floor"
+	}
+	return pr.transport
+}
+
+// hasFloor reports whether --floor runs transport t again on the floor
+// server.
+func hasFloor(t string) bool { return t == "sse" || t == "ws" }
 
 // plan lists the runs: for every workload in use, its direct baseline
 // (with --compare, or when asked for) and the transports using it. The
@@ -217,6 +240,9 @@ func (c *Config) plan() (runs []plannedRun, notes []string) {
 		}
 		for _, t := range ts {
 			runs = append(runs, plannedRun{transport: t, wl: g.wl})
+			if c.Floor && hasFloor(t) {
+				runs = append(runs, plannedRun{transport: t, wl: g.wl, floor: true})
+			}
 		}
 	}
 	return runs, notes
@@ -342,7 +368,14 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 			backend.Sleep(ctx, c.Pause)
 		}
 		var sp *spawned
-		if c.Spawn {
+		var pc *pacer          // the floor server's
+		rc, runPIDs := c, pids // the floor's run: its own server
+		if pr.floor {
+			if sp, pc, err = spawnFloor(ctx, c.FloorBinary, pr.wl, c.FloorTick); err != nil {
+				return fmt.Errorf("the floor server: %w", err)
+			}
+			rc.HTTP, runPIDs = sp.http, sp.pids()
+		} else if c.Spawn {
 			// Room for every stream: the gateway's limit, and upstream
 			// streams at 256 requests each.
 			streams := max(2*c.Concurrency, 4096)
@@ -366,23 +399,27 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 				return err
 			}
 			c.HTTP, c.GRPC, pids = sp.http, sp.grpc, sp.pids()
+			rc, runPIDs = c, pids
 			rep.HTTP, rep.GRPC = "spawned", "spawned"
 		}
-		tr, err := c.newTransport(pr)
+		tr, err := rc.newTransport(pr)
 		if err != nil {
 			if sp != nil {
 				sp.stop()
 			}
+			if pc != nil {
+				pc.close()
+			}
 			return fmt.Errorf("%s: %w", pr.transport, err)
 		}
 		spec := runSpec{
-			name: pr.transport, tr: tr, wl: pr.wl, conc: c.Concurrency, rate: c.Rate,
+			name: pr.name(), tr: tr, wl: pr.wl, conc: c.Concurrency, rate: c.Rate,
 			duration: c.Duration, warmup: c.Warmup, ramp: c.Ramp, requests: c.Requests,
-			cancelAfter: c.CancelAfter, pids: pids, embedded: c.Embedded, serial: &serial,
+			cancelAfter: c.CancelAfter, pids: runPIDs, embedded: c.Embedded && !pr.floor, serial: &serial,
 		}
 		if sp != nil {
 			spec.gc = sp.gcWindow
-			if c.SpawnSplit {
+			if c.SpawnSplit && !pr.floor {
 				gw := sp.gateway()
 				spec.gatewayPID, spec.gatewayGC = gw.cmd.Process.Pid, gw.gc.window
 			}
@@ -390,11 +427,11 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		if c.MemProfile != "" {
 			spec.atWindowEnd = func() { writeHeapProfile(c.MemProfile+"."+pr.transport, stderr) }
 		}
-		if emb != nil && c.CancelAfter > 0 && pr.wl.Kind == modelRepeat {
+		if emb != nil && c.CancelAfter > 0 && pr.wl.Kind == modelRepeat && !pr.floor {
 			spec.tracker = emb.tracker
 			emb.tracker.enable(true)
 		}
-		fmt.Fprintf(stderr, "bench: %s %s, %d streams, %v + %v warmup...\n", pr.transport, pr.wl, c.Concurrency, c.Duration, c.Warmup)
+		fmt.Fprintf(stderr, "bench: %s %s, %d streams, %v + %v warmup...\n", pr.name(), pr.wl, c.Concurrency, c.Duration, c.Warmup)
 		res := run(ctx, spec)
 		if h, ok := tr.(*httpStream); ok && h.h2 != nil {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s over HTTP/2 (h2c): %d connections, up to %d streams each", pr.transport, h.h2.connections(), c.H2PerConn))
@@ -403,14 +440,18 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		if sp != nil {
 			sp.stop()
 		}
+		if pc != nil {
+			pc.close()
+		}
 		if emb != nil {
 			emb.tracker.enable(false)
 		}
-		fmt.Fprintf(stderr, "bench: %s: %.0f responses/s, %.0f requests/s, %d errors\n", pr.transport, res.RespPerSec, res.ReqPerSec, res.errorCount())
+		res.Floor = pr.floor
+		fmt.Fprintf(stderr, "bench: %s: %.0f responses/s, %.0f requests/s, %d errors\n", pr.name(), res.RespPerSec, res.ReqPerSec, res.errorCount())
 		rep.Results = append(rep.Results, res)
 	}
 	for _, r := range rep.Results {
-		if r.Transport == "direct" {
+		if r.Transport == "direct" || r.Floor {
 			continue
 		}
 		for _, b := range rep.Results {
@@ -418,6 +459,9 @@ func runBench(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 				r.Ratios = compare(r, b)
 			}
 		}
+	}
+	if c.Floor {
+		overFloor(rep.Results)
 	}
 	if c.SlopeAt > 0 {
 		memSlopes(rep.Results, base, c.SlopeAt)

@@ -46,6 +46,9 @@ stdout, progress to stderr.`,
 		Setup: func(fs *cli.FlagSet) cli.Run {
 			v := defineFlags(fs)
 			return func(ctx context.Context, _ []string, stdout, stderr io.Writer) error {
+				if v.floorServe != "" {
+					return serveFloor(ctx, v.floorServe, stderr)
+				}
 				c, err := v.config(fs)
 				if err != nil {
 					return err
@@ -82,6 +85,7 @@ func parseFlags(args []string) (Config, error) {
 type flagValues struct {
 	c                           Config
 	transports, pids, spawnArgs string
+	floorServe                  string
 }
 
 func defineFlags(fs *cli.FlagSet) *flagValues {
@@ -118,6 +122,9 @@ func defineFlags(fs *cli.FlagSet) *flagValues {
 	fs.BoolVar(&c.SpawnSplit, "spawn-split", false, "with --spawn, start 'streamgate engine' and 'streamgate gateway' as two processes (--spawn-args go to the gateway) and report the gateway's own memory per stream (preset hold: default true)")
 	fs.IntVar(&c.SlopeAt, "slope-at", 0, "with --spawn, run every transport again at `N` streams, on a fresh server, and report memory's growth per added stream between --c and N (RSS, and the live heap and stacks): a stream's own cost, without the fixed cost every process has (the runtime, the --gc-min-heap floor)")
 	fs.StringVar(&c.SpawnBinary, "spawn-binary", "", "the streamgate binary --spawn starts (default: this one), e.g. an older build to compare")
+	fs.BoolVar(&c.Floor, "floor", false, "after each sse and ws run, run its load against a floor server that does only the relay's unavoidable work (a client write per response, upstream reads shared) and report the gateway over it; repeat_int32 over HTTP/1.1")
+	fs.DurationVar(&c.FloorTick, "floor-tick", time.Millisecond, "with --floor: the floor's upstream sends the responses due every this long, one read for them all (0: each when due)")
+	fs.StringVar(&v.floorServe, "floor-serve", "", "internal: be the floor server --floor starts, paced from `ADDR`")
 	fs.Group("Clients")
 	fs.IntVar(&c.DirectStreams, "direct-streams", 0, "direct: share this many ModelStreamInfer streams (0: one stream per request)")
 	fs.IntVar(&c.WSPerSocket, "ws-per-socket", 64, "ws: concurrent requests per socket")
@@ -240,6 +247,12 @@ func (c *Config) validate() error {
 		return errors.New("--spawn and --embedded exclude each other")
 	case c.CancelAfter == 0 && (slices.Contains(c.Transports, "sse-resume") || slices.Contains(c.Transports, "sse-delete")):
 		return errors.New("sse-resume and sse-delete leave each request after --cancel-after responses: set it")
+	case c.Floor && (c.Model != modelRepeat || c.HTTP2):
+		return errors.New("--floor serves repeat_int32 over HTTP/1.1 only: drop --model and --http2")
+	case c.FloorTick < 0:
+		return errors.New("--floor-tick must not be negative")
+	case c.Floor && !slices.ContainsFunc(c.Transports, hasFloor):
+		return errors.New("--floor measures the sse and ws transports: add one")
 	case c.Redis != "" && !c.Embedded:
 		return errors.New("--embedded-redis is for --embedded (give --spawn-args=--redis=URL to spawned servers)")
 	}

@@ -89,6 +89,12 @@ type Result struct {
 	ServerCalls  *procstat.Calls `json:"server_calls,omitempty"`
 	GatewayCalls *procstat.Calls `json:"gateway_calls,omitempty"`
 	Ratios       *Ratios         `json:"vs_direct,omitempty"`
+	// Floor marks the floor server's run of Transport minus "-floor"
+	// (--floor): its ServerCPU and ServerCalls are the floor process's.
+	Floor bool `json:"floor,omitempty"`
+	// OverFloor, on a gateway's run with --floor: its CPU per response
+	// against the floor's run of the same load.
+	OverFloor *OverFloor `json:"over_floor,omitempty"`
 	// MemSlope, with --slope-at, on the run at --c: memory's growth per
 	// stream between it and the run at --slope-at.
 	MemSlope *MemSlope `json:"mem_slope,omitempty"`
@@ -248,6 +254,23 @@ func (rep *Report) writeTable(w io.Writer) {
 		}
 	}
 	for _, r := range rep.Results {
+		if r.Floor {
+			if r.ServerCPU != nil && r.Responses > 0 {
+				fmt.Fprintf(w, "%s: floor process %.2f µs CPU per response\n", r.Transport, *r.ServerCPU/float64(r.Responses)*1e6)
+			}
+			if c := r.ServerCalls; c != nil && r.Responses > 0 {
+				fmt.Fprintf(w, "%s: floor process %s\n", r.Transport, perResponse(*c, r.Responses))
+			}
+			continue
+		}
+		if o := r.OverFloor; o != nil {
+			who := "gateway process alone"
+			if o.Of == "server" {
+				who = "server (engine included)"
+			}
+			fmt.Fprintf(w, "%s: %s over the floor: %.2f against %.2f µs CPU per response, %+.2f µs (%.2f×)\n",
+				r.Transport, who, o.CPUPerResponse, o.FloorCPUPerResponse, o.AddedUS, o.Ratio)
+		}
 		if r.GatewayCPU != nil && r.Transport != "direct" && r.Responses > 0 {
 			fmt.Fprintf(w, "%s: gateway process alone %.2f µs CPU per response", r.Transport, *r.GatewayCPU/float64(r.Responses)*1e6)
 			if g := r.GatewayGC; g != nil {
@@ -379,4 +402,54 @@ func perResponse(c procstat.Calls, responses int64) string {
 	n := float64(responses)
 	return fmt.Sprintf("per response: %.3f read and %.3f write system calls, %.3f context switches",
 		float64(c.Reads)/n, float64(c.Writes)/n, float64(c.Switches)/n)
+}
+
+// OverFloor is a gateway run's CPU per response against the floor
+// server's run of the same transport and load (--floor).
+type OverFloor struct {
+	// Of is whose CPU CPUPerResponse is: "gateway" (the gateway process
+	// alone, --spawn-split) or "server" (the server processes: the
+	// engine's work is in it too).
+	Of                  string  `json:"of"`
+	CPUPerResponse      float64 `json:"cpu_us_per_response"`
+	FloorCPUPerResponse float64 `json:"floor_cpu_us_per_response"`
+	AddedUS             float64 `json:"added_us"`
+	// Ratio is CPUPerResponse / FloorCPUPerResponse; 0 when the floor's
+	// CPU read 0 (a run shorter than the clock's ticks).
+	Ratio float64 `json:"ratio"`
+}
+
+// overFloor sets OverFloor on every gateway run that has a floor run of
+// the same transport and load.
+func overFloor(rs []*Result) {
+	perResp := func(cpu *float64, r *Result) (float64, bool) {
+		if cpu == nil || r.Responses == 0 {
+			return 0, false
+		}
+		return *cpu / float64(r.Responses) * 1e6, true
+	}
+	for _, g := range rs {
+		if g.Floor {
+			continue
+		}
+		for _, f := range rs {
+			if !f.Floor || f.Transport != g.Transport+"-floor" || f.Workload != g.Workload || f.Concurrency != g.Concurrency {
+				continue
+			}
+			o := &OverFloor{Of: "gateway"}
+			var ok, floorOK bool
+			if o.CPUPerResponse, ok = perResp(g.GatewayCPU, g); !ok {
+				o.Of = "server"
+				o.CPUPerResponse, ok = perResp(g.ServerCPU, g)
+			}
+			if o.FloorCPUPerResponse, floorOK = perResp(f.ServerCPU, f); !ok || !floorOK {
+				continue
+			}
+			o.AddedUS = o.CPUPerResponse - o.FloorCPUPerResponse
+			if o.FloorCPUPerResponse > 0 {
+				o.Ratio = o.CPUPerResponse / o.FloorCPUPerResponse
+			}
+			g.OverFloor = o
+		}
+	}
 }

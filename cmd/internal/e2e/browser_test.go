@@ -250,8 +250,15 @@ func startChromium(t *testing.T, args ...string) *chromium {
 	cmd := exec.Command(bin, append(args, "about:blank")...)
 	// With --disable-dev-shm-usage Chromium keeps its shared memory in
 	// files under TMPDIR and leaves them behind when it is stopped: keep
-	// them in the test's own directory, which the test removes.
-	cmd.Env = append(os.Environ(), "TMPDIR="+profile)
+	// them in a directory of the test's own, removed after it. Its path is
+	// short: Chromium puts its singleton's Unix socket there, and a
+	// socket's path has at most 107 bytes (t.TempDir's are longer).
+	tmp, err := os.MkdirTemp("", "chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	p := startProcess(t, "chromium", cmd, syscall.SIGTERM)
 	p.noise = "dbus" // no system bus in CI containers: harmless, and many lines
 	// Chromium writes the port it chose to DevToolsActivePort.

@@ -2,6 +2,7 @@ package ws
 
 import (
 	"bufio"
+	encbin "encoding/binary"
 	"net"
 	"net/http"
 	"sync"
@@ -9,34 +10,43 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/streamgate/streamgate/upstream/budget"
 	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
-// Conn is a socket accepted by Accept: a websocket.Conn whose writes a
-// Session batches.
+// Conn is a socket accepted by Accept: a websocket.Conn whose data frames
+// a Session frames and writes itself (output), while coder/websocket
+// reads, and writes its control frames (ping, pong, close).
 type Conn struct {
 	*websocket.Conn
-	out *batchConn
+	out *output
 }
 
-// Accept is websocket.Accept with a connection a Session can batch: the
-// frames it writes between two network writes reach the client in one
-// (coder/websocket flushes every message on its own). On error Accept
-// has answered the client.
+// Accept is websocket.Accept with a connection a Session writes to
+// itself: the goroutine that holds a frame writes it when the socket can
+// take it, and the frames written between two network writes reach the
+// client in one (coder/websocket flushes every message on its own).
+// Compression is off: the Session frames its messages itself. On error
+// Accept has answered the client.
 func Accept(w http.ResponseWriter, r *http.Request, opts *websocket.AcceptOptions) (*Conn, error) {
+	var o websocket.AcceptOptions
+	if opts != nil {
+		o = *opts
+	}
+	o.CompressionMode = websocket.CompressionDisabled
 	hj := &hijacker{ResponseWriter: w}
-	c, err := websocket.Accept(hj, r, opts)
+	c, err := websocket.Accept(hj, r, &o)
 	if err != nil {
 		return nil, err
 	}
 	return &Conn{Conn: c, out: hj.out}, nil
 }
 
-// hijacker hands websocket.Accept the hijacked connection wrapped in a
-// batchConn.
+// hijacker hands websocket.Accept the hijacked connection wrapped in an
+// output.
 type hijacker struct {
 	http.ResponseWriter
-	out *batchConn
+	out *output
 }
 
 func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -44,61 +54,213 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.out = &batchConn{Conn: c, now: rawsock.NewWriter(c)}
+	h.out = &output{Conn: c, now: rawsock.NewWriter(c), wake: make(chan struct{}, 1), direct: true, probe: probeEvery}
 	// net/http's writer is fresh and empty (the 101 went out before the
-	// hijack): point it at the batching connection.
+	// hijack): point it at the output.
 	brw.Writer.Reset(h.out)
 	return h.out, brw, nil
 }
 
 func (h *hijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
-// batchConn is the socket's network connection. While held it keeps what
-// is written (by the session's writer, and by coder/websocket's pongs and
-// pings meanwhile) and writes it all at release, with a deadline; at any
-// other time writes go straight through.
-type batchConn struct {
+// output is the socket's writing side, and the one order its bytes
+// reach the network in.
+//
+// A frame (send) is written by the goroutine that holds it, with a write
+// that never waits, when nothing is waiting and no write is under way;
+// otherwise, and for what the socket did not take at once, it waits in
+// buf, and the session's writer (flush, on wake) writes it. Whoever
+// writes outside mu (writing) writes until buf is empty, so bytes go out
+// in the order they came. coder/websocket's control frames (Write) join
+// the same line.
+//
+// A sender's write saves the writer's wake-up, but costs one network
+// write per frame. Where frames come faster than that (the writer's
+// batches hold more than one: a busy or saturated gateway), they all
+// wait for the writer, which batches them, until singleToDirect batches
+// in a row hold one; one frame in probeEvery waits anyway, to see
+// whether others join it.
+type output struct {
 	net.Conn
-	now  *rawsock.Writer // release's first write, nil if none
-	mu   sync.Mutex
-	held bool
-	buf  []byte
+	now  *rawsock.Writer // the write that never waits; nil: every frame waits for the writer
+	wake chan struct{}   // capacity 1: buf has bytes and nobody writes them
+
+	// Set by NewSession before the socket is read or written.
+	limit   int64          // QueueBytes
+	mem     *budget.Budget // Memory
+	timeout time.Duration  // WriteTimeout; 0: none
+
+	mu       sync.Mutex
+	buf      []byte // bytes waiting, framed
+	begun    int    // buf's first bytes that end a frame already begun on the network
+	spare    []byte // the buffer of the last batch written
+	inFlight int    // bytes a writer took from buf and has not finished writing
+	charged  int64  // bytes borrowed from mem
+	writing  bool   // a goroutine writes outside mu; it writes buf too before it stops
+	queued   int    // frames in buf
+	// direct: a frame that finds the socket idle is written by its
+	// sender (else it waits for the writer); probe counts down the frames
+	// to the next that waits anyway, to see whether others join it.
+	direct bool
+	probe  int
+	single int  // batches of one frame in a row
+	shut   bool // the session is closing, or a write failed: no more data frames
+	closed bool // a close frame has gone or waits, or a write failed: nothing more
 }
 
-func (c *batchConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.held {
-		c.buf = append(c.buf, p...)
-		return len(p), nil
+// probeEvery: one frame in probeEvery that finds the socket idle waits
+// for the writer all the same (output.direct).
+const probeEvery = 16
+
+// singleToDirect is how many batches of one frame in a row have senders
+// write again.
+const singleToDirect = 4
+
+// keepSendBuf is the largest send buffer kept once written.
+const keepSendBuf = 64 << 10
+
+// send frames the text message build appends (about size bytes) and
+// writes it, or queues it behind what waits: errSlow or errNoMemory when
+// the socket's budget or the shared one cannot take it, errClosing once
+// the socket is closing, the write's error when the socket failed. It
+// never waits for the client.
+func (o *output) send(size int, build func([]byte) []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.shut {
+		return errClosing
 	}
-	return c.Conn.Write(p)
-}
-
-// hold starts keeping writes.
-func (c *batchConn) hold() {
-	c.mu.Lock()
-	c.held = true
-	c.mu.Unlock()
-}
-
-// release writes what was kept, within timeout, and stops keeping; a zero
-// timeout drops it instead (the connection is being abandoned). What the
-// socket takes at once goes out with no deadline set and cleared.
-func (c *batchConn) release(timeout time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.held = false
-	b := c.buf
-	c.buf = c.buf[:0]
-	if cap(c.buf) > keepSendBuf {
-		c.buf = nil
+	if o.buf == nil {
+		o.buf = make([]byte, 0, max(maxHeader+size, 512))
 	}
-	if len(b) == 0 || timeout == 0 {
+	at := len(o.buf)
+	o.buf = appendTextFrame(o.buf, build)
+	if int64(len(o.buf)+o.inFlight) > o.limit {
+		o.buf = o.buf[:at]
+		return errSlow
+	}
+	probing := false
+	if o.probe--; o.probe <= 0 {
+		o.probe, probing = probeEvery, true
+	}
+	if at > 0 || o.writing || o.now == nil || !o.direct || probing {
+		if !o.charge() {
+			o.buf = o.buf[:at]
+			return errNoMemory
+		}
+		o.queued++
+		if at == 0 && !o.writing {
+			o.wakeWriter()
+		}
 		return nil
 	}
-	if c.now != nil { // what the socket takes at once needs no deadline
-		n, err := c.now.Write(b)
+	n, err := o.now.Write(o.buf)
+	if err != nil {
+		o.buf = o.buf[:0]
+		o.shut, o.closed = true, true
+		return err
+	}
+	if n == len(o.buf) {
+		o.buf = o.buf[:0]
+		return nil
+	}
+	// The rest waits for the writer: at most one frame, within limit, that
+	// must go out whole once begun.
+	o.buf = o.buf[:copy(o.buf, o.buf[n:])]
+	if n > 0 {
+		o.begun = len(o.buf)
+	}
+	o.queued = 1
+	o.charge()
+	o.wakeWriter()
+	return nil
+}
+
+func (o *output) wakeWriter() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// charge borrows from mem what the waiting bytes need beyond the socket's
+// own share, or gives back what they no longer need; false, changing
+// nothing, when mem cannot lend it.
+func (o *output) charge() bool {
+	need := max(int64(len(o.buf)+o.inFlight)-ownQueue, 0)
+	if more := need - o.charged; more > 0 && !o.mem.Take(more) {
+		return false
+	}
+	o.mem.Give(o.charged - need)
+	o.charged = need
+	return true
+}
+
+// Write is coder/websocket's: one whole control frame (its buffered
+// writer flushes every frame, and a control frame fits its buffer). It
+// goes out after the bytes waiting, written by this goroutine unless a
+// write is under way (whose writer then writes it).
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return 0, net.ErrClosed
+	}
+	if len(p) > 0 && p[0]&0x0f == opClose {
+		o.shut, o.closed = true, true // nothing may follow it
+	}
+	o.buf = append(o.buf, p...)
+	o.mu.Unlock()
+	if err := o.flush(); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// flush writes what waits, and what comes meanwhile, until nothing does,
+// each batch in one network write within the timeout. It returns at once
+// when another goroutine writes (which then writes it all).
+func (o *output) flush() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.writing {
+		return nil
+	}
+	o.writing = true
+	defer func() { o.writing = false }()
+	for len(o.buf) > 0 {
+		batch := o.buf
+		switch { // control frames alone say nothing
+		case o.queued > 1:
+			o.direct, o.single = false, 0
+		case o.queued == 1:
+			o.single++
+			o.direct = o.direct || o.single >= singleToDirect
+		}
+		o.buf, o.spare = o.spare[:0], nil
+		o.inFlight, o.begun, o.queued = len(batch), 0, 0
+		o.mu.Unlock()
+		err := o.writeBatch(batch)
+		o.mu.Lock()
+		o.inFlight = 0
+		if cap(batch) <= keepSendBuf {
+			o.spare = batch[:0]
+		}
+		o.charge()
+		if err != nil {
+			o.buf, o.queued, o.shut, o.closed = o.buf[:0], 0, true, true
+			o.charge()
+			return err
+		}
+	}
+	return nil
+}
+
+// writeBatch writes b: what the socket takes at once with no deadline set
+// and cleared, the rest within the timeout.
+func (o *output) writeBatch(b []byte) error {
+	if o.now != nil {
+		n, err := o.now.Write(b)
 		if err != nil {
 			return err
 		}
@@ -106,12 +268,71 @@ func (c *batchConn) release(timeout time.Duration) error {
 			return nil
 		}
 	}
-	if err := c.Conn.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
-		return err
+	if o.timeout > 0 {
+		if err := o.Conn.SetWriteDeadline(time.Now().Add(o.timeout)); err != nil {
+			return err
+		}
 	}
-	_, err := c.Conn.Write(b)
-	if err == nil {
-		err = c.Conn.SetWriteDeadline(time.Time{})
+	_, err := o.Conn.Write(b)
+	if err == nil && o.timeout > 0 {
+		err = o.Conn.SetWriteDeadline(time.Time{})
 	}
 	return err
+}
+
+// close stops taking frames; those waiting stay for flush, or are dropped
+// (drop) but for the end of one already begun. The session is closing.
+func (o *output) close(drop bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.shut = true
+	if drop {
+		o.buf, o.queued = o.buf[:o.begun], 0
+		o.charge()
+	}
+}
+
+// release gives back everything borrowed; the session has ended (no
+// writer is left).
+func (o *output) release() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.shut, o.closed = true, true
+	o.buf, o.spare, o.inFlight, o.begun = nil, nil, 0, 0
+	o.charge()
+}
+
+// WebSocket framing (RFC 6455 section 5.2) of a server's messages: never
+// masked, never compressed.
+const (
+	opText    = 0x1
+	opClose   = 0x8
+	finBit    = 0x80
+	maxHeader = 10
+)
+
+// appendTextFrame appends the text message that build appends to b as
+// one frame. The payload is built behind room for a 4-byte header, then
+// moved when its header is another size.
+func appendTextFrame(b []byte, build func([]byte) []byte) []byte {
+	at := len(b)
+	b = append(b, 0, 0, 0, 0)
+	b = build(b)
+	n := len(b) - at - 4
+	switch {
+	case n <= 125:
+		copy(b[at+2:], b[at+4:])
+		b = b[:len(b)-2]
+		b[at+1] = byte(n)
+	case n <= 0xffff:
+		b[at+1] = 126
+		encbin.BigEndian.PutUint16(b[at+2:], uint16(n))
+	default:
+		b = append(b, 0, 0, 0, 0, 0, 0)
+		copy(b[at+10:], b[at+4:at+4+n])
+		b[at+1] = 127
+		encbin.BigEndian.PutUint64(b[at+2:], uint64(n))
+	}
+	b[at] = finBit | opText
+	return b
 }

@@ -6,14 +6,10 @@ package ws
 
 import (
 	"context"
-	encbin "encoding/binary"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
-
-	"github.com/streamgate/streamgate/upstream/budget"
 )
 
 var (
@@ -23,57 +19,45 @@ var (
 	closedReason = map[error]string{errSlow: "reader too slow", errNoMemory: "server out of memory for slow readers"}
 )
 
-// enqueue queues the frame f for the writer.
+// enqueue sends the frame f.
 func (s *Session) enqueue(f []byte) error {
 	return s.push(len(f), func(b []byte) []byte { return append(b, f...) })
 }
 
-// push queues the frame that build appends (about size bytes) for the
-// writer, without blocking. A client whose socket has more than
-// QueueBytes waiting, or that the shared Memory cannot cover, gets the
-// socket closed with 1008 at once.
+// push sends the frame that build appends (about size bytes), without
+// blocking: written at once by this goroutine when the socket takes it
+// and nothing waits before it, else queued for the writer. A client
+// whose socket has more than QueueBytes waiting, or that the shared
+// Memory cannot cover, gets the socket closed with 1008 at once; one
+// whose socket fails, closed.
 func (s *Session) push(size int, build func([]byte) []byte) error {
 	select {
 	case <-s.closed:
 		return errClosing
 	default:
 	}
-	err := s.q.push(size, build, s.opts.QueueBytes, s.opts.Memory)
-	if err != nil {
+	switch err := s.conn.out.send(size, build); err {
+	case nil, errClosing:
+		return err
+	case errSlow, errNoMemory:
 		s.close(websocket.StatusPolicyViolation, closedReason[err], false)
 		return err
-	}
-	select {
-	case s.wake <- struct{}{}:
 	default:
+		s.close(websocket.StatusAbnormalClosure, "", false)
+		return err
 	}
-	return nil
 }
 
-// writeLoop is the socket's only writer of data frames: it sends every
-// frame queued so far in one network write, then waits for more. When the
-// session closes it sends the frames already queued (when the close asks
-// for it), then the close frame.
+// writeLoop writes what waits for the socket whenever a sender leaves
+// some (output), until nothing does. When the session closes it writes
+// what waits (when the close asks for it; else only the end of a frame
+// begun), then the close frame.
 func (s *Session) writeLoop(ctx context.Context) {
-	// Writes are bounded by the connection's deadline (WriteTimeout), not
-	// by a context per frame.
-	wctx := context.WithoutCancel(ctx)
-	var batch []byte
-	writeAll := func() bool {
-		for {
-			batch = s.q.take(batch, s.opts.Memory)
-			if len(batch) == 0 {
-				return true
-			}
-			if !s.writeBatch(wctx, batch) {
-				return false
-			}
-		}
-	}
+	out := s.conn.out
 	for {
 		select {
-		case <-s.wake:
-			if !writeAll() {
+		case <-out.wake:
+			if out.flush() != nil {
 				s.close(websocket.StatusAbnormalClosure, "", false)
 				s.conn.CloseNow()
 				return
@@ -82,9 +66,9 @@ func (s *Session) writeLoop(ctx context.Context) {
 			s.mu.Lock()
 			why := s.closeWhy
 			s.mu.Unlock()
-			if why.flush {
-				writeAll()
-			}
+			out.close(!why.flush)
+			out.flush() // what waits, or only the end of a frame begun
+
 			if why.code == websocket.StatusAbnormalClosure {
 				s.conn.CloseNow()
 			} else {
@@ -95,21 +79,6 @@ func (s *Session) writeLoop(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// writeBatch writes the frames of one batch (sendQueue records) as one
-// network write.
-func (s *Session) writeBatch(ctx context.Context, batch []byte) bool {
-	s.conn.out.hold()
-	for len(batch) > 0 {
-		n := int(encbin.LittleEndian.Uint32(batch))
-		if s.conn.Write(ctx, websocket.MessageText, batch[4:4+n]) != nil {
-			s.conn.out.release(0)
-			return false
-		}
-		batch = batch[4+n:]
-	}
-	return s.conn.out.release(s.opts.WriteTimeout) == nil
 }
 
 func (s *Session) pingLoop(ctx context.Context) {
@@ -131,76 +100,4 @@ func (s *Session) pingLoop(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// sendQueue holds a socket's frames waiting for the writer, back to back
-// in one buffer, each after its 4-byte length. The writer takes them all
-// at once (take), handing back the buffer of its last batch, so that two
-// buffers serve the socket in turn and queuing allocates nothing once
-// they have grown. Bytes count against the socket's QueueBytes until
-// written.
-type sendQueue struct {
-	mu       sync.Mutex
-	buf      []byte
-	inFlight int   // bytes the writer took and has not finished writing
-	charged  int64 // bytes borrowed from the shared budget
-}
-
-// keepSendBuf is the largest send buffer kept once written.
-const keepSendBuf = 64 << 10
-
-// push appends the frame build writes; errSlow or errNoMemory when the
-// socket's budget or the shared one cannot take it.
-func (q *sendQueue) push(size int, build func([]byte) []byte, limit int64, mem *budget.Budget) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.buf == nil {
-		q.buf = make([]byte, 0, max(4+size, 512))
-	}
-	at := len(q.buf)
-	q.buf = append(q.buf, 0, 0, 0, 0)
-	q.buf = build(q.buf)
-	n := len(q.buf) - at - 4
-	encbin.LittleEndian.PutUint32(q.buf[at:], uint32(n))
-	waiting := int64(len(q.buf) + q.inFlight)
-	if waiting > limit {
-		q.buf = q.buf[:at]
-		return errSlow
-	}
-	if more := waiting - ownQueue - q.charged; more > 0 {
-		if !mem.Take(more) {
-			q.buf = q.buf[:at]
-			return errNoMemory
-		}
-		q.charged += more
-	}
-	return nil
-}
-
-// take hands the queued frames to the writer in exchange for the buffer of
-// its last batch, now written.
-func (q *sendQueue) take(done []byte, mem *budget.Budget) []byte {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.inFlight = 0
-	if cap(done) > keepSendBuf {
-		done = nil
-	}
-	batch := q.buf
-	q.buf = done[:0]
-	q.inFlight = len(batch)
-	if over := int64(q.inFlight) - ownQueue; over < q.charged {
-		mem.Give(q.charged - max(over, 0))
-		q.charged = max(over, 0)
-	}
-	return batch
-}
-
-// drop gives back everything borrowed; the session has ended.
-func (q *sendQueue) drop(mem *budget.Budget) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.buf, q.inFlight = nil, 0
-	mem.Give(q.charged)
-	q.charged = 0
 }

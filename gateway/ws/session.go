@@ -15,8 +15,8 @@ import (
 
 // Handler runs one request. It passes each data payload (one JSON value,
 // the same object the matching SSE event carries) to emit, in order; emit
-// blocks while the socket's send queue is full and fails once the request
-// or the socket ends. Handler returns nil when the request completed, or
+// never waits for the client (a socket too far behind is closed) and
+// fails once the request or the socket ends. Handler returns nil when the request completed, or
 // the error that ended it. It must return soon after ctx is done.
 // A Handler that calls req.Later may return before the request ends
 // (Request.Later).
@@ -134,17 +134,16 @@ var ErrCancelled = errors.New("cancelled by the client")
 // runs; all of them have exited, and every request has ended (Later
 // included), when Run returns.
 //
-// Frames wait for the writer in one queue (sendQueue), built in place:
-// queuing a frame allocates nothing, and the writer sends everything
-// queued with one network write (Conn's batching).
+// Frames are framed in place in one buffer per socket (output): the
+// goroutine that sends one writes it at once when the socket takes it and
+// nothing waits before it; otherwise it waits, and the writer sends
+// everything waiting with one network write. Sending allocates nothing.
 type Session struct {
 	conn *Conn
 	h    Handler
 	opts Options
 
-	q        sendQueue
 	requests sync.WaitGroup // the requests not ended yet
-	wake     chan struct{}  // capacity 1: frames were queued
 	closed   chan struct{}  // closed when the session is shutting down
 
 	chunks chunkBucket // only the reader uses it
@@ -172,11 +171,11 @@ type running struct {
 func NewSession(c *Conn, h Handler, opts *Options) *Session {
 	o := opts.withDefaults()
 	c.SetReadLimit(o.ReadLimit)
+	c.out.limit, c.out.mem, c.out.timeout = o.QueueBytes, o.Memory, o.WriteTimeout
 	return &Session{
 		conn:   c,
 		h:      h,
 		opts:   o,
-		wake:   make(chan struct{}, 1),
 		closed: make(chan struct{}),
 		active: map[string]*running{},
 		chunks: chunkBucket{rate: o.ChunkRate},
@@ -222,7 +221,7 @@ func (s *Session) Run(ctx context.Context) error {
 		s.requests.Wait()
 		wg.Wait()
 		s.conn.CloseNow()
-		s.q.drop(s.opts.Memory)
+		s.conn.out.release()
 	}()
 	wg.Go(func() { s.writeLoop(ctx) })
 	if s.opts.PingInterval > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -119,8 +120,14 @@ type server struct {
 }
 
 func newServer(t *testing.T, h Handler, opts *Options) *server {
+	return newServerBuffer(t, h, opts, 0)
+}
+
+// newServerBuffer is newServer whose sockets' send buffers are sndbuf
+// bytes (0: the system's).
+func newServerBuffer(t *testing.T, h Handler, opts *Options, sndbuf int) *server {
 	s := &server{sessions: make(chan *Session, 16)}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}})
 		if err != nil {
 			return
@@ -138,6 +145,14 @@ func newServer(t *testing.T, h Handler, opts *Options) *server {
 		s.sessions <- sess
 		sess.Run(context.Background()) // ends with the socket
 	}))
+	if sndbuf > 0 {
+		hs.Config.ConnState = func(c net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				c.(*net.TCPConn).SetWriteBuffer(sndbuf)
+			}
+		}
+	}
+	hs.Start()
 	s.url = "ws" + strings.TrimPrefix(hs.URL, "http")
 	t.Cleanup(func() {
 		hs.Close()
@@ -500,5 +515,55 @@ func TestSessionInvalidUTF8Closes(t *testing.T) {
 	_, _, err := c.Read(t.Context())
 	if websocket.CloseStatus(err) != websocket.StatusInvalidFramePayloadData {
 		t.Errorf("after a text frame that is not UTF-8: %v, want close 1007", err)
+	}
+}
+
+// TestSessionOrderMixedWrites: frames their senders write at once and
+// frames left to the writer (a small socket buffer, frames of every
+// header size, pings between them) reach the client whole and in each
+// request's order.
+func TestSessionOrderMixedWrites(t *testing.T) {
+	const requests, frames = 8, 30
+	sizes := []int{10, 200, 70 << 10}
+	h := later(func(ctx context.Context, req *Request, emit func([]byte) error) error {
+		for i := range frames {
+			if err := emit(fmt.Appendf(nil, `{"i":%d,"pad":"%s"}`, i, strings.Repeat("y", sizes[i%len(sizes)]))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	srv := newServerBuffer(t, h, &Options{QueueBytes: 64 << 20, PingInterval: time.Millisecond, PingTimeout: time.Minute}, 8<<10)
+	c := dial(t, srv.url) // its reads check every frame, and answer the pings
+	for r := range requests {
+		send(t, c, fmt.Sprintf(`{"type":"generate","id":"r%d","model":"m"}`, r))
+	}
+	next := map[string]int{}
+	for done := 0; done < requests; {
+		f, err := read(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Type {
+		case "data":
+			var d struct {
+				I   int
+				Pad string
+			}
+			if err := json.Unmarshal(f.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.I != next[f.ID] || len(d.Pad) != sizes[d.I%len(sizes)] {
+				t.Fatalf("%s: frame %d (%d bytes of padding), want frame %d", f.ID, d.I, len(d.Pad), next[f.ID])
+			}
+			next[f.ID]++
+		case "done":
+			if next[f.ID] != frames {
+				t.Fatalf("%s done after %d frames, want %d", f.ID, next[f.ID], frames)
+			}
+			done++
+		default:
+			t.Fatalf("unexpected frame %+v", f)
+		}
 	}
 }

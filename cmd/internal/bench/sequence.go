@@ -143,7 +143,7 @@ func (t seqWS) do(ctx context.Context, serial int32, st *stream) error {
 	}
 	defer s.inflight.Add(-1)
 	id := "q" + strconv.FormatInt(int64(serial), 10)
-	call, dead, unregister := s.register(id)
+	call, life, unregister := s.register(id)
 	defer unregister()
 	n := t.wl.Responses
 	err = schedule(ctx, n, t.wl.Delay, func(k int) error {
@@ -165,7 +165,7 @@ func (t seqWS) do(ctx context.Context, serial int32, st *stream) error {
 			return errKind("ws_closed", err)
 		}
 		return nil
-	}, call.ch, dead, func(f wsFrame) (bool, error) {
+	}, call.ch, life.dead, func(f wsFrame) (bool, error) {
 		switch f.Type {
 		case "data":
 			if kind, msg := classifyGenerate(f.raw, true); kind == evError {

@@ -53,11 +53,11 @@ func (t *wsTransport) close() {
 	t.cancel()
 	for _, s := range t.sockets {
 		s.mu.Lock()
-		c, dead := s.conn, s.dead
+		c, life := s.conn, s.life
 		s.mu.Unlock()
 		if c != nil {
 			c.CloseNow()
-			<-dead
+			<-life.dead
 		}
 	}
 }
@@ -67,11 +67,18 @@ func (t *wsTransport) close() {
 type wsSocket struct {
 	inflight atomic.Int64
 
-	mu    sync.Mutex // guards conn, dead, err (set before dead closes), calls
+	mu    sync.Mutex // guards conn, life, calls
 	conn  *websocket.Conn
-	dead  chan struct{}
-	err   error
+	life  *wsLife
 	calls map[string]*wsCall
+}
+
+// wsLife is one connection's life on a wsSocket: dead closes when it
+// fails, after err is set. A reconnect makes a new one, so requests of the
+// old connection still read their own error.
+type wsLife struct {
+	dead chan struct{}
+	err  error
 }
 
 type wsCall struct {
@@ -136,7 +143,7 @@ func (best *wsSocket) connect(t *wsTransport) (*wsSocket, error) {
 	defer best.mu.Unlock()
 	if best.conn != nil {
 		select {
-		case <-best.dead:
+		case <-best.life.dead:
 		default:
 			return best, nil
 		}
@@ -155,17 +162,15 @@ func (best *wsSocket) connect(t *wsTransport) (*wsSocket, error) {
 		return nil, errKindf("protocol", "server did not agree to %s", wsSubprotocol)
 	}
 	c.SetReadLimit(16 << 20)
-	best.conn, best.dead, best.err, best.calls = c, make(chan struct{}), nil, map[string]*wsCall{}
-	go best.read(t.ctx, c, best.dead) // ends when the socket fails; close waits on dead
+	best.conn, best.life, best.calls = c, &wsLife{dead: make(chan struct{})}, map[string]*wsCall{}
+	go best.read(t.ctx, c, best.life) // ends when the socket fails; close waits on life.dead
 	return best, nil
 }
 
-func (s *wsSocket) read(ctx context.Context, c *websocket.Conn, dead chan struct{}) {
+func (s *wsSocket) read(ctx context.Context, c *websocket.Conn, life *wsLife) {
 	fail := func(err error) {
-		s.mu.Lock()
-		s.err = err
-		s.mu.Unlock()
-		close(dead)
+		life.err = err
+		close(life.dead)
 		c.CloseNow()
 	}
 	for {
@@ -202,14 +207,14 @@ func (t *wsTransport) write(s *wsSocket, frame []byte) error {
 }
 
 // register routes the frames of request id to the returned call until
-// unregister; dead closes if the socket fails.
-func (s *wsSocket) register(id string) (call *wsCall, dead <-chan struct{}, unregister func()) {
+// unregister; life.dead closes if the socket's connection fails.
+func (s *wsSocket) register(id string) (call *wsCall, life *wsLife, unregister func()) {
 	call = &wsCall{ch: make(chan wsFrame, 64), gone: make(chan struct{})}
 	s.mu.Lock()
-	dead = s.dead
+	life = s.life
 	s.calls[id] = call
 	s.mu.Unlock()
-	return call, dead, func() {
+	return call, life, func() {
 		s.mu.Lock()
 		delete(s.calls, id)
 		s.mu.Unlock()
@@ -224,7 +229,7 @@ func (t *wsTransport) do(ctx context.Context, serial int32, st *stream) error {
 	}
 	defer s.inflight.Add(-1)
 	id := "r" + strconv.FormatInt(int64(serial), 10)
-	call, dead, unregister := s.register(id)
+	call, life, unregister := s.register(id)
 	defer unregister()
 	frame, _ := json.Marshal(map[string]any{"type": "generate", "id": id, "model": t.wl.Model, "body": json.RawMessage(t.wl.generateBody(serial))})
 	st.begin()
@@ -285,14 +290,11 @@ func (t *wsTransport) do(ctx context.Context, serial int32, st *stream) error {
 				}
 				return errKindf("ws_error", "%s", f.raw)
 			}
-		case <-dead:
-			s.mu.Lock()
-			err := s.err
-			s.mu.Unlock()
+		case <-life.dead:
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return errKind("ws_closed", err)
+			return errKind("ws_closed", life.err)
 		case <-ctx.Done():
 			// The run is over: tell the server, without waiting.
 			cancel, _ := json.Marshal(map[string]string{"type": "cancel", "id": id})

@@ -136,6 +136,13 @@ func routePattern(r *http.Request) string {
 	return "unmatched"
 }
 
+// The kinds of the request's and the upstream call's spans, made once
+// (an option is an interface value: made per span, it is allocated).
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+)
+
 // startServerSpan and endServerSpan are instrument's work before and after
 // the request.
 //
@@ -144,9 +151,15 @@ func routePattern(r *http.Request) string {
 // tell nothing, and the request copy that carries it would stay for a
 // held stream's whole life.
 func (s *Server) startServerSpan(r *http.Request) (context.Context, trace.Span) {
-	ctx := s.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx := r.Context()
+	for _, k := range s.propKeys {
+		if _, ok := r.Header[k]; ok {
+			ctx = s.prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
+			break
+		}
+	}
 	extracted := ctx != r.Context()
-	ctx, span := s.Tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.Tracer.Start(ctx, r.Method, serverKind)
 	if !extracted && !span.IsRecording() && !span.SpanContext().IsValid() {
 		return r.Context(), span
 	}
@@ -175,9 +188,25 @@ func (s *Server) endServerSpan(ctx context.Context, r *http.Request, sw *statusW
 		}
 	}
 	span.End()
-	s.metrics.requests.With(route, strconv.Itoa(code)).Inc()
+	s.metrics.requests.With(route, codeLabel(code)).Inc()
 	s.logRequest(ctx, r, sw, route, code, time.Since(sw.start))
 }
+
+// codeLabel is code in decimal, the requests counter's label, without
+// allocating for the codes HTTP defines.
+func codeLabel(code int) string {
+	if code >= 100 && code < len(codeLabels) {
+		return codeLabels[code]
+	}
+	return strconv.Itoa(code)
+}
+
+var codeLabels = func() (t [600]string) {
+	for c := 100; c < len(t); c++ {
+		t[c] = strconv.Itoa(c)
+	}
+	return t
+}()
 
 // logRequest writes the request's one line, at its end: INFO, but DEBUG
 // for the probes and scrapes that come every few seconds (/healthz,
@@ -190,19 +219,22 @@ func (s *Server) logRequest(ctx context.Context, r *http.Request, sw *statusWrit
 			level = slog.LevelDebug
 		}
 	}
-	if !s.Log.Enabled(ctx, level) {
+	h := s.Log.Handler()
+	if !h.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 7)
-	attrs = append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code))
+	// The record is built here rather than by the Logger, which would
+	// walk the stack for a caller's address that no handler here writes.
+	rec := slog.NewRecord(time.Now(), level, "request", 0)
+	rec.AddAttrs(slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code))
 	if sw.model != "" {
-		attrs = append(attrs, slog.String("model", sw.model))
+		rec.AddAttrs(slog.String("model", sw.model))
 	}
 	if sw.counted {
-		attrs = append(attrs, slog.Int("tokens", sw.tokens))
+		rec.AddAttrs(slog.Int("tokens", sw.tokens))
 	}
-	attrs = append(attrs, slog.Duration("duration", took))
-	s.Log.LogAttrs(ctx, level, "request", attrs...)
+	rec.AddAttrs(slog.Duration("duration", took))
+	_ = h.Handle(ctx, rec) // as the Logger: a log that fails has nobody to tell
 }
 
 // noteRequest tells the log line of the HTTP request that out writes to
@@ -331,7 +363,7 @@ type observation struct {
 func (s *Server) observe(ctx context.Context, j *Job) *observation {
 	model := j.Req.GetModelName()
 	o := &observation{m: s.metrics, model: model, op: j.Op, start: time.Now()}
-	o.ctx, o.span = s.Tracer.Start(ctx, j.Op, trace.WithSpanKind(trace.SpanKindClient))
+	o.ctx, o.span = s.Tracer.Start(ctx, j.Op, clientKind)
 	if !o.span.IsRecording() && !o.span.SpanContext().IsValid() {
 		o.ctx = ctx // as startServerSpan: a context holding it tells nothing
 	}

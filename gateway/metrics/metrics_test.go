@@ -93,6 +93,44 @@ func TestRecord(t *testing.T) {
 	}
 }
 
+// TestSeriesAsTheSDKReports: a series is reported from its first
+// measurement on, not from With; a counter is monotonic and a gauge not;
+// a later collection sees the running totals.
+func TestSeriesAsTheSDKReports(t *testing.T) {
+	r, rd := newReader(t)
+	c := r.Counter("gw.c", "{x}", "", "k")
+	g := r.Gauge("gw.g", "{x}", "", "k")
+	c.With("kept")
+	g.With("kept")
+	c.With("zero").Add(0)
+	g.With("back").Inc()
+	g.With("back").Dec()
+	got := collect(t, rd)
+	for _, name := range []string{"gw.c", "gw.g"} {
+		if n := len(got[name].(metricdata.Sum[int64]).DataPoints); n != 1 {
+			t.Errorf("%s: %d series, want 1 (With alone reports none)", name, n)
+		}
+	}
+	if v := sumOf(t, got["gw.c"], attribute.String("k", "zero")); v != 0 {
+		t.Errorf("c zero = %d", v)
+	}
+	if v := sumOf(t, got["gw.g"], attribute.String("k", "back")); v != 0 {
+		t.Errorf("g back = %d", v)
+	}
+	if !got["gw.c"].(metricdata.Sum[int64]).IsMonotonic || got["gw.g"].(metricdata.Sum[int64]).IsMonotonic {
+		t.Error("want the counter monotonic and the gauge not")
+	}
+	c.With("zero").Add(3)
+	g.With("back").Dec()
+	got = collect(t, rd)
+	if v := sumOf(t, got["gw.c"], attribute.String("k", "zero")); v != 3 {
+		t.Errorf("c zero = %d, want 3", v)
+	}
+	if v := sumOf(t, got["gw.g"], attribute.String("k", "back")); v != -1 {
+		t.Errorf("g back = %d, want -1", v)
+	}
+}
+
 // Recording never allocates, on the real SDK, with and without a sampled
 // span in the context (exemplars).
 func TestRecordDoesNotAllocate(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/streamgate/streamgate/cmd/internal/cli"
+	"github.com/streamgate/streamgate/cmd/internal/jsonlog"
 	"github.com/streamgate/streamgate/cmd/internal/logbuf"
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
 )
@@ -69,7 +70,6 @@ func (l *LogFlags) register(fs *cli.FlagSet) {
 // is buffered, and later lines go out at once: call it before the
 // process exits.
 func (f *Flags) Logger(w io.Writer) (log *slog.Logger, closeLog func()) {
-	opts := &slog.HandlerOptions{Level: f.Log.Level, ReplaceAttr: durationText}
 	format := f.Log.Format
 	if format == LogAuto || format == "" {
 		format = LogJSON
@@ -80,19 +80,11 @@ func (f *Flags) Logger(w io.Writer) (log *slog.Logger, closeLog func()) {
 	buf := logbuf.New(w, f.Log.Flush)
 	var h slog.Handler
 	if format == LogText {
-		h = slog.NewTextHandler(buf, opts)
+		h = slog.NewTextHandler(buf, &slog.HandlerOptions{Level: f.Log.Level, ReplaceAttr: jsonlog.DurationText})
 	} else {
-		h = slog.NewJSONHandler(buf, opts)
+		h = jsonlog.New(buf, f.Log.Level) // slog's JSON lines, the common ones cheaper
 	}
 	return slog.New(telemetry.LogHandler(logbuf.Handler(h, buf))), func() { buf.Close() }
-}
-
-// durationText writes a time.Duration as its String, not as nanoseconds.
-func durationText(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		a.Value = slog.StringValue(a.Value.Duration().String())
-	}
-	return a
 }
 
 // isTerminal reports whether w is a terminal, which a person reads: a

@@ -203,3 +203,31 @@ func TestGRPCTransportRaw(t *testing.T) {
 	}
 	wantKind(t, err, KindUnavailable)
 }
+
+// TestH2TLS: over TLS, the h2 transport checks the target's certificate
+// against the client's TLS config (its name: the address's host) and
+// negotiates ALPN h2 with the engine.
+func TestH2TLS(t *testing.T) {
+	e, roots := serveTLSEngine(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+
+	c := newTestClient(t, []string{e.addr}, &Options{Transport: TransportH2, TLS: &tls.Config{RootCAs: roots}})
+	cl, err := c.Start(ctx, repeatN(3, 4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := readAll(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRepeat(t, rs, 3, 4)
+
+	// A client that does not trust the certificate gets no stream.
+	bad := newTestClient(t, []string{e.addr}, &Options{Transport: TransportH2, TLS: &tls.Config{}, HealthInterval: -1})
+	cl, err = bad.Start(ctx, repeatN(3, 1, 0))
+	if err == nil {
+		_, err = readAll(ctx, cl)
+	}
+	wantKind(t, err, KindUnavailable)
+}

@@ -81,6 +81,9 @@ func inferenceCount(tb testing.TB, e *testEngine, model string) uint64 {
 func TestSequenceAffinity(t *testing.T) {
 	a, b := startEngineWith(t, "", accSequence(t)), startEngineWith(t, "", accSequence(t))
 	c := newTestClient(t, []string{a.addr, b.addr}, nil)
+	// Until both engines have had their first health check, the one
+	// checked first takes every START (on a busy machine, all 20).
+	waitChecked(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const seqs, chunks = 20, 5

@@ -84,12 +84,19 @@ func TestStopDropsFramesBehindBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Stop()
-	if op, p := readFrame(t, client); op != opText || string(p) != string(data) {
-		t.Fatalf("first frame: opcode %d, %d bytes; want the data frame", op, len(p))
+	readThenClose(t, client, data, websocket.StatusGoingAway)
+}
+
+// readThenClose reads the text frame data from client, then a close
+// frame with code.
+func readThenClose(t *testing.T, client io.Reader, data []byte, code websocket.StatusCode) {
+	t.Helper()
+	if p := readTextFrame(t, client); string(p) != string(data) {
+		t.Fatalf("first frame: %d bytes; want the data frame", len(p))
 	}
 	op, p := readFrame(t, client)
-	if op != opClose || len(p) < 2 || websocket.StatusCode(encbin.BigEndian.Uint16(p)) != websocket.StatusGoingAway {
-		t.Fatalf("then opcode %d %q; want the close frame, 1001", op, p)
+	if op != opClose || len(p) < 2 || websocket.StatusCode(encbin.BigEndian.Uint16(p)) != code {
+		t.Fatalf("then opcode %d %q; want the close frame, %d", op, p, code)
 	}
 }
 
@@ -102,13 +109,7 @@ func TestClientCloseEchoedBehindBatch(t *testing.T) {
 	if _, err := client.Write([]byte{finBit | opClose, 0x80 | 2, 0, 0, 0, 0, 0x03, 0xe8}); err != nil {
 		t.Fatal(err)
 	}
-	if op, p := readFrame(t, client); op != opText || string(p) != string(data) {
-		t.Fatalf("first frame: opcode %d, %d bytes; want the data frame", op, len(p))
-	}
-	op, p := readFrame(t, client)
-	if op != opClose || len(p) < 2 || websocket.StatusCode(encbin.BigEndian.Uint16(p)) != websocket.StatusNormalClosure {
-		t.Fatalf("then opcode %d %q; want the echoed close frame, 1000", op, p)
-	}
+	readThenClose(t, client, data, websocket.StatusNormalClosure)
 }
 
 // TestConnOffersNoMessageWriter: a Conn has no method that writes a
@@ -125,7 +126,7 @@ func TestConnOffersNoMessageWriter(t *testing.T) {
 	if err := c.WriteText(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
-	if op, p := readFrame(t, client); op != opText || string(p) != string(msg) {
-		t.Fatalf("read opcode %d %q, want %q", op, p, msg)
+	if p := readTextFrame(t, client); string(p) != string(msg) {
+		t.Fatalf("read %q, want %q", p, msg)
 	}
 }

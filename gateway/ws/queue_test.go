@@ -3,7 +3,6 @@ package ws
 import (
 	"bufio"
 	"context"
-	encbin "encoding/binary"
 	"io"
 	"net"
 	"net/http"
@@ -113,29 +112,9 @@ func TestFramesQueuedForWriter(t *testing.T) {
 // its payload.
 func readTextFrame(t *testing.T, r io.Reader) []byte {
 	t.Helper()
-	var h [10]byte
-	if _, err := io.ReadFull(r, h[:2]); err != nil {
-		t.Fatal(err)
-	}
-	if h[0] != 0x81 || h[1]&0x80 != 0 {
-		t.Fatalf("frame header % x: want a final, unmasked text frame", h[:2])
-	}
-	n := uint64(h[1])
-	switch n {
-	case 126:
-		if _, err := io.ReadFull(r, h[:2]); err != nil {
-			t.Fatal(err)
-		}
-		n = uint64(encbin.BigEndian.Uint16(h[:2]))
-	case 127:
-		if _, err := io.ReadFull(r, h[:8]); err != nil {
-			t.Fatal(err)
-		}
-		n = encbin.BigEndian.Uint64(h[:8])
-	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(r, p); err != nil {
-		t.Fatal(err)
+	op, p := readFrame(t, r)
+	if op != opText {
+		t.Fatalf("opcode %d, want a text frame", op)
 	}
 	return p
 }

@@ -75,7 +75,7 @@ func bigBatch(t *testing.T) (s *Session, client net.Conn, data []byte) {
 	}
 }
 
-// TestStopDropsFramesBehindBatch: Stop (as a 1008 close) drops the
+// TestStopDropsFramesBehindBatch: Stop (like a 1008 close) drops the
 // frames that wait behind the batch being written there and then: the
 // batch ends, and the close frame follows it at once.
 func TestStopDropsFramesBehindBatch(t *testing.T) {
@@ -109,6 +109,31 @@ func TestClientCloseEchoedBehindBatch(t *testing.T) {
 	if _, err := client.Write([]byte{finBit | opClose, 0x80 | 2, 0, 0, 0, 0, 0x03, 0xe8}); err != nil {
 		t.Fatal(err)
 	}
+	readThenClose(t, client, data, websocket.StatusNormalClosure)
+}
+
+// TestStopKeepsClientCloseEcho: Stop while the echo of a client's close
+// frame waits behind a batch drops the data behind the batch but not the
+// echo, which coder's Write waits for.
+func TestStopKeepsClientCloseEcho(t *testing.T) {
+	s, client, data := bigBatch(t)
+	if err := s.enqueue(DataFrame("a1", 1, []byte(`"late"`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Write([]byte{finBit | opClose, 0x80 | 2, 0, 0, 0, 0, 0x03, 0xe8}); err != nil {
+		t.Fatal(err)
+	}
+	out := s.conn.out
+	for { // until coder's echo waits in the line
+		out.mu.Lock()
+		queued := out.closeLen > 0
+		out.mu.Unlock()
+		if queued {
+			break
+		}
+		runtime.Gosched()
+	}
+	s.Stop()
 	readThenClose(t, client, data, websocket.StatusNormalClosure)
 }
 

@@ -37,8 +37,9 @@ func (c *Conn) Close(code websocket.StatusCode, reason string) error {
 // CloseNow closes the connection with no close frame.
 func (c *Conn) CloseNow() error { return c.ws.CloseNow() }
 
-// WriteText writes msg as one text message within ctx's deadline, for a
-// socket no Session serves (a Session sends its frames itself).
+// WriteText writes msg as one text message, for a socket no Session
+// serves (a Session sends its frames itself): within ctx's deadline when
+// the socket has no WriteTimeout, else within that.
 func (c *Conn) WriteText(ctx context.Context, msg []byte) error {
 	o := c.out
 	o.mu.Lock()
@@ -126,6 +127,7 @@ type output struct {
 	err      error     // the write that failed the socket
 	shut     bool      // the session is closing, or a write failed: no more data frames
 	closed   bool      // a close frame has gone or waits, or a write failed: nothing more
+	closeLen int       // the close frame's length when it waits at buf's end; 0: none waits
 }
 
 // keepSendBuf is the largest send buffer kept once written.
@@ -203,6 +205,9 @@ func (o *output) Write(p []byte) (int, error) {
 	}
 	behind := len(o.buf) > 0
 	o.buf = append(o.buf, p...)
+	if closing {
+		o.closeLen = len(p)
+	}
 	if behind && !closing {
 		if !o.writing {
 			o.wakeWriter()
@@ -244,7 +249,7 @@ func (o *output) flush() error {
 	}()
 	for len(o.buf) > 0 {
 		batch := o.buf
-		o.buf, o.spare = o.spare[:0], nil
+		o.buf, o.spare, o.closeLen = o.spare[:0], nil, 0
 		o.inFlight = len(batch)
 		o.mu.Unlock()
 		err := o.writeBatch(batch)
@@ -255,7 +260,7 @@ func (o *output) flush() error {
 		}
 		o.charge()
 		if err != nil {
-			o.buf, o.shut, o.closed, o.err = o.buf[:0], true, true, err
+			o.buf, o.closeLen, o.shut, o.closed, o.err = o.buf[:0], 0, true, true, err
 			o.charge()
 			return err
 		}
@@ -288,13 +293,14 @@ func (o *output) writeBatch(b []byte) error {
 }
 
 // close stops taking frames; those waiting stay for flush, or are dropped
-// (drop). The session is closing.
+// (drop), all but a close frame that waits: coder's Write waits for it
+// to be written. The session is closing.
 func (o *output) close(drop bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.shut = true
 	if drop {
-		o.buf = o.buf[:0]
+		o.buf = append(o.buf[:0], o.buf[len(o.buf)-o.closeLen:]...)
 		o.charge()
 	}
 }
@@ -305,7 +311,7 @@ func (o *output) release() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.shut, o.closed = true, true
-	o.buf, o.spare, o.inFlight = nil, nil, 0
+	o.buf, o.spare, o.inFlight, o.closeLen = nil, nil, 0, 0
 	o.charge()
 }
 

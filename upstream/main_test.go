@@ -70,19 +70,28 @@ func serveEngine(tb testing.TB, addr string, o engine.Options) *testEngine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
+	lis := listen(tb, addr)
+	e := serveOn(tb, srv, lis)
+	e.addr = listenedAt(addr, lis)
+	return e
+}
+
+// listen listens on addr: "unix:PATH" is a unix socket, anything else a
+// TCP address ("": a free loopback port).
+func listen(tb testing.TB, addr string) net.Listener {
+	tb.Helper()
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		lis, err := net.Listen("unix", path)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		e := serveOn(tb, srv, lis)
-		e.addr = addr
-		return e
+		return lis
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
 	}
 	var lis net.Listener
+	var err error
 	for i := 0; ; i++ { // a just-freed port may linger briefly
 		lis, err = net.Listen("tcp", addr)
 		if err == nil || i == 50 {
@@ -93,7 +102,16 @@ func serveEngine(tb testing.TB, addr string, o engine.Options) *testEngine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return serveOn(tb, srv, lis)
+	return lis
+}
+
+// listenedAt is the target that reaches lis, listening on addr: addr
+// itself for a unix socket, else lis's TCP address.
+func listenedAt(addr string, lis net.Listener) string {
+	if strings.HasPrefix(addr, "unix:") {
+		return addr
+	}
+	return lis.Addr().String()
 }
 
 // serveOn serves srv on lis until the test ends or stop is called.

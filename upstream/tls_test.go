@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -82,6 +81,13 @@ func TestTransportCredentialsRaw(t *testing.T) {
 // for 127.0.0.1, and returns it and the pool that trusts it.
 func serveTLSEngine(t *testing.T) (*testEngine, *x509.CertPool) {
 	t.Helper()
+	return serveTLSEngineAt(t, "")
+}
+
+// serveTLSEngineAt is serveTLSEngine on addr (see listen), with a
+// certificate for localhost too: the name of a unix socket's server.
+func serveTLSEngineAt(t *testing.T, addr string) (*testEngine, *x509.CertPool) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +98,7 @@ func serveTLSEngine(t *testing.T) (*testEngine, *x509.CertPool) {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(time.Hour),
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost"},
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -103,7 +110,7 @@ func serveTLSEngine(t *testing.T) (*testEngine, *x509.CertPool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := serveEngine(t, "", engine.Options{
+	e := serveEngine(t, addr, engine.Options{
 		TLS: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}}}})
 	roots := x509.NewCertPool()
 	roots.AddCert(cert)
@@ -157,11 +164,7 @@ func spyDialer(dials, calls *atomic.Int64) grpc.DialOption {
 // it before the handshake): none goes through the dialled connection's
 // own Read or Write.
 func TestGRPCTransportRaw(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sg") // a unix socket's path must stay under 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockDir(t)
 	tlsEngine, roots := serveTLSEngine(t)
 	unixEngine := serveEngine(t, "unix:"+filepath.Join(dir, "engine.sock"), engine.Options{})
 	for _, tc := range []struct {

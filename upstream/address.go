@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -24,28 +25,31 @@ type address struct {
 	authority string
 }
 
-// parseAddress reads target (not a dns:/// name: New resolves those).
+// parseAddress reads target (not a dns:/// name: New resolves those). Its
+// errors say what is wrong, not which target (the caller's to add).
 func parseAddress(target string) (address, error) {
 	scheme, _, _ := strings.Cut(target, ":")
 	if scheme != "unix" && scheme != "unix-abstract" && scheme != "passthrough" {
 		return tcpAddress(target), nil
 	}
 	u, err := url.Parse(target)
-	if err != nil {
-		return address{}, fmt.Errorf("upstream: target %q: %v", target, err)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return address{}, ue.Err
+	} else if err != nil {
+		return address{}, err
 	}
 	endpoint := cmp.Or(u.Path, u.Opaque)
 	if scheme == "passthrough" {
 		if endpoint = strings.TrimPrefix(endpoint, "/"); endpoint == "" {
-			return address{}, fmt.Errorf("upstream: target %q: no address; want passthrough:///host:port", target)
+			return address{}, errors.New("no address; want passthrough:///host:port")
 		}
 		return tcpAddress(endpoint), nil
 	}
 	if u.Host != "" {
-		return address{}, fmt.Errorf("upstream: target %q: a unix socket has no host (%q); want %s:PATH or %s:///ABSOLUTE_PATH", target, u.Host, scheme, scheme)
+		return address{}, fmt.Errorf("a unix socket has no host (%q); want %s:PATH or %s:///ABSOLUTE_PATH", u.Host, scheme, scheme)
 	}
 	if endpoint == "" {
-		return address{}, fmt.Errorf("upstream: target %q: no socket path; want %s:PATH", target, scheme)
+		return address{}, fmt.Errorf("no socket path; want %s:PATH", scheme)
 	}
 	if scheme == "unix-abstract" {
 		endpoint = "@" + endpoint // Go's spelling of the abstract namespace
@@ -69,4 +73,16 @@ func serverName(authority string) string {
 		return host
 	}
 	return authority
+}
+
+// SocketPath is the unix socket target names, as New reads it:
+// "unix:PATH" or "unix:///ABSOLUTE_PATH" a path, "unix-abstract:NAME"
+// "@NAME" (Linux's abstract namespace); ok is false for a target that
+// names no socket, and err says what is wrong with a malformed one.
+func SocketPath(target string) (path string, ok bool, err error) {
+	a, err := parseAddress(target)
+	if err != nil {
+		return "", true, fmt.Errorf("%q: %w", target, err)
+	}
+	return a.addr, a.network == "unix", nil
 }

@@ -61,7 +61,7 @@ func TestNewRefusesMalformedTarget(t *testing.T) {
 		{"unix-abstract:", `upstream: target "unix-abstract:": no socket path; want unix-abstract:PATH`},
 		{"unix://engine/run/triton.sock", `upstream: target "unix://engine/run/triton.sock": a unix socket has no host ("engine"); want unix:PATH or unix:///ABSOLUTE_PATH`},
 		{"passthrough:///", `upstream: target "passthrough:///": no address; want passthrough:///host:port`},
-		{"unix:/run/%zz.sock", `upstream: target "unix:/run/%zz.sock": parse "unix:/run/%zz.sock": invalid URL escape "%zz"`},
+		{"unix:/run/%zz.sock", `upstream: target "unix:/run/%zz.sock": invalid URL escape "%zz"`},
 	} {
 		for _, tr := range []string{TransportH2, TransportGRPC} {
 			c, err := New([]string{"127.0.0.1:8001", tc.target}, &Options{Transport: tr})

@@ -53,7 +53,7 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 	defer cancel()
 	a, err := parseAddress(o.addr)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, status.Errorf(codes.InvalidArgument, "target %q: %v", o.addr, err)
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(dctx, a.network, a.addr)

@@ -76,7 +76,7 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 	o := &c.opts
 	a, err := parseAddress(addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("upstream: target %q: %w", addr, err)
 	}
 	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(transportCredentials(o.TLS, name)),

@@ -87,19 +87,7 @@ func TestUnixTarget(t *testing.T) {
 				e := serveEngine(t, "unix:"+path, engine.Options{})
 				target := form + path
 				c := newTestClient(t, []string{target}, &Options{Transport: tr, HealthInterval: 20 * time.Millisecond})
-				relay := func(base int32) {
-					t.Helper()
-					cl, err := c.Start(t.Context(), repeatN(base, 4, 0))
-					if err != nil {
-						t.Fatal(err)
-					}
-					rs, err := readAll(t.Context(), cl)
-					if err != nil {
-						t.Fatal(err)
-					}
-					checkRepeat(t, rs, base, 4)
-				}
-				relay(3)
+				relayRepeat(t, t.Context(), c, 3, 4)
 				if st := c.Stats().Targets; len(st) != 1 || st[0].Addr != target {
 					t.Fatalf("targets %+v, want one, %s", st, target)
 				}
@@ -108,7 +96,7 @@ func TestUnixTarget(t *testing.T) {
 				waitFor(t, "the stopped engine found unhealthy", func() bool { return !c.Stats().Targets[0].Healthy })
 				serveEngine(t, "unix:"+path, engine.Options{})
 				waitFor(t, "the engine back found healthy", func() bool { return c.Stats().Targets[0].Healthy })
-				relay(10)
+				relayRepeat(t, t.Context(), c, 10, 4)
 			})
 		}
 	}
@@ -162,23 +150,11 @@ func TestUnixTargetTLS(t *testing.T) {
 	for _, tr := range []string{TransportH2, TransportGRPC} {
 		t.Run(tr, func(t *testing.T) {
 			c := newTestClient(t, []string{e.addr}, &Options{Transport: tr, TLS: &tls.Config{RootCAs: roots}})
-			cl, err := c.Start(t.Context(), repeatN(3, 4, 0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs, err := readAll(t.Context(), cl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkRepeat(t, rs, 3, 4)
+			relayRepeat(t, t.Context(), c, 3, 4)
 
 			// A name the certificate does not carry is refused.
 			bad := newTestClient(t, []string{e.addr}, &Options{Transport: tr, TLS: &tls.Config{RootCAs: roots, ServerName: "engine.internal"}, HealthInterval: -1})
-			cl, err = bad.Start(t.Context(), repeatN(3, 1, 0))
-			if err == nil {
-				_, err = readAll(t.Context(), cl)
-			}
-			wantKind(t, err, KindUnavailable)
+			wantRefused(t, t.Context(), bad)
 		})
 	}
 }

@@ -274,6 +274,32 @@ func checkRepeatFrom(tb testing.TB, rs []*pb.ModelInferResponse, base int32, n i
 // milliseconds on a quiet one.
 const waitHang = 2 * time.Minute
 
+// relayRepeat relays a repeatN(base, n, 0) request on c and checks its
+// responses.
+func relayRepeat(tb testing.TB, ctx context.Context, c *Client, base int32, n int) {
+	tb.Helper()
+	cl, err := c.Start(ctx, repeatN(base, n, 0))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rs, err := readAll(ctx, cl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	checkRepeat(tb, rs, base, n)
+}
+
+// wantRefused checks that a request on c gets no stream: it ends with
+// KindUnavailable, at Start or at its first Recv.
+func wantRefused(tb testing.TB, ctx context.Context, c *Client) {
+	tb.Helper()
+	cl, err := c.Start(ctx, repeatN(3, 1, 0))
+	if err == nil {
+		_, err = readAll(ctx, cl)
+	}
+	wantKind(tb, err, KindUnavailable)
+}
+
 // waitFor polls cond every millisecond until it holds, and fails the
 // test if it still does not after waitHang.
 func waitFor(tb testing.TB, what string, cond func() bool) {

@@ -178,15 +178,7 @@ func TestGRPCTransportRaw(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var dials, calls atomic.Int64
 			c := newTestClient(t, []string{tc.target}, &Options{Transport: TransportGRPC, TLS: tc.tls, DialOptions: []grpc.DialOption{spyDialer(&dials, &calls)}})
-			cl, err := c.Start(t.Context(), repeatN(3, 4, 0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs, err := readAll(t.Context(), cl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkRepeat(t, rs, 3, 4)
+			relayRepeat(t, t.Context(), c, 3, 4)
 			if dials.Load() == 0 {
 				t.Fatal("the stream went over no connection of the test's dialer")
 			}
@@ -200,11 +192,7 @@ func TestGRPCTransportRaw(t *testing.T) {
 	var dials, calls atomic.Int64
 	bad := newTestClient(t, []string{tlsEngine.addr}, &Options{Transport: TransportGRPC, TLS: &tls.Config{}, HealthInterval: -1,
 		DialOptions: []grpc.DialOption{spyDialer(&dials, &calls)}})
-	cl, err := bad.Start(t.Context(), repeatN(3, 1, 0))
-	if err == nil {
-		_, err = readAll(t.Context(), cl)
-	}
-	wantKind(t, err, KindUnavailable)
+	wantRefused(t, t.Context(), bad)
 }
 
 // TestH2TLS: over TLS, the h2 transport checks the target's certificate
@@ -216,21 +204,9 @@ func TestH2TLS(t *testing.T) {
 	defer cancel()
 
 	c := newTestClient(t, []string{e.addr}, &Options{Transport: TransportH2, TLS: &tls.Config{RootCAs: roots}})
-	cl, err := c.Start(ctx, repeatN(3, 4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := readAll(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkRepeat(t, rs, 3, 4)
+	relayRepeat(t, ctx, c, 3, 4)
 
 	// A client that does not trust the certificate gets no stream.
 	bad := newTestClient(t, []string{e.addr}, &Options{Transport: TransportH2, TLS: &tls.Config{}, HealthInterval: -1})
-	cl, err = bad.Start(ctx, repeatN(3, 1, 0))
-	if err == nil {
-		_, err = readAll(ctx, cl)
-	}
-	wantKind(t, err, KindUnavailable)
+	wantRefused(t, ctx, bad)
 }

@@ -26,9 +26,8 @@ func sockDir(t *testing.T) string {
 	return dir
 }
 
-// startFlags starts the stack command's flags args describe, stopped
-// when the test ends.
-func startFlags(t *testing.T, command string, args ...string) *Stack {
+// flagsConfig is the Config of command with args.
+func flagsConfig(t *testing.T, command string, args ...string) Config {
 	t.Helper()
 	f, err := Parse(command, args)
 	if err != nil {
@@ -38,7 +37,14 @@ func startFlags(t *testing.T, command string, args ...string) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(cfg)
+	return cfg
+}
+
+// startFlags starts the stack command's flags args describe, stopped
+// when the test ends.
+func startFlags(t *testing.T, command string, args ...string) *Stack {
+	t.Helper()
+	s, err := Start(flagsConfig(t, command, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,15 +116,7 @@ func TestUnixSocketFlags(t *testing.T) {
 	if want := `--grpc: "unix://engine/run/e.sock": a unix socket has no host ("engine"); want unix:PATH or unix:///ABSOLUTE_PATH`; err == nil || err.Error() != want {
 		t.Fatalf("%v, want %s", err, want)
 	}
-	f, err = Parse("gateway", []string{"--upstream", "unix:", "--http", "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := f.Config(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Start(cfg)
+	s, err := Start(flagsConfig(t, "gateway", "--upstream", "unix:", "--http", "127.0.0.1:0"))
 	if want := `upstream: target "unix:": no socket path; want unix:PATH`; err == nil || err.Error() != want {
 		if s != nil {
 			s.StopNow()

@@ -30,16 +30,17 @@ func sockDir(t testing.TB) string {
 func TestParseAddress(t *testing.T) {
 	for _, tc := range []struct {
 		target, network, addr, authority string
+		tlsName                          string // the TLS server name checked
 	}{
-		{"127.0.0.1:8001", "tcp", "127.0.0.1:8001", "127.0.0.1:8001"},
-		{"engine.internal:8001", "tcp", "engine.internal:8001", "engine.internal:8001"},
-		{"[::1]:8001", "tcp", "[::1]:8001", "[::1]:8001"},
-		{":8001", "tcp", ":8001", "localhost:8001"},
-		{"passthrough:///10.0.0.7:8001", "tcp", "10.0.0.7:8001", "10.0.0.7:8001"},
-		{"unix:/run/triton.sock", "unix", "/run/triton.sock", "localhost"},
-		{"unix:///run/triton.sock", "unix", "/run/triton.sock", "localhost"},
-		{"unix:run/triton.sock", "unix", "run/triton.sock", "localhost"},
-		{"unix-abstract:triton", "unix", "@triton", "localhost"},
+		{"127.0.0.1:8001", "tcp", "127.0.0.1:8001", "127.0.0.1:8001", "127.0.0.1"},
+		{"engine.internal:8001", "tcp", "engine.internal:8001", "engine.internal:8001", "engine.internal"},
+		{"[::1]:8001", "tcp", "[::1]:8001", "[::1]:8001", "::1"},
+		{":8001", "tcp", ":8001", "localhost:8001", "localhost"},
+		{"passthrough:///10.0.0.7:8001", "tcp", "10.0.0.7:8001", "10.0.0.7:8001", "10.0.0.7"},
+		{"unix:/run/triton.sock", "unix", "/run/triton.sock", "localhost", "localhost"},
+		{"unix:///run/triton.sock", "unix", "/run/triton.sock", "localhost", "localhost"},
+		{"unix:run/triton.sock", "unix", "run/triton.sock", "localhost", "localhost"},
+		{"unix-abstract:triton", "unix", "@triton", "localhost", "localhost"},
 	} {
 		a, err := parseAddress(tc.target)
 		if err != nil {
@@ -48,6 +49,14 @@ func TestParseAddress(t *testing.T) {
 		}
 		if want := (address{tc.network, tc.addr, tc.authority}); a != want {
 			t.Errorf("%s: %+v, want %+v", tc.target, a, want)
+		}
+		// TLS: the server name configured is the authority (grpc-go's
+		// precedence); without one the authority's host is checked.
+		if got := targetAuthority(a, &tls.Config{ServerName: "triton.internal"}); got != "triton.internal" {
+			t.Errorf("%s with a TLS server name: authority %q", tc.target, got)
+		}
+		if got := h2TLS(&tls.Config{}, a.authority).ServerName; got != tc.tlsName {
+			t.Errorf("%s: TLS server name %q, want %q", tc.target, got, tc.tlsName)
 		}
 	}
 }

@@ -25,8 +25,7 @@ func (s *Session) enqueue(f []byte) error {
 }
 
 // push sends the frame that build appends (about size bytes), without
-// blocking: written at once by this goroutine when the socket takes it
-// and nothing waits before it, else queued for the writer. A client
+// blocking: it is queued for the writer. A client
 // whose socket has more than QueueBytes waiting, or that the shared
 // Memory cannot cover, gets the socket closed with 1008 at once; one
 // whose socket fails, closed.
@@ -88,7 +87,7 @@ func (s *Session) pingLoop(ctx context.Context) {
 		select {
 		case <-t.C:
 			pctx, cancel := context.WithTimeout(ctx, s.opts.PingTimeout)
-			err := s.conn.Ping(pctx)
+			err := s.conn.ws.Ping(pctx)
 			cancel()
 			if err != nil {
 				s.close(websocket.StatusAbnormalClosure, "", false)

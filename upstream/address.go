@@ -28,7 +28,10 @@ type address struct {
 // parseAddress reads target (not a dns:/// name: New resolves those). Its
 // errors say what is wrong, not which target (the caller's to add).
 func parseAddress(target string) (address, error) {
-	scheme, _, _ := strings.Cut(target, ":")
+	scheme := targetScheme(target)
+	if scheme == "dns" {
+		return address{}, errors.New("want dns:///host:port (a DNS server of its own is not supported)")
+	}
 	if scheme != "unix" && scheme != "unix-abstract" && scheme != "passthrough" {
 		return tcpAddress(target), nil
 	}
@@ -57,6 +60,16 @@ func parseAddress(target string) (address, error) {
 	return address{network: "unix", addr: endpoint, authority: "localhost"}, nil
 }
 
+// targetScheme is target's URL scheme in lower case (as url.Parse and
+// grpc-go read it), or "" when the text before its first colon is not one.
+func targetScheme(target string) string {
+	scheme, _, ok := strings.Cut(target, ":")
+	if !ok {
+		return ""
+	}
+	return strings.ToLower(scheme)
+}
+
 func tcpAddress(hostport string) address {
 	a := address{network: "tcp", addr: hostport, authority: hostport}
 	if strings.HasPrefix(hostport, ":") {
@@ -80,9 +93,12 @@ func serverName(authority string) string {
 // "@NAME" (Linux's abstract namespace); ok is false for a target that
 // names no socket, and err says what is wrong with a malformed one.
 func SocketPath(target string) (path string, ok bool, err error) {
+	if s := targetScheme(target); s != "unix" && s != "unix-abstract" {
+		return "", false, nil
+	}
 	a, err := parseAddress(target)
 	if err != nil {
 		return "", true, fmt.Errorf("%q: %w", target, err)
 	}
-	return a.addr, a.network == "unix", nil
+	return a.addr, true, nil
 }

@@ -41,6 +41,7 @@ func TestParseAddress(t *testing.T) {
 		{"unix:///run/triton.sock", "unix", "/run/triton.sock", "localhost", "localhost"},
 		{"unix:run/triton.sock", "unix", "run/triton.sock", "localhost", "localhost"},
 		{"unix-abstract:triton", "unix", "@triton", "localhost", "localhost"},
+		{"UNIX:/run/triton.sock", "unix", "/run/triton.sock", "localhost", "localhost"},
 	} {
 		a, err := parseAddress(tc.target)
 		if err != nil {
@@ -71,6 +72,8 @@ func TestNewRefusesMalformedTarget(t *testing.T) {
 		{"unix://engine/run/triton.sock", `upstream: target "unix://engine/run/triton.sock": a unix socket has no host ("engine"); want unix:PATH or unix:///ABSOLUTE_PATH`},
 		{"passthrough:///", `upstream: target "passthrough:///": no address; want passthrough:///host:port`},
 		{"unix:/run/%zz.sock", `upstream: target "unix:/run/%zz.sock": invalid URL escape "%zz"`},
+		{"dns:engine:8001", `upstream: target "dns:engine:8001": want dns:///host:port (a DNS server of its own is not supported)`},
+		{"dns://10.0.0.53/engine:8001", `upstream: target "dns://10.0.0.53/engine:8001": want dns:///host:port (a DNS server of its own is not supported)`},
 	} {
 		for _, tr := range []string{TransportH2, TransportGRPC} {
 			c, err := New([]string{"127.0.0.1:8001", tc.target}, &Options{Transport: tr})

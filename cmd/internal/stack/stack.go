@@ -441,29 +441,34 @@ func listenGRPC(addr string) (net.Listener, string, error) {
 		}
 		return lis, lis.Addr().String(), nil
 	}
-	removeStale(path)
 	lis, err := net.Listen("unix", path)
+	if errors.Is(err, syscall.EADDRINUSE) && removeStale(path) {
+		lis, err = net.Listen("unix", path)
+	}
 	if err != nil {
 		return nil, "", err
 	}
 	return lis, addr, nil
 }
 
-// removeStale removes the unix socket at path if nothing listens on it:
-// a process that was killed leaves its socket behind, and listening
-// there would fail ("address already in use"). A live one stays.
-func removeStale(path string) {
+// removeStale removes the unix socket at path if nothing listens on it,
+// and says whether it did: a process that was killed leaves its socket
+// behind, and listening there fails ("address already in use"). A live
+// socket, a file that is not a socket, and an abstract name (no file:
+// it goes with its listener) stay.
+func removeStale(path string) bool {
+	if strings.HasPrefix(path, "@") {
+		return false
+	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
-		return
+		return false
 	}
 	c, err := net.Dial("unix", path)
 	if err == nil {
 		c.Close()
-		return
+		return false
 	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		os.Remove(path)
-	}
+	return errors.Is(err, syscall.ECONNREFUSED) && os.Remove(path) == nil
 }
 
 func orLoopback(addr string) string {

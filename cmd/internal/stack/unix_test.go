@@ -124,3 +124,38 @@ func TestUnixSocketFlags(t *testing.T) {
 		t.Fatalf("%v, want %s", err, want)
 	}
 }
+
+// removeStale removes only a socket nothing listens on: a live socket, a
+// file that is not a socket and an abstract name stay.
+func TestRemoveStale(t *testing.T) {
+	dir := sockDir(t)
+	live := filepath.Join(dir, "live.sock")
+	lis, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "stale.sock")
+	l2, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.(*net.UnixListener).SetUnlinkOnClose(false)
+	l2.Close()
+	for _, tc := range []struct {
+		path    string
+		removed bool
+	}{{live, false}, {file, false}, {"@" + live, false}, {stale, true}} {
+		if got := removeStale(tc.path); got != tc.removed {
+			t.Errorf("%s: removed %v, want %v", tc.path, got, tc.removed)
+		}
+		_, err := os.Stat(strings.TrimPrefix(tc.path, "@"))
+		if exists := err == nil; exists == tc.removed {
+			t.Errorf("%s: exists %v after removeStale", tc.path, exists)
+		}
+	}
+}

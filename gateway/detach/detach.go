@@ -84,6 +84,9 @@ type Response struct {
 	one     [1]byte
 	readErr error
 	back    *Listener
+	// remote is the connection's peer as keptConn gives it, its text
+	// made once per connection (nil until it is first handed back).
+	remote *namedAddr
 }
 
 // Where the reader stands (Response.watch).
@@ -114,7 +117,7 @@ func Hijack(w http.ResponseWriter, r *http.Request) (*Response, error) {
 	}
 	d := &Response{conn: c, header: header, reuse: !r.Close}
 	if kc, ok := c.(*keptConn); ok { // a connection handed back with bytes in front
-		d.conn, d.kept = kc.Conn, kc.kept[kc.off:]
+		d.conn, d.kept, d.remote = kc.Conn, kc.kept[kc.off:], kc.remote
 	}
 	if n := brw.Reader.Buffered(); n > 0 { // pipelined: the next request's
 		p, _ := brw.Reader.Peek(n)
@@ -307,7 +310,7 @@ func (d *Response) handOn() {
 		return
 	}
 	_ = d.conn.SetReadDeadline(time.Time{})
-	l.deliver(&keptConn{Conn: d.conn, kept: d.kept})
+	l.deliver(d.keptConn())
 }
 
 // EndWith makes p the body's last part: it is framed (behind the
@@ -435,7 +438,16 @@ func (d *Response) release(l *Listener) {
 		return
 	}
 	d.kept = append(d.kept, d.one[0])
-	go l.deliver(&keptConn{Conn: d.conn, kept: d.kept})
+	go l.deliver(d.keptConn())
+}
+
+// keptConn is the connection to hand back, with the bytes of its next
+// request in front.
+func (d *Response) keptConn() *keptConn {
+	if a := d.conn.RemoteAddr(); d.remote == nil && a != nil {
+		d.remote = &namedAddr{Addr: a, text: a.String()}
+	}
+	return &keptConn{Conn: d.conn, kept: d.kept, remote: d.remote}
 }
 
 // await sets the reader of a finished response to wait for the next
@@ -588,9 +600,28 @@ func putBuf(b *[]byte) {
 // that does not wait, rawsock.Writer, as a WebSocket's).
 type keptConn struct {
 	net.Conn
-	kept []byte
-	off  int
+	kept   []byte
+	off    int
+	remote *namedAddr
 }
+
+// RemoteAddr is the peer's address, whose String net/http reads for
+// every connection it serves: made once per connection, not once per
+// hand-back.
+func (c *keptConn) RemoteAddr() net.Addr {
+	if c.remote == nil {
+		return c.Conn.RemoteAddr()
+	}
+	return c.remote
+}
+
+// namedAddr is an address with its text made once.
+type namedAddr struct {
+	net.Addr
+	text string
+}
+
+func (a *namedAddr) String() string { return a.text }
 
 // CloseWrite shuts down the writing side of the connection, when the
 // connection it wraps can.

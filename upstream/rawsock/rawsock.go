@@ -251,6 +251,40 @@ func (l Listener) Accept() (net.Conn, error) {
 	return Wrap(c), nil
 }
 
+// Fill reads what has arrived on c, waiting in the poller while nothing
+// has, into a buffer that get supplies for each read it tries: one that
+// read nothing goes back to put, so a goroutine waiting here holds none.
+// It returns the buffer with n > 0 bytes read (the caller puts it back),
+// io.EOF once the peer has closed, or the poller's error (closed, past
+// the deadline). ok is false when c has no socket of its own: read it
+// as any net.Conn.
+func Fill(c net.Conn, get func() *[]byte, put func(*[]byte)) (b *[]byte, n int, ok bool, err error) {
+	rc := rawConn(c)
+	if rc == nil {
+		return nil, 0, false, nil
+	}
+	var errno syscall.Errno
+	perr := rc.Read(func(fd uintptr) bool {
+		b = get()
+		n, errno = call(syscall.SYS_READ, fd, (*b)[:cap(*b)])
+		if errno != 0 || n == 0 {
+			put(b)
+			b, n = nil, 0
+		}
+		return errno != syscall.EAGAIN
+	})
+	var o op
+	o.n = n
+	if errno != 0 {
+		o.err = errno
+	}
+	n, err = o.done(c, "read", perr)
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	return b, n, true, err
+}
+
 // Writer writes to one connection's socket without waiting. One
 // goroutine at a time calls Write.
 type Writer struct {

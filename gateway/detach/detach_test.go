@@ -434,8 +434,12 @@ func TestHandedBackKeepsSocket(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		if _, ok := c.(*keptConn); !ok {
+		if kc, ok := c.(*keptConn); !ok {
 			t.Errorf("the second request came on a %T, not a connection handed back", c)
+		} else if want := "GET /upgrade HTTP/1.1\r\nHost: x\r\n\r\n"; string(kc.kept) != want {
+			// One write of the client's, read whole by the reader: net/http
+			// parsed it with no read of its own.
+			t.Errorf("handed back with %q in front, want the whole request %q", kc.kept, want)
 		}
 		rw := rawsock.NewWriter(c)
 		if rw == nil {

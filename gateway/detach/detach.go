@@ -629,6 +629,10 @@ type keptConn struct {
 	remote *namedAddr
 }
 
+// Fronted marks it as a connection whose reads are not its socket's
+// alone: rawsock reads it through Read, never its socket raw.
+func (c *keptConn) Fronted() {}
+
 // RemoteAddr is the peer's address, whose String net/http reads for
 // every connection it serves: made once per connection, not once per
 // hand-back.
@@ -659,7 +663,7 @@ func (c *keptConn) CloseWrite() error {
 
 // SyscallConn is the socket of the connection it wraps, when that has
 // one. It is for writes: a read of the socket itself would miss the
-// kept bytes.
+// kept bytes (rawsock does not read it: Fronted).
 func (c *keptConn) SyscallConn() (syscall.RawConn, error) {
 	sc, ok := c.Conn.(syscall.Conn)
 	if !ok {

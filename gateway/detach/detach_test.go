@@ -441,6 +441,9 @@ func TestHandedBackKeepsSocket(t *testing.T) {
 			// parsed it with no read of its own.
 			t.Errorf("handed back with %q in front, want the whole request %q", kc.kept, want)
 		}
+		if w := rawsock.Wrap(c); w != c {
+			t.Errorf("rawsock wrapped the handed-back connection (%T): its raw reads would skip the kept bytes", w)
+		}
 		rw := rawsock.NewWriter(c)
 		if rw == nil {
 			t.Error("no raw writer on the handed-back connection")

@@ -1,12 +1,9 @@
 package upstream
 
 import (
-	"io"
 	"math"
 	"strconv"
 	"testing"
-
-	pb "github.com/streamgate/streamgate/proto/inferencepb"
 )
 
 // newTestCall builds a call without a target round trip.
@@ -115,60 +112,3 @@ func TestRoutingKey(t *testing.T) {
 	}
 }
 
-// sendRecorder is a streamRPC that keeps what is sent on it.
-type sendRecorder struct{ sent []*pb.ModelInferRequest }
-
-func (r *sendRecorder) Send(m *pb.ModelInferRequest) error { r.sent = append(r.sent, m); return nil }
-func (r *sendRecorder) RecvMsg(any) error                  { return io.EOF }
-func (r *sendRecorder) CloseSend() error                   { return nil }
-
-// TestAddSendsWhenNobodySends: a request added to an open pooled stream
-// while nobody sends is sent by add itself, before it returns, and the
-// sender is not woken; while someone sends, add only queues it, for that
-// one to send before giving the role up.
-func TestAddSendsWhenNobodySends(t *testing.T) {
-	c := newTestClient(t, []string{"127.0.0.1:1"}, &Options{HealthInterval: -1})
-	s := c.targetList()[0].newStream(false)
-	defer s.cancelCtx()
-	rec := &sendRecorder{}
-	s.mu.Lock()
-	s.opened, s.state, s.rpc = true, stateOpen, rec
-	s.mu.Unlock()
-	woken := func() bool {
-		select {
-		case <-s.wake:
-			return true
-		default:
-			return false
-		}
-	}
-
-	a := newTestCall(c, CancelInband)
-	if !s.add(a) {
-		t.Fatal("add failed")
-	}
-	if len(rec.sent) != 1 || rec.sent[0] != a.req || woken() {
-		t.Fatalf("after add: sent %d, sender woken %v; want a's request sent by add", len(rec.sent), woken())
-	}
-
-	s.mu.Lock()
-	s.sending = true // someone sends
-	s.mu.Unlock()
-	b := newTestCall(c, CancelInband)
-	if !s.add(b) {
-		t.Fatal("add failed")
-	}
-	if len(rec.sent) != 1 || woken() {
-		t.Fatalf("while someone sends: sent %d, sender woken %v; want b queued only", len(rec.sent), woken())
-	}
-	s.sendQueued(rec) // that one's loop finds it
-	if len(rec.sent) != 2 || rec.sent[1] != b.req {
-		t.Fatalf("sent %d, want b's request second", len(rec.sent))
-	}
-	s.mu.Lock()
-	held := s.sending
-	s.mu.Unlock()
-	if held {
-		t.Fatal("the sender's role was not given up with the queue empty")
-	}
-}

@@ -29,11 +29,8 @@ const (
 //
 // Goroutines: run (the sender, started by target.startStream and owned by
 // the Client's WaitGroup) and the reader it starts and waits for. Only the
-// holder of the sender's role (sending) calls Send, only the sender calls
-// CloseSend, only the reader calls Recv. Everyone else talks to the
-// sender through sendq and wake, except that a request added to an open
-// pooled stream while nobody sends is sent by its own goroutine
-// (sendQueued): no wake-up of the sender per request.
+// sender calls Send and CloseSend, only the reader calls Recv. Everyone
+// else talks to the sender through sendq and wake.
 type stream struct {
 	t         *target
 	id        uint64
@@ -52,16 +49,11 @@ type stream struct {
 	// they last (sequence.go).
 	seqs atomic.Int32
 
-	mu     sync.Mutex
-	state  streamState
-	opened bool             // ModelStreamInfer succeeded
-	calls  map[uint64]*Call // by routing key (Call.key)
-	sendq  []sendItem
-	// rpc is the open RPC (nil until opened); sending says that a
-	// goroutine holds the sender's role: it sends sendq until it finds it
-	// empty (next), so nobody else need be woken meanwhile.
-	rpc       streamRPC
-	sending   bool
+	mu        sync.Mutex
+	state     streamState
+	opened    bool             // ModelStreamInfer succeeded
+	calls     map[uint64]*Call // by routing key (Call.key)
+	sendq     []sendItem
 	skipped   map[uint64]bool // in-band calls ended before their request was sent
 	idleSince time.Time       // when calls last became empty
 
@@ -83,69 +75,26 @@ type sendItem struct {
 
 // add registers cl on s and queues its request. It fails when cl already
 // ended or s is full, closing or dedicated to another call.
-//
-// On an open pooled stream where nobody sends, the caller sends the
-// request itself before add returns (sendQueued), with no lock held.
 func (s *stream) add(cl *Call) bool {
-	ok, rpc := s.enqueue(cl)
-	if rpc != nil {
-		s.sendQueued(rpc)
-	}
-	return ok
-}
-
-// enqueue is add's registration. It returns the RPC when the caller took
-// the sender's role and must send the queue (sendQueued); otherwise the
-// sender was woken, or the role's holder will find the request.
-func (s *stream) enqueue(cl *Call) (ok bool, send streamRPC) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.finished {
-		return false, nil
+		return false
 	}
 	s.mu.Lock()
 	if s.state > stateOpen || (s.dedicated && len(s.calls) > 0) ||
 		(!s.dedicated && len(s.calls) >= s.t.c.opts.MaxRequestsPerStream) {
 		s.mu.Unlock()
-		return false, nil
+		return false
 	}
 	s.calls[cl.key] = cl
 	s.load.Add(1)
 	s.sendq = append(s.sendq, sendItem{call: cl})
-	held := s.sending
-	if !held && s.rpc != nil && !s.dedicated && s.state == stateOpen {
-		s.sending, send = true, s.rpc
-	}
 	s.mu.Unlock()
 	cl.st = s
 	s.t.outstanding.Add(1)
-	if !held && send == nil {
-		s.signal()
-	}
-	return true, send
-}
-
-// sendQueued sends the queue for a goroutine that took the sender's role
-// in enqueue, until next finds it empty and gives the role up. If a Send
-// fails it keeps the role, so nobody sends again (the reader learns the
-// stream's status from Recv, and its end ends the sender); a half-close
-// due is left to the sender.
-func (s *stream) sendQueued(rpc streamRPC) {
-	for {
-		msg, closeSend := s.next()
-		if msg == nil {
-			if closeSend {
-				s.signal()
-			}
-			return
-		}
-		if err := rpc.Send(msg); err != nil {
-			s.mu.Lock()
-			s.sending = true // failed: the role is never given up
-			s.mu.Unlock()
-			return
-		}
-	}
+	s.signal()
+	return true
 }
 
 // remove unregisters cl; false if it was not on s (any more).
@@ -299,7 +248,6 @@ func (s *stream) run() {
 	}
 	s.mu.Lock()
 	s.opened = true
-	s.rpc = rpc
 	if s.state == stateNew {
 		s.state = stateOpen
 	}
@@ -330,23 +278,15 @@ type readBatcher interface {
 	OnRead(f func())
 }
 
-// sendLoop sends queued requests in order, when it can take the sender's
-// role (sending; its holder sends what is queued meanwhile). It returns
-// when the stream's context ends, after a half-close, or when Send fails
-// (the reader then learns the stream's status from Recv).
+// sendLoop sends queued requests in order. It returns when the stream's
+// context ends, after a half-close, or when Send fails (the reader then
+// learns the stream's status from Recv).
 func (s *stream) sendLoop(rpc streamRPC) {
 	for {
 		select {
 		case <-s.wake:
 		case <-s.ctx.Done():
 			return
-		}
-		s.mu.Lock()
-		held := s.sending
-		s.sending = true
-		s.mu.Unlock()
-		if held {
-			continue
 		}
 		for {
 			msg, closeSend := s.next()
@@ -365,8 +305,7 @@ func (s *stream) sendLoop(rpc streamRPC) {
 	}
 }
 
-// next pops the next message to send, for the holder of the sender's
-// role. With none, it gives the role up, and closeSend says whether to
+// next pops the next message to send. With none, closeSend says whether to
 // half-close: a dedicated stream after its one request, a closing stream
 // once its calls are done.
 func (s *stream) next() (msg *pb.ModelInferRequest, closeSend bool) {
@@ -396,7 +335,6 @@ func (s *stream) next() (msg *pb.ModelInferRequest, closeSend bool) {
 		return cl.req, false
 	}
 	s.sendq = nil
-	s.sending = false
 	return nil, s.dedicated || (s.state == stateClosing && len(s.calls) == 0)
 }
 

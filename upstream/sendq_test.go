@@ -111,4 +111,3 @@ func TestRoutingKey(t *testing.T) {
 		}
 	}
 }
-

@@ -70,8 +70,8 @@ type Response struct {
 	// before the connection is handed back.
 	deadline atomic.Bool
 
-	// The reader (Watch): it reads one byte, the next request's or the
-	// EOF of a client that left. watch is where it stands (watching,
+	// The reader (Watch): it reads once, the next request's first bytes
+	// (next) or the EOF of a client that left. watch is where it stands (watching,
 	// returned, finished), under mu, which also orders the read deadlines
 	// Finish sets for the reader before the reader's own; kept holds what
 	// it and net/http read of the next request; back is where the reader
@@ -81,16 +81,19 @@ type Response struct {
 	watch   int32
 	gone    func() // Watch's, until the response finishes
 	kept    []byte
-	one     [1]byte
+	next    []byte // what the reader read: the next request's first bytes
 	readErr error
 	back    *Listener
+	// remote is the connection's peer as keptConn gives it, its text
+	// made once per connection (nil until it is first handed back).
+	remote *namedAddr
 }
 
 // Where the reader stands (Response.watch).
 const (
 	unwatched int32 = iota // no reader: Watch was not called
 	watching               // it waits for a byte; the response runs
-	returned               // it returned during the response: one byte, or readErr
+	returned               // it returned during the response: bytes read (next), or readErr
 	finished               // the response finished first: the reader, still waiting, hands the connection on
 )
 
@@ -113,13 +116,17 @@ func Hijack(w http.ResponseWriter, r *http.Request) (*Response, error) {
 		return nil, err
 	}
 	d := &Response{conn: c, header: header, reuse: !r.Close}
+	var rest []byte
 	if kc, ok := c.(*keptConn); ok { // a connection handed back with bytes in front
-		d.conn, d.kept = kc.Conn, kc.kept[kc.off:]
+		d.conn, rest, d.remote = kc.Conn, kc.kept[kc.off:], kc.remote
 	}
 	if n := brw.Reader.Buffered(); n > 0 { // pipelined: the next request's
 		p, _ := brw.Reader.Peek(n)
 		d.kept = append(d.kept, p...)
 	}
+	// What net/http's buffer holds came before the kept bytes it has not
+	// read yet.
+	d.kept = append(d.kept, rest...)
 	d.now = rawsock.NewWriter(d.conn)
 	return d, nil
 }
@@ -251,8 +258,8 @@ func (d *Response) Close() error {
 
 // Watch starts the reader: gone is called, from the reader's goroutine,
 // when the client closes the connection (or it fails) before Finish.
-// Like net/http's background read, it stops at the first byte of the
-// next request, which is kept for it. When the response finishes first,
+// Like net/http's background read, it stops at the first bytes of the
+// next request (what one read brings), which are kept for it. When the response finishes first,
 // the same goroutine goes on waiting for the next request and hands the
 // connection back (Finish).
 func (d *Response) Watch(gone func()) {
@@ -264,12 +271,7 @@ func (d *Response) Watch(gone func()) {
 // and d lets go of gone (which may hold the request's state) once the
 // response has finished: an idle connection holds no more than that.
 func (d *Response) read() {
-	if n, err := d.conn.Read(d.one[:]); n == 0 {
-		if err == nil {
-			err = io.ErrNoProgress
-		}
-		d.readErr = err
-	}
+	d.readNext()
 	d.mu.Lock()
 	st, gone := d.watch, d.gone
 	if st == watching {
@@ -285,6 +287,31 @@ func (d *Response) read() {
 	d.handOn()
 }
 
+// readNext reads into next what the socket holds of the next request
+// (net/http then parses it with no read of its own), or into readErr why
+// there is none. A buffer is taken only while the socket has data, so a
+// reader waiting holds none. A connection with no socket of its own is
+// read one byte at a time.
+func (d *Response) readNext() {
+	b, n, ok, err := rawsock.Fill(d.conn, getBuf, putBuf)
+	if ok && n > 0 {
+		d.next = append([]byte(nil), (*b)[:n]...)
+		putBuf(b)
+		return
+	}
+	if !ok {
+		var one [1]byte
+		if n, err = d.conn.Read(one[:]); n > 0 {
+			d.next = append([]byte(nil), one[0])
+			return
+		}
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	d.readErr = err
+}
+
 // handOn is the reader's once the response has finished: the connection,
 // which it waited on for the next request, goes back to d.back if that
 // request has begun, and is closed otherwise (the client left, the idle
@@ -298,7 +325,7 @@ func (d *Response) handOn() {
 	closed := l.unwait(d.conn)
 	switch {
 	case d.readErr == nil:
-		d.kept = append(d.kept, d.one[0])
+		d.kept = append(d.kept, d.next...)
 	case !errors.Is(d.readErr, os.ErrDeadlineExceeded) || len(d.kept) == 0:
 		closed = true // the client left, or stayed quiet past the idle timeout
 	}
@@ -307,7 +334,7 @@ func (d *Response) handOn() {
 		return
 	}
 	_ = d.conn.SetReadDeadline(time.Time{})
-	l.deliver(&keptConn{Conn: d.conn, kept: d.kept})
+	l.deliver(d.keptConn())
 }
 
 // EndWith makes p the body's last part: it is framed (behind the
@@ -428,14 +455,23 @@ func (d *Response) release(l *Listener) {
 		}
 		return
 	}
-	// The reader returned during the response: with the first byte of
+	// The reader returned during the response: with the first bytes of
 	// the next request, or because the client left.
 	if l == nil || d.readErr != nil {
 		d.conn.Close()
 		return
 	}
-	d.kept = append(d.kept, d.one[0])
-	go l.deliver(&keptConn{Conn: d.conn, kept: d.kept})
+	d.kept = append(d.kept, d.next...)
+	go l.deliver(d.keptConn())
+}
+
+// keptConn is the connection to hand back, with the bytes of its next
+// request in front.
+func (d *Response) keptConn() *keptConn {
+	if a := d.conn.RemoteAddr(); d.remote == nil && a != nil {
+		d.remote = &namedAddr{Addr: a, text: a.String()}
+	}
+	return &keptConn{Conn: d.conn, kept: d.kept, remote: d.remote}
 }
 
 // await sets the reader of a finished response to wait for the next
@@ -588,9 +624,32 @@ func putBuf(b *[]byte) {
 // that does not wait, rawsock.Writer, as a WebSocket's).
 type keptConn struct {
 	net.Conn
-	kept []byte
-	off  int
+	kept   []byte
+	off    int
+	remote *namedAddr
 }
+
+// Fronted marks it as a connection whose reads are not its socket's
+// alone: rawsock reads it through Read, never its socket raw.
+func (c *keptConn) Fronted() {}
+
+// RemoteAddr is the peer's address, whose String net/http reads for
+// every connection it serves: made once per connection, not once per
+// hand-back.
+func (c *keptConn) RemoteAddr() net.Addr {
+	if c.remote == nil {
+		return c.Conn.RemoteAddr()
+	}
+	return c.remote
+}
+
+// namedAddr is an address with its text made once.
+type namedAddr struct {
+	net.Addr
+	text string
+}
+
+func (a *namedAddr) String() string { return a.text }
 
 // CloseWrite shuts down the writing side of the connection, when the
 // connection it wraps can.
@@ -604,7 +663,7 @@ func (c *keptConn) CloseWrite() error {
 
 // SyscallConn is the socket of the connection it wraps, when that has
 // one. It is for writes: a read of the socket itself would miss the
-// kept bytes.
+// kept bytes (rawsock does not read it: Fronted).
 func (c *keptConn) SyscallConn() (syscall.RawConn, error) {
 	sc, ok := c.Conn.(syscall.Conn)
 	if !ok {

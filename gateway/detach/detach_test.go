@@ -157,6 +157,29 @@ func TestResponseConnectionClose(t *testing.T) {
 	}
 }
 
+// Every request on a connection handed back sees the client's address
+// (net/http reads it from the connection each time it is handed back).
+func TestHandedBackRemoteAddr(t *testing.T) {
+	s := newServer(t, func(d *Response, r *http.Request) { io.WriteString(d, r.RemoteAddr) })
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i := range 3 {
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if string(body) != c.LocalAddr().String() {
+			t.Errorf("request %d: remote address %q, want %q", i, body, c.LocalAddr())
+		}
+	}
+}
+
 // The reader notices a client that leaves; the response's writes then
 // fail, and the connection is not handed back.
 func TestWatchClientLeaves(t *testing.T) {
@@ -411,8 +434,15 @@ func TestHandedBackKeepsSocket(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		if _, ok := c.(*keptConn); !ok {
+		if kc, ok := c.(*keptConn); !ok {
 			t.Errorf("the second request came on a %T, not a connection handed back", c)
+		} else if want := "GET /upgrade HTTP/1.1\r\nHost: x\r\n\r\n"; string(kc.kept) != want {
+			// One write of the client's, read whole by the reader: net/http
+			// parsed it with no read of its own.
+			t.Errorf("handed back with %q in front, want the whole request %q", kc.kept, want)
+		}
+		if w := rawsock.Wrap(c); w != c {
+			t.Errorf("rawsock wrapped the handed-back connection (%T): its raw reads would skip the kept bytes", w)
 		}
 		rw := rawsock.NewWriter(c)
 		if rw == nil {

@@ -131,6 +131,23 @@ func rawConn(c net.Conn) syscall.RawConn {
 	return rc
 }
 
+// Fronted is a connection whose Read may return bytes of its own before
+// its socket's (a connection handed back with its next request's first
+// bytes already read), though it exposes its socket (syscall.Conn): Wrap
+// leaves it as it is and Fill declines it, so that no raw read of the
+// socket skips those bytes.
+type Fronted interface {
+	net.Conn
+	Fronted()
+}
+
+// readsSocket says whether a raw read of c's socket misses nothing of
+// c's (c is not Fronted).
+func readsSocket(c net.Conn) bool {
+	_, fronted := c.(Fronted)
+	return !fronted
+}
+
 // Conn is a net.Conn whose Read and Write are raw system calls. It is
 // safe for concurrent use as a net.Conn is: reads are serialised with
 // reads, writes with writes.
@@ -148,9 +165,10 @@ type Conn struct {
 }
 
 // Wrap returns c reading and writing through a Conn when it has a socket
-// of its own (a TCP connection), else c.
+// of its own (a TCP connection) that it reads alone (not Fronted), else
+// c.
 func Wrap(c net.Conn) net.Conn {
-	if _, ok := c.(*Conn); ok {
+	if _, ok := c.(*Conn); ok || !readsSocket(c) {
 		return c
 	}
 	rc := rawConn(c)
@@ -249,6 +267,43 @@ func (l Listener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	return Wrap(c), nil
+}
+
+// Fill reads what has arrived on c, waiting in the poller while nothing
+// has, into a buffer that get supplies for each read it tries: one that
+// read nothing goes back to put, so a goroutine waiting here holds none.
+// It returns the buffer with n > 0 bytes read (the caller puts it back),
+// io.EOF once the peer has closed, or the poller's error (closed, past
+// the deadline). ok is false when c has no socket of its own, or is
+// Fronted: read it as any net.Conn.
+func Fill(c net.Conn, get func() *[]byte, put func(*[]byte)) (b *[]byte, n int, ok bool, err error) {
+	var rc syscall.RawConn
+	if readsSocket(c) {
+		rc = rawConn(c)
+	}
+	if rc == nil {
+		return nil, 0, false, nil
+	}
+	var errno syscall.Errno
+	perr := rc.Read(func(fd uintptr) bool {
+		b = get()
+		n, errno = call(syscall.SYS_READ, fd, (*b)[:cap(*b)])
+		if errno != 0 || n == 0 {
+			put(b)
+			b, n = nil, 0
+		}
+		return errno != syscall.EAGAIN
+	})
+	var o op
+	o.n = n
+	if errno != 0 {
+		o.err = errno
+	}
+	n, err = o.done(c, "read", perr)
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	return b, n, true, err
 }
 
 // Writer writes to one connection's socket without waiting. One

@@ -323,3 +323,45 @@ func TestReadFrom(t *testing.T) {
 		})
 	}
 }
+
+// fronted is a connection with bytes of its own in front of its socket,
+// which it exposes (as a connection handed back after a detached
+// response does).
+type fronted struct {
+	*net.TCPConn
+	front []byte
+}
+
+func (f *fronted) Read(p []byte) (int, error) {
+	if len(f.front) > 0 {
+		n := copy(p, f.front)
+		f.front = f.front[n:]
+		return n, nil
+	}
+	return f.TCPConn.Read(p)
+}
+
+func (f *fronted) Fronted() {}
+
+// A connection that holds bytes in front of its socket is read through
+// its own Read: Wrap leaves it as it is and Fill declines it, so that no
+// raw read skips those bytes.
+func TestFrontedNotReadRaw(t *testing.T) {
+	c, peer := pair(t)
+	tc := c.Conn.(*net.TCPConn)
+	f := &fronted{TCPConn: tc, front: []byte("first ")}
+	if w := Wrap(f); w != net.Conn(f) {
+		t.Fatalf("Wrap gave a %T for a connection with bytes in front", w)
+	}
+	get := func() *[]byte { b := make([]byte, 0, 64); return &b }
+	if _, _, ok, _ := Fill(f, get, func(*[]byte) {}); ok {
+		t.Fatal("Fill read the socket of a connection with bytes in front")
+	}
+	if _, err := peer.Write([]byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	b, n, ok, err := Fill(c, get, func(*[]byte) {})
+	if !ok || err != nil || string((*b)[:n]) != "second" {
+		t.Fatalf("Fill of the socket: %v %v %q", ok, err, (*b)[:n])
+	}
+}

@@ -92,7 +92,7 @@ type Response struct {
 // Where the reader stands (Response.watch).
 const (
 	unwatched int32 = iota // no reader: Watch was not called
-	watching               // it waits for a byte; the response runs
+	watching               // it waits for the next request's first bytes; the response runs
 	returned               // it returned during the response: bytes read (next), or readErr
 	finished               // the response finished first: the reader, still waiting, hands the connection on
 )
@@ -259,9 +259,9 @@ func (d *Response) Close() error {
 // Watch starts the reader: gone is called, from the reader's goroutine,
 // when the client closes the connection (or it fails) before Finish.
 // Like net/http's background read, it stops at the first bytes of the
-// next request (what one read brings), which are kept for it. When the response finishes first,
-// the same goroutine goes on waiting for the next request and hands the
-// connection back (Finish).
+// next request (what one read brings), which are kept for it. When the
+// response finishes first, the same goroutine goes on waiting for the
+// next request and hands the connection back (Finish).
 func (d *Response) Watch(gone func()) {
 	d.watch, d.gone = watching, gone
 	go d.read()
@@ -325,7 +325,7 @@ func (d *Response) handOn() {
 	closed := l.unwait(d.conn)
 	switch {
 	case d.readErr == nil:
-		d.kept = append(d.kept, d.next...)
+		d.keepNext()
 	case !errors.Is(d.readErr, os.ErrDeadlineExceeded) || len(d.kept) == 0:
 		closed = true // the client left, or stayed quiet past the idle timeout
 	}
@@ -461,15 +461,28 @@ func (d *Response) release(l *Listener) {
 		d.conn.Close()
 		return
 	}
-	d.kept = append(d.kept, d.next...)
+	d.keepNext()
 	go l.deliver(d.keptConn())
+}
+
+// keepNext adds what the reader read (next) to the bytes kept for the
+// next request.
+func (d *Response) keepNext() {
+	if len(d.kept) == 0 {
+		d.kept = d.next
+	} else {
+		d.kept = append(d.kept, d.next...)
+	}
+	d.next = nil
 }
 
 // keptConn is the connection to hand back, with the bytes of its next
 // request in front.
 func (d *Response) keptConn() *keptConn {
-	if a := d.conn.RemoteAddr(); d.remote == nil && a != nil {
-		d.remote = &namedAddr{Addr: a, text: a.String()}
+	if d.remote == nil {
+		if a := d.conn.RemoteAddr(); a != nil {
+			d.remote = &namedAddr{Addr: a, text: a.String()}
+		}
 	}
 	return &keptConn{Conn: d.conn, kept: d.kept, remote: d.remote}
 }
@@ -643,7 +656,9 @@ func (c *keptConn) RemoteAddr() net.Addr {
 	return c.remote
 }
 
-// namedAddr is an address with its text made once.
+// namedAddr is an address with its text made once. A handed-back
+// connection's RemoteAddr is one: code that asserts *net.TCPAddr must
+// unwrap it (its Addr).
 type namedAddr struct {
 	net.Addr
 	text string
@@ -676,6 +691,9 @@ func (c *keptConn) Read(p []byte) (int, error) {
 	if c.off < len(c.kept) {
 		n := copy(p, c.kept[c.off:])
 		c.off += n
+		if c.off == len(c.kept) { // read: an idle connection holds none of it
+			c.kept, c.off = nil, 0
+		}
 		return n, nil
 	}
 	return c.Conn.Read(p)

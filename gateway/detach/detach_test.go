@@ -412,6 +412,7 @@ func TestHandedBackKeepsSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := NewListener(ln.Addr())
+	inFront := make(chan string, 1) // the bytes in front of the connection handed back
 	seenEOF := make(chan struct{})
 	sawEOF := sync.OnceFunc(func() { close(seenEOF) })
 	var handlers sync.WaitGroup
@@ -434,12 +435,15 @@ func TestHandedBackKeepsSocket(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		if kc, ok := c.(*keptConn); !ok {
+		if _, ok := c.(*keptConn); !ok {
 			t.Errorf("the second request came on a %T, not a connection handed back", c)
-		} else if want := "GET /upgrade HTTP/1.1\r\nHost: x\r\n\r\n"; string(kc.kept) != want {
+		} else if kept, want := <-inFront, "GET /upgrade HTTP/1.1\r\nHost: x\r\n\r\n"; kept != want {
 			// One write of the client's, read whole by the reader: net/http
 			// parsed it with no read of its own.
-			t.Errorf("handed back with %q in front, want the whole request %q", kc.kept, want)
+			t.Errorf("handed back with %q in front, want the whole request %q", kept, want)
+		}
+		if kc, ok := c.(*keptConn); ok && kc.kept != nil {
+			t.Errorf("the connection still holds %d kept bytes net/http has read", len(kc.kept))
 		}
 		if w := rawsock.Wrap(c); w != c {
 			t.Errorf("rawsock wrapped the handed-back connection (%T): its raw reads would skip the kept bytes", w)
@@ -466,7 +470,7 @@ func TestHandedBackKeepsSocket(t *testing.T) {
 	})}
 	var serving sync.WaitGroup
 	serving.Go(func() { srv.Serve(rawsock.Listener{Listener: ln}) })
-	serving.Go(func() { srv.Serve(back) })
+	serving.Go(func() { srv.Serve(frontListener{back, inFront}) })
 	t.Cleanup(func() {
 		srv.Shutdown(context.Background())
 		handlers.Wait()
@@ -505,4 +509,19 @@ func TestHandedBackKeepsSocket(t *testing.T) {
 		t.Fatalf("after the half-close: %d %v, want EOF", n, err)
 	}
 	sawEOF()
+}
+
+// frontListener is l, telling in front what bytes a connection handed
+// back brings in front of its socket's (before net/http reads them).
+type frontListener struct {
+	net.Listener
+	front chan<- string
+}
+
+func (l frontListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if kc, ok := c.(*keptConn); ok {
+		l.front <- string(kc.kept)
+	}
+	return c, err
 }

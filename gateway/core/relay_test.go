@@ -123,3 +123,35 @@ func TestServeSSEBatchesAndKeepsAlive(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepaliveHot: a stream counts as running at full speed (relayed
+// off the upstream reader) only after two short gaps in a row, so a paced
+// stream whose one batch went out late, followed by the next on time,
+// stays on the reader.
+func TestKeepaliveHot(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	var k keepalive
+	k.last = ms(1000) // the start
+	if k.hot(ms(1001)) {
+		t.Fatal("hot at the first response, right after the start")
+	}
+	// Paced at 50 ms: batch 1 on time, batch 2 late, batch 3 on time.
+	k.batch(ms(1050))
+	k.batch(ms(1148))
+	if k.hot(ms(1150)) {
+		t.Fatal("a paced stream's on-time batch after a late one is hot")
+	}
+	k.batch(ms(1150))
+	if k.hot(ms(1200)) {
+		t.Fatal("a paced stream is hot")
+	}
+	// Full speed: short gaps in a row.
+	k.batch(ms(1200))
+	k.batch(ms(1201))
+	if !k.hot(ms(1202)) {
+		t.Fatal("a stream at full speed is not hot")
+	}
+	if k.hot(ms(1201) + coalesceGap) {
+		t.Fatal("hot after a gap of coalesceGap")
+	}
+}

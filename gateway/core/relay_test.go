@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -153,5 +154,21 @@ func TestKeepaliveHot(t *testing.T) {
 	}
 	if k.hot(ms(1201) + coalesceGap) {
 		t.Fatal("hot after a gap of coalesceGap")
+	}
+}
+
+// TestSSESinkLayout guards SSESink's layout (see its comment): 192
+// bytes, a size class whose objects start on a cache line, with what
+// every event touches (the sink's own state and the sse.Writer's first
+// fields) in its first line.
+func TestSSESinkLayout(t *testing.T) {
+	var o SSESink
+	if size := unsafe.Sizeof(o); size != 192 {
+		t.Errorf("SSESink is %d bytes, want 192", size)
+	}
+	// sse's TestWriterLayout keeps the Writer's hot fields in its first
+	// 40 bytes.
+	if end := unsafe.Offsetof(o.sw) + 40; end > 64 {
+		t.Errorf("what an event touches ends at byte %d, past the first cache line", end)
 	}
 }

@@ -62,9 +62,11 @@ type Client struct {
 	canned Answer
 }
 
-// New returns a Client for targets: "host:port" addresses, or
+// New returns a Client for targets: "host:port" addresses, unix sockets
+// ("unix:PATH", "unix:///ABSOLUTE_PATH", gRPC's naming), or
 // "dns:///host:port" names whose every resolved address becomes a target
-// (resolved again every Options.ResolveInterval). It does no I/O: targets
+// (resolved again every Options.ResolveInterval). A malformed target
+// fails New. It does no I/O: targets
 // are connected lazily, and a name is resolved in the background. opts may
 // be nil.
 func New(targets []string, opts *Options) (*Client, error) {

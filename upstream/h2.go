@@ -99,11 +99,12 @@ func (r readNotifier) Read(p []byte) (int, error) {
 
 // h2Options are what dialH2 needs of a target.
 type h2Options struct {
-	addr     string      // host:port to dial, also the :authority
-	tls      *tls.Config // nil: plaintext (h2c); NextProtos must hold "h2"
-	maxRecv  int         // Options.MaxMessageBytes
-	maxSend  int
-	dialTime time.Duration
+	addr      string      // the target to dial (see parseAddress)
+	authority string      // the :authority sent; "": addr's (see targetAuthority)
+	tls       *tls.Config // nil: plaintext (h2c); NextProtos must hold "h2"
+	maxRecv   int         // Options.MaxMessageBytes
+	maxSend   int
+	dialTime  time.Duration
 	// keepalive pings a connection that read nothing for keepalive while
 	// busy reports calls on its stream, and fails the stream when
 	// kaTimeout passes with no answer; zero: never. pingGap is the least

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -24,18 +25,16 @@ import (
 	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
-// h2TLS is cfg ready for dialH2 to a target at addr resolved from the dns
-// name name ("" if listed): the server name grpc-go would check (namedTLS's,
-// else the address's host), and ALPN "h2". Nil for plaintext.
-func h2TLS(cfg *tls.Config, name, addr string) *tls.Config {
+// h2TLS is cfg, as namedTLS returned it, ready for dialH2 to a target
+// whose :authority is authority: the server name grpc-go would check
+// (cfg's, else the authority's host), and ALPN "h2". Nil for plaintext.
+func h2TLS(cfg *tls.Config, authority string) *tls.Config {
 	if cfg == nil {
 		return nil
 	}
-	cfg = namedTLS(cfg, name).Clone()
+	cfg = cfg.Clone()
 	if cfg.ServerName == "" {
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			cfg.ServerName = host
-		}
+		cfg.ServerName = serverName(authority)
 	}
 	if !slices.Contains(cfg.NextProtos, "h2") {
 		cfg.NextProtos = append(cfg.NextProtos, "h2")
@@ -52,8 +51,12 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 	deadline := time.Now().Add(o.dialTime)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	a, err := parseAddress(o.addr)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "target %q: %v", o.addr, err)
+	}
 	var d net.Dialer
-	conn, err := d.DialContext(dctx, "tcp", o.addr)
+	conn, err := d.DialContext(dctx, a.network, a.addr)
 	if err != nil {
 		return nil, h2DialError(ctx, err)
 	}
@@ -96,7 +99,7 @@ func dialH2(ctx context.Context, o h2Options, busy func() bool) (*h2Stream, erro
 	h.fr.SetReuseFrames()
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.stop = context.AfterFunc(ctx, func() { h.fail(status.FromContextError(ctx.Err()).Err()) })
-	err = h.open(ctx, scheme, o.addr)
+	err = h.open(ctx, scheme, cmp.Or(o.authority, a.authority))
 	if err == nil {
 		err = h.serverPreface(deadline)
 	}

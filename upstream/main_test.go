@@ -70,19 +70,28 @@ func serveEngine(tb testing.TB, addr string, o engine.Options) *testEngine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
+	lis := listen(tb, addr)
+	e := serveOn(tb, srv, lis)
+	e.addr = listenedAt(addr, lis)
+	return e
+}
+
+// listen listens on addr: "unix:PATH" is a unix socket, anything else a
+// TCP address ("": a free loopback port).
+func listen(tb testing.TB, addr string) net.Listener {
+	tb.Helper()
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		lis, err := net.Listen("unix", path)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		e := serveOn(tb, srv, lis)
-		e.addr = addr
-		return e
+		return lis
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
 	}
 	var lis net.Listener
+	var err error
 	for i := 0; ; i++ { // a just-freed port may linger briefly
 		lis, err = net.Listen("tcp", addr)
 		if err == nil || i == 50 {
@@ -93,7 +102,16 @@ func serveEngine(tb testing.TB, addr string, o engine.Options) *testEngine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return serveOn(tb, srv, lis)
+	return lis
+}
+
+// listenedAt is the target that reaches lis, listening on addr: addr
+// itself for a unix socket, else lis's TCP address.
+func listenedAt(addr string, lis net.Listener) string {
+	if strings.HasPrefix(addr, "unix:") {
+		return addr
+	}
+	return lis.Addr().String()
 }
 
 // serveOn serves srv on lis until the test ends or stop is called.
@@ -255,6 +273,32 @@ func checkRepeatFrom(tb testing.TB, rs []*pb.ModelInferResponse, base int32, n i
 // cores, under the race detector) may take many seconds for what takes
 // milliseconds on a quiet one.
 const waitHang = 2 * time.Minute
+
+// relayRepeat relays a repeatN(base, n, 0) request on c and checks its
+// responses.
+func relayRepeat(tb testing.TB, ctx context.Context, c *Client, base int32, n int) {
+	tb.Helper()
+	cl, err := c.Start(ctx, repeatN(base, n, 0))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rs, err := readAll(ctx, cl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	checkRepeat(tb, rs, base, n)
+}
+
+// wantRefused checks that a request on c gets no stream: it ends with
+// KindUnavailable, at Start or at its first Recv.
+func wantRefused(tb testing.TB, ctx context.Context, c *Client) {
+	tb.Helper()
+	cl, err := c.Start(ctx, repeatN(3, 1, 0))
+	if err == nil {
+		_, err = readAll(ctx, cl)
+	}
+	wantKind(tb, err, KindUnavailable)
+}
 
 // waitFor polls cond every millisecond until it holds, and fails the
 // test if it still does not after waitHang.

@@ -74,6 +74,10 @@ const (
 
 func newTarget(c *Client, addr, name string) (*target, error) {
 	o := &c.opts
+	a, err := parseAddress(addr)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: target %q: %w", addr, err)
+	}
 	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(transportCredentials(o.TLS, name)),
 		grpc.WithDefaultCallOptions(
@@ -122,12 +126,18 @@ func newTarget(c *Client, addr, name string) (*target, error) {
 		draining:  map[*stream]struct{}{},
 	}
 	if o.Transport == TransportH2 {
+		var cfg *tls.Config
+		if o.TLS != nil {
+			cfg = namedTLS(o.TLS, name)
+		}
+		authority := targetAuthority(a, cfg)
 		t.h2 = &h2Options{
-			addr:     addr,
-			tls:      h2TLS(o.TLS, name, addr),
-			maxRecv:  o.MaxMessageBytes,
-			maxSend:  o.MaxMessageBytes,
-			dialTime: 20 * time.Second, // grpc-go's MinConnectTimeout above
+			addr:      addr,
+			authority: authority,
+			tls:       h2TLS(cfg, authority),
+			maxRecv:   o.MaxMessageBytes,
+			maxSend:   o.MaxMessageBytes,
+			dialTime:  20 * time.Second, // grpc-go's MinConnectTimeout above
 		}
 		if o.KeepaliveTime > 0 { // at least 10s, as grpc-go (see Options)
 			t.h2.keepalive, t.h2.kaTimeout = max(o.KeepaliveTime, 10*time.Second), o.KeepaliveTimeout
@@ -191,6 +201,16 @@ func (c rawCredentials) ClientHandshake(ctx context.Context, authority string, c
 
 func (c rawCredentials) Clone() credentials.TransportCredentials {
 	return rawCredentials{c.TransportCredentials.Clone()}
+}
+
+// targetAuthority is the :authority grpc-go sends to the target at a
+// with TLS configuration cfg (nil: plaintext): the server name cfg
+// sets, else a's.
+func targetAuthority(a address, cfg *tls.Config) string {
+	if cfg != nil && cfg.ServerName != "" {
+		return cfg.ServerName
+	}
+	return a.authority
 }
 
 // namedTLS is cfg for a target resolved from the dns name name ("" if

@@ -2,7 +2,7 @@ package upstream
 
 import (
 	"context"
-	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -27,6 +27,8 @@ type traceEngine struct {
 	unary    map[string]string // method -> traceparent metadata
 	streams  []string          // traceparent metadata of each stream
 	requests map[string]string // request id -> traceparent parameter
+	// authority is the :authority of each method's latest call.
+	authority map[string]string
 }
 
 func mdTraceparent(ctx context.Context) string {
@@ -41,6 +43,13 @@ func (e *traceEngine) note(method string, ctx context.Context) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.unary[method] = mdTraceparent(ctx)
+	e.noteAuthority(method, ctx)
+}
+
+// noteAuthority notes ctx's :authority as method's; e.mu held.
+func (e *traceEngine) noteAuthority(method string, ctx context.Context) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	e.authority[method] = strings.Join(md.Get(":authority"), ",")
 }
 
 func (e *traceEngine) ServerMetadata(ctx context.Context, _ *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
@@ -65,6 +74,7 @@ func (e *traceEngine) ModelConfig(ctx context.Context, r *pb.ModelConfigRequest)
 func (e *traceEngine) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStreamInferServer) error {
 	e.mu.Lock()
 	e.streams = append(e.streams, mdTraceparent(stream.Context()))
+	e.noteAuthority("ModelStreamInfer", stream.Context())
 	e.mu.Unlock()
 	for {
 		r, err := stream.Recv()
@@ -87,11 +97,14 @@ func (e *traceEngine) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStrea
 
 func startTraceEngine(t *testing.T, inband bool) (*traceEngine, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &traceEngine{inband: inband, unary: map[string]string{}, requests: map[string]string{}}
+	return startTraceEngineAt(t, inband, "")
+}
+
+// startTraceEngineAt is startTraceEngine on addr (see listen).
+func startTraceEngineAt(t *testing.T, inband bool, addr string) (*traceEngine, string) {
+	t.Helper()
+	lis := listen(t, addr)
+	e := &traceEngine{inband: inband, unary: map[string]string{}, requests: map[string]string{}, authority: map[string]string{}}
 	srv := grpc.NewServer()
 	pb.RegisterGRPCInferenceServiceServer(srv, e)
 	served := make(chan struct{})
@@ -103,7 +116,7 @@ func startTraceEngine(t *testing.T, inband bool) (*traceEngine, string) {
 		srv.Stop()
 		<-served
 	})
-	return e, lis.Addr().String()
+	return e, listenedAt(addr, lis)
 }
 
 // spanContext returns a context with a new sampled span and its

@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -82,6 +81,13 @@ func TestTransportCredentialsRaw(t *testing.T) {
 // for 127.0.0.1, and returns it and the pool that trusts it.
 func serveTLSEngine(t *testing.T) (*testEngine, *x509.CertPool) {
 	t.Helper()
+	return serveTLSEngineAt(t, "")
+}
+
+// serveTLSEngineAt is serveTLSEngine on addr (see listen), with a
+// certificate for localhost too: the name of a unix socket's server.
+func serveTLSEngineAt(t *testing.T, addr string) (*testEngine, *x509.CertPool) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +98,7 @@ func serveTLSEngine(t *testing.T) (*testEngine, *x509.CertPool) {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(time.Hour),
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost"},
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -103,7 +110,7 @@ func serveTLSEngine(t *testing.T) (*testEngine, *x509.CertPool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := serveEngine(t, "", engine.Options{
+	e := serveEngine(t, addr, engine.Options{
 		TLS: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}}}})
 	roots := x509.NewCertPool()
 	roots.AddCert(cert)
@@ -157,11 +164,7 @@ func spyDialer(dials, calls *atomic.Int64) grpc.DialOption {
 // it before the handshake): none goes through the dialled connection's
 // own Read or Write.
 func TestGRPCTransportRaw(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sg") // a unix socket's path must stay under 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockDir(t)
 	tlsEngine, roots := serveTLSEngine(t)
 	unixEngine := serveEngine(t, "unix:"+filepath.Join(dir, "engine.sock"), engine.Options{})
 	for _, tc := range []struct {
@@ -175,15 +178,7 @@ func TestGRPCTransportRaw(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var dials, calls atomic.Int64
 			c := newTestClient(t, []string{tc.target}, &Options{Transport: TransportGRPC, TLS: tc.tls, DialOptions: []grpc.DialOption{spyDialer(&dials, &calls)}})
-			cl, err := c.Start(t.Context(), repeatN(3, 4, 0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs, err := readAll(t.Context(), cl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkRepeat(t, rs, 3, 4)
+			relayRepeat(t, t.Context(), c, 3, 4)
 			if dials.Load() == 0 {
 				t.Fatal("the stream went over no connection of the test's dialer")
 			}
@@ -197,11 +192,7 @@ func TestGRPCTransportRaw(t *testing.T) {
 	var dials, calls atomic.Int64
 	bad := newTestClient(t, []string{tlsEngine.addr}, &Options{Transport: TransportGRPC, TLS: &tls.Config{}, HealthInterval: -1,
 		DialOptions: []grpc.DialOption{spyDialer(&dials, &calls)}})
-	cl, err := bad.Start(t.Context(), repeatN(3, 1, 0))
-	if err == nil {
-		_, err = readAll(t.Context(), cl)
-	}
-	wantKind(t, err, KindUnavailable)
+	wantRefused(t, t.Context(), bad)
 }
 
 // TestH2TLS: over TLS, the h2 transport checks the target's certificate
@@ -213,21 +204,9 @@ func TestH2TLS(t *testing.T) {
 	defer cancel()
 
 	c := newTestClient(t, []string{e.addr}, &Options{Transport: TransportH2, TLS: &tls.Config{RootCAs: roots}})
-	cl, err := c.Start(ctx, repeatN(3, 4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := readAll(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkRepeat(t, rs, 3, 4)
+	relayRepeat(t, ctx, c, 3, 4)
 
 	// A client that does not trust the certificate gets no stream.
 	bad := newTestClient(t, []string{e.addr}, &Options{Transport: TransportH2, TLS: &tls.Config{}, HealthInterval: -1})
-	cl, err = bad.Start(ctx, repeatN(3, 1, 0))
-	if err == nil {
-		_, err = readAll(ctx, cl)
-	}
-	wantKind(t, err, KindUnavailable)
+	wantRefused(t, ctx, bad)
 }

@@ -34,25 +34,40 @@ func New(m metric.Meter) *Registry {
 // form, unit in UCUM ("{request}", "s", "By"), help its description, and
 // the names of its labels (attributes).
 func (r *Registry) Counter(name, unit, help string, labels ...string) *Counter {
-	c := &Counter{fam: newFamily(name, labels, func(set attribute.Set) *CounterValue {
-		return &CounterValue{series: series{set: set}}
-	})}
-	_, err := r.m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(help),
-		metric.WithInt64Callback(report(c.fam)))
-	must(name, err)
-	return c
+	return &Counter{fam: totals[CounterValue](r, false, name, unit, help, labels)}
 }
 
 // Gauge declares a value that goes up and down (an UpDownCounter): in
 // flight, open, in use.
 func (r *Registry) Gauge(name, unit, help string, labels ...string) *Gauge {
-	g := &Gauge{fam: newFamily(name, labels, func(set attribute.Set) *GaugeValue {
-		return &GaugeValue{series: series{set: set}}
-	})}
-	_, err := r.m.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(help),
-		metric.WithInt64Callback(report(g.fam)))
+	return &Gauge{fam: totals[GaugeValue](r, true, name, unit, help, labels)}
+}
+
+// totals declares an observable instrument, an up-down counter if
+// upDown, else a counter, whose series (V embeds series) the SDK reads
+// when it collects.
+func totals[V any, P interface {
+	*V
+	observe(metric.Int64Observer)
+	setLabels(attribute.Set)
+}](r *Registry, upDown bool, name, unit, help string, labels []string) *family[V] {
+	fam := newFamily(name, labels, func(set attribute.Set) *V {
+		v := new(V)
+		P(v).setLabels(set)
+		return v
+	})
+	report := metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+		fam.each(func(v *V) { P(v).observe(o) })
+		return nil
+	})
+	var err error
+	if upDown {
+		_, err = r.m.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(help), report)
+	} else {
+		_, err = r.m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(help), report)
+	}
 	must(name, err)
-	return g
+	return fam
 }
 
 // series is the running total of one series of a Counter or Gauge. The
@@ -67,22 +82,12 @@ type series struct {
 	set  attribute.Set
 }
 
+func (s *series) setLabels(set attribute.Set) { s.set = set }
+
 func (s *series) add(n int64) {
 	s.n.Add(n)
 	if !s.used.Load() {
 		s.used.Store(true)
-	}
-}
-
-// report is the callback of an observable instrument whose series are
-// fam's.
-func report[V any, P interface {
-	*V
-	observe(metric.Int64Observer)
-}](fam *family[V]) metric.Int64Callback {
-	return func(_ context.Context, o metric.Int64Observer) error {
-		fam.each(func(v *V) { P(v).observe(o) })
-		return nil
 	}
 }
 

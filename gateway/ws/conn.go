@@ -2,6 +2,7 @@ package ws
 
 import (
 	"bufio"
+	"context"
 	encbin "encoding/binary"
 	"net"
 	"net/http"
@@ -14,18 +15,52 @@ import (
 	"github.com/streamgate/streamgate/upstream/rawsock"
 )
 
-// Conn is a socket accepted by Accept: a websocket.Conn whose data frames
-// a Session frames and writes itself (output), while coder/websocket
-// reads, and writes its control frames (ping, pong, close).
+// Conn is a socket accepted by Accept. coder/websocket reads it and
+// writes its control frames (ping, pong, close); text messages go out
+// through the socket's one ordered line (output), framed by a Session
+// or WriteText. coder's own Write and Writer are not offered: a message
+// written past the line could land inside another frame.
 type Conn struct {
-	*websocket.Conn
+	ws  *websocket.Conn
 	out *output
 }
 
+// Subprotocol is the subprotocol the client and Accept agreed on.
+func (c *Conn) Subprotocol() string { return c.ws.Subprotocol() }
+
+// Close closes the socket with a close frame (code, reason), as
+// websocket.Conn's Close.
+func (c *Conn) Close(code websocket.StatusCode, reason string) error {
+	return c.ws.Close(code, reason)
+}
+
+// CloseNow closes the connection with no close frame.
+func (c *Conn) CloseNow() error { return c.ws.CloseNow() }
+
+// WriteText writes msg as one text message, for a socket no Session
+// serves (a Session sends its frames itself): within ctx's deadline when
+// the socket has no WriteTimeout, else within that.
+func (c *Conn) WriteText(ctx context.Context, msg []byte) error {
+	o := c.out
+	o.mu.Lock()
+	if o.shut {
+		o.mu.Unlock()
+		return errClosing
+	}
+	o.buf = appendTextFrame(o.buf, func(b []byte) []byte { return append(b, msg...) })
+	o.mu.Unlock()
+	if d, ok := ctx.Deadline(); ok && o.timeout == 0 {
+		if err := o.Conn.SetWriteDeadline(d); err != nil {
+			return err
+		}
+		defer o.Conn.SetWriteDeadline(time.Time{})
+	}
+	return o.flush()
+}
+
 // Accept is websocket.Accept with a connection a Session writes to
-// itself: the goroutine that holds a frame writes it when the socket can
-// take it, and the frames written between two network writes reach the
-// client in one (coder/websocket flushes every message on its own).
+// itself: the frames sent between two network writes reach the client
+// in one (coder/websocket flushes every message on its own).
 // Compression is off: the Session frames its messages itself. On error
 // Accept has answered the client.
 func Accept(w http.ResponseWriter, r *http.Request, opts *websocket.AcceptOptions) (*Conn, error) {
@@ -39,7 +74,7 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *websocket.AcceptOption
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{Conn: c, out: hj.out}, nil
+	return &Conn{ws: c, out: hj.out}, nil
 }
 
 // hijacker hands websocket.Accept the hijacked connection wrapped in an
@@ -54,7 +89,8 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.out = &output{Conn: c, now: rawsock.NewWriter(c), wake: make(chan struct{}, 1), direct: true, probe: probeEvery}
+	h.out = &output{Conn: c, now: rawsock.NewWriter(c), wake: make(chan struct{}, 1)}
+	h.out.idle.L = &h.out.mu
 	// net/http's writer is fresh and empty (the 101 went out before the
 	// hijack): point it at the output.
 	brw.Writer.Reset(h.out)
@@ -66,23 +102,14 @@ func (h *hijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 // output is the socket's writing side, and the one order its bytes
 // reach the network in.
 //
-// A frame (send) is written by the goroutine that holds it, with a write
-// that never waits, when nothing is waiting and no write is under way;
-// otherwise, and for what the socket did not take at once, it waits in
-// buf, and the session's writer (flush, on wake) writes it. Whoever
-// writes outside mu (writing) writes until buf is empty, so bytes go out
-// in the order they came. coder/websocket's control frames (Write) join
-// the same line.
-//
-// A sender's write saves the writer's wake-up, but costs one network
-// write per frame. Where frames come faster than that (the writer's
-// batches hold more than one: a busy or saturated gateway), they all
-// wait for the writer, which batches them, until singleToDirect batches
-// in a row hold one; one frame in probeEvery waits anyway, to see
-// whether others join it.
+// Senders frame their messages into buf (send) and wake the session's
+// writer, which writes everything waiting in one network write (flush).
+// Whoever writes outside mu (writing) writes until buf is empty, so
+// bytes go out in the order they came. coder/websocket's control frames
+// (Write) join the same line.
 type output struct {
 	net.Conn
-	now  *rawsock.Writer // the write that never waits; nil: every frame waits for the writer
+	now  *rawsock.Writer // the write that never waits; nil: none
 	wake chan struct{}   // capacity 1: buf has bytes and nobody writes them
 
 	// Set by NewSession before the socket is read or written.
@@ -91,39 +118,25 @@ type output struct {
 	timeout time.Duration  // WriteTimeout; 0: none
 
 	mu       sync.Mutex
-	buf      []byte // bytes waiting, framed
-	begun    int    // buf's first bytes that end a frame already begun on the network
-	spare    []byte // the buffer of the last batch written
-	inFlight int    // bytes a writer took from buf and has not finished writing
-	charged  int64  // bytes borrowed from mem
-	writing  bool   // a goroutine writes outside mu; it writes buf too before it stops
-	queued   int    // frames in buf
-	// direct: a frame that finds the socket idle is written by its
-	// sender (else it waits for the writer); probe counts down the frames
-	// to the next that waits anyway, to see whether others join it.
-	direct bool
-	probe  int
-	single int  // batches of one frame in a row
-	shut   bool // the session is closing, or a write failed: no more data frames
-	closed bool // a close frame has gone or waits, or a write failed: nothing more
+	buf      []byte    // bytes waiting, framed
+	spare    []byte    // the buffer of the last batch written
+	inFlight int       // bytes a writer took from buf and has not finished writing
+	charged  int64     // bytes borrowed from mem
+	writing  bool      // a goroutine writes outside mu; it writes buf too before it stops
+	idle     sync.Cond // on mu: broadcast when writing stops
+	err      error     // the write that failed the socket
+	shut     bool      // the session is closing, or a write failed: no more data frames
+	closed   bool      // a close frame has gone or waits, or a write failed: nothing more
+	closeLen int       // the close frame's length when it waits at buf's end; 0: none waits
 }
-
-// probeEvery: one frame in probeEvery that finds the socket idle waits
-// for the writer all the same (output.direct).
-const probeEvery = 16
-
-// singleToDirect is how many batches of one frame in a row have senders
-// write again.
-const singleToDirect = 4
 
 // keepSendBuf is the largest send buffer kept once written.
 const keepSendBuf = 64 << 10
 
 // send frames the text message build appends (about size bytes) and
-// writes it, or queues it behind what waits: errSlow or errNoMemory when
-// the socket's budget or the shared one cannot take it, errClosing once
-// the socket is closing, the write's error when the socket failed. It
-// never waits for the client.
+// queues it for the writer: errSlow or errNoMemory when the socket's
+// budget or the shared one cannot take it, errClosing once the socket is
+// closing. It never waits for the client.
 func (o *output) send(size int, build func([]byte) []byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -139,43 +152,12 @@ func (o *output) send(size int, build func([]byte) []byte) error {
 		o.buf = o.buf[:at]
 		return errSlow
 	}
-	probing := false
-	if o.probe--; o.probe <= 0 {
-		o.probe, probing = probeEvery, true
-	}
-	if at > 0 || o.writing || o.now == nil || !o.direct || probing {
-		if !o.charge() {
-			o.buf = o.buf[:at]
-			return errNoMemory
-		}
-		o.queued++
-		if at == 0 && !o.writing {
-			o.wakeWriter()
-		}
-		return nil
-	}
-	n, err := o.now.Write(o.buf)
-	if err != nil {
-		o.buf = o.buf[:0]
-		o.shut, o.closed = true, true
-		return err
-	}
-	if n == len(o.buf) {
-		o.buf = o.buf[:0]
-		return nil
-	}
-	// The rest waits for the writer: at most one frame, within limit, that
-	// must go out whole once begun.
-	o.buf = o.buf[:copy(o.buf, o.buf[n:])]
-	if n > 0 {
-		o.begun = len(o.buf)
-	}
-	o.queued = 1
-	o.wakeWriter()
 	if !o.charge() {
-		// The rest of a begun frame goes out whole all the same; the
-		// socket closes (1008) for want of memory.
+		o.buf = o.buf[:at]
 		return errNoMemory
+	}
+	if at == 0 && !o.writing {
+		o.wakeWriter()
 	}
 	return nil
 }
@@ -207,8 +189,10 @@ func (o *output) charge() bool {
 // the session's writer, which writes them under WriteTimeout: coder
 // writes its control frames under a 5 s limit of its own that closes the
 // connection, and a pong would keep coder's reader from reading the
-// client's frames meanwhile. A close frame is written here all the same
-// (coder closes the connection once it is written).
+// client's frames meanwhile. A close frame is written here all the same,
+// or, when another goroutine writes, Write waits until that one has
+// written it: coder closes the connection once Write returns (its echo
+// of a client's close frame too).
 func (o *output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	if o.closed {
@@ -221,6 +205,9 @@ func (o *output) Write(p []byte) (int, error) {
 	}
 	behind := len(o.buf) > 0
 	o.buf = append(o.buf, p...)
+	if closing {
+		o.closeLen = len(p)
+	}
 	if behind && !closing {
 		if !o.writing {
 			o.wakeWriter()
@@ -231,6 +218,17 @@ func (o *output) Write(p []byte) (int, error) {
 	o.mu.Unlock()
 	if err := o.flush(); err != nil {
 		return 0, err
+	}
+	if closing {
+		o.mu.Lock()
+		for o.writing {
+			o.idle.Wait()
+		}
+		err := o.err
+		o.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
 	}
 	return len(p), nil
 }
@@ -245,18 +243,14 @@ func (o *output) flush() error {
 		return nil
 	}
 	o.writing = true
-	defer func() { o.writing = false }()
+	defer func() {
+		o.writing = false
+		o.idle.Broadcast()
+	}()
 	for len(o.buf) > 0 {
 		batch := o.buf
-		switch { // control frames alone say nothing
-		case o.queued > 1:
-			o.direct, o.single = false, 0
-		case o.queued == 1:
-			o.single++
-			o.direct = o.direct || o.single >= singleToDirect
-		}
-		o.buf, o.spare = o.spare[:0], nil
-		o.inFlight, o.begun, o.queued = len(batch), 0, 0
+		o.buf, o.spare, o.closeLen = o.spare[:0], nil, 0
+		o.inFlight = len(batch)
 		o.mu.Unlock()
 		err := o.writeBatch(batch)
 		o.mu.Lock()
@@ -266,7 +260,7 @@ func (o *output) flush() error {
 		}
 		o.charge()
 		if err != nil {
-			o.buf, o.queued, o.shut, o.closed = o.buf[:0], 0, true, true
+			o.buf, o.closeLen, o.shut, o.closed, o.err = o.buf[:0], 0, true, true, err
 			o.charge()
 			return err
 		}
@@ -299,13 +293,14 @@ func (o *output) writeBatch(b []byte) error {
 }
 
 // close stops taking frames; those waiting stay for flush, or are dropped
-// (drop) but for the end of one already begun. The session is closing.
+// (drop), all but a close frame that waits: coder's Write waits for it
+// to be written. The session is closing.
 func (o *output) close(drop bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.shut = true
 	if drop {
-		o.buf, o.queued = o.buf[:o.begun], 0
+		o.buf = append(o.buf[:0], o.buf[len(o.buf)-o.closeLen:]...)
 		o.charge()
 	}
 }
@@ -316,7 +311,7 @@ func (o *output) release() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.shut, o.closed = true, true
-	o.buf, o.spare, o.inFlight, o.begun = nil, nil, 0, 0
+	o.buf, o.spare, o.inFlight, o.closeLen = nil, nil, 0, 0
 	o.charge()
 }
 

@@ -3,7 +3,6 @@ package ws
 import (
 	"bufio"
 	"context"
-	encbin "encoding/binary"
 	"io"
 	"net"
 	"net/http"
@@ -76,68 +75,51 @@ func acceptedConn(t *testing.T) (*Conn, net.Conn) {
 	return c, client
 }
 
-// TestFrameWrittenBySender: a frame sent while nothing waits before it is
-// on the network when push returns, written by the sending goroutine: no
-// writer runs (the session is not Run) and none was woken (a large one
-// may not fit the socket's buffer: its rest is flushed here). The frames
-// read back as RFC 6455 text frames, headers of every size included.
-func TestFrameWrittenBySender(t *testing.T) {
+// TestFramesQueuedForWriter: a frame sent is framed into the socket's
+// buffer and the writer woken (once, for the first frame waiting); the
+// writer's flush writes them all, and they read back as RFC 6455 text
+// frames, headers of every size included.
+func TestFramesQueuedForWriter(t *testing.T) {
 	c, client := acceptedConn(t)
 	s := NewSession(c, nil, nil)
-	for i, size := range []int{10, 125, 126, 300, 0xffff, 0x10000, 200 << 10} {
+	sizes := []int{10, 125, 126, 300, 0xffff, 0x10000, 200 << 10}
+	var want [][]byte
+	for i, size := range sizes {
 		data := []byte(`"` + strings.Repeat("x", size) + `"`)
 		if err := s.push(len(data)+64, func(b []byte) []byte { return AppendDataFrame(b, "a1", uint64(i), data) }); err != nil {
 			t.Fatal(err)
 		}
-		if len(c.out.wake) != 0 || len(c.out.buf) != 0 {
-			// A socket buffer too small for the frame leaves the rest to
-			// the writer; the small frames always fit.
-			if size <= 300 {
-				t.Fatalf("frame %d (%d bytes) waits for the writer", i, size)
-			}
-			go s.conn.out.flush()
+		if len(c.out.wake) != 1 || len(c.out.buf) == 0 {
+			t.Fatalf("frame %d: %d wake-ups pending, %d bytes wait; want 1 and the frames", i, len(c.out.wake), len(c.out.buf))
 		}
-		want := DataFrame("a1", uint64(i), data)
-		got := readTextFrame(t, client)
-		if string(got) != string(want) {
-			t.Fatalf("frame %d: read %d bytes, want %d", i, len(got), len(want))
+		want = append(want, DataFrame("a1", uint64(i), data))
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := c.out.flush(); err != nil {
+			t.Error(err)
+		}
+	})
+	for i := range sizes {
+		if got := readTextFrame(t, client); string(got) != string(want[i]) {
+			t.Fatalf("frame %d: read %d bytes, want %d", i, len(got), len(want[i]))
 		}
 	}
+	wg.Wait()
 }
 
 // readTextFrame reads one unmasked, final text frame from r and returns
 // its payload.
 func readTextFrame(t *testing.T, r io.Reader) []byte {
 	t.Helper()
-	var h [10]byte
-	if _, err := io.ReadFull(r, h[:2]); err != nil {
-		t.Fatal(err)
-	}
-	if h[0] != 0x81 || h[1]&0x80 != 0 {
-		t.Fatalf("frame header % x: want a final, unmasked text frame", h[:2])
-	}
-	n := uint64(h[1])
-	switch n {
-	case 126:
-		if _, err := io.ReadFull(r, h[:2]); err != nil {
-			t.Fatal(err)
-		}
-		n = uint64(encbin.BigEndian.Uint16(h[:2]))
-	case 127:
-		if _, err := io.ReadFull(r, h[:8]); err != nil {
-			t.Fatal(err)
-		}
-		n = encbin.BigEndian.Uint64(h[:8])
-	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(r, p); err != nil {
-		t.Fatal(err)
+	op, p := readFrame(t, r)
+	if op != opText {
+		t.Fatalf("opcode %d, want a text frame", op)
 	}
 	return p
 }
 
-// TestSendPathAllocatesNothing: sending a data frame (written at once or
-// queued) and writing what waits allocates nothing once the buffers have
+// TestSendPathAllocatesNothing: sending a data frame and writing what waits allocates nothing once the buffers have
 // grown.
 func TestSendPathAllocatesNothing(t *testing.T) {
 	s := NewSession(discardConn(t), nil, nil)
@@ -223,50 +205,6 @@ func TestWriterBuffersNeverShared(t *testing.T) {
 	}
 }
 
-// TestSenderWritesWhileBatchesAreSingle: a frame that finds the socket
-// idle is written by its sender while the writer's batches hold one
-// frame; once a batch holds more (frames arrive faster than single
-// writes go out), frames wait for the writer to batch them, until
-// singleToDirect batches in a row hold one. One frame in probeEvery
-// waits anyway.
-func TestSenderWritesWhileBatchesAreSingle(t *testing.T) {
-	s := NewSession(discardConn(t), nil, nil)
-	out := s.conn.out
-	frame := []byte(`{"type":"done","id":"a","reason":"final"}`)
-	sent := 0
-	push := func() (waits bool) {
-		t.Helper()
-		if err := s.enqueue(frame); err != nil {
-			t.Fatal(err)
-		}
-		sent++
-		return len(out.buf) > 0
-	}
-	for sent < probeEvery-1 {
-		if push() {
-			t.Fatalf("frame %d waits for the writer on an idle socket", sent)
-		}
-	}
-	if !push() {
-		t.Fatalf("frame %d (the probe) was written by its sender", sent)
-	}
-	push() // joins the probe: a batch of two
-	if err := out.flush(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range singleToDirect {
-		if !push() {
-			t.Fatalf("a frame was written by its sender after a batch of two and %d of one", i)
-		}
-		if err := out.flush(); err != nil { // a batch of one
-			t.Fatal(err)
-		}
-	}
-	if push() {
-		t.Fatalf("a frame waits for the writer after %d batches of one", singleToDirect)
-	}
-}
-
 // TestPingBehindDataLeftToWriter: a control frame coder/websocket writes
 // (a ping or pong) behind data frames waiting for the writer is queued
 // behind them and the writer woken, not written by coder's goroutine
@@ -276,7 +214,6 @@ func TestPingBehindDataLeftToWriter(t *testing.T) {
 	data := DataFrame("a1", 0, []byte(`"x"`))
 	c.out.mu.Lock()
 	c.out.buf = appendTextFrame(c.out.buf, func(b []byte) []byte { return append(b, data...) })
-	c.out.queued = 1
 	waiting := len(c.out.buf)
 	c.out.mu.Unlock()
 	ping := []byte{finBit | 0x9, 2, 'h', 'i'}

@@ -25,11 +25,9 @@ func (s *Session) enqueue(f []byte) error {
 }
 
 // push sends the frame that build appends (about size bytes), without
-// blocking: written at once by this goroutine when the socket takes it
-// and nothing waits before it, else queued for the writer. A client
-// whose socket has more than QueueBytes waiting, or that the shared
-// Memory cannot cover, gets the socket closed with 1008 at once; one
-// whose socket fails, closed.
+// blocking: it is queued for the writer. A client whose socket has more
+// than QueueBytes waiting, or that the shared Memory cannot cover, gets
+// the socket closed with 1008 at once; one whose socket fails, closed.
 func (s *Session) push(size int, build func([]byte) []byte) error {
 	select {
 	case <-s.closed:
@@ -50,8 +48,8 @@ func (s *Session) push(size int, build func([]byte) []byte) error {
 
 // writeLoop writes what waits for the socket whenever a sender leaves
 // some (output), until nothing does. When the session closes it writes
-// what waits (when the close asks for it; else only the end of a frame
-// begun), then the close frame.
+// what waits (when the close asks for it; else only a close frame of
+// coder's that waits), then the close frame.
 func (s *Session) writeLoop(ctx context.Context) {
 	out := s.conn.out
 	for {
@@ -67,7 +65,7 @@ func (s *Session) writeLoop(ctx context.Context) {
 			why := s.closeWhy
 			s.mu.Unlock()
 			out.close(!why.flush)
-			out.flush() // what waits, or only the end of a frame begun
+			out.flush() // what waits, or only coder's close frame
 
 			if why.code == websocket.StatusAbnormalClosure {
 				s.conn.CloseNow()
@@ -88,7 +86,7 @@ func (s *Session) pingLoop(ctx context.Context) {
 		select {
 		case <-t.C:
 			pctx, cancel := context.WithTimeout(ctx, s.opts.PingTimeout)
-			err := s.conn.Ping(pctx)
+			err := s.conn.ws.Ping(pctx)
 			cancel()
 			if err != nil {
 				s.close(websocket.StatusAbnormalClosure, "", false)

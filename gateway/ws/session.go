@@ -134,10 +134,9 @@ var ErrCancelled = errors.New("cancelled by the client")
 // runs; all of them have exited, and every request has ended (Later
 // included), when Run returns.
 //
-// Frames are framed in place in one buffer per socket (output): the
-// goroutine that sends one writes it at once when the socket takes it and
-// nothing waits before it; otherwise it waits, and the writer sends
-// everything waiting with one network write. Sending allocates nothing.
+// Frames are framed in place in one buffer per socket (output), and the
+// writer sends everything waiting with one network write. Sending
+// allocates nothing.
 type Session struct {
 	conn *Conn
 	h    Handler
@@ -170,7 +169,7 @@ type running struct {
 // Accept) with Subprotocol.
 func NewSession(c *Conn, h Handler, opts *Options) *Session {
 	o := opts.withDefaults()
-	c.SetReadLimit(o.ReadLimit)
+	c.ws.SetReadLimit(o.ReadLimit)
 	c.out.limit, c.out.mem, c.out.timeout = o.QueueBytes, o.Memory, o.WriteTimeout
 	return &Session{
 		conn:   c,
@@ -200,12 +199,17 @@ func (s *Session) Drain() {
 func (s *Session) Stop() { s.close(websocket.StatusGoingAway, "server shutting down", false) }
 
 // close shuts the session down once: the writer sends the close frame,
-// after the frames already queued for it if flush.
+// after the frames already queued for it if flush. Otherwise they are
+// dropped there and then: a writer inside a batch writes that batch
+// (a frame begun must end before the close frame), then the close frame.
 func (s *Session) close(code websocket.StatusCode, reason string, flush bool) {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
 		s.closeWhy.code, s.closeWhy.reason, s.closeWhy.flush = code, reason, flush
 		s.mu.Unlock()
+		if !flush {
+			s.conn.out.close(true)
+		}
 		close(s.closed)
 	})
 }
@@ -230,7 +234,7 @@ func (s *Session) Run(ctx context.Context) error {
 	// Closing the session makes the writer close the connection, which
 	// ends the blocking Read below.
 	for {
-		typ, data, err := s.conn.Read(ctx)
+		typ, data, err := s.conn.ws.Read(ctx)
 		if err != nil {
 			return err
 		}

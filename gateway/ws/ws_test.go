@@ -518,10 +518,10 @@ func TestSessionInvalidUTF8Closes(t *testing.T) {
 	}
 }
 
-// TestSessionOrderMixedWrites: frames their senders write at once and
-// frames left to the writer (a small socket buffer, frames of every
-// header size, pings between them) reach the client whole and in each
-// request's order.
+// TestSessionOrderMixedWrites: frames of many requests sent at once
+// (a small socket buffer, frames of every header size, coder's pings
+// and pongs between them) reach the client whole and in each request's
+// order.
 func TestSessionOrderMixedWrites(t *testing.T) {
 	const requests, frames = 8, 30
 	sizes := []int{10, 200, 70 << 10}

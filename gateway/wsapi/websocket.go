@@ -186,7 +186,7 @@ func (s *API) refuseSocket(r *http.Request, c *ws.Conn, err error) {
 	e := s.LogError(r.Context(), r, err, http.StatusSwitchingProtocols)
 	ctx, cancel := context.WithTimeout(r.Context(), s.Opts.StopTimeout)
 	defer cancel()
-	c.Write(ctx, websocket.MessageText, ws.ErrorFrame("", e.Code, e.Msg))
+	c.WriteText(ctx, ws.ErrorFrame("", e.Code, e.Msg))
 	code := websocket.StatusPolicyViolation
 	if e.Status == http.StatusServiceUnavailable {
 		code = websocket.StatusTryAgainLater

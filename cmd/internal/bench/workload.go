@@ -102,12 +102,7 @@ func (w workload) grpcRequest(serial int32) *pb.ModelInferRequest {
 	var ins []*tensor.Tensor
 	switch w.Kind {
 	case modelRepeat:
-		in := make([]int32, w.Responses)
-		delay := make([]uint32, w.Responses)
-		for i := range in {
-			in[i] = serial
-			delay[i] = uint32(w.Delay / time.Millisecond)
-		}
+		in, delay := w.repeatInputs(serial)
 		n := []int64{int64(w.Responses)}
 		ins = []*tensor.Tensor{
 			tensor.NewInt32("IN", n, in),
@@ -136,18 +131,25 @@ func (w workload) grpcRequest(serial int32) *pb.ModelInferRequest {
 	return req
 }
 
+// repeatInputs are repeat_int32's IN and DELAY for request serial:
+// Responses values, each serial, Delay apart.
+func (w workload) repeatInputs(serial int32) (in []int32, delay []uint32) {
+	in = make([]int32, w.Responses)
+	delay = make([]uint32, w.Responses)
+	for i := range in {
+		in[i] = serial
+		delay[i] = uint32(w.Delay / time.Millisecond)
+	}
+	return in, delay
+}
+
 // generateBody is the Triton generate JSON of request serial, the body of
 // generate_stream and of a WebSocket generate frame.
 func (w workload) generateBody(serial int32) []byte {
 	m := map[string]any{}
 	switch w.Kind {
 	case modelRepeat:
-		in := make([]int32, w.Responses)
-		delay := make([]uint32, w.Responses)
-		for i := range in {
-			in[i] = serial
-			delay[i] = uint32(w.Delay / time.Millisecond)
-		}
+		in, delay := w.repeatInputs(serial)
 		m["IN"], m["DELAY"], m["WAIT"] = in, delay, 0
 	case modelEcho:
 		m["text_input"], m["stream"] = words(w.Responses), true

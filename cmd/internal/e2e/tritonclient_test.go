@@ -123,6 +123,23 @@ func TestTritonClient(t *testing.T) {
 		{"sequence_sync", examples, []string{"simple_grpc_sequence_sync_infer_client.py", "-u", s.EngineAddr}, nil, nil},
 		{"sequence_sync_dyna", examples, []string{"simple_grpc_sequence_sync_infer_client.py", "-u", s.EngineAddr, "-d"}, nil, nil},
 	}
+	// python runs args in folder at with s's engine and gateway.
+	python := func(t *testing.T, s *testStack, at string, args, env []string) {
+		t.Helper()
+		cmd := exec.Command("/usr/bin/python3", args...)
+		cmd.Dir = at
+		cmd.Env = append(os.Environ(),
+			"PYTHONPATH="+filepath.Join(build, "python")+":"+filepath.Join(dir, "shim"),
+			"STREAMGATE_QA_GRPC="+s.EngineAddr,
+			"STREAMGATE_QA_HTTP="+s.addr)
+		cmd.Env = append(cmd.Env, env...)
+		cmd.WaitDelay = 10 * time.Second
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 8000))
+		}
+		t.Logf("%s", tail(string(out), 400))
+	}
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
 			s := s
@@ -136,21 +153,26 @@ func TestTritonClient(t *testing.T) {
 				t.Parallel()
 				s = newStack(t, nil, func(c *stack.Config) { r.own(c.Engine) })
 			}
-			cmd := exec.Command("/usr/bin/python3", r.args...)
-			cmd.Dir = r.dir
-			cmd.Env = append(os.Environ(),
-				"PYTHONPATH="+filepath.Join(build, "python")+":"+filepath.Join(dir, "shim"),
-				"STREAMGATE_QA_GRPC="+s.EngineAddr,
-				"STREAMGATE_QA_HTTP="+s.addr)
-			cmd.Env = append(cmd.Env, r.env...)
-			cmd.WaitDelay = 10 * time.Second
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", strings.Join(r.args, " "), err, tail(string(out), 8000))
-			}
-			t.Logf("%s", tail(string(out), 400))
+			python(t, s, r.dir, r.args, r.env)
 		})
 	}
+	// grpc core's clients (tritonclient.grpc and grpc.aio) on the
+	// engine's unix socket (--grpc unix:PATH), tritonclient.http on a
+	// gateway whose upstream target is that socket.
+	t.Run("clients_unix_socket", func(t *testing.T) {
+		t.Parallel()
+		sock, err := os.MkdirTemp("", "sg") // a socket's path must stay under 108 bytes
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(sock) })
+		target := "unix:" + filepath.Join(sock, "engine.sock")
+		s := newStack(t, nil, func(c *stack.Config) { c.EngineAddr = target })
+		if s.EngineAddr != target || s.up.Stats().Targets[0].Addr != target {
+			t.Fatalf("engine at %s, gateway's target %s; want both %s", s.EngineAddr, s.up.Stats().Targets[0].Addr, target)
+		}
+		python(t, s, scripts, []string{"clients.py"}, nil)
+	})
 }
 
 // qaResponseDelay is the engine's ResponseDelay for L0_decoupled's

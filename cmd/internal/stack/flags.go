@@ -154,7 +154,7 @@ type GatewayFlags struct {
 
 func (f *EngineFlags) register(fs *cli.FlagSet, engineOnly bool) {
 	fs.Group("Listen addresses")
-	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen `address`: HOST:PORT, :PORT (every interface) or a PORT alone (loopback); Triton's default port is 8001")
+	fs.StringVar(&f.GRPC, "grpc", "127.0.0.1:8001", "engine gRPC listen `address`: HOST:PORT, :PORT (every interface), a PORT alone (loopback) or a unix socket, unix:PATH; Triton's default port is 8001")
 	if engineOnly {
 		fs.StringVar(&f.Metrics, "metrics", "", "HTTP listen `address` of the engine's Prometheus /metrics (Triton's default port is 8002); empty serves none")
 		fs.Group("TLS and HTTP/2")
@@ -181,7 +181,7 @@ func (f *GatewayFlags) register(fs *cli.FlagSet, withUpstream bool) {
 	fs.BoolVar(&f.H2C, "h2c", false, "plaintext listener also speaks HTTP/2 to clients that know it in advance (a balancer's cleartext HTTP/2 to its backends); not with --tls-cert")
 	fs.Group("Upstream")
 	if withUpstream {
-		fs.StringVar(&f.Upstream, "upstream", "127.0.0.1:8001", "engine or Triton gRPC `targets`: ADDR[,ADDR...] or dns:///name:port")
+		fs.StringVar(&f.Upstream, "upstream", "127.0.0.1:8001", "engine or Triton gRPC `targets`: ADDR[,ADDR...] (HOST:PORT or a unix socket, unix:PATH) or dns:///name:port")
 	}
 	fs.StringVar(&f.Cancel, "cancel", "auto", "upstream cancellation `mode`: auto, inband, stream or none")
 	fs.IntVar(&f.StreamsPer, "upstream-streams", 64, "pooled ModelStreamInfer streams per upstream target")
@@ -311,10 +311,11 @@ func (f *Flags) Config(log *slog.Logger) (Config, error) {
 	var err error
 	// Listen addresses first: a bad one is refused before anything starts.
 	for _, a := range []struct {
-		flag string
-		addr *string
-	}{{"--grpc", &f.Engine.GRPC}, {"--metrics", &f.Engine.Metrics}, {"--http", &f.Gateway.HTTP}} {
-		if *a.addr, err = ListenAddr(*a.addr); err != nil {
+		flag  string
+		addr  *string
+		parse func(string) (string, error)
+	}{{"--grpc", &f.Engine.GRPC, GRPCListenAddr}, {"--metrics", &f.Engine.Metrics, ListenAddr}, {"--http", &f.Gateway.HTTP, ListenAddr}} {
+		if *a.addr, err = a.parse(*a.addr); err != nil {
 			return cfg, fmt.Errorf("%s: %w", a.flag, err)
 		}
 	}
@@ -479,6 +480,16 @@ func ListenAddr(s string) (string, error) {
 		return "", fmt.Errorf("%q: %v; want HOST:PORT, :PORT (every interface) or a PORT alone (loopback)", s, err)
 	}
 	return s, nil
+}
+
+// GRPCListenAddr is ListenAddr for a gRPC listener, which may also be a
+// unix socket, named as gRPC names one (unix:PATH, unix:///ABSOLUTE_PATH,
+// unix-abstract:NAME) and as --upstream takes it.
+func GRPCListenAddr(s string) (string, error) {
+	if _, unix, err := upstream.SocketPath(s); unix {
+		return s, err
+	}
+	return ListenAddr(s)
 }
 
 // ServiceName is the OpenTelemetry service.name of the process f runs

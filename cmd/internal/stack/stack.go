@@ -5,11 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/streamgate/streamgate/cmd/internal/telemetry"
@@ -197,12 +200,12 @@ func (s *Stack) startEngine(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", orLoopback(cfg.EngineAddr))
+	lis, addr, err := listenGRPC(orLoopback(cfg.EngineAddr))
 	if err != nil {
 		eng.Stop()
 		return fmt.Errorf("engine listen: %w", err)
 	}
-	s.Engine, s.EngineAddr = eng, lis.Addr().String()
+	s.Engine, s.EngineAddr = eng, addr
 	s.log.Info("engine serving", "grpc", s.EngineAddr, "tls", opts.TLS != nil, "mtls", opts.TLS != nil && opts.TLS.ClientCAs != nil, "models", eng.Models())
 	s.serve(func() error { return eng.Serve(lis) })
 	return nil
@@ -421,6 +424,46 @@ func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// listenGRPC listens on addr, a TCP address or a unix socket target
+// (upstream.SocketPath), and returns the target that reaches it: the TCP
+// address, its port chosen, or addr itself.
+func listenGRPC(addr string) (net.Listener, string, error) {
+	path, unix, err := upstream.SocketPath(addr)
+	if err != nil {
+		return nil, "", err
+	}
+	if !unix {
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, "", err
+		}
+		return lis, lis.Addr().String(), nil
+	}
+	removeStale(path)
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, "", err
+	}
+	return lis, addr, nil
+}
+
+// removeStale removes the unix socket at path if nothing listens on it:
+// a process that was killed leaves its socket behind, and listening
+// there would fail ("address already in use"). A live one stays.
+func removeStale(path string) {
+	if fi, err := os.Stat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+		return
+	}
+	c, err := net.Dial("unix", path)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		os.Remove(path)
+	}
 }
 
 func orLoopback(addr string) string {

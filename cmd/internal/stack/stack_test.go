@@ -100,15 +100,7 @@ func TestEngineAndGatewayStacks(t *testing.T) {
 	if eng.Gateway != nil || eng.HTTP != nil || eng.EngineAddr == "" {
 		t.Fatalf("engine stack %+v", eng)
 	}
-	f, err := Parse("gateway", []string{"--upstream", eng.EngineAddr, "--http", "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := f.Config(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := Start(cfg)
+	gw, err := Start(flagsConfig(t, "gateway", "--upstream", eng.EngineAddr, "--http", "127.0.0.1:0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -374,5 +375,31 @@ func TestQueueBurstsReuseBuffers(t *testing.T) {
 	burst()
 	if n := testing.AllocsPerRun(100, burst); n != 0 {
 		t.Fatalf("%v allocations per burst", n)
+	}
+}
+
+// TestCallLayout guards the Call's layout (see its comment): it takes
+// the 320-byte size class, whose objects start on a cache line, and
+// what every response touches lies in its first three lines.
+func TestCallLayout(t *testing.T) {
+	var cl Call
+	if size := unsafe.Sizeof(cl); size <= 288 || size > 320 {
+		t.Errorf("Call is %d bytes, not in the 320-byte size class (289 to 320)", size)
+	}
+	hot := map[string]uintptr{
+		"q":         unsafe.Offsetof(cl.q) + unsafe.Sizeof(cl.q),
+		"c":         unsafe.Offsetof(cl.c) + unsafe.Sizeof(cl.c),
+		"cur":       unsafe.Offsetof(cl.cur) + unsafe.Sizeof(cl.cur),
+		"origID":    unsafe.Offsetof(cl.origID) + unsafe.Sizeof(cl.origID),
+		"progress":  unsafe.Offsetof(cl.progress) + unsafe.Sizeof(cl.progress),
+		"delivered": unsafe.Offsetof(cl.delivered) + unsafe.Sizeof(cl.delivered),
+		"ended":     unsafe.Offsetof(cl.ended) + unsafe.Sizeof(cl.ended),
+		"aborted":   unsafe.Offsetof(cl.aborted) + unsafe.Sizeof(cl.aborted),
+		"decoupled": unsafe.Offsetof(cl.decoupled) + unsafe.Sizeof(cl.decoupled),
+	}
+	for name, end := range hot {
+		if end > 3*64 {
+			t.Errorf("Call.%s ends at byte %d, past the first three cache lines", name, end)
+		}
 	}
 }

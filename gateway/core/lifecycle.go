@@ -292,6 +292,9 @@ func (f *Flight) startKeepAlive() {
 type keepalive struct {
 	fired atomic.Bool   // t has fired since the last step looked
 	last  time.Duration // clock() at the last batch (or the start)
+	// quick: the last batch went out less than coalesceGap after the
+	// one before it (or the start); see hot.
+	quick bool
 	ka    time.Duration
 	t     *time.Timer // wakes the request (wakeIdle); nil: no keepalives
 }
@@ -307,7 +310,10 @@ var clockEpoch = time.Now()
 func clock() time.Duration { return time.Since(clockEpoch) }
 
 // batch notes that a batch went out at now (clock).
-func (k *keepalive) batch(now time.Duration) { k.last = now }
+func (k *keepalive) batch(now time.Duration) {
+	k.quick = now-k.last < coalesceGap
+	k.last = now
+}
 
 // coalesceGap is how close behind the last batch a response comes when
 // its stream is relayed at full speed rather than paced (LLM tokens come
@@ -317,9 +323,14 @@ func (k *keepalive) batch(now time.Duration) { k.last = now }
 // own.
 const coalesceGap = 5 * time.Millisecond
 
-// hot says whether the last batch went out less than coalesceGap
-// before now (clock).
-func (k *keepalive) hot(now time.Duration) bool { return now-k.last < coalesceGap }
+// hot says whether the stream runs at full speed: now (clock) is less
+// than coalesceGap after the last batch, and so was that batch after
+// the one before it. One short gap is not enough: on a busy machine a
+// paced stream's batch that went out late (its reader waited for a
+// CPU) is often followed by the next one on time, and each such gap
+// started a goroutine (which grew its stack in the translator) for one
+// batch.
+func (k *keepalive) hot(now time.Duration) bool { return k.quick && now-k.last < coalesceGap }
 
 // due says whether the timer fired and the request has been quiet for
 // the whole interval since (the timer then restarts for the next one);

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -121,5 +122,53 @@ func TestServeSSEBatchesAndKeepsAlive(t *testing.T) {
 				t.Fatalf("leave %v: %d events counted, want %d", leave, events, wantEvents)
 			}
 		})
+	}
+}
+
+// TestKeepaliveHot: a stream counts as running at full speed (relayed
+// off the upstream reader) only after two short gaps in a row, so a paced
+// stream whose one batch went out late, followed by the next on time,
+// stays on the reader.
+func TestKeepaliveHot(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	var k keepalive
+	k.last = ms(1000) // the start
+	if k.hot(ms(1001)) {
+		t.Fatal("hot at the first response, right after the start")
+	}
+	// Paced at 50 ms: batch 1 on time, batch 2 late, batch 3 on time.
+	k.batch(ms(1050))
+	k.batch(ms(1148))
+	if k.hot(ms(1150)) {
+		t.Fatal("a paced stream's on-time batch after a late one is hot")
+	}
+	k.batch(ms(1150))
+	if k.hot(ms(1200)) {
+		t.Fatal("a paced stream is hot")
+	}
+	// Full speed: short gaps in a row.
+	k.batch(ms(1200))
+	k.batch(ms(1201))
+	if !k.hot(ms(1202)) {
+		t.Fatal("a stream at full speed is not hot")
+	}
+	if k.hot(ms(1201) + coalesceGap) {
+		t.Fatal("hot after a gap of coalesceGap")
+	}
+}
+
+// TestSSESinkLayout guards SSESink's layout (see its comment): 192
+// bytes, a size class whose objects start on a cache line, with what
+// every event touches (the sink's own state and the sse.Writer's first
+// fields) in its first line.
+func TestSSESinkLayout(t *testing.T) {
+	var o SSESink
+	if size := unsafe.Sizeof(o); size != 192 {
+		t.Errorf("SSESink is %d bytes, want 192", size)
+	}
+	// sse's TestWriterLayout keeps the Writer's hot fields in its first
+	// 40 bytes.
+	if end := unsafe.Offsetof(o.sw) + 40; end > 64 {
+		t.Errorf("what an event touches ends at byte %d, past the first cache line", end)
 	}
 }

@@ -68,8 +68,10 @@ const KeepAliveComment = ": keepalive\n\n"
 // methods, except Abort, which any goroutine may call. After a failed write
 // every further Flush or KeepAlive returns ErrClosed.
 type Writer struct {
-	// What every event and FlushNow touch comes first: one cache line
-	// for a stream whose state a paced load leaves out of the cache.
+	// What every event and FlushNow touch comes first, in 40 bytes
+	// (TestWriterLayout): with the state of a sink that embeds the
+	// Writer, one cache line for a stream whose state a paced load
+	// leaves out of the cache.
 	buf    *[]byte // pending events; from bufPool, nil when none
 	nextID uint64
 	now    nowWriter // the ResponseWriter's WriteNow, if it has one

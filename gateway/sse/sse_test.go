@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/goleak"
 )
@@ -302,5 +303,23 @@ func TestAbort(t *testing.T) {
 	}
 	if err := w.KeepAlive(); err != ErrClosed {
 		t.Fatalf("KeepAlive after Abort = %v", err)
+	}
+}
+
+// TestWriterLayout: what every event and FlushNow touch lies in the
+// Writer's first 40 bytes, which a sink that embeds it keeps in one
+// cache line with its own state (core's TestSSESinkLayout).
+func TestWriterLayout(t *testing.T) {
+	var w Writer
+	for name, end := range map[string]uintptr{
+		"buf":    unsafe.Offsetof(w.buf) + unsafe.Sizeof(w.buf),
+		"nextID": unsafe.Offsetof(w.nextID) + unsafe.Sizeof(w.nextID),
+		"now":    unsafe.Offsetof(w.now) + unsafe.Sizeof(w.now),
+		"failed": unsafe.Offsetof(w.failed) + unsafe.Sizeof(w.failed),
+		"owed":   unsafe.Offsetof(w.owed) + unsafe.Sizeof(w.owed),
+	} {
+		if end > 40 {
+			t.Errorf("Writer.%s ends at byte %d, past the first 40", name, end)
+		}
 	}
 }

@@ -22,7 +22,7 @@ type Call struct {
 	// lines: the queue (the reader's push and the consumer's pop), then
 	// the rest of what route, deliver and TryRecv read. A paced response
 	// finds its call untouched for tens of milliseconds, out of the cache,
-	// so each line here is a miss per response. The Call's 312 bytes take
+	// so each line here is a miss per response. The Call's 320 bytes fill
 	// the 320-byte size class, whose objects start on a line: the hot 184
 	// bytes are three lines, never four (TestCallLayout).
 	q respQueue

@@ -344,7 +344,7 @@ func (k *keepalive) due() bool {
 		k.t.Reset(k.ka - quiet)
 		return false
 	}
-	k.last = now
+	k.last, k.quick = now, false // a keepalive is a gap: no batch before the next one is quick
 	k.t.Reset(k.ka)
 	return true
 }
